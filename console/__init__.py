@@ -1,0 +1,1 @@
+"""semo console: the Textual operator app; talks only to the Engine facade."""

@@ -1,0 +1,1 @@
+"""semo engine: runs agents in PTYs; asyncio only, never imports the UI."""

@@ -1,0 +1,1 @@
+"""Terminal core: PTY process, VT screen, scrollback, key encoding, asciicast recording."""

@@ -1,0 +1,483 @@
+"""A child process in a pseudo-terminal, driven by the asyncio loop without ever blocking it.
+
+`TerminalProcess.spawn` forks the child with `ptyprocess` (the child becomes a session leader
+whose controlling terminal is the PTY) and from then on owns the master fd and the child itself:
+output is read with `loop.add_reader`, input is written through a non-blocking fd with a pending
+buffer, and the child is reaped through a pidfd (or a WNOHANG poll where pidfds are missing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import contextvars
+import errno
+import fcntl
+import logging
+import os
+import shutil
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ptyprocess
+
+__all__ = [
+    "ExitStatus",
+    "TerminalClosedError",
+    "TerminalProcess",
+    "TerminalSpawnError",
+]
+
+logger = logging.getLogger("semo.terminal")
+
+_POLL_INTERVAL = 0.05
+# Reads allowed when draining output left in the PTY after the child was reaped; a descendant
+# that outlives the child and keeps writing must not keep us in the drain loop forever.
+_MAX_DRAIN_READS = 64
+
+
+class TerminalSpawnError(Exception):
+    """The child could not be started (command not found, bad cwd, exec failure)."""
+
+    def __init__(self, argv: Sequence[str], reason: str) -> None:
+        super().__init__(f"cannot spawn {list(argv)!r}: {reason}")
+        self.argv = list(argv)
+        self.reason = reason
+
+
+class TerminalClosedError(RuntimeError):
+    """The terminal's child has exited and its PTY is closed."""
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """How the child ended; exactly one of `code` and `signal` is set."""
+
+    code: int | None
+    signal: int | None
+
+    def __post_init__(self) -> None:
+        if (self.code is None) == (self.signal is None):
+            raise ValueError("exactly one of code and signal must be set")
+
+    @classmethod
+    def from_wait_status(cls, status: int) -> ExitStatus:
+        if os.WIFSIGNALED(status):
+            return cls(code=None, signal=os.WTERMSIG(status))
+        return cls(code=os.waitstatus_to_exitcode(status), signal=None)
+
+    def describe(self) -> str:
+        if self.signal is None:
+            return f"exited with code {self.code}"
+        try:
+            name = signal.Signals(self.signal).name
+        except ValueError:
+            return f"killed by signal {self.signal}"
+        return f"killed by signal {self.signal} ({name})"
+
+
+class _PtyProcess(ptyprocess.PtyProcess):
+    """A PtyProcess whose finaliser does nothing: TerminalProcess closes the fd and reaps.
+
+    The stock finaliser calls `close()`, which sleeps and may `waitpid`, both on the loop.
+    Every instance is also remembered in `_last_pty`, so that when `spawn` raises after the
+    fork (exec or chdir failure) the half-made child can still be reaped and its fd closed.
+    """
+
+    def __init__(self, pid: int, fd: int) -> None:
+        super().__init__(pid, fd)
+        _last_pty.set(self)
+
+    def __del__(self) -> None:
+        pass
+
+
+_last_pty: contextvars.ContextVar[_PtyProcess | None] = contextvars.ContextVar(
+    "semo_last_pty", default=None
+)
+
+
+def _close_pty(pty: ptyprocess.PtyProcess) -> None:
+    # The fd belongs to ptyprocess's FileIO; closing it there keeps that object from closing
+    # the same (possibly reused) fd number again later.
+    pty.fileobj.close()
+    pty.closed = True
+
+
+def _resolve_command(argv: Sequence[str], env: Mapping[str, str] | None) -> str:
+    if not argv:
+        raise TerminalSpawnError(argv, "empty argv")
+    search_path = (env if env is not None else os.environ).get("PATH", os.defpath)
+    resolved = shutil.which(argv[0], path=search_path)
+    if resolved is None:
+        raise TerminalSpawnError(argv, f"command not found or not executable: {argv[0]!r}")
+    return resolved
+
+
+def _spawn_pty(
+    argv: Sequence[str],
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+    cols: int,
+    rows: int,
+) -> _PtyProcess:
+    command = [_resolve_command(argv, env), *argv[1:]]
+    # chdir runs in preexec_fn because ptyprocess reports preexec_fn failures to the parent,
+    # whereas its own `cwd=` chdir raises inside the forked child.
+    preexec = None if cwd is None else (lambda: os.chdir(cwd))
+    parent_pid = os.getpid()
+    token = _last_pty.set(None)
+    try:
+        return _PtyProcess.spawn(
+            command,
+            env=None if env is None else dict(env),
+            preexec_fn=preexec,
+            dimensions=(rows, cols),
+        )
+    except Exception as exc:
+        if os.getpid() != parent_pid:
+            # ptyprocess raised in the forked child before exec: never run on as a copy of us.
+            os._exit(127)
+        _reap_failed_spawn(_last_pty.get())
+        raise TerminalSpawnError(argv, f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        _last_pty.reset(token)
+
+
+def _reap_failed_spawn(pty: _PtyProcess | None) -> None:
+    if pty is None:
+        return
+    _close_pty(pty)
+    # The child reported its failure and is about to `_exit`: this wait is short.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pty.pid, 0)
+
+
+class TerminalProcess:
+    """A child process attached to a PTY, read and written through the running asyncio loop."""
+
+    def __init__(
+        self,
+        pty: _PtyProcess,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        cols: int,
+        rows: int,
+        on_output: Callable[[str], None],
+        on_exit: Callable[[ExitStatus], None] | None,
+        read_size: int,
+    ) -> None:
+        self._pty = pty
+        self._loop = loop
+        self._fd: int = pty.fd
+        self.pid: int = pty.pid
+        self.cols = cols
+        self.rows = rows
+        self.exit_status: ExitStatus | None = None
+        self._on_output = on_output
+        self._on_exit = on_exit
+        self._read_size = read_size
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = bytearray()
+        self._eof = False
+        self._done: asyncio.Future[ExitStatus] = loop.create_future()
+        self._pidfd: int | None = None
+        self._poll_handle: asyncio.TimerHandle | None = None
+        self._terminator: asyncio.Task[ExitStatus] | None = None
+
+    @classmethod
+    def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cols: int = 80,
+        rows: int = 24,
+        on_output: Callable[[str], None],
+        on_exit: Callable[[ExitStatus], None] | None = None,
+        read_size: int = 65536,
+    ) -> TerminalProcess:
+        """Start `argv` in a new PTY of `cols` x `rows`; must be called inside a running loop.
+
+        `env`, when given, is the child's whole environment (and its PATH finds the command).
+        Raises `TerminalSpawnError` when the child cannot be started.
+        """
+        loop = asyncio.get_running_loop()
+        _check_size(cols, rows)
+        if read_size < 1:
+            raise ValueError(f"read_size must be positive, got {read_size}")
+        pty = _spawn_pty(argv, cwd, env, cols, rows)
+        process = cls(
+            pty,
+            loop,
+            cols=cols,
+            rows=rows,
+            on_output=on_output,
+            on_exit=on_exit,
+            read_size=read_size,
+        )
+        process._start()
+        return process
+
+    # -- public API ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the child has been reaped and the PTY closed."""
+        return self.exit_status is not None
+
+    @property
+    def running(self) -> bool:
+        return not self.closed
+
+    @property
+    def write_buffer_size(self) -> int:
+        """Bytes accepted by `write` that the child has not been handed yet."""
+        return len(self._pending)
+
+    def write(self, data: str | bytes) -> None:
+        """Queue `data` (str is UTF-8 encoded) for the child; never blocks the loop."""
+        self._ensure_open()
+        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        if not payload:
+            return
+        if self._pending:
+            self._pending += payload
+            return
+        written = self._write_now(payload)
+        if written < len(payload):
+            self._pending += payload[written:]
+            self._loop.add_writer(self._fd, self._flush_pending)
+
+    def resize(self, cols: int, rows: int) -> None:
+        """Set the PTY size; the kernel sends SIGWINCH to the child's foreground process group."""
+        self._ensure_open()
+        _check_size(cols, rows)
+        self._pty.setwinsize(rows, cols)
+        self.cols, self.rows = cols, rows
+
+    async def wait(self) -> ExitStatus:
+        """Wait until the child has exited and its output has been delivered."""
+        return await asyncio.shield(self._done)
+
+    async def terminate(self, grace: float = 2.0) -> ExitStatus:
+        """Send SIGHUP and SIGTERM to the child's process group, SIGKILL after `grace` seconds.
+
+        Idempotent: later calls wait for the first one. Members of the group that outlive the
+        child are killed too. A child that has already exited is left alone.
+        """
+        if self._terminator is None:
+            if self.exit_status is not None:
+                return self.exit_status
+            self._terminator = self._loop.create_task(self._terminate(grace))
+        return await asyncio.shield(self._terminator)
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        os.set_inheritable(self._fd, False)
+        flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+        fcntl.fcntl(self._fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        self._loop.add_reader(self._fd, self._on_readable)
+        self._watch_exit()
+
+    def _watch_exit(self) -> None:
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is not None:
+            try:
+                self._pidfd = pidfd_open(self.pid)
+            except OSError as exc:
+                logger.debug("pidfd_open unavailable (%s); polling waitpid instead", exc)
+        if self._pidfd is not None:
+            self._loop.add_reader(self._pidfd, self._on_child_exit)
+        else:
+            self._poll_handle = self._loop.call_later(_POLL_INTERVAL, self._poll_child)
+
+    # -- output ------------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        chunk = self._read_once()
+        if chunk is None:
+            self._on_eof()
+        elif chunk:
+            self._deliver(self._decoder.decode(chunk))
+
+    def _read_once(self) -> bytes | None:
+        """One read of at most `read_size` bytes; None on EOF/EIO, b"" when nothing is ready."""
+        try:
+            data = os.read(self._fd, self._read_size)
+        except BlockingIOError:
+            return b""
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                logger.warning("reading the PTY of pid %d failed: %s", self.pid, exc)
+            return None
+        return data or None
+
+    def _deliver(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self._on_output(text)
+        except Exception:
+            logger.exception("on_output callback of pid %d raised", self.pid)
+
+    def _on_eof(self) -> None:
+        if self._eof:
+            return
+        self._eof = True
+        self._loop.remove_reader(self._fd)
+        self._deliver(self._decoder.decode(b"", final=True))
+
+    def _drain_output(self) -> None:
+        for _ in range(_MAX_DRAIN_READS):
+            if self._eof:
+                return
+            chunk = self._read_once()
+            if not chunk:
+                break
+            self._deliver(self._decoder.decode(chunk))
+        self._on_eof()
+
+    # -- input -------------------------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self.exit_status is not None:
+            raise TerminalClosedError(
+                f"terminal of pid {self.pid} is closed: {self.exit_status.describe()}"
+            )
+
+    def _write_now(self, payload: bytes | memoryview) -> int:
+        try:
+            return os.write(self._fd, payload)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise TerminalClosedError(f"terminal of pid {self.pid} no longer takes input") from exc
+
+    def _flush_pending(self) -> None:
+        try:
+            written = self._write_now(memoryview(self._pending))
+        except TerminalClosedError as exc:
+            logger.warning(
+                "dropping %d bytes of input for pid %d: %s", len(self._pending), self.pid, exc
+            )
+            written = len(self._pending)
+        del self._pending[:written]
+        if not self._pending:
+            self._loop.remove_writer(self._fd)
+
+    # -- exit --------------------------------------------------------------------------------
+
+    def _poll_child(self) -> None:
+        self._poll_handle = None
+        if not self._try_reap():
+            self._poll_handle = self._loop.call_later(_POLL_INTERVAL, self._poll_child)
+
+    def _on_child_exit(self) -> None:
+        self._try_reap()
+
+    def _try_reap(self) -> bool:
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            logger.warning("pid %d was reaped by someone else; exit status unknown", self.pid)
+            self._finish(ExitStatus(code=-1, signal=None))
+            return True
+        if pid == 0:
+            return False
+        self._finish(ExitStatus.from_wait_status(status))
+        return True
+
+    def _finish(self, status: ExitStatus) -> None:
+        # Output the child wrote just before exiting may still sit in the PTY.
+        self._drain_output()
+        self._stop_watching_exit()
+        if self._pending:
+            self._loop.remove_writer(self._fd)
+            self._pending.clear()
+        _close_pty(self._pty)
+        self.exit_status = status
+        if self._on_exit is not None:
+            try:
+                self._on_exit(status)
+            except Exception:
+                logger.exception("on_exit callback of pid %d raised", self.pid)
+        self._done.set_result(status)
+
+    def _stop_watching_exit(self) -> None:
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+        if self._poll_handle is not None:
+            self._poll_handle.cancel()
+            self._poll_handle = None
+
+    async def _terminate(self, grace: float) -> ExitStatus:
+        deadline = self._loop.time() + grace
+        self._signal_group(signal.SIGHUP)
+        self._signal_group(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._done), timeout=grace)
+        await self._wait_for_group_exit(deadline)
+        if self._group_alive():
+            self._signal_group(signal.SIGKILL)
+        return await asyncio.shield(self._done)
+
+    async def _wait_for_group_exit(self, deadline: float) -> None:
+        # Descendants left in the group give no notice when they exit: poll for them.
+        while self._loop.time() < deadline:
+            if not self._group_alive():
+                return
+            await asyncio.sleep(_POLL_INTERVAL)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        # The child is a session leader, so its process group id is its pid.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, sig)
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return _group_has_live_member(self.pid)
+
+    def __repr__(self) -> str:
+        state = self.exit_status.describe() if self.exit_status else "running"
+        argv: Any = getattr(self._pty, "argv", "?")
+        return f"<TerminalProcess pid={self.pid} {argv!r} {self.cols}x{self.rows} {state}>"
+
+
+def _check_size(cols: int, rows: int) -> None:
+    if cols < 1 or rows < 1:
+        raise ValueError(f"terminal size must be positive, got {cols}x{rows}")
+
+
+def _group_has_live_member(pgid: int) -> bool:
+    """Whether a non-zombie process is in group `pgid` (True when /proc cannot tell).
+
+    Killed descendants are reparented to init and stay zombies until it reaps them; they
+    still count for `killpg(pgid, 0)` but need no more signals.
+    """
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    return any(entry.isdigit() and _is_live_member(entry, pgid) for entry in entries)
+
+
+def _is_live_member(pid: str, pgid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            stat_line = stat_file.read()
+    except OSError:
+        return False
+    # Fields after the parenthesised command name: state, ppid, pgrp, ...
+    fields = stat_line.rpartition(b")")[2].split()
+    return len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")

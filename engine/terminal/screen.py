@@ -1,0 +1,487 @@
+"""The VT screen: a pyte `Screen` subclass with what Claude Code and common TUIs need.
+
+Added or fixed over pyte 0.8: alternate screen buffers (47/1047/1049), answers to DSR/DA
+queries, a bounded compact scrollback, ZWJ / VS16 / wide-character handling as tmux 3.3 does it,
+colon-form SGR and `dim`, DEC special graphics in UTF-8 mode, tracked modes (bracketed paste,
+cursor keys, mouse, focus, synchronized output), `CSI S`/`CSI T` scrolling, and a fast path for
+plain ASCII text. The byte parser lives in `engine.terminal.stream`.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyte
+from pyte import charsets, modes
+from pyte.screens import Margins, StaticDefaultDict
+from wcwidth import wcwidth
+
+from engine.terminal.cell import BLANK, Cell
+from engine.terminal.scrollback import DEFAULT_SCROLLBACK_LINES, Line, Scrollback, line_from_row
+from engine.terminal.sgr import apply_sgr
+
+ZWJ = "\u200d"
+
+# Private (DEC) mode numbers, as the stream passes them (unshifted).
+CURSOR_KEYS = 1
+MOUSE_X10, MOUSE_NORMAL, MOUSE_BUTTON, MOUSE_ANY = 9, 1000, 1002, 1003
+MOUSE_UTF8, MOUSE_SGR, MOUSE_URXVT = 1005, 1006, 1015
+FOCUS_EVENTS = 1004
+ALT_SCREEN_47, ALT_SCREEN_1047, ALT_SCREEN_1049 = 47, 1047, 1049
+SAVE_CURSOR_1048 = 1048
+BRACKETED_PASTE = 2004
+SYNCHRONIZED_OUTPUT = 2026
+_MOUSE_TRACKING = (MOUSE_X10, MOUSE_NORMAL, MOUSE_BUTTON, MOUSE_ANY)
+_MOUSE_ENCODING = (MOUSE_UTF8, MOUSE_SGR, MOUSE_URXVT)
+_IGNORED_PRIVATE = {3}  # DECCOLM: never resize to 132 columns behind the operator's back
+_DEC_GRAPHICS = {"0": charsets.VT100_MAP}
+
+
+@dataclass
+class _SavedScreen:
+    buffer: dict[int, StaticDefaultDict[int, Cell]]
+    cursor: pyte.screens.Cursor
+    attrs: Cell
+    with_cursor: bool
+
+
+@dataclass
+class TerminalModes:
+    """Modes a child program switched on; the console and key encoder read these."""
+
+    private: set[int] = field(default_factory=set)
+
+    def __contains__(self, mode: int) -> bool:
+        return mode in self.private
+
+    @property
+    def bracketed_paste(self) -> bool:
+        return BRACKETED_PASTE in self.private
+
+    @property
+    def application_cursor_keys(self) -> bool:
+        return CURSOR_KEYS in self.private
+
+    @property
+    def focus_events(self) -> bool:
+        return FOCUS_EVENTS in self.private
+
+    @property
+    def synchronized_output(self) -> bool:
+        return SYNCHRONIZED_OUTPUT in self.private
+
+    @property
+    def mouse_tracking(self) -> int | None:
+        """The highest mouse tracking mode on (9, 1000, 1002 or 1003), or None."""
+        on = [m for m in _MOUSE_TRACKING if m in self.private]
+        return max(on) if on else None
+
+    @property
+    def mouse_encoding(self) -> int | None:
+        on = [m for m in _MOUSE_ENCODING if m in self.private]
+        return max(on) if on else None
+
+
+class _GlyphCache(dict[str, Cell]):
+    """char -> Cell for one attribute set, so drawing ASCII reuses immutable cells."""
+
+    def __init__(self, attrs: Cell) -> None:
+        super().__init__()
+        self.attrs = attrs
+
+    def __missing__(self, char: str) -> Cell:
+        cell = self[char] = self.attrs._replace(data=char)
+        return cell
+
+
+class TerminalScreen(pyte.Screen):
+    """A pyte Screen that renders what tmux renders for the programs semo runs."""
+
+    def __init__(
+        self,
+        columns: int,
+        lines: int,
+        *,
+        scrollback: int = DEFAULT_SCROLLBACK_LINES,
+        respond: Callable[[str], None] | None = None,
+    ) -> None:
+        self._default = BLANK
+        self.scrollback = Scrollback(scrollback)
+        self.respond = respond
+        self.modes = TerminalModes()
+        self.bells = 0
+        self.cursor_style = 0
+        self.keypad_application = False
+        self.modify_other_keys = 0
+        self.kitty_keyboard_flags: list[int] = []
+        self.cwd: str | None = None
+        self.notifications: list[str] = []
+        self._saved_screen: _SavedScreen | None = None
+        self._glyphs = _GlyphCache(BLANK)
+        self._sgr_cache: dict[tuple[Cell, str], Cell] = {}
+        super().__init__(columns, lines)
+
+    # -- basics -----------------------------------------------------------------------------
+
+    @property
+    def default_char(self) -> Cell:  # type: ignore[override]
+        return self._default
+
+    def reset(self) -> None:
+        self._default = BLANK
+        super().reset()
+        self.cursor.attrs = BLANK
+        self._pending_zwj = False
+        self.last_graphic = ""
+        self._charset_map: dict[int, str] | None = None
+        self._designated: dict[int, dict[int, str] | None] = {0: None, 1: None}
+        if hasattr(self, "modes"):
+            self.modes.private.clear()
+            self._saved_screen = None
+
+    @property
+    def alternate(self) -> bool:
+        """True while the alternate screen (47/1047/1049) is active."""
+        return self._saved_screen is not None
+
+    def keeps_scrollback(self) -> bool:
+        """Rows scrolled off the top are kept (primary screen, limit > 0)."""
+        return self._saved_screen is None and self.scrollback.limit > 0
+
+    def plain_text_ok(self) -> bool:
+        """ASCII text draws as itself: no DEC graphics charset, no pending joiner."""
+        return self._charset_map is None and not self._pending_zwj
+
+    def soft_reset(self) -> None:
+        """DECSTR: modes, margins, attributes and charsets back to defaults; text stays."""
+        self.modes.private.difference_update({CURSOR_KEYS, BRACKETED_PASTE, SYNCHRONIZED_OUTPUT})
+        self.mode.discard(modes.IRM)
+        self.mode.discard(modes.DECOM)
+        self.mode.add(modes.DECAWM)
+        self.cursor.hidden = False
+        self.margins = None
+        self.cursor.attrs = self._default
+        self._designated = {0: None, 1: None}
+        self.charset = 0
+        self._select_charset()
+
+    def write_process_input(self, data: str) -> None:
+        if self.respond is not None:
+            self.respond(data)
+
+    def bell(self, *args: Any) -> None:
+        self.bells += 1
+
+    # -- modes ------------------------------------------------------------------------------
+
+    def set_mode(self, *modes_: int, **kwargs: Any) -> None:
+        if not kwargs.get("private"):
+            super().set_mode(*modes_)
+            return
+        wanted = [m for m in modes_ if m not in _IGNORED_PRIVATE]
+        for mode in wanted:
+            if mode in (ALT_SCREEN_47, ALT_SCREEN_1047, ALT_SCREEN_1049):
+                self._enter_alternate(with_cursor=mode == ALT_SCREEN_1049)
+            elif mode == SAVE_CURSOR_1048:
+                self.save_cursor()
+            else:
+                self.modes.private.add(mode)
+        super().set_mode(*wanted, private=True)
+
+    def reset_mode(self, *modes_: int, **kwargs: Any) -> None:
+        if not kwargs.get("private"):
+            super().reset_mode(*modes_)
+            return
+        wanted = [m for m in modes_ if m not in _IGNORED_PRIVATE]
+        for mode in wanted:
+            if mode in (ALT_SCREEN_47, ALT_SCREEN_1047, ALT_SCREEN_1049):
+                self._leave_alternate(with_cursor=mode == ALT_SCREEN_1049)
+            elif mode == SAVE_CURSOR_1048:
+                self.restore_cursor()
+            else:
+                self.modes.private.discard(mode)
+        super().reset_mode(*wanted, private=True)
+
+    def _enter_alternate(self, *, with_cursor: bool) -> None:
+        """Save the primary screen and show a clear one (tmux's screen_alternate_on)."""
+        if self._saved_screen is not None:
+            return
+        cursor = pyte.screens.Cursor(self.cursor.x, self.cursor.y, self.cursor.attrs)
+        cursor.hidden = self.cursor.hidden
+        self._saved_screen = _SavedScreen(dict(self.buffer), cursor, self.cursor.attrs, with_cursor)
+        self.buffer.clear()
+        self.dirty.update(range(self.lines))
+
+    def _leave_alternate(self, *, with_cursor: bool) -> None:
+        saved = self._saved_screen
+        if saved is None:
+            return
+        self._saved_screen = None
+        self.buffer.clear()
+        for y, row in saved.buffer.items():
+            if y < self.lines:
+                self.buffer[y] = row
+        if with_cursor:
+            self.cursor.x = min(saved.cursor.x, self.columns - 1)
+            self.cursor.y = min(saved.cursor.y, self.lines - 1)
+            self.cursor.attrs = saved.attrs
+        self.dirty.update(range(self.lines))
+
+    # -- character sets ----------------------------------------------------------------------
+
+    def define_charset(self, code: str, mode: str) -> None:
+        slot = 0 if mode == "(" else 1
+        self._designated[slot] = _DEC_GRAPHICS.get(code)
+        self._select_charset()
+
+    def shift_in(self) -> None:
+        self.charset = 0
+        self._select_charset()
+
+    def shift_out(self) -> None:
+        self.charset = 1
+        self._select_charset()
+
+    def _select_charset(self) -> None:
+        self._charset_map = self._designated[self.charset]
+
+    # -- drawing ----------------------------------------------------------------------------
+
+    def draw(self, data: str) -> None:
+        if self._charset_map is not None:
+            data = data.translate(self._charset_map)
+        if not data:
+            return
+        self.last_graphic = data[-1]
+        if data.isascii() and not self._pending_zwj and modes.IRM not in self.mode:
+            self._draw_ascii(data)
+        else:
+            self._draw_unicode(data)
+        self.dirty.add(self.cursor.y)
+
+    def glyphs_for(self, attrs: Cell) -> _GlyphCache:
+        """A char -> Cell cache for `attrs` (kept while the same attrs object is current)."""
+        if self._glyphs.attrs is not attrs:
+            self._glyphs = _GlyphCache(attrs)
+        return self._glyphs
+
+    def _draw_ascii(self, data: str) -> None:
+        cursor = self.cursor
+        columns = self.columns
+        glyph = self.glyphs_for(cursor.attrs).__getitem__
+        autowrap = modes.DECAWM in self.mode
+        pos, end = 0, len(data)
+        while pos < end:
+            if cursor.x >= columns:
+                if not autowrap:
+                    cursor.x = columns - 1
+                    self.buffer[cursor.y][cursor.x] = glyph(data[-1])
+                    cursor.x = columns
+                    return
+                self.dirty.add(cursor.y)
+                cursor.x = 0
+                self.linefeed()
+            x = cursor.x
+            chunk = data[pos : pos + columns - x]
+            stop = x + len(chunk)
+            line = self.buffer[cursor.y]
+            self._split_wide_at(line, x)
+            self._split_wide_at(line, stop)
+            line.update(zip(range(x, stop), map(glyph, chunk), strict=True))
+            cursor.x = stop
+            pos += len(chunk)
+
+    def _split_wide_at(self, line: StaticDefaultDict[int, Cell], x: int) -> None:
+        """Writing at column x cuts a wide character straddling x-1|x: blank its other half."""
+        cell = line.get(x)
+        if cell is not None and cell.data == "" and x > 0:
+            line[x - 1] = line[x - 1]._replace(data=" ")
+            line[x] = cell._replace(data=" ")
+
+    def _draw_unicode(self, data: str) -> None:
+        for char in data:
+            if char == ZWJ:
+                self._pending_zwj = True
+                continue
+            width = wcwidth(char)
+            if self._pending_zwj:
+                self._pending_zwj = False
+                if width != 1 and self._combine(ZWJ + char):
+                    continue
+            if width <= 0:
+                if width == 0:
+                    self._combine(char)
+                continue
+            self._put(char, width)
+
+    def _combine(self, addition: str) -> bool:
+        """Append zero-width text to the cell left of the cursor (tmux's screen_write_combine)."""
+        x, line = self.cursor.x, self.buffer[self.cursor.y]
+        while x > 0:
+            x -= 1
+            cell = line[x]
+            if cell.data != "":
+                text = cell.data + addition
+                if unicodedata.combining(addition[0]):
+                    text = unicodedata.normalize("NFC", text)
+                line[x] = cell._replace(data=text)
+                return True
+        return False
+
+    def _put(self, char: str, width: int) -> None:
+        cursor, columns = self.cursor, self.columns
+        autowrap = modes.DECAWM in self.mode
+        if cursor.x + width > columns:
+            if autowrap:
+                if cursor.x < columns:  # a wide char that does not fit leaves the last cell blank
+                    self._split_wide_at(self.buffer[cursor.y], cursor.x)
+                self.dirty.add(cursor.y)
+                cursor.x = 0
+                self.linefeed()
+            else:
+                cursor.x = columns - width
+        if modes.IRM in self.mode:
+            self.insert_characters(width)
+        line = self.buffer[cursor.y]
+        x = cursor.x
+        self._split_wide_at(line, x)
+        self._split_wide_at(line, x + width)
+        attrs = cursor.attrs
+        line[x] = attrs._replace(data=char)
+        if width == 2:
+            line[x + 1] = attrs._replace(data="")
+        cursor.x = x + width
+
+    # -- scrolling and scrollback -------------------------------------------------------------
+
+    def index(self) -> None:
+        top, bottom = self.margins or Margins(0, self.lines - 1)
+        if self.cursor.y != bottom:
+            self.cursor_down()
+            return
+        self._scroll_up(top, bottom, 1)
+
+    def _scroll_up(self, top: int, bottom: int, count: int) -> None:
+        buffer = self.buffer
+        count = min(count, bottom - top + 1)
+        if top == 0 and bottom == self.lines - 1 and self.keeps_scrollback():
+            default = self._default
+            self.scrollback.extend(
+                [line_from_row(buffer.get(y, {}), self.columns, default) for y in range(count)]
+            )
+        for y in range(top, bottom + 1 - count):
+            row = buffer.pop(y + count, None)
+            if row is None:
+                buffer.pop(y, None)
+            else:
+                buffer[y] = row
+        for y in range(bottom + 1 - count, bottom + 1):
+            buffer.pop(y, None)
+        self.dirty.update(range(top, bottom + 1))
+
+    def scroll_up(self, count: int | None = None) -> None:
+        """CSI Ps S: scroll the region up; lines leaving the top of the screen enter scrollback."""
+        top, bottom = self.margins or Margins(0, self.lines - 1)
+        self._scroll_up(top, bottom, max(count or 1, 1))
+
+    def scroll_down(self, count: int | None = None) -> None:
+        """CSI Ps T: scroll the region down, blank lines at the top."""
+        top, bottom = self.margins or Margins(0, self.lines - 1)
+        count = min(max(count or 1, 1), bottom - top + 1)
+        buffer = self.buffer
+        for y in range(bottom, top - 1 + count, -1):
+            row = buffer.pop(y - count, None)
+            if row is None:
+                buffer.pop(y, None)
+            else:
+                buffer[y] = row
+        for y in range(top, top + count):
+            buffer.pop(y, None)
+        self.dirty.update(range(top, bottom + 1))
+
+    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        if how == 3:  # xterm: erase saved lines only
+            self.scrollback.clear()
+            return
+        super().erase_in_display(how)
+
+    # -- attributes and queries ---------------------------------------------------------------
+
+    def select_graphic_rendition(self, *attrs: int, params: str | None = None) -> None:
+        if params is None:
+            params = ";".join(str(a) for a in attrs)
+        key = (self.cursor.attrs, params)
+        result = self._sgr_cache.get(key)
+        if result is None:
+            if len(self._sgr_cache) > 4096:
+                self._sgr_cache.clear()
+            result = self._sgr_cache[key] = apply_sgr(self.cursor.attrs, params, self._default)
+        self.cursor.attrs = result
+
+    def report_device_attributes(self, mode: int = 0, **kwargs: Any) -> None:
+        if mode != 0:
+            return
+        if kwargs.get("secondary"):
+            self.write_process_input("\x1b[>84;0;0c")
+        elif not kwargs.get("private"):
+            self.write_process_input("\x1b[?1;2c")
+
+    def report_device_status(self, mode: int, **kwargs: Any) -> None:
+        if mode == 6 and kwargs.get("private"):
+            self.write_process_input(f"\x1b[?{self.cursor.y + 1};{self.cursor.x + 1}R")
+        elif not kwargs.get("private"):
+            super().report_device_status(mode)
+
+    def report_mode(self, mode: int, *, private: bool) -> None:
+        """DECRQM: 1 = set, 2 = reset, 0 = not recognised."""
+        if private:
+            known = mode in self.modes.private or (mode << 5) in self.mode
+            state = 1 if known else 2
+            if mode in (ALT_SCREEN_47, ALT_SCREEN_1047, ALT_SCREEN_1049):
+                state = 1 if self.alternate else 2
+            self.write_process_input(f"\x1b[?{mode};{state}$y")
+        else:
+            self.write_process_input(f"\x1b[{mode};{1 if mode in self.mode else 2}$y")
+
+    # -- resize -------------------------------------------------------------------------------
+
+    def resize(self, lines: int | None = None, columns: int | None = None) -> None:
+        """Resize; when rows shrink, rows above the cursor go to scrollback (as xterm does)."""
+        lines = lines or self.lines
+        columns = columns or self.columns
+        if lines < self.lines:
+            drop_top = max(0, self.cursor.y - (lines - 1))
+            if drop_top:
+                self._scroll_up(0, self.lines - 1, drop_top)
+                self.cursor.y -= drop_top
+            for y in range(lines, self.lines):
+                self.buffer.pop(y, None)
+            self.lines = lines
+        if columns < self.columns:
+            for row in self.buffer.values():
+                for x in range(columns, self.columns):
+                    row.pop(x, None)
+                stub = row.get(columns - 1)
+                if stub is not None and stub.data != "" and wcwidth(stub.data[0]) == 2:
+                    row[columns - 1] = stub._replace(data=" ")
+        old_columns = self.columns
+        self.lines, self.columns = lines, columns
+        self.cursor.x = min(self.cursor.x, columns)
+        self.cursor.y = min(self.cursor.y, lines - 1)
+        kept = {stop for stop in self.tabstops if stop < columns}
+        self.tabstops = kept | set(range((old_columns // 8 + 1) * 8, columns, 8))
+        self.margins = None
+        self.dirty.update(range(lines))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def row_line(self, y: int) -> Line:
+        """Row y as a compact Line (text without wide-char padding, style runs)."""
+        return line_from_row(self.buffer.get(y, {}), self.columns, self._default)
+
+    def text_rows(self) -> list[str]:
+        """Screen rows as text, trailing blanks trimmed (what `tmux capture-pane -p` prints)."""
+        return [self.row_line(y).text.rstrip(" ") for y in range(self.lines)]

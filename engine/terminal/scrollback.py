@@ -1,0 +1,132 @@
+"""Bounded scrollback kept as compact lines (text + style runs), not as dicts of cells.
+
+pyte's HistoryScreen keeps every scrolled row as a dict of Char objects and wraps every screen
+method call; here a scrolled row costs one string and a short tuple of style runs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from typing import NamedTuple
+
+from engine.terminal.cell import BLANK, Cell
+
+DEFAULT_SCROLLBACK_LINES = 10_000
+
+
+class StyleRun(NamedTuple):
+    """Cells [start, end) of a line's text share `style` (a Cell whose `data` is ignored)."""
+
+    start: int
+    end: int
+    style: Cell
+
+
+class Line(NamedTuple):
+    """One terminal row: its text (wide characters once, no padding) and its style runs."""
+
+    text: str
+    runs: tuple[StyleRun, ...] = ()
+
+    def cells(self) -> Iterator[Cell]:
+        """The line's characters with their styles (one item per character of `text`)."""
+        for run in self.runs or (StyleRun(0, len(self.text), BLANK),):
+            for char in self.text[run.start : run.end]:
+                yield run.style._replace(data=char)
+
+
+def _same_style(a: Cell, b: Cell) -> bool:
+    return a[1:] == b[1:]
+
+
+def line_from_row(row: Mapping[int, Cell], columns: int, blank: Cell = BLANK) -> Line:
+    """Compact a screen row; trailing default blanks are dropped."""
+    chars: list[str] = []
+    runs: list[StyleRun] = []
+    run_start = 0
+    run_style: Cell | None = None
+    width = columns
+    while width > 0 and _is_blank(row.get(width - 1), blank):
+        width -= 1
+    for x in range(width):
+        cell = row.get(x, blank)
+        if cell.data == "":  # right half of a wide character
+            continue
+        if run_style is None or not _same_style(cell, run_style):
+            if run_style is not None:
+                runs.append(StyleRun(run_start, len(chars), run_style))
+            run_start, run_style = len(chars), cell._replace(data=" ")
+        chars.append(cell.data)
+    if run_style is not None:
+        runs.append(StyleRun(run_start, len(chars), run_style))
+    if len(runs) == 1 and _same_style(runs[0].style, blank):
+        runs = []
+    return Line("".join(chars), tuple(runs))
+
+
+def line_from_segments(segments: Iterable[tuple[Cell, str]], blank: Cell = BLANK) -> Line:
+    """The Line that `line_from_row` would give for a row holding `segments` from column 0."""
+    runs: list[StyleRun] = []
+    texts: list[str] = []
+    pos = 0
+    for attrs, text in segments:
+        if not text:
+            continue
+        style = attrs if attrs.data == " " else attrs._replace(data=" ")
+        if runs and _same_style(runs[-1].style, style):
+            runs[-1] = runs[-1]._replace(end=pos + len(text))
+        else:
+            runs.append(StyleRun(pos, pos + len(text), style))
+        texts.append(text)
+        pos += len(text)
+    text = "".join(texts)
+    while runs and _same_style(runs[-1].style, blank):
+        last = runs[-1]
+        kept = text[last.start : last.end].rstrip(" ")
+        text = text[: last.start + len(kept)]
+        if kept:
+            runs[-1] = last._replace(end=len(text))
+            break
+        runs.pop()
+    if len(runs) == 1 and _same_style(runs[0].style, blank):
+        runs = []
+    return Line(text, tuple(runs))
+
+
+def _is_blank(cell: Cell | None, blank: Cell) -> bool:
+    return cell is None or (cell.data == " " and _same_style(cell, blank))
+
+
+class Scrollback:
+    """The most recent `limit` lines that scrolled off the top of the primary screen."""
+
+    def __init__(self, limit: int = DEFAULT_SCROLLBACK_LINES) -> None:
+        if limit < 0:
+            raise ValueError(f"scrollback limit must be >= 0, got {limit}")
+        self.limit = limit
+        self._lines: deque[Line] = deque(maxlen=limit)
+        self.total_pushed = 0
+
+    def push(self, line: Line) -> None:
+        self._lines.append(line)
+        self.total_pushed += 1
+
+    def extend(self, lines: list[Line]) -> None:
+        self._lines.extend(lines)
+        self.total_pushed += len(lines)
+
+    def clear(self) -> None:
+        self._lines.clear()
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, index: int) -> Line:
+        return self._lines[index]
+
+    def __iter__(self) -> Iterator[Line]:
+        return iter(self._lines)
+
+    def text(self) -> list[str]:
+        return [line.text for line in self._lines]

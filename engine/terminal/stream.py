@@ -1,0 +1,322 @@
+"""Turns decoded terminal output into calls on a `TerminalScreen`.
+
+pyte's Stream feeds every byte of every escape sequence through a Python generator, prints
+colon-form SGR, DCS/APC strings and private-prefix CSI (`CSI > 4;2 m`, `CSI < u`) as text or
+misapplies them, and loses sequences split across reads. This stream tokenizes with one regex
+(ECMA-48 grammar: CSI params/intermediates/final, OSC, DCS/APC/PM/SOS strings, ESC sequences),
+keeps an incomplete tail between feeds, ignores what it does not know, and has a batch path for
+plain scrolling output that never builds cells for rows that scroll away within the same feed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+
+from pyte import modes
+
+from engine.terminal.cell import Cell
+from engine.terminal.plain import PlainBatch
+from engine.terminal.screen import TerminalScreen
+
+log = logging.getLogger("semo.terminal")
+
+_TOKEN = re.compile(
+    r"(?P<text>[^\x00-\x1f\x7f-\x9f]+)"
+    r"|\x1b\[(?P<params>[0-?]*)(?P<inter>[ -/]*)(?P<final>[@-~])"
+    r"|\x1b\](?P<osc>[^\x07\x1b\x9c]*)(?P<osc_end>\x07|\x1b\\|\x9c)"
+    r"|(?P<string>\x1b[P_^X].*?(?:\x1b\\|\x9c))"
+    r"|\x1b(?P<esc_inter>[ -/]*)(?P<esc_final>[0-~])"
+    r"|(?P<ctl>[\x00-\x1a\x1c-\x1f\x7f-\x9f])",
+    re.DOTALL,
+)
+_PARTIAL = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b\x9c]*\x1b?|[P_^X].*|[ -/]*)?\Z",
+    re.DOTALL,
+)
+_PLAIN_RUN = re.compile(r"(?:[ -~]+|\r|\n|\x1b\[[0-9;:]*m)+")
+MAX_PENDING = 1 << 16  # an unterminated OSC/DCS longer than this is dropped
+
+
+def _ints(params: str) -> list[int]:
+    """CSI parameters as ints (missing -> 0); sub-parameters after ':' are ignored."""
+    if not params:
+        return []
+    out = []
+    for field in params.split(";"):
+        head = field.split(":", 1)[0]
+        out.append(min(int(head), 65535) if head.isdigit() else 0)
+    return out
+
+
+class TerminalStream:
+    """Feed it decoded text; it drives the screen. Safe across arbitrary chunk boundaries."""
+
+    def __init__(self, screen: TerminalScreen, *, batch: bool = True) -> None:
+        self.screen = screen
+        self.batch_enabled = batch
+        self.unknown_sequences = 0
+        self._pending = ""
+        self._batch = PlainBatch(screen)
+        self._csi: dict[tuple[str, str, str], Callable[[list[int], str], None]] = {}
+        self._register_csi()
+
+    # -- feeding ----------------------------------------------------------------------------
+
+    def feed(self, text: str) -> None:
+        data = self._pending + text if self._pending else text
+        self._pending = ""
+        screen = self.screen
+        match_token = _TOKEN.match
+        pos, end = 0, len(data)
+        while pos < end:
+            if self.batch_enabled and data[pos] in "\r\n" and self._batch_ready():
+                run = _PLAIN_RUN.match(data, pos)
+                if run is not None and run.end() - pos > 1:
+                    consumed = self._batch.feed(run.group())
+                    if consumed:
+                        pos += consumed
+                        continue
+            token = match_token(data, pos)
+            if token is None:
+                if _PARTIAL.match(data, pos):
+                    rest = data[pos:]
+                    if len(rest) <= MAX_PENDING:
+                        self._pending = rest
+                    return
+                self.unknown_sequences += 1
+                pos += 1  # a malformed escape: drop the ESC, keep what follows
+                continue
+            pos = token.end()
+            kind = token.lastgroup
+            if kind == "text":
+                screen.draw(token.group("text"))
+            elif kind == "ctl":
+                self._control(token.group("ctl"))
+            elif kind == "final":
+                self._dispatch_csi(token.group("params"), token.group("inter"), token.group(kind))
+            elif kind == "osc_end":
+                self._osc(token.group("osc"), token.group("osc_end"))
+            elif kind == "esc_final":
+                self._escape(token.group("esc_inter"), token.group("esc_final"))
+            # "string" (DCS/APC/PM/SOS) is consumed and ignored
+
+    def _batch_ready(self) -> bool:
+        screen = self.screen
+        return (
+            screen.margins is None
+            and screen.cursor.y == screen.lines - 1
+            and modes.DECAWM in screen.mode
+            and modes.IRM not in screen.mode
+            and modes.LNM not in screen.mode
+            and screen.plain_text_ok()
+        )
+
+    # -- C0 controls and ESC sequences -----------------------------------------------------
+
+    def _control(self, char: str) -> None:
+        screen = self.screen
+        if char == "\r":
+            screen.carriage_return()
+        elif char in "\n\x0b\x0c":
+            screen.linefeed()
+        elif char == "\x08":
+            screen.backspace()
+        elif char == "\t":
+            screen.tab()
+        elif char == "\x07":
+            screen.bell()
+        elif char == "\x0e":
+            screen.shift_out()
+        elif char == "\x0f":
+            screen.shift_in()
+
+    def _escape(self, inter: str, final: str) -> None:
+        screen = self.screen
+        if inter in ("(", ")"):
+            screen.define_charset(final, inter)
+        elif inter == "#":
+            if final == "8":
+                screen.alignment_display()
+        elif inter:
+            return  # ESC % G and friends: nothing to do in UTF-8
+        elif final == "7":
+            screen.save_cursor()
+        elif final == "8":
+            screen.restore_cursor()
+        elif final == "D":
+            screen.index()
+        elif final == "E":
+            screen.carriage_return()
+            screen.index()
+        elif final == "M":
+            screen.reverse_index()
+        elif final == "H":
+            screen.set_tab_stop()
+        elif final == "c":
+            screen.reset()
+        elif final in "=>":
+            screen.keypad_application = final == "="
+        elif final != "\\":
+            self.unknown_sequences += 1
+
+    # -- OSC ---------------------------------------------------------------------------------
+
+    def _osc(self, body: str, terminator: str) -> None:
+        code, _, arg = body.partition(";")
+        screen = self.screen
+        if code in ("0", "1"):
+            screen.set_icon_name(arg)
+        if code in ("0", "2"):
+            screen.set_title(arg)
+        elif code == "7":
+            screen.cwd = re.sub(r"^file://[^/]*", "", arg) or None
+        elif code == "9" and not arg.startswith("4;"):
+            screen.notifications.append(arg)
+        elif code == "777" and arg.startswith("notify;"):
+            screen.notifications.append(arg.removeprefix("notify;"))
+        elif code in ("10", "11") and arg == "?":
+            colour = "ffff/ffff/ffff" if code == "10" else "0000/0000/0000"
+            end = "\x07" if terminator == "\x07" else "\x1b\\"
+            screen.write_process_input(f"\x1b]{code};rgb:{colour}{end}")
+
+    # -- CSI ---------------------------------------------------------------------------------
+
+    def _dispatch_csi(self, params: str, inter: str, final: str) -> None:
+        prefix = ""
+        if params and params[0] in "<=>?":
+            prefix, params = params[0], params[1:]
+        handler = self._csi.get((prefix, inter, final))
+        if handler is None:
+            self.unknown_sequences += 1
+            return
+        handler(_ints(params), params)
+
+    def _register_csi(self) -> None:
+        s = self.screen
+
+        def first(args: list[int], default: int = 0) -> int:
+            return args[0] if args else default
+
+        def count(args: list[int]) -> int:
+            return max(first(args), 1)
+
+        def cup(args: list[int], _: str) -> None:
+            s.cursor_position(*args[:2])
+
+        def tab_forward(args: list[int], _: str) -> None:
+            for _ in range(count(args)):
+                s.tab()
+
+        def tab_back(args: list[int], _: str) -> None:
+            for _ in range(count(args)):
+                stops = [t for t in s.tabstops if t < s.cursor.x]
+                s.cursor.x = max(stops) if stops else 0
+
+        def repeat(args: list[int], _: str) -> None:
+            if s.last_graphic:
+                s.draw(s.last_graphic * min(count(args), 65535))
+
+        def window_ops(args: list[int], _: str) -> None:
+            if first(args) == 18:
+                s.write_process_input(f"\x1b[8;{s.lines};{s.columns}t")
+
+        def scroll_down(args: list[int], _: str) -> None:
+            if len(args) <= 1:  # CSI Ps ; Ps ; Ps ; Ps ; Ps T is mouse highlighting, not SD
+                s.scroll_down(count(args))
+
+        def soft_reset(args: list[int], _: str) -> None:
+            s.soft_reset()
+
+        def kitty_push(args: list[int], _: str) -> None:
+            s.kitty_keyboard_flags.append(first(args))
+
+        def kitty_pop(args: list[int], _: str) -> None:
+            del s.kitty_keyboard_flags[-count(args) :]
+
+        def modify_keys(args: list[int], _: str) -> None:
+            if first(args) == 4:
+                s.modify_other_keys = args[1] if len(args) > 1 else 0
+
+        def cursor_style(args: list[int], _: str) -> None:
+            s.cursor_style = first(args)
+
+        def decrqm(private: bool) -> Callable[[list[int], str], None]:
+            return lambda args, _: s.report_mode(first(args), private=private)
+
+        simple: dict[str, Callable[..., None]] = {
+            "@": s.insert_characters,
+            "A": s.cursor_up,
+            "B": s.cursor_down,
+            "C": s.cursor_forward,
+            "D": s.cursor_back,
+            "E": s.cursor_down1,
+            "F": s.cursor_up1,
+            "G": s.cursor_to_column,
+            "`": s.cursor_to_column,
+            "J": s.erase_in_display,
+            "K": s.erase_in_line,
+            "L": s.insert_lines,
+            "M": s.delete_lines,
+            "P": s.delete_characters,
+            "S": s.scroll_up,
+            "X": s.erase_characters,
+            "a": s.cursor_forward,
+            "d": s.cursor_to_line,
+            "e": s.cursor_down,
+            "g": s.clear_tab_stop,
+            "n": s.report_device_status,
+        }
+        table = self._csi
+        for final, method in simple.items():
+            table["", "", final] = lambda args, _, m=method: m(first(args))
+        table["", "", "H"] = table["", "", "f"] = cup
+        table["", "", "I"] = tab_forward
+        table["", "", "Z"] = tab_back
+        table["", "", "b"] = repeat
+        table["", "", "T"] = scroll_down
+        table["", "", "t"] = window_ops
+        table["", "", "m"] = lambda args, raw: s.select_graphic_rendition(params=raw)
+        table["", "", "h"] = lambda args, _: s.set_mode(*args)
+        table["", "", "l"] = lambda args, _: s.reset_mode(*args)
+        table["", "", "r"] = lambda args, _: s.set_margins(*args[:2])
+        table["", "", "c"] = lambda args, _: s.report_device_attributes(first(args))
+        table["", "", "s"] = lambda args, _: s.save_cursor()
+        table["", "", "u"] = lambda args, _: s.restore_cursor()
+        table["?", "", "h"] = lambda args, _: s.set_mode(*args, private=True)
+        table["?", "", "l"] = lambda args, _: s.reset_mode(*args, private=True)
+        table["?", "", "J"] = lambda args, _: s.erase_in_display(first(args))
+        table["?", "", "K"] = lambda args, _: s.erase_in_line(first(args))
+        table["?", "", "n"] = lambda args, _: s.report_device_status(first(args), private=True)
+        table["?", "$", "p"] = decrqm(True)
+        table["", "$", "p"] = decrqm(False)
+        table[">", "", "c"] = lambda args, _: s.report_device_attributes(
+            first(args), secondary=True
+        )
+        table[">", "", "m"] = modify_keys
+        table[">", "", "u"] = kitty_push
+        table["<", "", "u"] = kitty_pop
+        table["", " ", "q"] = cursor_style
+        table["", "!", "p"] = soft_reset
+        for ignored in (("?", "", "u"), ("=", "", "u"), ("=", "", "c"), (">", "", "q")):
+            table[ignored] = lambda args, _: None
+        for ignored in ((">", "", "n"), ("?", "", "S"), ("", '"', "q"), ("", "", "q")):
+            table[ignored] = lambda args, _: None
+
+
+def make_screen_and_stream(
+    columns: int,
+    lines: int,
+    *,
+    respond: Callable[[str], None] | None = None,
+    scrollback: int | None = None,
+    batch: bool = True,
+) -> tuple[TerminalScreen, TerminalStream]:
+    """A screen wired to a stream; `respond` receives query answers (DSR, DA, ...)."""
+    kwargs = {} if scrollback is None else {"scrollback": scrollback}
+    screen = TerminalScreen(columns, lines, respond=respond, **kwargs)
+    return screen, TerminalStream(screen, batch=batch)
+
+
+__all__ = ["Cell", "TerminalStream", "make_screen_and_stream"]

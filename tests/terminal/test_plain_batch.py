@@ -1,0 +1,94 @@
+"""The batch path for plain scrolling output must give exactly what the general path gives."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.terminal.screen import TerminalScreen
+from engine.terminal.stream import TerminalStream, make_screen_and_stream
+
+_words = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=50)
+_sgr = st.sampled_from(["\x1b[31m", "\x1b[0m", "\x1b[m", "\x1b[1;4m", "\x1b[38:2::1:2:3m", "\x1b[44m"])
+_breaks = st.sampled_from(["\r\n", "\n", "\r", "\r\r\n", "\n\n"])
+_pieces = st.lists(st.one_of(_words, _sgr, _breaks), max_size=60)
+
+
+def _state(screen: TerminalScreen) -> tuple[object, ...]:
+    cells = tuple(
+        tuple(screen.buffer[y][x] for x in range(screen.columns)) for y in range(screen.lines)
+    )
+    return (
+        cells,
+        (screen.cursor.x, screen.cursor.y, screen.cursor.attrs),
+        tuple(screen.scrollback),
+        screen.last_graphic,
+    )
+
+
+def _run(chunks: list[str], batch: bool, columns: int, rows: int, limit: int):
+    screen, stream = make_screen_and_stream(columns, rows, scrollback=limit, batch=batch)
+    for chunk in chunks:
+        stream.feed(chunk)
+    return screen, stream
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    prefix=_pieces,
+    body=_pieces,
+    columns=st.integers(min_value=3, max_value=30),
+    rows=st.integers(min_value=1, max_value=8),
+    limit=st.sampled_from([0, 3, 100]),
+    split=st.integers(min_value=0, max_value=400),
+)
+def test_batch_matches_general_path(prefix, body, columns, rows, limit, split):
+    text = "".join(prefix) + "".join(body)
+    chunks = [text[:split], text[split:]]
+    fast, _ = _run(chunks, True, columns, rows, limit)
+    slow, _ = _run(chunks, False, columns, rows, limit)
+    assert _state(fast) == _state(slow)
+
+
+_line = st.lists(st.one_of(_words, _sgr), max_size=4).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(_line, min_size=1, max_size=40),
+    tail=st.sampled_from(["", "\r", "\r\n", "partial"]),
+    columns=st.integers(min_value=3, max_value=30),
+    rows=st.integers(min_value=1, max_value=8),
+    limit=st.sampled_from([0, 5, 100]),
+    split=st.integers(min_value=0, max_value=400),
+)
+def test_batch_matches_general_path_on_crlf_lines(lines, tail, columns, rows, limit, split):
+    text = "\r\n".join(lines) + tail
+    chunks = [text[:split], text[split:]]
+    fast, _ = _run(chunks, True, columns, rows, limit)
+    slow, _ = _run(chunks, False, columns, rows, limit)
+    assert _state(fast) == _state(slow)
+
+
+def test_batch_path_is_taken_for_plain_scrolling():
+    screen, stream = make_screen_and_stream(10, 3)
+    calls = []
+    original = stream._batch.feed
+
+    def spy(run: str) -> int:
+        consumed = original(run)
+        calls.append(consumed)
+        return consumed
+
+    stream._batch.feed = spy  # type: ignore[method-assign]
+    stream.feed("".join(f"line {i}\r\n" for i in range(50)))
+    assert any(calls), "plain scrolling output should go through the batch path"
+    assert screen.text_rows() == ["line 48", "line 49", ""]
+    assert screen.scrollback.text()[-1] == "line 47"
+
+
+def test_stream_class_is_reusable():
+    screen = TerminalScreen(5, 2)
+    stream = TerminalStream(screen)
+    stream.feed("ab\r\ncd\r\nef")
+    assert screen.text_rows() == ["cd", "ef"]
