@@ -68,6 +68,13 @@ class PlainBatch:
         for piece in pieces:
             body = piece.rstrip("\r")
             ends_with_cr = body != piece
+            if "\x1b" not in body and len(body) <= columns:
+                if body:
+                    screen.last_graphic = body[-1]
+                    rows.append([(screen.cursor.attrs, body)])
+                else:
+                    rows.append([])
+                continue
             segments = self._segments(body)
             width = sum(len(text) for _, text in segments)
             if width <= columns:

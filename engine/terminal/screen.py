@@ -121,7 +121,9 @@ class TerminalScreen(pyte.Screen):
         self.notifications: list[str] = []
         self._saved_screen: _SavedScreen | None = None
         self._glyphs = _GlyphCache(BLANK)
-        self._sgr_cache: dict[tuple[Cell, str], Cell] = {}
+        self._glyph_caches: dict[Cell, _GlyphCache] = {}
+        self._interned: dict[Cell, Cell] = {}
+        self._sgr_cache: dict[tuple[int, str], tuple[Cell, Cell]] = {}
         super().__init__(columns, lines)
 
     # -- basics -----------------------------------------------------------------------------
@@ -263,10 +265,17 @@ class TerminalScreen(pyte.Screen):
         self.dirty.add(self.cursor.y)
 
     def glyphs_for(self, attrs: Cell) -> _GlyphCache:
-        """A char -> Cell cache for `attrs` (kept while the same attrs object is current)."""
-        if self._glyphs.attrs is not attrs:
-            self._glyphs = _GlyphCache(attrs)
-        return self._glyphs
+        """A char -> Cell cache for `attrs`; equal attrs share one cache."""
+        glyphs = self._glyphs
+        if glyphs.attrs is attrs:
+            return glyphs
+        glyphs = self._glyph_caches.get(attrs)
+        if glyphs is None:
+            if len(self._glyph_caches) > 256:
+                self._glyph_caches.clear()
+            glyphs = self._glyph_caches[attrs] = _GlyphCache(attrs)
+        self._glyphs = glyphs
+        return glyphs
 
     def _draw_ascii(self, data: str) -> None:
         cursor = self.cursor
@@ -402,6 +411,16 @@ class TerminalScreen(pyte.Screen):
             buffer.pop(y, None)
         self.dirty.update(range(top, bottom + 1))
 
+    def erase_in_line(self, how: int = 0, private: bool = False) -> None:
+        cursor = self.cursor
+        start, stop = {0: (cursor.x, self.columns), 1: (0, cursor.x + 1)}.get(
+            how, (0, self.columns)
+        )
+        self.buffer[cursor.y].update(
+            dict.fromkeys(range(start, min(stop, self.columns)), cursor.attrs)
+        )
+        self.dirty.add(cursor.y)
+
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
         if how == 3:  # xterm: erase saved lines only
             self.scrollback.clear()
@@ -413,12 +432,18 @@ class TerminalScreen(pyte.Screen):
     def select_graphic_rendition(self, *attrs: int, params: str | None = None) -> None:
         if params is None:
             params = ";".join(str(a) for a in attrs)
-        key = (self.cursor.attrs, params)
-        result = self._sgr_cache.get(key)
-        if result is None:
-            if len(self._sgr_cache) > 4096:
-                self._sgr_cache.clear()
-            result = self._sgr_cache[key] = apply_sgr(self.cursor.attrs, params, self._default)
+        attrs = self.cursor.attrs
+        key = (id(attrs), params)
+        cached = self._sgr_cache.get(key)
+        if cached is not None and cached[0] is attrs:
+            self.cursor.attrs = cached[1]
+            return
+        if len(self._sgr_cache) > 4096:
+            self._sgr_cache.clear()
+            self._interned.clear()
+        result = apply_sgr(attrs, params, self._default)
+        result = self._interned.setdefault(result, result)  # equal attrs -> one object
+        self._sgr_cache[key] = (attrs, result)
         self.cursor.attrs = result
 
     def report_device_attributes(self, mode: int = 0, **kwargs: Any) -> None:

@@ -7,7 +7,7 @@ method call; here a scrolled row costs one string and a short tuple of style run
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from engine.terminal.cell import BLANK, Cell
@@ -37,7 +37,7 @@ class Line(NamedTuple):
 
 
 def _same_style(a: Cell, b: Cell) -> bool:
-    return a[1:] == b[1:]
+    return a is b or a[1:] == b[1:]
 
 
 def line_from_row(row: Mapping[int, Cell], columns: int, blank: Cell = BLANK) -> Line:
@@ -65,8 +65,14 @@ def line_from_row(row: Mapping[int, Cell], columns: int, blank: Cell = BLANK) ->
     return Line("".join(chars), tuple(runs))
 
 
-def line_from_segments(segments: Iterable[tuple[Cell, str]], blank: Cell = BLANK) -> Line:
+def line_from_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> Line:
     """The Line that `line_from_row` would give for a row holding `segments` from column 0."""
+    if len(segments) == 1:  # the common case: one style for the whole line
+        attrs, text = segments[0]
+        if _same_style(attrs, blank):
+            return Line(text.rstrip(" "))
+        if text:
+            return Line(text, (StyleRun(0, len(text), attrs._replace(data=" ")),))
     runs: list[StyleRun] = []
     texts: list[str] = []
     pos = 0

@@ -41,6 +41,8 @@ MAX_PENDING = 1 << 16  # an unterminated OSC/DCS longer than this is dropped
 
 def _ints(params: str) -> list[int]:
     """CSI parameters as ints (missing -> 0); sub-parameters after ':' are ignored."""
+    if params.isdigit():
+        return [min(int(params), 65535)]
     if not params:
         return []
     out = []

@@ -30,12 +30,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
+    "EXHAUSTED_TEXT",
     "SIDE_REPLY_TEXT",
     "RecordedRequest",
     "Reply",
     "ScriptedMessagesAPI",
     "ScriptedReply",
+    "ToolUse",
     "classify_messages_request",
+    "side_reply_text",
+    "synthesize_json",
 ]
 
 #: What side requests (titles, topic detection, quota probes...) are answered with.
@@ -50,19 +54,40 @@ TextSource = str | Callable[[dict[str, Any]], str]
 
 
 @dataclass(frozen=True)
+class ToolUse:
+    """A ``tool_use`` content block for a scripted reply (e.g. ``ToolUse("Bash", {...})``)."""
+
+    name: str
+    input: dict[str, Any]
+    id: str = ""  # generated when empty
+
+    def block(self) -> dict[str, Any]:
+        return {
+            "type": "tool_use",
+            "id": self.id or f"toolu_{uuid.uuid4().hex[:24]}",
+            "name": self.name,
+            "input": self.input,
+        }
+
+
+@dataclass(frozen=True)
 class ScriptedReply:
     """One scripted assistant turn.
 
-    ``text`` is the reply, or a callable taking the request JSON and returning it.
-    Streaming splits it into ``text_delta`` chunks of ``chunk_size`` characters (``None``: the
-    whole text in one delta) and sleeps ``chunk_delay`` seconds between chunks, after an initial
-    ``first_delay`` (time before the first byte of the response, e.g. to observe a spinner).
+    ``text`` is the reply, or a callable taking the request JSON and returning it; an empty
+    text with ``tool_uses`` sends only the tool calls. ``tool_uses`` follow the text and make the
+    stop reason ``tool_use`` (the CLI then runs them and sends the results in its next main
+    request, which consumes the next reply of the script).
+    Streaming splits the text into ``text_delta`` chunks of ``chunk_size`` characters (``None``:
+    the whole text in one delta) and sleeps ``chunk_delay`` seconds between chunks, after an
+    initial ``first_delay`` (time before the first byte of the response, e.g. to see a spinner).
     """
 
-    text: TextSource
+    text: TextSource = ""
     chunk_size: int | None = None
     chunk_delay: float = 0.0
     first_delay: float = 0.0
+    tool_uses: tuple[ToolUse, ...] = ()
 
     def render(self, body: dict[str, Any]) -> str:
         text = self.text(body) if callable(self.text) else self.text
@@ -71,8 +96,6 @@ class ScriptedReply:
         return text
 
     def chunks(self, text: str) -> list[str]:
-        if not text:
-            return [""]
         if not self.chunk_size or self.chunk_size <= 0:
             return [text]
         n = self.chunk_size
@@ -186,6 +209,49 @@ def classify_messages_request(body: Any) -> tuple[str, str]:
     return "main", f"{len(tools)} tools, Claude Code system prompt"
 
 
+# -- answers for side requests -------------------------------------------------------------------
+
+
+def synthesize_json(schema: Any, text: str) -> Any:
+    """A small value satisfying a JSON schema (strings become ``text``)."""
+    if not isinstance(schema, dict):
+        return text
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return synthesize_json(schema[key][0], text)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties") or {}
+        required = schema.get("required") or list(props)
+        return {name: synthesize_json(props.get(name, {}), text) for name in required}
+    if kind == "array":
+        n = int(schema.get("minItems") or 0)
+        return [synthesize_json(schema.get("items", {}), text) for _ in range(n)]
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return text
+
+
+def side_reply_text(body: Any, text: str) -> str:
+    """The fixed answer, as JSON when the request asks for structured output."""
+    fmt = None
+    if isinstance(body, dict) and isinstance(body.get("output_config"), dict):
+        fmt = body["output_config"].get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        return json.dumps(synthesize_json(fmt.get("schema"), text))
+    return text
+
+
 # -- the server --------------------------------------------------------------------------------
 
 
@@ -194,9 +260,10 @@ class ScriptedMessagesAPI:
 
     ``replies``: the script — strings, callables ``(request_json) -> str`` or
     :class:`ScriptedReply` — consumed in order by main-conversation requests.
-    ``side_reply``: text for requests the CLI makes on its own.
+    ``side_reply``: text for requests the CLI makes on its own (sent as schema-shaped JSON when
+    the request asks for structured output, as session-title generation does).
     ``wait_for_reply``: seconds a main request waits for :meth:`add_reply` when the script is
-    empty, before it is answered with ``exhausted_text``.
+    empty, before it is answered with ``exhausted_text`` (and recorded in ``exhausted``).
     ``classify``: override of :func:`classify_messages_request`.
     """
 
@@ -207,7 +274,6 @@ class ScriptedMessagesAPI:
         side_reply: str = SIDE_REPLY_TEXT,
         exhausted_text: str = EXHAUSTED_TEXT,
         wait_for_reply: float = 0.0,
-        model: str = "claude-sonnet-4-5-20250929",
         classify: Callable[[Any], tuple[str, str]] = classify_messages_request,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -216,7 +282,6 @@ class ScriptedMessagesAPI:
         self.side_reply = side_reply
         self.exhausted_text = exhausted_text
         self.wait_for_reply = wait_for_reply
-        self.model = model
         self.classify = classify
         self._host = host
         self._port = port
@@ -225,10 +290,13 @@ class ScriptedMessagesAPI:
         self._seq = itertools.count(1)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._closing = False
         #: Main requests answered after the script ran out (tests may assert it stays empty).
         self.exhausted: list[RecordedRequest] = []
-        #: Requests to paths the stand-in does not know.
+        #: Requests to paths the stand-in does not know (answered 404).
         self.unknown: list[RecordedRequest] = []
+        #: Errors raised while answering (e.g. a reply callable that failed).
+        self.errors: list[str] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -239,14 +307,20 @@ class ScriptedMessagesAPI:
         server = ThreadingHTTPServer((self._host, self._port), handler)
         server.daemon_threads = True
         self._server = server
+        self._closing = False
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"scripted-api:{server.server_address[1]}",
+            daemon=True,
         )
-        self._thread.name = f"scripted-api:{server.server_address[1]}"
         self._thread.start()
         return self
 
     def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()  # release main requests waiting for a reply
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
@@ -254,8 +328,6 @@ class ScriptedMessagesAPI:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        with self._cond:
-            self._cond.notify_all()
 
     def __enter__(self) -> ScriptedMessagesAPI:
         return self.start()
@@ -277,17 +349,18 @@ class ScriptedMessagesAPI:
 
     def add_reply(
         self,
-        text: TextSource | ScriptedReply,
+        text: TextSource | ScriptedReply = "",
         *,
         chunk_size: int | None = None,
         chunk_delay: float = 0.0,
         first_delay: float = 0.0,
+        tool_uses: Iterable[ToolUse] = (),
     ) -> None:
         """Append a reply to the script (wakes a main request waiting for one)."""
         if isinstance(text, ScriptedReply):
             reply = text
         else:
-            reply = ScriptedReply(text, chunk_size, chunk_delay, first_delay)
+            reply = ScriptedReply(text, chunk_size, chunk_delay, first_delay, tuple(tool_uses))
         with self._cond:
             self._script.append(reply)
             self._cond.notify_all()
@@ -302,7 +375,7 @@ class ScriptedMessagesAPI:
         with self._cond:
             while not self._script:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._server is None:
+                if remaining <= 0 or self._closing:
                     return None
                 self._cond.wait(remaining)
             return self._script.popleft()
@@ -342,51 +415,40 @@ class ScriptedMessagesAPI:
 
     def wait_for_main_requests(self, n: int = 1, timeout: float = 30.0) -> list[RecordedRequest]:
         """Wait until at least ``n`` main requests arrived; return them (raises on timeout)."""
-        ok = self.wait_for(lambda rs: sum(r.kind == "main" for r in rs) >= n, timeout)
-        if not ok:
+        if not self.wait_for(lambda rs: sum(r.kind == "main" for r in rs) >= n, timeout):
             raise TimeoutError(
-                f"expected {n} main request(s) within {timeout}s; got: "
-                + ", ".join(f"{r.method} {r.path} [{r.kind}: {r.reason}]" for r in self.requests)
+                f"expected {n} main request(s) within {timeout}s; got:\n{self.describe()}"
             )
         return self.main_requests
 
     def describe(self) -> str:
         """One line per recorded request (for assertion messages)."""
-        lines = []
-        for r in self.requests:
-            lines.append(
+        return (
+            "\n".join(
                 f"#{r.seq} {r.method} {r.path}{'?' + r.query if r.query else ''} -> {r.status} "
                 f"[{r.kind}: {r.reason}] model={r.model} reply={r.reply_text!r}"
+                for r in self.requests
             )
-        return "\n".join(lines)
-
-    # -- message construction ----------------------------------------------------------------
-
-    def _message(self, body: dict[str, Any], text: str) -> dict[str, Any]:
-        return {
-            "id": f"msg_{uuid.uuid4().hex[:24]}",
-            "type": "message",
-            "role": "assistant",
-            "model": body.get("model") or self.model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "stop_sequence": None,
-            "usage": _usage(body, text),
-        }
+            or "(no requests)"
+        )
 
 
 def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _usage(body: dict[str, Any], text: str) -> dict[str, Any]:
+def _usage(body: dict[str, Any], output_tokens: int) -> dict[str, Any]:
     return {
         "input_tokens": _estimate_tokens(json.dumps(body.get("messages", ""))),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
-        "output_tokens": _estimate_tokens(text),
+        "output_tokens": output_tokens,
         "service_tier": "standard",
     }
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -394,12 +456,12 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "ScriptedMessagesAPI/1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _read_request(self, kind_hint: str | None = None) -> RecordedRequest:
+    def _read_request(self) -> RecordedRequest:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -418,38 +480,35 @@ class _Handler(BaseHTTPRequestHandler):
             headers=headers,
             body=body,
             raw_body=raw,
-            kind=kind_hint or "unknown",
+            kind="unknown",
         )
 
-    def _send_json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
+    def _send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("request-id", f"req_{uuid.uuid4().hex[:24]}")
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
         self.wfile.flush()
 
-    def _not_found(self, req: RecordedRequest) -> None:
+    def _answer_other(self, req: RecordedRequest) -> None:
+        if req.path == "/api/hello":  # connectivity probe (HEAD), sent without the env flag
+            req.kind, req.reason = "probe", "connectivity check"
+            self.api._record(req)
+            self._send_json(200, {"message": "hello"})
+            return
         req.kind, req.status, req.reason = "unknown", 404, "no such endpoint"
         self.api.unknown.append(req)
         self.api._record(req)
-        self._send_json(
-            404,
-            {
-                "type": "error",
-                "error": {"type": "not_found_error", "message": f"{req.method} {req.path}"},
-            },
-        )
+        self._send_json(404, _error("not_found_error", f"{req.method} {req.path}"))
 
     # -- verbs -------------------------------------------------------------------------------
 
     def do_GET(self) -> None:
-        self._not_found(self._read_request())
+        self._answer_other(self._read_request())
 
     do_HEAD = do_GET
     do_PUT = do_GET
@@ -466,41 +525,71 @@ class _Handler(BaseHTTPRequestHandler):
             body = req.body if isinstance(req.body, dict) else {}
             self._send_json(200, {"input_tokens": _estimate_tokens(json.dumps(body))})
         else:
-            self._not_found(req)
+            self._answer_other(req)
 
     # -- /v1/messages ------------------------------------------------------------------------
 
     def _messages(self, req: RecordedRequest) -> None:
         api = self.api
-        body = req.body if isinstance(req.body, dict) else {}
-        req.kind, req.reason = api.classify(req.body)
-        reply: ScriptedReply
-        if req.kind == "main":
-            # Record before waiting, so tests see the request while its reply is pending.
+        if not isinstance(req.body, dict):
+            req.kind, req.status, req.reason = "unknown", 400, "body is not a JSON object"
             api._record(req)
-            nxt = api._next_reply()
-            if nxt is None:
+            self._send_json(400, _error("invalid_request_error", "body must be a JSON object"))
+            return
+        body: dict[str, Any] = req.body
+        req.kind, req.reason = api.classify(body)
+        api._record(req)  # before waiting, so tests see a request whose reply is pending
+        if req.kind == "main":
+            reply = api._next_reply()
+            if reply is None:
                 api.exhausted.append(req)
                 reply = ScriptedReply(api.exhausted_text)
-            else:
-                reply = nxt
         else:
-            api._record(req)
-            reply = ScriptedReply(api.side_reply)
+            reply = ScriptedReply(side_reply_text(body, api.side_reply))
         try:
             text = reply.render(body)
         except Exception as exc:  # a broken callable must not hang the CLI
             text = f"(scripted API: reply callable failed: {exc!r})"
+            api.errors.append(f"request #{req.seq}: {exc!r}")
         req.reply_text = text
+        blocks: list[dict[str, Any]] = []
+        if text or not reply.tool_uses:
+            blocks.append({"type": "text", "text": text})
+        blocks.extend(t.block() for t in reply.tool_uses)
+        stop_reason = "tool_use" if reply.tool_uses else "end_turn"
         if reply.first_delay > 0:
             time.sleep(reply.first_delay)
-        if body.get("stream"):
-            self._stream(body, text, reply)
-        else:
-            self._send_json(200, api._message(body, text))
+        try:
+            if body.get("stream"):
+                self._stream(body, blocks, stop_reason, reply)
+            else:
+                self._send_json(200, self._message(body, blocks, stop_reason))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the CLI hung up (e.g. the user pressed Esc)
 
-    def _stream(self, body: dict[str, Any], text: str, reply: ScriptedReply) -> None:
-        api = self.api
+    @staticmethod
+    def _message(
+        body: dict[str, Any], blocks: list[dict[str, Any]], stop_reason: str | None
+    ) -> dict[str, Any]:
+        out_tokens = _estimate_tokens(json.dumps(blocks))
+        return {
+            "id": f"msg_{uuid.uuid4().hex[:24]}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model") or "claude-scripted",
+            "content": blocks,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": _usage(body, out_tokens),
+        }
+
+    def _stream(
+        self,
+        body: dict[str, Any],
+        blocks: list[dict[str, Any]],
+        stop_reason: str,
+        reply: ScriptedReply,
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -509,38 +598,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
 
-        message = api._message(body, text)
-        usage = message["usage"]
-        start = dict(message, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
+        final = self._message(body, blocks, stop_reason)
+        start = dict(final, content=[], stop_reason=None)
+        start["usage"] = dict(final["usage"], output_tokens=1)
 
         def event(name: str, data: dict[str, Any]) -> None:
-            payload = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-            self.wfile.write(payload)
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
 
-        try:
-            event("message_start", {"type": "message_start", "message": start})
-            event(
-                "content_block_start",
-                {"type": "content_block_start", "index": 0,
-                 "content_block": {"type": "text", "text": ""}},
-            )  # fmt: skip
-            event("ping", {"type": "ping"})
-            for i, chunk in enumerate(reply.chunks(text)):
-                if i and reply.chunk_delay > 0:
-                    time.sleep(reply.chunk_delay)
-                event(
+        event("message_start", {"type": "message_start", "message": start})
+        event("ping", {"type": "ping"})
+        for index, block in enumerate(blocks):
+
+            def block_event(kind: str, index: int = index, **fields: Any) -> None:
+                event(kind, {"type": kind, "index": index, **fields})
+
+            if block["type"] == "text":
+                block_event("content_block_start", content_block={"type": "text", "text": ""})
+                for n, chunk in enumerate(reply.chunks(block["text"])):
+                    if n and reply.chunk_delay > 0:
+                        time.sleep(reply.chunk_delay)
+                    block_event("content_block_delta", delta={"type": "text_delta", "text": chunk})
+            else:
+                block_event("content_block_start", content_block=dict(block, input={}))
+                partial = json.dumps(block["input"])
+                block_event(
                     "content_block_delta",
-                    {"type": "content_block_delta", "index": 0,
-                     "delta": {"type": "text_delta", "text": chunk}},
-                )  # fmt: skip
-            event("content_block_stop", {"type": "content_block_stop", "index": 0})
-            event(
-                "message_delta",
-                {"type": "message_delta",
-                 "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                 "usage": {"output_tokens": usage["output_tokens"]}},
-            )  # fmt: skip
-            event("message_stop", {"type": "message_stop"})
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the CLI hung up (e.g. the user pressed Esc); nothing to do
+                    delta={"type": "input_json_delta", "partial_json": partial},
+                )
+            block_event("content_block_stop")
+        delta = {"stop_reason": stop_reason, "stop_sequence": None}
+        usage = {"output_tokens": final["usage"]["output_tokens"]}
+        event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
+        event("message_stop", {"type": "message_stop"})

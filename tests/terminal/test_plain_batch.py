@@ -9,7 +9,9 @@ from engine.terminal.screen import TerminalScreen
 from engine.terminal.stream import TerminalStream, make_screen_and_stream
 
 _words = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=50)
-_sgr = st.sampled_from(["\x1b[31m", "\x1b[0m", "\x1b[m", "\x1b[1;4m", "\x1b[38:2::1:2:3m", "\x1b[44m"])
+_sgr = st.sampled_from(
+    ["\x1b[31m", "\x1b[0m", "\x1b[m", "\x1b[1;4m", "\x1b[38:2::1:2:3m", "\x1b[44m"]
+)
 _breaks = st.sampled_from(["\r\n", "\n", "\r", "\r\r\n", "\n\n"])
 _pieces = st.lists(st.one_of(_words, _sgr, _breaks), max_size=60)
 

@@ -1,0 +1,121 @@
+"""`semo` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from engine.terminal.capture import CaptureResult, capture
+from engine.terminal.keys import KeySpecError, parse_keys
+from engine.terminal.pty_process import TerminalSpawnError
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="semo", description="Run and watch a team of coding agents in terminals."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    cap = commands.add_parser(
+        "capture",
+        help="run a program in a terminal, type keys, print the settled screen",
+        description=(
+            "Run CMD in a pseudo-terminal through semo's terminal core, type the keys, wait "
+            "until the screen has been quiet for --settle ms (or CMD exits) and print the rows. "
+            "Keys: plain text plus <Enter> <Esc> <Tab> <S-Tab> <BS> <Up> <Down> <Left> <Right> "
+            "<Home> <End> <PgUp> <PgDn> <Del> <F1>..<F12> <C-c> <M-x> <C-Up> <Sleep:200> <lt>."
+        ),
+    )
+    cap.add_argument("--cols", type=_positive, default=80, help="terminal width (default 80)")
+    cap.add_argument("--rows", type=_positive, default=24, help="terminal height (default 24)")
+    cap.add_argument(
+        "--keys",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="K",
+        help="key specs, typed in order; the screen settles after each",
+    )
+    cap.add_argument(
+        "--settle",
+        type=_positive,
+        default=300,
+        metavar="MS",
+        help="quiet time that counts as settled (default 300 ms)",
+    )
+    cap.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="give up waiting after S seconds in all (default 10)",
+    )
+    cap.add_argument("--term", default="xterm-256color", help="TERM for the child")
+    cap.add_argument("--record", metavar="FILE.cast", help="also record an asciicast v2 file")
+    cap.add_argument(
+        "--json",
+        action="store_true",
+        help="print rows, cursor, title, alternate-screen flag, modes and styles",
+    )
+    cap.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]")
+    cap.set_defaults(handler=_run_capture)
+    return parser
+
+
+def _run_capture(args: argparse.Namespace) -> int:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        print("semo capture: give the command after --, e.g. semo capture -- ls", file=sys.stderr)
+        return 2
+    try:
+        for spec in args.keys:
+            parse_keys(spec)
+    except KeySpecError as error:
+        print(f"semo capture: {error}", file=sys.stderr)
+        return 2
+    try:
+        result = asyncio.run(
+            capture(
+                argv,
+                cols=args.cols,
+                rows=args.rows,
+                keys=args.keys,
+                settle_ms=args.settle,
+                timeout=args.timeout,
+                term=args.term,
+                record=args.record,
+            )
+        )
+    except TerminalSpawnError as error:
+        print(f"semo capture: {error}", file=sys.stderr)
+        return 127
+    _print_capture(result, args.json)
+    if not result.settled:
+        print(f"semo capture: screen still changing after {args.timeout} s", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _print_capture(result: CaptureResult, as_json: bool) -> None:
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        sys.stdout.write("".join(line + "\n" for line in result.lines))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""`semo capture`: run a program in a PTY, type keys, wait for the screen to settle, report it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel
+
+from engine.terminal.screen import TerminalScreen
+from engine.terminal.session import DEFAULT_TERM, TerminalSession
+
+
+class StyleSpan(BaseModel):
+    start: int
+    end: int
+    fg: str
+    bg: str
+    bold: bool = False
+    dim: bool = False
+    italics: bool = False
+    underscore: bool = False
+    strikethrough: bool = False
+    reverse: bool = False
+    blink: bool = False
+
+
+class CursorState(BaseModel):
+    x: int
+    y: int
+    visible: bool
+
+
+class ExitInfo(BaseModel):
+    code: int | None
+    signal: int | None
+
+
+class CaptureResult(BaseModel):
+    cols: int
+    rows: int
+    lines: list[str]
+    cursor: CursorState
+    title: str
+    alternate_screen: bool
+    modes: list[int]
+    styles: list[list[StyleSpan]]
+    settled: bool
+    exit: ExitInfo | None
+
+
+def _styles(screen: TerminalScreen) -> list[list[StyleSpan]]:
+    result = []
+    for y in range(screen.lines):
+        line = screen.row_line(y)
+        spans = [
+            StyleSpan(start=run.start, end=run.end, **run.style._asdict()) for run in line.runs
+        ]
+        result.append(spans)
+    return result
+
+
+def snapshot(session: TerminalSession, settled: bool) -> CaptureResult:
+    screen = session.screen
+    status = session.exit_status
+    return CaptureResult(
+        cols=screen.columns,
+        rows=screen.lines,
+        lines=screen.text_rows(),
+        cursor=CursorState(x=screen.cursor.x, y=screen.cursor.y, visible=not screen.cursor.hidden),
+        title=screen.title,
+        alternate_screen=screen.alternate,
+        modes=sorted(screen.modes.private),
+        styles=_styles(screen),
+        settled=settled,
+        exit=ExitInfo(code=status.code, signal=status.signal) if status else None,
+    )
+
+
+async def capture(
+    argv: Sequence[str],
+    *,
+    cols: int = 80,
+    rows: int = 24,
+    keys: Sequence[str] = (),
+    settle_ms: int = 300,
+    timeout: float = 10.0,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    term: str = DEFAULT_TERM,
+    record: str | os.PathLike[str] | None = None,
+) -> CaptureResult:
+    """Start `argv`, wait for quiet, type each key spec (waiting for quiet after each)."""
+    session = TerminalSession(
+        argv, cols=cols, rows=rows, cwd=cwd, env=env, term=term, record=record
+    )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    settle = settle_ms / 1000
+    session.start()
+    try:
+        settled = await session.wait_quiet(settle, max(deadline - loop.time(), 0))
+        for spec in keys:
+            if session.exit_status is not None:
+                break
+            await session.send_keys(spec)
+            settled = await session.wait_quiet(settle, max(deadline - loop.time(), 0))
+        return snapshot(session, settled)
+    finally:
+        await session.close(grace=1.0)

@@ -1,0 +1,166 @@
+"""A program in a PTY with a live screen: the unit that captures, agents and panes build on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from engine.terminal.asciicast import AsciicastWriter
+from engine.terminal.keys import Sleep, parse_keys
+from engine.terminal.pty_process import ExitStatus, TerminalProcess
+from engine.terminal.screen import TerminalScreen
+from engine.terminal.scrollback import DEFAULT_SCROLLBACK_LINES
+from engine.terminal.stream import TerminalStream
+
+DEFAULT_TERM = "xterm-256color"
+OutputListener = Callable[[str], None]
+
+
+def child_environment(
+    env: Mapping[str, str] | None, *, term: str, cols: int, rows: int
+) -> dict[str, str]:
+    """The environment a child gets: `env` (default: ours), TERM set, no stale size variables."""
+    result = dict(os.environ if env is None else env)
+    result["TERM"] = term
+    for stale in ("COLUMNS", "LINES", "TMUX", "TMUX_PANE"):
+        result.pop(stale, None)
+    return result
+
+
+class TerminalSession:
+    """Spawns `argv` in a PTY and keeps its screen current; optionally records asciicast v2."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        cols: int = 80,
+        rows: int = 24,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        term: str = DEFAULT_TERM,
+        scrollback: int = DEFAULT_SCROLLBACK_LINES,
+        record: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.cwd = cwd
+        self.env = child_environment(env, term=term, cols=cols, rows=rows)
+        self.screen = TerminalScreen(cols, rows, scrollback=scrollback, respond=self._respond)
+        self.stream = TerminalStream(self.screen)
+        self.process: TerminalProcess | None = None
+        self.bytes_out = 0
+        self.last_output_at = time.monotonic()
+        self._listeners: list[OutputListener] = []
+        self._changed = asyncio.Event()
+        self._record_path = Path(record) if record is not None else None
+        self.recorder: AsciicastWriter | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Spawn the child (raises TerminalSpawnError with the reason if it cannot start)."""
+        if self._record_path is not None:
+            self.recorder = AsciicastWriter(
+                self._record_path,
+                self.screen.columns,
+                self.screen.lines,
+                title=" ".join(self.argv),
+                env=self.env,
+            )
+        self.process = TerminalProcess.spawn(
+            self.argv,
+            cwd=self.cwd,
+            env=self.env,
+            cols=self.screen.columns,
+            rows=self.screen.lines,
+            on_output=self._on_output,
+            on_exit=self._on_exit,
+        )
+
+    @property
+    def exit_status(self) -> ExitStatus | None:
+        return self.process.exit_status if self.process else None
+
+    async def wait(self) -> ExitStatus:
+        assert self.process is not None, "start() first"
+        return await self.process.wait()
+
+    async def close(self, grace: float = 2.0) -> ExitStatus | None:
+        """Terminate the child's process group (if running) and finish the recording."""
+        status = None
+        if self.process is not None:
+            status = await self.process.terminate(grace)
+        if self.recorder is not None:
+            self.recorder.close()
+        return status
+
+    # -- output -------------------------------------------------------------------------------
+
+    def add_listener(self, listener: OutputListener) -> None:
+        """Called with each decoded chunk after the screen has been updated."""
+        self._listeners.append(listener)
+
+    def _on_output(self, text: str) -> None:
+        self.stream.feed(text)
+        self.bytes_out += len(text)
+        self.last_output_at = time.monotonic()
+        if self.recorder is not None:
+            self.recorder.output(text)
+        for listener in self._listeners:
+            listener(text)
+        self._changed.set()
+
+    def _on_exit(self, status: ExitStatus) -> None:
+        self._changed.set()
+
+    def _respond(self, answer: str) -> None:
+        if self.process is not None and self.process.running:
+            self.process.write(answer)
+
+    async def wait_quiet(self, settle: float, timeout: float) -> bool:
+        """Wait until no output for `settle` seconds, or the child exits. False on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            if self.exit_status is not None:
+                return True
+            quiet_for = now - self.last_output_at
+            if quiet_for >= settle:
+                return True
+            if now >= deadline:
+                return False
+            self._changed.clear()
+            wait = min(settle - quiet_for, deadline - now)
+            try:
+                await asyncio.wait_for(self._changed.wait(), wait)
+            except TimeoutError:
+                pass
+
+    # -- input --------------------------------------------------------------------------------
+
+    def write(self, text: str) -> None:
+        """Send raw text to the child (recorded as asciicast input)."""
+        assert self.process is not None, "start() first"
+        if self.recorder is not None:
+            self.recorder.input(text)
+        self.process.write(text)
+
+    async def send_keys(self, spec: str) -> None:
+        """Type a key spec (see engine.terminal.keys), honouring the child's cursor-key mode."""
+        actions = parse_keys(spec, application_cursor=self.screen.modes.application_cursor_keys)
+        for action in actions:
+            if isinstance(action, Sleep):
+                await asyncio.sleep(action.milliseconds / 1000)
+            else:
+                self.write(action)
+
+    def resize(self, cols: int, rows: int) -> None:
+        """New size for the screen and the PTY (the child gets SIGWINCH)."""
+        self.screen.resize(rows, cols)
+        if self.process is not None and self.process.running:
+            self.process.resize(cols, rows)
+        if self.recorder is not None:
+            self.recorder.resize(cols, rows)
