@@ -74,7 +74,7 @@ def redraw_stream(size: int, rng: random.Random, rows: int = 12) -> bytes:
 
 
 def feed_semo(data: bytes, cols: int, rows: int) -> float:
-    screen, stream = make_screen_and_stream(cols, rows)
+    _screen, stream = make_screen_and_stream(cols, rows)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     start = time.perf_counter()
     for offset in range(0, len(data), CHUNK):

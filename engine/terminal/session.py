@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -134,10 +135,8 @@ class TerminalSession:
                 return False
             self._changed.clear()
             wait = min(settle - quiet_for, deadline - now)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait)
-            except TimeoutError:
-                pass
 
     # -- input --------------------------------------------------------------------------------
 
