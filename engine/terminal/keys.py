@@ -89,6 +89,8 @@ def _named(name: str, application_cursor: bool) -> KeyAction:
     modifiers, base = _split_modifiers(name)
     if base == "Tab" and modifiers == {"S"}:
         return "\x1b[Z"
+    if base == "Space" and "C" in modifiers:
+        return ("\x1b" if "M" in modifiers else "") + "\x00"
     if base in _PLAIN and not modifiers - {"M"}:
         return ("\x1b" if "M" in modifiers else "") + _PLAIN[base]
     if base in _CURSOR:

@@ -126,7 +126,7 @@ class PlainBatch:
                     lines.append(line_from_row(old[index] or {}, screen.columns, default))
                 else:
                     lines.append(line_from_segments(rows[index - bottom - 1], default))
-            screen.scrollback.extend(lines)
+            screen.scrollback.extend(lines, skipped=total - keep)
         for y in range(bottom + 1):
             index = total + y
             if index <= bottom:

@@ -9,7 +9,6 @@ plain ASCII text. The byte parser lives in `engine.terminal.stream`.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -333,10 +332,7 @@ class TerminalScreen(pyte.Screen):
             x -= 1
             cell = line[x]
             if cell.data != "":
-                text = cell.data + addition
-                if unicodedata.combining(addition[0]):
-                    text = unicodedata.normalize("NFC", text)
-                line[x] = cell._replace(data=text)
+                line[x] = cell._replace(data=cell.data + addition)
                 return True
         return False
 

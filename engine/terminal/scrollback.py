@@ -118,9 +118,10 @@ class Scrollback:
         self._lines.append(line)
         self.total_pushed += 1
 
-    def extend(self, lines: list[Line]) -> None:
+    def extend(self, lines: list[Line], *, skipped: int = 0) -> None:
+        """Append `lines`; `skipped` counts older lines that would have been evicted at once."""
         self._lines.extend(lines)
-        self.total_pushed += len(lines)
+        self.total_pushed += len(lines) + skipped
 
     def clear(self) -> None:
         self._lines.clear()

@@ -54,6 +54,7 @@ class TerminalSession:
         self.process: TerminalProcess | None = None
         self.bytes_out = 0
         self.last_output_at = time.monotonic()
+        self.last_input_at = self.last_output_at
         self._listeners: list[OutputListener] = []
         self._changed = asyncio.Event()
         self._record_path = Path(record) if record is not None else None
@@ -114,7 +115,7 @@ class TerminalSession:
             listener(text)
         self._changed.set()
 
-    def _on_exit(self, status: ExitStatus) -> None:
+    def _on_exit(self, _status: ExitStatus) -> None:
         self._changed.set()
 
     def _respond(self, answer: str) -> None:
@@ -122,13 +123,16 @@ class TerminalSession:
             self.process.write(answer)
 
     async def wait_quiet(self, settle: float, timeout: float) -> bool:
-        """Wait until no output for `settle` seconds, or the child exits. False on timeout."""
+        """Wait until `settle` seconds pass with no output and no input, or the child exits.
+
+        Returns False on timeout. Input counts so that a wait right after typing covers the echo.
+        """
         deadline = time.monotonic() + timeout
         while True:
             now = time.monotonic()
             if self.exit_status is not None:
                 return True
-            quiet_for = now - self.last_output_at
+            quiet_for = now - max(self.last_output_at, self.last_input_at)
             if quiet_for >= settle:
                 return True
             if now >= deadline:
@@ -145,6 +149,7 @@ class TerminalSession:
         assert self.process is not None, "start() first"
         if self.recorder is not None:
             self.recorder.input(text)
+        self.last_input_at = time.monotonic()
         self.process.write(text)
 
     async def send_keys(self, spec: str) -> None:

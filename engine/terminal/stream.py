@@ -25,14 +25,15 @@ log = logging.getLogger("semo.terminal")
 _TOKEN = re.compile(
     r"(?P<text>[^\x00-\x1f\x7f-\x9f]+)"
     r"|\x1b\[(?P<params>[0-?]*)(?P<inter>[ -/]*)(?P<final>[@-~])"
+    r"|(?P<bad_csi>\x1b\[[0-?]*[ -/]+[0-?][ -?]*[@-~])"
     r"|\x1b\](?P<osc>[^\x07\x1b\x9c]*)(?P<osc_end>\x07|\x1b\\|\x9c)"
     r"|(?P<string>\x1b[P_^X].*?(?:\x1b\\|\x9c))"
-    r"|\x1b(?P<esc_inter>[ -/]*)(?P<esc_final>[0-~])"
+    r"|\x1b(?P<esc_inter>[ -/]*)(?P<esc_final>[0-OQ-WYZ\\`a-~])"
     r"|(?P<ctl>[\x00-\x1a\x1c-\x1f\x7f-\x9f])",
     re.DOTALL,
 )
 _PARTIAL = re.compile(
-    r"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b\x9c]*\x1b?|[P_^X].*|[ -/]*)?\Z",
+    r"\x1b(?:\[[ -?]*|\][^\x07\x1b\x9c]*\x1b?|[P_^X].*|[ -/]*)?\Z",
     re.DOTALL,
 )
 _PLAIN_RUN = re.compile(r"(?:[ -~]+|\r|\n|\x1b\[[0-9;:]*m)+")
@@ -102,6 +103,8 @@ class TerminalStream:
                 self._osc(token.group("osc"), token.group("osc_end"))
             elif kind == "esc_final":
                 self._escape(token.group("esc_inter"), token.group("esc_final"))
+            elif kind == "bad_csi":
+                self.unknown_sequences += 1
             # "string" (DCS/APC/PM/SOS) is consumed and ignored
 
     def _batch_ready(self) -> bool:

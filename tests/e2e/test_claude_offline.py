@@ -40,6 +40,7 @@ class Tmux:
             capture_output=True,
             text=True,
             timeout=15,
+            env={k: v for k, v in os.environ.items() if k != "TMUX"},  # works inside tmux too
         )
         if check and proc.returncode != 0:
             raise RuntimeError(f"tmux {' '.join(args)} failed: {proc.stderr.strip()}")

@@ -24,6 +24,7 @@ def _state(screen: TerminalScreen) -> tuple[object, ...]:
         cells,
         (screen.cursor.x, screen.cursor.y, screen.cursor.attrs),
         tuple(screen.scrollback),
+        screen.scrollback.total_pushed,
         screen.last_graphic,
     )
 
