@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 _SGR_SPLIT = re.compile(r"\x1b\[([0-9;:]*)m")
 Segment = tuple[Cell, str]
+Row = list[Segment] | Line  # a Line when the row is known to scroll away within the batch
 
 
 class PlainBatch:
@@ -34,65 +35,75 @@ class PlainBatch:
         pieces = run.split("\n")
         if len(pieces) < 3 or pieces[0].strip("\r"):
             return 0
-        screen = self.screen
-        if not pieces[0] and screen.cursor.x != 0:
+        if not pieces[0] and self.screen.cursor.x != 0:
             return 0
-        taken = self._valid_prefix(pieces)
+        bodies = [piece.rstrip("\r") for piece in pieces]
+        taken = self._valid_prefix(pieces, bodies)
         if taken < 2:
             return 0
-        rows, ends_with_cr = self._layout(pieces[1 : taken + 1])
-        self._apply(rows, ends_with_cr)
+        rows = self._layout(bodies[1 : taken + 1])
+        self._apply(rows, ends_with_cr=bodies[taken] != pieces[taken])
         if taken == len(pieces) - 1:
             return len(run)
         return sum(len(p) for p in pieces[: taken + 1]) + taken
 
     @staticmethod
-    def _valid_prefix(pieces: list[str]) -> int:
+    def _valid_prefix(pieces: list[str], bodies: list[str]) -> int:
         """How many pieces after the first can be laid out as fresh rows starting at column 0."""
         last = len(pieces) - 1
         for index in range(1, last + 1):
-            piece = pieces[index]
-            body = piece.rstrip("\r")
+            body = bodies[index]
             if "\r" in body:
                 return index - 1
-            if index < last and body == piece:  # no CR: the next line would not start at 0
+            if index < last and len(body) == len(pieces[index]):  # no CR: next row not at 0
                 return index
         return last
 
-    def _layout(self, pieces: list[str]) -> tuple[list[list[Segment]], bool]:
-        """Split pieces into screen rows (wrapping at the right margin), updating cursor attrs."""
+    def _layout(self, bodies: list[str]) -> list[Row]:
+        """Rows for the bodies (wrapping at the right margin), updating the cursor's attributes.
+
+        Bodies early enough that later ones push them off screen become Lines at once.
+        """
         screen = self.screen
         columns = screen.columns
-        rows: list[list[Segment]] = []
-        ends_with_cr = False
-        for piece in pieces:
-            body = piece.rstrip("\r")
-            ends_with_cr = body != piece
+        surely_scrolled = len(bodies) - screen.lines
+        default = screen.default_char
+        rows: list[Row] = []
+        for index, body in enumerate(bodies):
             if "\x1b" not in body and len(body) <= columns:
-                if body:
-                    screen.last_graphic = body[-1]
-                    rows.append([(screen.cursor.attrs, body)])
-                else:
+                if not body:
                     rows.append([])
+                    continue
+                screen.last_graphic = body[-1]
+                attrs = screen.cursor.attrs
+                if index < surely_scrolled and attrs is default:
+                    rows.append(Line(body.rstrip(" ")))
+                else:
+                    rows.append([(attrs, body)])
                 continue
             segments = self._segments(body)
-            width = sum(len(text) for _, text in segments)
-            if width <= columns:
+            if sum(len(text) for _, text in segments) <= columns:
                 rows.append(segments)
-                continue
-            row: list[Segment] = []
-            room = columns
-            for attrs, text in segments:
-                while text:
-                    part, text = text[:room], text[room:]
-                    row.append((attrs, part))
-                    room -= len(part)
-                    if room == 0:
-                        rows.append(row)
-                        row, room = [], columns
-            if row:
-                rows.append(row)
-        return rows, ends_with_cr
+            else:
+                rows.extend(self._wrap(segments, columns))
+        return rows
+
+    @staticmethod
+    def _wrap(segments: list[Segment], columns: int) -> list[Row]:
+        rows: list[Row] = []
+        row: list[Segment] = []
+        room = columns
+        for attrs, text in segments:
+            while text:
+                part, text = text[:room], text[room:]
+                row.append((attrs, part))
+                room -= len(part)
+                if room == 0:
+                    rows.append(row)
+                    row, room = [], columns
+        if row:
+            rows.append(row)
+        return rows
 
     def _segments(self, body: str) -> list[Segment]:
         screen = self.screen
@@ -110,7 +121,7 @@ class PlainBatch:
                 screen.last_graphic = part[-1]
         return segments
 
-    def _apply(self, rows: list[list[Segment]], ends_with_cr: bool) -> None:
+    def _apply(self, rows: list[Row], ends_with_cr: bool) -> None:
         screen = self.screen
         bottom = screen.lines - 1
         buffer = screen.buffer
@@ -125,7 +136,7 @@ class PlainBatch:
                 if index <= bottom:
                     lines.append(line_from_row(old[index] or {}, screen.columns, default))
                 else:
-                    lines.append(line_from_segments(rows[index - bottom - 1], default))
+                    lines.append(self._as_line(rows[index - bottom - 1], default))
             screen.scrollback.extend(lines, skipped=total - keep)
         for y in range(bottom + 1):
             index = total + y
@@ -136,16 +147,22 @@ class PlainBatch:
             else:
                 buffer[y] = self._materialize(rows[index - bottom - 1], default)
         last = rows[-1]
+        assert not isinstance(last, Line)  # the last row is always on screen
         screen.cursor.y = bottom
         screen.cursor.x = 0 if ends_with_cr else sum(len(text) for _, text in last)
         screen.dirty.update(range(bottom + 1))
 
-    def _materialize(self, segments: list[Segment], default: Cell) -> StaticDefaultDict[int, Cell]:
-        row: StaticDefaultDict[int, Cell] = StaticDefaultDict(default)
+    @staticmethod
+    def _as_line(row: Row, default: Cell) -> Line:
+        return row if isinstance(row, Line) else line_from_segments(row, default)
+
+    def _materialize(self, row: Row, default: Cell) -> StaticDefaultDict[int, Cell]:
+        assert not isinstance(row, Line), "rows that stay on screen keep their segments"
+        cells: StaticDefaultDict[int, Cell] = StaticDefaultDict(default)
         x = 0
         screen = self.screen
-        for attrs, text in segments:
+        for attrs, text in row:
             glyph = screen.glyphs_for(attrs).__getitem__
-            row.update(zip(range(x, x + len(text)), map(glyph, text), strict=True))
+            cells.update(zip(range(x, x + len(text)), map(glyph, text), strict=True))
             x += len(text)
-        return row
+        return cells

@@ -300,16 +300,28 @@ class TerminalProcess:
     # -- output ------------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        chunk = self._read_once()
-        if chunk is None:
+        """Read what is ready, up to `read_size` bytes (a PTY hands out ~4 KiB per read)."""
+        chunks: list[bytes] = []
+        total = 0
+        eof = False
+        while total < self._read_size:
+            chunk = self._read_once(self._read_size - total)
+            if chunk is None:
+                eof = True
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if chunks:
+            self._deliver(self._decoder.decode(b"".join(chunks)))
+        if eof:
             self._on_eof()
-        elif chunk:
-            self._deliver(self._decoder.decode(chunk))
 
-    def _read_once(self) -> bytes | None:
-        """One read of at most `read_size` bytes; None on EOF/EIO, b"" when nothing is ready."""
+    def _read_once(self, limit: int | None = None) -> bytes | None:
+        """One read of at most `limit` (default `read_size`) bytes; None on EOF/EIO, b"" if none."""
         try:
-            data = os.read(self._fd, self._read_size)
+            data = os.read(self._fd, limit or self._read_size)
         except BlockingIOError:
             return b""
         except OSError as exc:

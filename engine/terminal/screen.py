@@ -121,7 +121,7 @@ class TerminalScreen(pyte.Screen):
         self._saved_screen: _SavedScreen | None = None
         self._glyphs = _GlyphCache(BLANK)
         self._glyph_caches: dict[Cell, _GlyphCache] = {}
-        self._interned: dict[Cell, Cell] = {}
+        self._interned: dict[Cell, Cell] = {BLANK: BLANK}
         self._sgr_cache: dict[tuple[int, str], tuple[Cell, Cell]] = {}
         super().__init__(columns, lines)
 
@@ -436,7 +436,7 @@ class TerminalScreen(pyte.Screen):
             return
         if len(self._sgr_cache) > 4096:
             self._sgr_cache.clear()
-            self._interned.clear()
+            self._interned = {BLANK: BLANK}
         result = apply_sgr(attrs, params, self._default)
         result = self._interned.setdefault(result, result)  # equal attrs -> one object
         self._sgr_cache[key] = (attrs, result)

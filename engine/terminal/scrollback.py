@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import NamedTuple
 
 from engine.terminal.cell import BLANK, Cell
@@ -40,29 +42,45 @@ def _same_style(a: Cell, b: Cell) -> bool:
     return a is b or a[1:] == b[1:]
 
 
+_STYLE = itemgetter(slice(1, None))
+EMPTY_LINE = Line("")
+
+
 def line_from_row(row: Mapping[int, Cell], columns: int, blank: Cell = BLANK) -> Line:
     """Compact a screen row; trailing default blanks are dropped."""
-    chars: list[str] = []
-    runs: list[StyleRun] = []
-    run_start = 0
-    run_style: Cell | None = None
-    width = columns
-    while width > 0 and _is_blank(row.get(width - 1), blank):
+    if not row:
+        return EMPTY_LINE
+    width = min(columns, max(row) + 1)
+    cells = list(map(row.get, range(width), repeat(blank, width)))
+    blank_style = blank[1:]
+    while width and cells[width - 1].data == " " and cells[width - 1][1:] == blank_style:
         width -= 1
-    for x in range(width):
-        cell = row.get(x, blank)
-        if cell.data == "":  # right half of a wide character
+    if not width:
+        return EMPTY_LINE
+    del cells[width:]
+    text = "".join([cell.data for cell in cells])
+    styles = list(map(_STYLE, cells))
+    first = styles[0]
+    if styles.count(first) == width:  # one style for the whole row: no per-cell loop
+        if first == blank_style:
+            return Line(text)
+        return Line(text, (StyleRun(0, len(text), cells[0]._replace(data=" ")),))
+    runs: list[StyleRun] = []
+    run_start = pos = 0
+    run_style: tuple[object, ...] | None = None
+    run_cell = blank
+    for cell, style in zip(cells, styles, strict=True):
+        if not cell.data:  # right half of a wide character
             continue
-        if run_style is None or not _same_style(cell, run_style):
+        if style != run_style:
             if run_style is not None:
-                runs.append(StyleRun(run_start, len(chars), run_style))
-            run_start, run_style = len(chars), cell._replace(data=" ")
-        chars.append(cell.data)
-    if run_style is not None:
-        runs.append(StyleRun(run_start, len(chars), run_style))
-    if len(runs) == 1 and _same_style(runs[0].style, blank):
-        runs = []
-    return Line("".join(chars), tuple(runs))
+                runs.append(StyleRun(run_start, pos, run_cell._replace(data=" ")))
+            run_start, run_style, run_cell = pos, style, cell
+        pos += len(cell.data)
+    runs.append(StyleRun(run_start, pos, run_cell._replace(data=" ")))
+    if len(runs) == 1 and runs[0].style[1:] == blank_style:
+        return Line(text)
+    return Line(text, tuple(runs))
 
 
 def line_from_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> Line:
@@ -98,10 +116,6 @@ def line_from_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK
     if len(runs) == 1 and _same_style(runs[0].style, blank):
         runs = []
     return Line(text, tuple(runs))
-
-
-def _is_blank(cell: Cell | None, blank: Cell) -> bool:
-    return cell is None or (cell.data == " " and _same_style(cell, blank))
 
 
 class Scrollback:
