@@ -68,7 +68,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cap.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]")
     cap.set_defaults(handler=_run_capture)
+
+    demo = commands.add_parser(
+        "demo",
+        help="run the demo office: three scripted demo agents (FE, BE, QA) in terminals",
+        description=(
+            "Start the bundled demo agents (scripted stand-ins, no network, no Claude Code) in "
+            "pseudo-terminals, give each a task and show their screens live."
+        ),
+    )
+    demo.add_argument("--seconds", type=float, default=6.0, help="how long to run (default 6)")
+    demo.add_argument("--no-live", action="store_true", help="print the final screens only")
+    demo.set_defaults(handler=_run_demo)
     return parser
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from engine.demo.runner import run_demo
+
+    live = sys.stdout.isatty() and not args.no_live
+    return asyncio.run(run_demo(args.seconds, live=live))
 
 
 def _run_capture(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ _PARTIAL = re.compile(
     re.DOTALL,
 )
 _PLAIN_RUN = re.compile(r"(?:[ -~]+|\r|\n|\x1b\[[0-9;:]*m)+")
+XTVERSION_REPLY = "\x1bP>|semo\x1b\\"
 MAX_PENDING = 1 << 16  # an unterminated OSC/DCS longer than this is dropped
 
 
@@ -304,7 +305,8 @@ class TerminalStream:
         table["<", "", "u"] = kitty_pop
         table["", " ", "q"] = cursor_style
         table["", "!", "p"] = soft_reset
-        for ignored in (("?", "", "u"), ("=", "", "u"), ("=", "", "c"), (">", "", "q")):
+        table[">", "", "q"] = lambda args, _: s.write_process_input(XTVERSION_REPLY)
+        for ignored in (("?", "", "u"), ("=", "", "u"), ("=", "", "c")):
             table[ignored] = lambda args, _: None
         for ignored in ((">", "", "n"), ("?", "", "S"), ("", '"', "q"), ("", "", "q")):
             table[ignored] = lambda args, _: None

@@ -63,6 +63,7 @@ def test_entering_alternate_twice_keeps_first_saved_screen():
         ("\x1b]11;?\x07", "\x1b]11;rgb:0000/0000/0000\x07"),
         ("\x1b]10;?\x1b\\", "\x1b]10;rgb:ffff/ffff/ffff\x1b\\"),
         ("\x1b[?2004$p", "\x1b[?2004;2$y"),
+        ("\x1b[>0q", "\x1bP>|semo\x1b\\"),
     ],
 )
 def test_queries_are_answered(query, answer):
