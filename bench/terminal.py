@@ -91,6 +91,15 @@ def feed_pyte(data: bytes, cols: int, rows: int) -> float:
     return time.perf_counter() - start
 
 
+def feed_pyte_history(data: bytes, cols: int, rows: int) -> float:
+    screen = pyte.HistoryScreen(cols, rows, history=10_000)
+    stream = pyte.ByteStream(screen)
+    start = time.perf_counter()
+    for offset in range(0, len(data), CHUNK):
+        stream.feed(data[offset : offset + CHUNK])
+    return time.perf_counter() - start
+
+
 def median_mbps(fn: Callable[[bytes, int, int], float], data: bytes, args, repeat: int) -> float:
     times = [fn(data, args.cols, args.rows) for _ in range(repeat)]
     return len(data) / statistics.median(times) / 1e6
@@ -116,6 +125,13 @@ def main() -> None:
         ours = median_mbps(feed_semo, data, args, args.repeat)
         theirs = median_mbps(feed_pyte, data, args, max(1, args.repeat // 2))
         print(f"{name:<26}{ours:>12.2f}{theirs:>12.2f}{ours / theirs:>7.1f}x")
+    plain = streams["plain scrolling"][: len(streams["plain scrolling"]) // 4]
+    history = median_mbps(feed_pyte_history, plain, args, 1)
+    ours = median_mbps(feed_semo, plain, args, args.repeat)
+    print(
+        f"{'plain, 10k-line history':<26}{ours:>12.2f}{history:>12.2f}{ours / history:>7.1f}x"
+        "  (pyte HistoryScreen; semo's scrollback is always on)"
+    )
 
 
 if __name__ == "__main__":
