@@ -31,21 +31,46 @@ class PlainBatch:
         self.screen = screen
 
     def feed(self, run: str) -> int:
-        """Apply a prefix of `run` (which starts with CR or LF); return its length, 0 = declined."""
+        """Apply a prefix of `run`; return its length (0 = declined, nothing changed).
+
+        The first piece (before the first LF) must be CRs only, or text that continues the
+        bottom row while that row is still deferred; later pieces become fresh rows.
+        """
         pieces = run.split("\n")
-        if len(pieces) < 3 or pieces[0].strip("\r"):
-            return 0
-        if not pieces[0] and self.screen.cursor.x != 0:
-            return 0
         bodies = [piece.rstrip("\r") for piece in pieces]
-        taken = self._valid_prefix(pieces, bodies)
-        if taken < 2:
+        if not self._continue_bottom_row(pieces[0], bodies[0]):
             return 0
+        first = len(pieces[0])
+        if len(pieces) == 1:
+            return first
+        if self.screen.cursor.x != 0:  # LF without CR: the next row would not start at 0
+            return first
+        taken = self._valid_prefix(pieces, bodies)
+        if taken < 1:
+            return first
         rows = self._layout(bodies[1 : taken + 1])
         self._apply(rows, ends_with_cr=bodies[taken] != pieces[taken])
         if taken == len(pieces) - 1:
             return len(run)
         return sum(len(p) for p in pieces[: taken + 1]) + taken
+
+    def _continue_bottom_row(self, piece: str, body: str) -> bool:
+        """Handle the text before the first LF; False (and no change) if the batch cannot."""
+        screen = self.screen
+        if "\r" in body:
+            return False
+        if body:
+            row = screen.deferred_rows.get(screen.lines - 1)
+            if row is None or screen.cursor.x != sum(len(text) for _, text in row):
+                return False
+            if screen.cursor.x + len(_SGR_SPLIT.sub("", body)) > screen.columns:
+                return False
+            segments = self._segments(body)
+            row.extend(segments)
+            screen.cursor.x += sum(len(text) for _, text in segments)
+        if len(body) != len(piece):
+            screen.cursor.x = 0
+        return True
 
     @staticmethod
     def _valid_prefix(pieces: list[str], bodies: list[str]) -> int:
@@ -122,30 +147,35 @@ class PlainBatch:
         return segments
 
     def _apply(self, rows: list[Row], ends_with_cr: bool) -> None:
+        """Scroll the new rows in. Visible new rows stay segments (`screen.deferred_rows`) until
+        someone reads `screen.buffer`, so a flood pays for cells only when it is looked at."""
         screen = self.screen
         bottom = screen.lines - 1
-        buffer = screen.buffer
+        buffer = screen._buffer
+        deferred = screen.deferred_rows
         default = screen.default_char
         total = len(rows)
-        old = [buffer.pop(y, None) for y in range(bottom + 1)]
+        old: list[Row | StaticDefaultDict[int, Cell] | None] = [
+            deferred[y] if y in deferred else buffer.pop(y, None) for y in range(bottom + 1)
+        ]
         # everything = old rows 0..bottom, then the new rows; the screen keeps the last bottom+1
         if screen.keeps_scrollback():
             keep = min(total, screen.scrollback.limit)
             lines: list[Line] = []
             for index in range(total - keep, total):
-                if index <= bottom:
-                    lines.append(line_from_row(old[index] or {}, screen.columns, default))
-                else:
-                    lines.append(self._as_line(rows[index - bottom - 1], default))
+                source = old[index] if index <= bottom else rows[index - bottom - 1]
+                lines.append(self._as_line(source, screen.columns, default))
             screen.scrollback.extend(lines, skipped=total - keep)
+        visible: dict[int, list[Segment]] = {}
         for y in range(bottom + 1):
             index = total + y
-            if index <= bottom:
-                row = old[index]
-                if row is not None:
-                    buffer[y] = row
-            else:
-                buffer[y] = self._materialize(rows[index - bottom - 1], default)
+            row = old[index] if index <= bottom else rows[index - bottom - 1]
+            if isinstance(row, list):
+                visible[y] = row
+            elif row is not None:
+                assert not isinstance(row, Line), "rows that stay on screen keep their segments"
+                buffer[y] = row
+        screen.deferred_rows = visible
         last = rows[-1]
         assert not isinstance(last, Line)  # the last row is always on screen
         screen.cursor.y = bottom
@@ -153,16 +183,11 @@ class PlainBatch:
         screen.dirty.update(range(bottom + 1))
 
     @staticmethod
-    def _as_line(row: Row, default: Cell) -> Line:
-        return row if isinstance(row, Line) else line_from_segments(row, default)
-
-    def _materialize(self, row: Row, default: Cell) -> StaticDefaultDict[int, Cell]:
-        assert not isinstance(row, Line), "rows that stay on screen keep their segments"
-        cells: StaticDefaultDict[int, Cell] = StaticDefaultDict(default)
-        x = 0
-        screen = self.screen
-        for attrs, text in row:
-            glyph = screen.glyphs_for(attrs).__getitem__
-            cells.update(zip(range(x, x + len(text)), map(glyph, text), strict=True))
-            x += len(text)
-        return cells
+    def _as_line(
+        row: Row | StaticDefaultDict[int, Cell] | None, columns: int, default: Cell
+    ) -> Line:
+        if isinstance(row, Line):
+            return row
+        if isinstance(row, list):
+            return line_from_segments(row, default)
+        return line_from_row(row or {}, columns, default)

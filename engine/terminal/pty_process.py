@@ -199,7 +199,7 @@ class TerminalProcess:
         rows: int = 24,
         on_output: Callable[[str], None],
         on_exit: Callable[[ExitStatus], None] | None = None,
-        read_size: int = 65536,
+        read_size: int = 16384,
     ) -> TerminalProcess:
         """Start `argv` in a new PTY of `cols` x `rows`; must be called inside a running loop.
 

@@ -23,6 +23,17 @@ from engine.terminal.scrollback import DEFAULT_SCROLLBACK_LINES, Line, Scrollbac
 from engine.terminal.sgr import apply_sgr
 
 ZWJ = "\u200d"
+_REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)
+
+
+def char_width(char: str) -> int:
+    """Cells for one character, as tmux 3.3a (glibc tables) counts them.
+
+    wcwidth 0.7 makes regional indicators (flag halves) wide; glibc and tmux give them one cell.
+    """
+    if ord(char) in _REGIONAL_INDICATORS:
+        return 1
+    return wcwidth(char)
 
 # Private (DEC) mode numbers, as the stream passes them (unshifted).
 CURSOR_KEYS = 1
@@ -119,6 +130,7 @@ class TerminalScreen(pyte.Screen):
         self.cwd: str | None = None
         self.notifications: list[str] = []
         self._saved_screen: _SavedScreen | None = None
+        self.deferred_rows: dict[int, list[tuple[Cell, str]]] = {}
         self._glyphs = _GlyphCache(BLANK)
         self._glyph_caches: dict[Cell, _GlyphCache] = {}
         self._interned: dict[Cell, Cell] = {BLANK: BLANK}
@@ -128,10 +140,34 @@ class TerminalScreen(pyte.Screen):
     # -- basics -----------------------------------------------------------------------------
 
     @property
+    def buffer(self) -> dict[int, StaticDefaultDict[int, Cell]]:  # type: ignore[override]
+        """Rows of cells. Rows the plain-output batch left as segments become cells on access."""
+        if self.deferred_rows:
+            self._materialize_deferred()
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, value: dict[int, StaticDefaultDict[int, Cell]]) -> None:
+        self._buffer = value
+
+    def _materialize_deferred(self) -> None:
+        default = self._default
+        for y, segments in self.deferred_rows.items():
+            row: StaticDefaultDict[int, Cell] = StaticDefaultDict(default)
+            x = 0
+            for attrs, text in segments:
+                glyph = self.glyphs_for(attrs).__getitem__
+                row.update(zip(range(x, x + len(text)), map(glyph, text), strict=True))
+                x += len(text)
+            self._buffer[y] = row
+        self.deferred_rows = {}
+
+    @property
     def default_char(self) -> Cell:  # type: ignore[override]
         return self._default
 
     def reset(self) -> None:
+        self.deferred_rows = {}
         self._default = BLANK
         super().reset()
         self.cursor.attrs = BLANK
@@ -280,15 +316,12 @@ class TerminalScreen(pyte.Screen):
         cursor = self.cursor
         columns = self.columns
         glyph = self.glyphs_for(cursor.attrs).__getitem__
-        autowrap = modes.DECAWM in self.mode
+        if modes.DECAWM not in self.mode:
+            self._draw_ascii_no_wrap(data, glyph)
+            return
         pos, end = 0, len(data)
         while pos < end:
             if cursor.x >= columns:
-                if not autowrap:
-                    cursor.x = columns - 1
-                    self.buffer[cursor.y][cursor.x] = glyph(data[-1])
-                    cursor.x = columns
-                    return
                 self.dirty.add(cursor.y)
                 cursor.x = 0
                 self.linefeed()
@@ -302,6 +335,23 @@ class TerminalScreen(pyte.Screen):
             cursor.x = stop
             pos += len(chunk)
 
+    def _draw_ascii_no_wrap(self, data: str, glyph: Callable[[str], Cell]) -> None:
+        """Autowrap off (tmux): text past the margin overwrites the last column; from a pending
+        wrap position (x == columns) nothing is drawn."""
+        cursor, columns = self.cursor, self.columns
+        x = cursor.x
+        if x >= columns:
+            return
+        room = columns - x
+        if len(data) >= room:
+            data = data[: room - 1] + data[-1]
+        line = self.buffer[cursor.y]
+        stop = x + len(data)
+        self._split_wide_at(line, x)
+        self._split_wide_at(line, stop)
+        line.update(zip(range(x, stop), map(glyph, data), strict=True))
+        cursor.x = min(stop, columns - 1)
+
     def _split_wide_at(self, line: StaticDefaultDict[int, Cell], x: int) -> None:
         """Writing at column x cuts a wide character straddling x-1|x: blank its other half."""
         cell = line.get(x)
@@ -314,10 +364,11 @@ class TerminalScreen(pyte.Screen):
             if char == ZWJ:
                 self._pending_zwj = True
                 continue
-            width = wcwidth(char)
+            width = char_width(char)
             if self._pending_zwj:
                 self._pending_zwj = False
-                if width != 1 and self._combine(ZWJ + char):
+                if width != 1:  # joined onto the previous cell, or dropped at column 0 (tmux)
+                    self._combine(ZWJ + char)
                     continue
             if width <= 0:
                 if width == 0:
@@ -339,15 +390,14 @@ class TerminalScreen(pyte.Screen):
     def _put(self, char: str, width: int) -> None:
         cursor, columns = self.cursor, self.columns
         autowrap = modes.DECAWM in self.mode
-        if cursor.x + width > columns:
-            if autowrap:
-                if cursor.x < columns:  # a wide char that does not fit leaves the last cell blank
-                    self._split_wide_at(self.buffer[cursor.y], cursor.x)
-                self.dirty.add(cursor.y)
-                cursor.x = 0
-                self.linefeed()
-            else:
-                cursor.x = columns - width
+        if cursor.x > columns - width:
+            if not autowrap:
+                return  # tmux drops what does not fit when not wrapping
+            if cursor.x < columns:  # a wide char that does not fit leaves the last cell as is
+                self._split_wide_at(self.buffer[cursor.y], cursor.x)
+            self.dirty.add(cursor.y)
+            cursor.x = 0
+            self.linefeed()
         if modes.IRM in self.mode:
             self.insert_characters(width)
         line = self.buffer[cursor.y]
@@ -358,7 +408,8 @@ class TerminalScreen(pyte.Screen):
         line[x] = attrs._replace(data=char)
         if width == 2:
             line[x + 1] = attrs._replace(data="")
-        cursor.x = x + width
+        last = 0 if autowrap else 1  # without autowrap the cursor sticks on the last column
+        cursor.x = x + width if x <= columns - last - width else columns - last
 
     # -- scrolling and scrollback -------------------------------------------------------------
 
@@ -486,7 +537,7 @@ class TerminalScreen(pyte.Screen):
                 for x in range(columns, self.columns):
                     row.pop(x, None)
                 stub = row.get(columns - 1)
-                if stub is not None and stub.data != "" and wcwidth(stub.data[0]) == 2:
+                if stub is not None and stub.data != "" and char_width(stub.data[0]) == 2:
                     row[columns - 1] = stub._replace(data=" ")
         old_columns = self.columns
         self.lines, self.columns = lines, columns

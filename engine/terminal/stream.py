@@ -74,14 +74,21 @@ class TerminalStream:
         screen = self.screen
         match_token = _TOKEN.match
         pos, end = 0, len(data)
+        no_batch_before = 0  # after a declined run, do not rescan it (keeps feed linear)
         while pos < end:
-            if self.batch_enabled and data[pos] in "\r\n" and self._batch_ready():
+            if (
+                self.batch_enabled
+                and pos >= no_batch_before
+                and (data[pos] in "\r\n" or screen.deferred_rows)
+                and self._batch_ready()
+            ):
                 run = _PLAIN_RUN.match(data, pos)
-                if run is not None and run.end() - pos > 1:
+                if run is not None:
                     consumed = self._batch.feed(run.group())
                     if consumed:
                         pos += consumed
                         continue
+                    no_batch_before = run.end()
             token = match_token(data, pos)
             if token is None:
                 if _PARTIAL.match(data, pos):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.claude_home import claude_argv, claude_env
-from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply
+from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
 
 pytestmark = pytest.mark.claude
 
@@ -33,6 +33,10 @@ class Tmux:
 
     def __init__(self, socket: str) -> None:
         self.socket = socket
+
+    def socket_path(self) -> Path:
+        tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
+        return Path(tmpdir) / f"tmux-{os.getuid()}" / self.socket
 
     def __call__(self, *args: str, check: bool = True) -> str:
         proc = subprocess.run(
@@ -85,6 +89,7 @@ def claude_in_tmux(workdir: Path, env: dict[str, str]) -> Iterator[Tmux]:
         yield tmux
     finally:
         tmux("kill-server", check=False)
+        tmux.socket_path().unlink(missing_ok=True)  # tmux 3.3a leaves it behind
 
 
 def prompt_ready(screen: str) -> bool:
@@ -158,4 +163,42 @@ def test_side_requests_do_not_consume_the_script(tmp_path: Path, workdir: Path) 
     side = api.side_requests
     assert all(r.reply_text != reply for r in side), api.describe()
     assert [r.reply_text for r in api.main_requests] == [reply], api.describe()
+    assert not api.exhausted, api.describe()
+
+
+def test_scripted_tool_call_runs_and_its_result_reaches_the_api(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """A scripted ``tool_use`` (auto mode, verdict ``not_flagged``) really runs in the worktree,
+    and the next main request carries its ``tool_result``."""
+    call = ToolUse(
+        "Bash",
+        {"command": "echo semo-was-here > marker.txt", "description": "Write a marker file"},
+        id="toolu_semo_e2e_1",
+    )
+    done = "Marker written."
+    replies = [ScriptedReply("Writing the marker.", tool_uses=(call,)), done]
+    with ScriptedMessagesAPI(replies=replies) as api:
+        env = claude_env(workdir, tmp_path / "home", api)
+        with claude_in_tmux(workdir, env) as tmux:
+            tmux.wait_screen(prompt_ready, STARTUP_TIMEOUT, "the prompt")
+            tmux.type("write the marker")
+            tmux.wait_screen(lambda s: "❯ write the marker" in s, 10, "the typed prompt")
+            tmux.press("Enter")
+            try:
+                tmux.wait_screen(lambda s: done in s, REPLY_TIMEOUT, "the final reply")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\nrequests:\n{api.describe()}") from None
+
+    assert (workdir / "marker.txt").read_text() == "semo-was-here\n"
+    mains = api.main_requests
+    assert len(mains) == 2, api.describe()
+    results = [
+        block
+        for message in mains[1].body["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert [b["tool_use_id"] for b in results] == [call.id]
     assert not api.exhausted, api.describe()

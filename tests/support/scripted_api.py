@@ -2,17 +2,25 @@
 
 The real Claude Code CLI is pointed at it with ``ANTHROPIC_BASE_URL`` (see ``claude_home``) and
 runs fully offline. Requests of the *main conversation* consume a queue of scripted replies in
-order; requests the CLI makes on its own (quota probes, title / topic generation, small-model
-helpers) are answered with a short fixed text and never consume the script.
+order; requests the CLI makes on its own are answered with a short fixed text and never consume
+the script.
 
     with ScriptedMessagesAPI(replies=["Hello from the script."]) as api:
         env = claude_env(workdir, home, api)
-        ...
-        assert "hello" in api.main_requests[0].user_text()
+        ...  # run claude, type "hello"
+        req = api.wait_for_main_requests(1)[0]
+        assert "hello" in req.last_user_text()
 
 Every request is recorded (path, headers without credentials, parsed JSON body) in
 ``api.requests``; ``api.main_requests`` / ``api.side_requests`` are the classified views.
-Only the standard library is used.
+
+What Claude Code 2.1.328 sends (observed): with ``claude_env``'s environment only the main
+conversation — ``POST /v1/messages?beta=true``, ``"stream": true``, Claude Code's system prompt,
+13 tools, CLAUDE.md inside the first user message as a ``<system-reminder>``. Without
+``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`` it also sends ``HEAD /api/hello`` (connectivity probe)
+and, after the first prompt, a session-title request: same model, ``"tools": []``, structured
+output (``output_config.format`` = ``json_schema`` ``{"title": string}``). Only the standard
+library is used.
 """
 
 from __future__ import annotations
@@ -55,11 +63,17 @@ TextSource = str | Callable[[dict[str, Any]], str]
 
 @dataclass(frozen=True)
 class ToolUse:
-    """A ``tool_use`` content block for a scripted reply (e.g. ``ToolUse("Bash", {...})``)."""
+    """A ``tool_use`` content block for a scripted reply (e.g. ``ToolUse("Bash", {...})``).
+
+    ``flagged``: the verdict of the server-side auto-mode safety check the CLI asks for (the
+    ``safeguards`` field of its request); by default the call is reported ``not_flagged``, so
+    auto mode runs it without asking.
+    """
 
     name: str
     input: dict[str, Any]
     id: str = ""  # generated when empty
+    flagged: bool = False
 
     def block(self) -> dict[str, Any]:
         return {
@@ -124,7 +138,7 @@ class RecordedRequest:
     headers: dict[str, str]  # lower-cased names; credentials removed
     body: Any  # parsed JSON, or None
     raw_body: bytes
-    kind: str  # "main" | "side" | "count_tokens" | "unknown"
+    kind: str  # "main" | "subagent" | "side" | "count_tokens" | "probe" | "unknown"
     reason: str = ""  # why it was classified that way
     reply_text: str | None = None
     status: int = 200
@@ -137,8 +151,22 @@ class RecordedRequest:
         return self.body.get("model") if isinstance(self.body, dict) else None
 
     def body_text(self) -> str:
-        """The raw request body decoded as text (everything the model would see, and more)."""
-        return self.raw_body.decode("utf-8", "replace")
+        """Every string anywhere in the JSON body, newline-joined (what the model would see, and
+        more); unlike ``raw_body`` it has no JSON escaping, so text can be searched verbatim."""
+        out: list[str] = []
+
+        def walk(v: Any) -> None:
+            if isinstance(v, str):
+                out.append(v)
+            elif isinstance(v, list):
+                for item in v:
+                    walk(item)
+            elif isinstance(v, dict):
+                for item in v.values():
+                    walk(item)
+
+        walk(self.body)
+        return "\n".join(out)
 
     def system_text(self) -> str:
         return _flatten_text(self.body.get("system") if isinstance(self.body, dict) else None)
@@ -187,13 +215,15 @@ def _flatten_text(value: Any) -> str:
 
 
 def classify_messages_request(body: Any) -> tuple[str, str]:
-    """Return ``("main" | "side", reason)`` for a ``POST /v1/messages`` body.
+    """Return ``("main" | "subagent" | "side", reason)`` for a ``POST /v1/messages`` body.
 
-    The main conversation is the agent loop: its system prompt is Claude Code's own
-    ("You are Claude Code...") and it offers the tool set. Everything else the CLI sends by
-    itself — the startup quota probe (``max_tokens`` 1, user text "quota"), session-title and
-    topic generation, other small-model helpers — carries no tools, its own short system prompt,
-    and/or a tiny ``max_tokens``.
+    The main conversation is the agent loop: Claude Code's own system prompt ("You are Claude
+    Code...") and its tool set. The requests the CLI sends by itself differ: the session-title
+    request has ``"tools": []``; small-model helpers and the quota probe of older versions
+    (``max_tokens`` 1) carry no tools or a tiny ``max_tokens``; anything whose system prompt is
+    not Claude Code's is not the conversation either. Sub-agents (the Agent tool) run their own
+    tool loop, in the background and concurrently with the main one; their system prompt's
+    billing line says ``cc_is_subagent=true``, and they get their own script.
     """
     if not isinstance(body, dict):
         return "side", "body is not a JSON object"
@@ -206,6 +236,8 @@ def classify_messages_request(body: Any) -> tuple[str, str]:
     system = _flatten_text(body.get("system"))
     if "Claude Code" not in system and "Claude Agent SDK" not in system:
         return "side", "system prompt is not Claude Code's"
+    if "cc_is_subagent=true" in system:
+        return "subagent", f"{len(tools)} tools, sub-agent (cc_is_subagent=true)"
     return "main", f"{len(tools)} tools, Claude Code system prompt"
 
 
@@ -260,6 +292,9 @@ class ScriptedMessagesAPI:
 
     ``replies``: the script — strings, callables ``(request_json) -> str`` or
     :class:`ScriptedReply` — consumed in order by main-conversation requests.
+    ``subagent_replies``: the script for sub-agents started with the Agent tool (they run
+    concurrently with the main loop, so they cannot share its queue); when it is empty they get
+    ``side_reply``.
     ``side_reply``: text for requests the CLI makes on its own (sent as schema-shaped JSON when
     the request asks for structured output, as session-title generation does).
     ``wait_for_reply``: seconds a main request waits for :meth:`add_reply` when the script is
@@ -271,6 +306,7 @@ class ScriptedMessagesAPI:
         self,
         replies: Iterable[Reply] = (),
         *,
+        subagent_replies: Iterable[Reply] = (),
         side_reply: str = SIDE_REPLY_TEXT,
         exhausted_text: str = EXHAUSTED_TEXT,
         wait_for_reply: float = 0.0,
@@ -278,7 +314,10 @@ class ScriptedMessagesAPI:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self._script: deque[ScriptedReply] = deque(_as_reply(r) for r in replies)
+        self._scripts: dict[str, deque[ScriptedReply]] = {
+            "main": deque(_as_reply(r) for r in replies),
+            "subagent": deque(_as_reply(r) for r in subagent_replies),
+        }
         self.side_reply = side_reply
         self.exhausted_text = exhausted_text
         self.wait_for_reply = wait_for_reply
@@ -355,30 +394,33 @@ class ScriptedMessagesAPI:
         chunk_delay: float = 0.0,
         first_delay: float = 0.0,
         tool_uses: Iterable[ToolUse] = (),
+        subagent: bool = False,
     ) -> None:
-        """Append a reply to the script (wakes a main request waiting for one)."""
+        """Append a reply to the main script (or the sub-agent one); wakes a waiting request."""
         if isinstance(text, ScriptedReply):
             reply = text
         else:
             reply = ScriptedReply(text, chunk_size, chunk_delay, first_delay, tuple(tool_uses))
         with self._cond:
-            self._script.append(reply)
+            self._scripts["subagent" if subagent else "main"].append(reply)
             self._cond.notify_all()
 
     @property
     def pending_replies(self) -> int:
+        """Replies of the main script not consumed yet."""
         with self._cond:
-            return len(self._script)
+            return len(self._scripts["main"])
 
-    def _next_reply(self) -> ScriptedReply | None:
-        deadline = time.monotonic() + self.wait_for_reply
+    def _next_reply(self, kind: str) -> ScriptedReply | None:
+        script = self._scripts[kind]
+        deadline = time.monotonic() + (self.wait_for_reply if kind == "main" else 0.0)
         with self._cond:
-            while not self._script:
+            while not script:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closing:
                     return None
                 self._cond.wait(remaining)
-            return self._script.popleft()
+            return script.popleft()
 
     # -- records -----------------------------------------------------------------------------
 
@@ -390,6 +432,10 @@ class ScriptedMessagesAPI:
     @property
     def main_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.kind == "main"]
+
+    @property
+    def subagent_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.kind == "subagent"]
 
     @property
     def side_requests(self) -> list[RecordedRequest]:
@@ -445,6 +491,27 @@ def _usage(body: dict[str, Any], output_tokens: int) -> dict[str, Any]:
         "output_tokens": output_tokens,
         "service_tier": "standard",
     }
+
+
+def _safeguard_results(
+    body: dict[str, Any], tool_uses: tuple[ToolUse, ...], blocks: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Verdicts for the auto-mode safety check (``safeguards: [{type: dangerous_tool_use}]``).
+
+    Without them the CLI in auto mode stops at "Auto mode can't check actions in this session"
+    before running e.g. the Agent tool. They ride on ``message_delta.delta.safeguard_results``.
+    """
+    wanted = body.get("safeguards")
+    if not tool_uses or not isinstance(wanted, list):
+        return {}
+    if not any(isinstance(g, dict) and g.get("type") == "dangerous_tool_use" for g in wanted):
+        return {}
+    verdicts = {
+        block["id"]: {"type": "evaluated", "outcome": "flagged" if t.flagged else "not_flagged"}
+        for t, block in zip(tool_uses, blocks, strict=True)
+    }
+    status = {"type": "available", "tool_uses": verdicts}
+    return {"safeguard_results": [{"type": "dangerous_tool_use", "status": status}]}
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:
@@ -540,10 +607,12 @@ class _Handler(BaseHTTPRequestHandler):
         req.kind, req.reason = api.classify(body)
         api._record(req)  # before waiting, so tests see a request whose reply is pending
         if req.kind == "main":
-            reply = api._next_reply()
+            reply = api._next_reply("main")
             if reply is None:
                 api.exhausted.append(req)
                 reply = ScriptedReply(api.exhausted_text)
+        elif req.kind == "subagent":
+            reply = api._next_reply("subagent") or ScriptedReply(api.side_reply)
         else:
             reply = ScriptedReply(side_reply_text(body, api.side_reply))
         try:
@@ -555,15 +624,17 @@ class _Handler(BaseHTTPRequestHandler):
         blocks: list[dict[str, Any]] = []
         if text or not reply.tool_uses:
             blocks.append({"type": "text", "text": text})
-        blocks.extend(t.block() for t in reply.tool_uses)
+        tool_blocks = [t.block() for t in reply.tool_uses]
+        blocks.extend(tool_blocks)
         stop_reason = "tool_use" if reply.tool_uses else "end_turn"
+        extra = _safeguard_results(body, reply.tool_uses, tool_blocks)
         if reply.first_delay > 0:
             time.sleep(reply.first_delay)
         try:
             if body.get("stream"):
-                self._stream(body, blocks, stop_reason, reply)
+                self._stream(body, blocks, stop_reason, reply, extra)
             else:
-                self._send_json(200, self._message(body, blocks, stop_reason))
+                self._send_json(200, self._message(body, blocks, stop_reason) | extra)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the CLI hung up (e.g. the user pressed Esc)
 
@@ -589,6 +660,7 @@ class _Handler(BaseHTTPRequestHandler):
         blocks: list[dict[str, Any]],
         stop_reason: str,
         reply: ScriptedReply,
+        extra: dict[str, Any],
     ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -627,7 +699,7 @@ class _Handler(BaseHTTPRequestHandler):
                     delta={"type": "input_json_delta", "partial_json": partial},
                 )
             block_event("content_block_stop")
-        delta = {"stop_reason": stop_reason, "stop_sequence": None}
+        delta = {"stop_reason": stop_reason, "stop_sequence": None, **extra}
         usage = {"output_tokens": final["usage"]["output_tokens"]}
         event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
         event("message_stop", {"type": "message_stop"})

@@ -14,6 +14,7 @@ tmux encodes them for the pane's current modes as a user's terminal would.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -24,7 +25,14 @@ from dataclasses import dataclass
 from engine.terminal import keys as semo_keys
 from engine.terminal.session import DEFAULT_TERM, child_environment
 
-__all__ = ["TmuxError", "TmuxKey", "TmuxServer", "tmux_capture", "tmux_key_actions"]
+__all__ = [
+    "TmuxError",
+    "TmuxKey",
+    "TmuxServer",
+    "tmux_capture",
+    "tmux_capture_styled",
+    "tmux_key_actions",
+]
 
 POLL_SECONDS = 0.05
 _SESSION = "fid"
@@ -116,6 +124,8 @@ class TmuxServer:
 
     def __init__(self) -> None:
         self.socket = f"semo-fid-{uuid.uuid4().hex}"
+        tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
+        self.socket_path = os.path.join(tmpdir, f"tmux-{os.getuid()}", self.socket)
         # The server's own locale decides how it measures characters: make it UTF-8.
         self._env = {**os.environ, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
         for name in ("TMUX", "TMUX_PANE"):
@@ -149,7 +159,7 @@ class TmuxServer:
         command = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv]
         # One invocation: the options exist before the pane, so the program starts at exactly
         # cols x rows and no status line ever takes a row.
-        self(
+        out = self(
             "start-server", ";",
             "set", "-g", "status", "off", ";",
             "set", "-g", "default-terminal", term, ";",
@@ -158,11 +168,16 @@ class TmuxServer:
             "set", "-g", "escape-time", "0", ";",
             "set", "-g", "history-limit", "0", ";",
             "new-session", "-d", "-s", _SESSION, "-x", str(cols), "-y", str(rows),
-            "-c", os.fspath(cwd or os.getcwd()), *command,
+            "-c", os.fspath(cwd or os.getcwd()), *command, ";",
+            "display-message", "-p", "-t", _SESSION, "#{socket_path}",
         )  # fmt: skip
+        self.socket_path = out.strip() or self.socket_path
 
     def kill(self) -> None:
+        """Stop the server (and its programs) and remove its socket, which tmux leaves behind."""
         self("kill-server", check=False)
+        with contextlib.suppress(OSError):
+            os.unlink(self.socket_path)
 
     def state(self, *, escapes: bool = False) -> tuple[list[str], str, bool]:
         """(pane rows, cursor 'x,y', pane dead?) read in one tmux invocation."""
@@ -180,7 +195,9 @@ class TmuxServer:
         return screen.split("\n")[:-1], f"{x},{y}", dead == "1"
 
     def wait_stable(self, settle: float, deadline: float) -> bool:
-        """Until rows and cursor are unchanged for `settle` s or the pane is dead (False: timeout)."""
+        """Wait until rows and cursor are unchanged for `settle` s or the pane is dead.
+
+        False if `deadline` (time.monotonic()) passed first."""
         last = None
         since = time.monotonic()
         while True:
@@ -229,13 +246,48 @@ def tmux_capture(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     term: str = DEFAULT_TERM,
-    escapes: bool = False,
 ) -> list[str]:
-    """The screen tmux shows for `argv` after the keys; `escapes=True` keeps SGR (`-e`)."""
+    """The screen rows tmux shows for `argv` after the keys (`capture-pane -p`)."""
+    lines, _ = _run(argv, cols, rows, keys, settle_ms, timeout, env, cwd, term, escapes=False)
+    return lines
+
+
+def tmux_capture_styled(
+    argv: Sequence[str],
+    *,
+    cols: int = 80,
+    rows: int = 24,
+    keys: Sequence[str] = (),
+    settle_ms: int = 300,
+    timeout: float = 10.0,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    term: str = DEFAULT_TERM,
+) -> tuple[list[str], list[str]]:
+    """As `tmux_capture`, plus the same screen with its SGR attributes (`capture-pane -p -e`)."""
+    lines, escaped = _run(argv, cols, rows, keys, settle_ms, timeout, env, cwd, term, escapes=True)
+    assert escaped is not None
+    return lines, escaped
+
+
+def _run(
+    argv: Sequence[str],
+    cols: int,
+    rows: int,
+    keys: Sequence[str],
+    settle_ms: int,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    term: str,
+    *,
+    escapes: bool,
+) -> tuple[list[str], list[str] | None]:
     child_env = child_environment(env, term=term, cols=cols, rows=rows)  # as semo does
     server = TmuxServer()
     deadline = time.monotonic() + timeout
     settle = settle_ms / 1000
+    escaped = None
     try:
         server.start(argv, cols=cols, rows=rows, env=child_env, cwd=cwd, term=term)
         server.wait_stable(settle, deadline)
@@ -244,8 +296,14 @@ def tmux_capture(
                 break
             server.send(spec)
             server.wait_stable(settle, deadline)
-        lines, _, _ = server.state(escapes=escapes)
+        lines, _, _ = server.state()
+        if escapes:
+            escaped, _, _ = server.state(escapes=True)
     finally:
         server.kill()
+    return _rows(lines, rows), None if escaped is None else _rows(escaped, rows)
+
+
+def _rows(lines: list[str], rows: int) -> list[str]:
     lines = [line.rstrip(" ") for line in lines[:rows]]
     return lines + [""] * (rows - len(lines))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +32,11 @@ def _state(screen: TerminalScreen) -> tuple[object, ...]:
     )
 
 
+def _split(text: str, cuts: list[int]) -> list[str]:
+    bounds = [0, *sorted(min(cut, len(text)) for cut in cuts), len(text)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
 def _run(chunks: list[str], batch: bool, columns: int, rows: int, limit: int):
     screen, stream = make_screen_and_stream(columns, rows, scrollback=limit, batch=batch)
     for chunk in chunks:
@@ -43,11 +51,11 @@ def _run(chunks: list[str], batch: bool, columns: int, rows: int, limit: int):
     columns=st.integers(min_value=3, max_value=30),
     rows=st.integers(min_value=1, max_value=8),
     limit=st.sampled_from([0, 3, 100]),
-    split=st.integers(min_value=0, max_value=400),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=4),
 )
-def test_batch_matches_general_path(prefix, body, columns, rows, limit, split):
+def test_batch_matches_general_path(prefix, body, columns, rows, limit, cuts):
     text = "".join(prefix) + "".join(body)
-    chunks = [text[:split], text[split:]]
+    chunks = _split(text, cuts)
     fast, _ = _run(chunks, True, columns, rows, limit)
     slow, _ = _run(chunks, False, columns, rows, limit)
     assert _state(fast) == _state(slow)
@@ -63,11 +71,11 @@ _line = st.lists(st.one_of(_words, _sgr), max_size=4).map("".join)
     columns=st.integers(min_value=3, max_value=30),
     rows=st.integers(min_value=1, max_value=8),
     limit=st.sampled_from([0, 5, 100]),
-    split=st.integers(min_value=0, max_value=400),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=4),
 )
-def test_batch_matches_general_path_on_crlf_lines(lines, tail, columns, rows, limit, split):
+def test_batch_matches_general_path_on_crlf_lines(lines, tail, columns, rows, limit, cuts):
     text = "\r\n".join(lines) + tail
-    chunks = [text[:split], text[split:]]
+    chunks = _split(text, cuts)
     fast, _ = _run(chunks, True, columns, rows, limit)
     slow, _ = _run(chunks, False, columns, rows, limit)
     assert _state(fast) == _state(slow)
@@ -95,3 +103,12 @@ def test_stream_class_is_reusable():
     stream = TerminalStream(screen)
     stream.feed("ab\r\ncd\r\nef")
     assert screen.text_rows() == ["cd", "ef"]
+
+
+@pytest.mark.parametrize("cut", range(1, 40))
+def test_a_line_continued_across_reads_keeps_every_segment(cut):
+    text = "".join(f"row {i}\r\n" for i in range(12)) + "x\x1b[31my z\x1b[0mw\x1b[1m!\r\nnext\r\n"
+    cut = len(text) - cut
+    fast, _ = _run([text[:cut], text[cut:]], True, 12, 4, 100)
+    slow, _ = _run([text[:cut], text[cut:]], False, 12, 4, 100)
+    assert _state(fast) == _state(slow)

@@ -1,0 +1,673 @@
+"""Claude Code hooks: install them in a worktree, and receive what they report.
+
+Claude Code runs a *hook* (a shell command) at points of its life cycle and writes a JSON
+object about the event on the command's stdin. semo installs one hook per event it cares about
+(:data:`HOOK_EVENTS`) in the worktree's ``.claude/settings.local.json``; each runs the tiny
+``semo hook EVENT`` shim (:mod:`engine.protocol.hook_shim`), which forwards the JSON to the
+engine's :class:`HookServer` over a Unix socket, authenticated with a per-session token taken
+from the environment the engine gave the session (:meth:`HookServer.env_for`).
+
+Wire format (one request per connection, one UTF-8 JSON object on one line)::
+
+    -> {"token": "<per-session token>", "event": "Stop", "payload": {...hook stdin...},
+        "sent_at": 1760000000.123}            # sent_at: optional, the shim's wall clock
+    <- {"ok": true}                            # or {"ok": false, "error": "bad_token"}
+
+What Claude Code 2.1.328 writes on stdin (observed; paths shortened)::
+
+    SessionStart      {"session_id", "transcript_path", "cwd", "hook_event_name",
+                       "source": "startup", "model"}
+    UserPromptSubmit  {..., "prompt_id", "permission_mode", "prompt": "<typed text>"}
+    Stop              {..., "prompt_id", "permission_mode", "effort": {"level"},
+                       "stop_hook_active": false, "last_assistant_message": "<exact text>",
+                       "background_tasks": [], "session_crons": []}
+    SessionEnd        {..., "prompt_id", "reason": "prompt_input_exit"}
+
+Only the standard library and pydantic are used here; the shim itself imports neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shlex
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ENV_SOCKET",
+    "ENV_TOKEN",
+    "HOOK_EVENTS",
+    "MAX_MESSAGE_BYTES",
+    "SETTINGS_RELPATH",
+    "HookEvent",
+    "HookServer",
+    "HookServerError",
+    "HookSettingsError",
+    "default_hook_command",
+    "default_runtime_dir",
+    "ensure_git_exclude",
+    "hook_command_line",
+    "install_hooks",
+    "is_semo_hook_command",
+    "merge_hook_settings",
+]
+
+log = logging.getLogger("semo.hooks")
+
+#: The events semo installs hooks for, in Claude Code's spelling.
+HOOK_EVENTS: tuple[str, ...] = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "Stop",
+    "Notification",
+    "SessionEnd",
+)
+
+#: Environment variables the shim reads (keep in sync with hook_shim.py).
+ENV_SOCKET = "SEMO_HOOK_SOCKET"
+ENV_TOKEN = "SEMO_HOOK_TOKEN"
+
+#: Largest accepted request line (the JSON, without its newline).
+MAX_MESSAGE_BYTES = 1024 * 1024
+
+#: Where the hooks go, relative to the worktree (Claude Code's per-user, uncommitted settings).
+SETTINGS_RELPATH = Path(".claude") / "settings.local.json"
+
+#: Seconds Claude Code lets one of our hooks run before killing it (the shim gives up after 2).
+HOOK_TIMEOUT_SECONDS = 10
+
+#: AF_UNIX paths are limited to sizeof(sun_path) - 1 bytes on Linux (107), 103 on macOS.
+_MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
+
+#: The answer to an accepted request (the shim checks for exactly this prefix).
+_ACK = b'{"ok": true}\n'
+
+#: At most this much of an oversize request is read (and dropped) after answering it.
+_DISCARD_CAP = 16 * MAX_MESSAGE_BYTES
+
+#: How long a client may take to send its request line.
+_READ_TIMEOUT = 5.0
+
+
+# -- settings.local.json -----------------------------------------------------------------------
+
+
+class HookSettingsError(Exception):
+    """A settings file semo must merge into is not what Claude Code would accept."""
+
+
+def default_hook_command() -> list[str]:
+    """The fastest way to run the shim with this interpreter: the file itself, no ``site``.
+
+    ``-I`` (isolated: no PYTHON* variables, no user site, script dir not on sys.path) and ``-S``
+    (no ``site``: no .pth processing) keep start-up to the bare interpreter; the shim needs only
+    the standard library. ``semo hook`` and ``python -m engine.protocol.hook_shim`` work too.
+    """
+    shim = Path(__file__).resolve().with_name("hook_shim.py")
+    return [sys.executable, "-I", "-S", str(shim)]
+
+
+def hook_command_line(command: Sequence[str], event: str) -> str:
+    """The shell command line Claude Code runs for ``event`` (it runs hooks through a shell)."""
+    if not command:
+        raise ValueError("hook command must not be empty")
+    return shlex.join([*command, event])
+
+
+def is_semo_hook_command(command_line: Any) -> bool:
+    """Whether a hook's ``command`` is one of ours: it runs the hook shim (by module name or
+    file) or ``semo hook`` (any path to ``semo``)."""
+    if not isinstance(command_line, str):
+        return False
+    try:
+        words = shlex.split(command_line)
+    except ValueError:
+        words = command_line.split()
+    for i, word in enumerate(words):
+        base = os.path.basename(word)
+        if base in ("engine.protocol.hook_shim", "hook_shim.py"):
+            return True
+        if base == "semo" and i + 1 < len(words) and words[i + 1] == "hook":
+            return True
+    return False
+
+
+def _is_our_hook(hook: Any) -> bool:
+    return isinstance(hook, dict) and is_semo_hook_command(hook.get("command"))
+
+
+def merge_hook_settings(
+    settings: Mapping[str, Any],
+    command: Sequence[str],
+    events: Iterable[str] = HOOK_EVENTS,
+    *,
+    timeout: int = HOOK_TIMEOUT_SECONDS,
+    source: str = "settings",
+) -> dict[str, Any]:
+    """Return ``settings`` with our hooks for ``events`` and everything else kept.
+
+    Our previous entries (see :func:`is_semo_hook_command`) are removed wherever they are, and a
+    matcher group holding only them goes with them; every other key, event, group and hook is
+    kept in place and order. Merging the result again with the same arguments changes nothing.
+    Raises :class:`HookSettingsError` when the shape is not Claude Code's (``source`` names the
+    file in the message).
+    """
+    if not isinstance(settings, Mapping):
+        raise HookSettingsError(f"{source}: expected a JSON object at the top level")
+    result = dict(settings)
+    hooks_value = result.get("hooks", {})
+    if not isinstance(hooks_value, Mapping):
+        raise HookSettingsError(f'{source}: "hooks" must be a JSON object')
+    hooks: dict[str, Any] = {}
+    for event, groups in hooks_value.items():
+        if not isinstance(groups, list):
+            raise HookSettingsError(f'{source}: "hooks.{event}" must be a JSON array')
+        kept = []
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(inner, list):
+                kept.append(group)  # not ours to judge; Claude Code will say if it is wrong
+                continue
+            remaining = [h for h in inner if not _is_our_hook(h)]
+            if len(remaining) == len(inner):
+                kept.append(group)
+            elif remaining:
+                kept.append({**group, "hooks": remaining})
+        if kept:
+            hooks[event] = kept
+    for event in events:
+        ours = {"type": "command", "command": hook_command_line(command, event), "timeout": timeout}
+        hooks.setdefault(event, []).append({"hooks": [ours]})
+    result["hooks"] = hooks
+    return result
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HookSettingsError(f"{path}: cannot read it ({exc}); semo left it unchanged") from exc
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HookSettingsError(
+            f"{path}: not valid JSON ({exc}); fix or remove it, semo will not overwrite it"
+        ) from exc
+    if not isinstance(value, dict):
+        raise HookSettingsError(
+            f"{path}: expected a JSON object, found {type(value).__name__}; "
+            "fix or remove it, semo will not overwrite it"
+        )
+    return value
+
+
+def _atomic_write(path: Path, data: str, mode: int) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory + rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def install_hooks(
+    worktree: Path,
+    command: Sequence[str],
+    *,
+    events: Iterable[str] = HOOK_EVENTS,
+    timeout: int = HOOK_TIMEOUT_SECONDS,
+    exclude_from_git: bool = True,
+) -> Path:
+    """Install ``<command> <Event>`` hooks in ``worktree/.claude/settings.local.json``.
+
+    Merges with what is there (see :func:`merge_hook_settings`), writes atomically and only when
+    something changed, and (``exclude_from_git``) lists the file in the repository's
+    ``info/exclude`` when the worktree is in a git repository. Returns the settings path.
+    Raises :class:`HookSettingsError` for an existing file that is not a JSON object of
+    Claude Code's shape; the file is never overwritten then.
+    """
+    worktree = Path(worktree)
+    path = worktree / SETTINGS_RELPATH
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target = Path(os.path.realpath(path))  # a symlinked settings file stays a symlink
+    current = _read_settings(target)
+    merged = merge_hook_settings(current, command, events, timeout=timeout, source=str(path))
+    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    try:
+        unchanged = target.read_text(encoding="utf-8") == text
+    except OSError:
+        unchanged = False
+    if not unchanged:
+        try:
+            mode = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        _atomic_write(target, text, mode)
+    if exclude_from_git:
+        ensure_git_exclude(worktree, SETTINGS_RELPATH)
+    return path
+
+
+def _git(worktree: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(worktree), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.strip()
+
+
+def ensure_git_exclude(worktree: Path, relpath: Path = SETTINGS_RELPATH) -> Path | None:
+    """List ``worktree/relpath`` in the repository's ``info/exclude`` (found with
+    ``git rev-parse --git-path info/exclude``, so linked worktrees share their repository's file).
+
+    Returns the exclude file's path, or None when ``worktree`` is not in a git repository (or
+    git is not installed). Idempotent; the pattern is anchored at the repository's top level.
+    """
+    worktree = Path(worktree)
+    top = _git(worktree, "rev-parse", "--show-toplevel")
+    git_path = _git(worktree, "rev-parse", "--git-path", "info/exclude")
+    if not top or not git_path:
+        return None
+    exclude = Path(git_path)
+    if not exclude.is_absolute():
+        exclude = worktree / exclude
+    target = Path(os.path.realpath(worktree / relpath))
+    try:
+        rel = target.relative_to(os.path.realpath(top))
+    except ValueError:
+        return None  # the file is outside the repository (a symlink out of it)
+    pattern = "/" + rel.as_posix()
+    try:
+        existing = exclude.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        existing = ""
+    if pattern in (line.strip() for line in existing.splitlines()):
+        return exclude
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    if existing and not existing.endswith("\n"):
+        existing += "\n"
+    body = existing + "# Claude Code hooks installed by semo (per-machine, never committed)\n"
+    _atomic_write(exclude, body + pattern + "\n", 0o644)
+    if _git(Path(top), "ls-files", "--error-unmatch", "--", rel.as_posix()) is not None:
+        log.warning("%s is tracked by git; info/exclude does not hide changes to it", target)
+    return exclude
+
+
+# -- the receiving end ------------------------------------------------------------------------
+
+
+class HookEvent(BaseModel):
+    """One hook report from a session's Claude Code, authenticated by its token."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_key: str
+    event: str  # Claude Code's event name, e.g. "Stop"
+    payload: dict[str, Any]  # the JSON Claude Code wrote on the hook's stdin
+    received_at: float  # time.monotonic() when the engine had the whole message
+    received_wall: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    sent_at: float | None = None  # the shim's time.time() when it sent, if it said
+
+    @property
+    def last_assistant_message(self) -> str | None:
+        """The model's exact final text (Stop)."""
+        value = self.payload.get("last_assistant_message")
+        return value if isinstance(value, str) else None
+
+    @property
+    def prompt(self) -> str | None:
+        """The prompt as submitted (UserPromptSubmit)."""
+        value = self.payload.get("prompt")
+        return value if isinstance(value, str) else None
+
+    @property
+    def claude_session_id(self) -> str | None:
+        value = self.payload.get("session_id")
+        return value if isinstance(value, str) else None
+
+
+class HookServerError(Exception):
+    """The hook server cannot start (path too long, in use, unsafe directory...)."""
+
+
+def default_runtime_dir() -> Path:
+    """``$XDG_RUNTIME_DIR/semo`` when that is a directory, else ``<tmp>/semo-<uid>``."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / "semo"
+    return Path(tempfile.gettempdir()) / f"semo-{os.getuid()}"
+
+
+def _private_dir(path: Path) -> Path:
+    """Create ``path`` (mode 0700) or check that the existing one is ours and private."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700, parents=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise HookServerError(f"{path} exists and is not a directory")
+    if st.st_uid != os.getuid():
+        raise HookServerError(f"{path} belongs to uid {st.st_uid}, not to us")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def _token_key(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+EventCallback = Callable[[HookEvent], object]
+
+
+class HookServer:
+    """Receives hook reports on a Unix socket and turns them into :class:`HookEvent` s.
+
+    ``socket_path``: default ``<runtime_dir>/hooks.sock`` with ``runtime_dir`` defaulting to
+    :func:`default_runtime_dir` (created 0700). ``on_event`` is called (in the loop, not awaited)
+    for each accepted event; events are also put on ``queue`` (default: a new unbounded
+    ``self.events`` when no callback is given). ``events``: the accepted event names.
+    ``read_timeout``: seconds a client gets to send its request line.
+
+    Rejected requests (no or wrong token, malformed JSON, unknown event, over
+    :data:`MAX_MESSAGE_BYTES`) are counted in ``rejected`` by reason, logged on ``semo.hooks``
+    (never with the token) and answered ``{"ok": false, "error": reason}``.
+    """
+
+    def __init__(
+        self,
+        socket_path: Path | str | None = None,
+        *,
+        runtime_dir: Path | str | None = None,
+        on_event: EventCallback | None = None,
+        queue: asyncio.Queue[HookEvent] | None = None,
+        events: Iterable[str] = HOOK_EVENTS,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        read_timeout: float = _READ_TIMEOUT,
+    ) -> None:
+        if socket_path is None:
+            base = Path(runtime_dir) if runtime_dir is not None else default_runtime_dir()
+            socket_path = base / "hooks.sock"
+        self.path = Path(socket_path)
+        if len(os.fsencode(self.path)) > _MAX_SOCKET_PATH:
+            raise HookServerError(
+                f"socket path is {len(os.fsencode(self.path))} bytes, over the AF_UNIX limit "
+                f"of {_MAX_SOCKET_PATH}: {self.path}"
+            )
+        self.on_event = on_event
+        self.events: asyncio.Queue[HookEvent] | None = queue
+        if queue is None and on_event is None:
+            self.events = asyncio.Queue()
+        self.accepted_events = frozenset(events)
+        self.max_message_bytes = max_message_bytes
+        self.read_timeout = read_timeout
+        self.accepted = 0
+        self.rejected: Counter[str] = Counter()
+        self._sessions: dict[bytes, str] = {}  # sha256(token) -> session key
+        self._tokens: dict[str, str] = {}  # session key -> token
+        self._server: asyncio.AbstractServer | None = None
+        self._inode: tuple[int, int] | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def register_session(self, session_key: str, token: str | None = None) -> str:
+        """Issue (or, with ``token``, adopt) the session's token; a previous one stops working."""
+        self.unregister(session_key)
+        token = token or secrets.token_urlsafe(32)
+        self._sessions[_token_key(token)] = session_key
+        self._tokens[session_key] = token
+        return token
+
+    def unregister(self, session_key: str) -> None:
+        token = self._tokens.pop(session_key, None)
+        if token is not None:
+            self._sessions.pop(_token_key(token), None)
+
+    def env_for(self, session_key: str) -> dict[str, str]:
+        """The variables to add to the session's environment (register the session first)."""
+        try:
+            token = self._tokens[session_key]
+        except KeyError:
+            raise KeyError(f"session {session_key!r} is not registered") from None
+        return {ENV_SOCKET: str(self.path), ENV_TOKEN: token}
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None and self._server.is_serving()
+
+    async def start(self) -> HookServer:
+        """Bind and listen. A socket left by a dead engine is replaced; a live one is not."""
+        if self._server is not None:
+            return self
+        _private_dir(self.path.parent)
+        await asyncio.to_thread(self._clear_stale_socket)
+        self._server = await asyncio.start_unix_server(
+            self._handle, path=str(self.path), limit=self.max_message_bytes + 2
+        )
+        os.chmod(self.path, 0o600)
+        st = os.stat(self.path)
+        self._inode = (st.st_dev, st.st_ino)
+        log.debug("hook server listening on %s", self.path)
+        return self
+
+    def _clear_stale_socket(self) -> None:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise HookServerError(f"{self.path} exists and is not a socket; not replacing it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(self.path))
+        except OSError as exc:
+            if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+                raise HookServerError(f"cannot probe {self.path}: {exc}") from exc
+            log.info("replacing stale hook socket %s (no engine listens on it)", self.path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        else:
+            raise HookServerError(f"{self.path} is in use by a running engine")
+        finally:
+            probe.close()
+
+    async def close(self) -> None:
+        """Stop listening, drop open connections, remove the socket file (if still ours)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for task in list(self._clients):
+            task.cancel()
+        if self._clients:
+            await asyncio.gather(*self._clients, return_exceptions=True)
+        await server.wait_closed()
+        try:
+            st = os.stat(self.path)
+            if (st.st_dev, st.st_ino) == self._inode:
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self._inode = None
+
+    async def __aenter__(self) -> HookServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients.add(task)
+        try:
+            error = await self._serve_one(reader, writer)
+            if error is None:
+                writer.write(_ACK)
+            else:
+                writer.write(json.dumps({"ok": False, "error": error}).encode() + b"\n")
+            await writer.drain()
+            if error == "oversize":
+                await self._discard_rest(reader, writer)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self._clients.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _discard_rest(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Read and drop what an oversize sender is still sending (briefly, up to a cap), so
+        that it gets to read the answer instead of a connection reset."""
+        if writer.can_write_eof():
+            writer.write_eof()
+        dropped = 0
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(1.0, self.read_timeout)):
+                while dropped < _DISCARD_CAP and (chunk := await reader.read(1 << 16)):
+                    dropped += len(chunk)
+
+    async def _read_line(self, reader: asyncio.StreamReader) -> bytes | str:
+        """The request line, or the reason it cannot be had."""
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                line = await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError:
+            return "oversize"
+        except asyncio.IncompleteReadError as exc:
+            line = exc.partial  # EOF without a newline: the whole request
+            if not line:
+                return "empty"
+        except TimeoutError:
+            return "timeout"
+        line = line.rstrip(b"\r\n")
+        if len(line) > self.max_message_bytes:
+            return "oversize"
+        return line
+
+    async def _serve_one(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> str | None:
+        line = await self._read_line(reader)
+        if isinstance(line, str):
+            return self._reject(line, writer)
+        try:
+            message = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return self._reject("malformed_json", writer)
+        if not isinstance(message, dict):
+            return self._reject("malformed_json", writer)
+        token = message.get("token")
+        if not isinstance(token, str) or not token:
+            return self._reject("missing_token", writer)
+        session_key = self._sessions.get(_token_key(token))
+        if session_key is None:
+            return self._reject("bad_token", writer)
+        event = message.get("event")
+        if not isinstance(event, str) or event not in self.accepted_events:
+            return self._reject("unknown_event", writer, session_key, repr(event)[:60])
+        payload = message.get("payload")
+        if not isinstance(payload, dict):
+            return self._reject("bad_payload", writer, session_key)
+        named = payload.get("hook_event_name")
+        if named is not None and named != event:
+            return self._reject("event_mismatch", writer, session_key, repr(named)[:60])
+        sent_at = message.get("sent_at")
+        hook_event = HookEvent(
+            session_key=session_key,
+            event=event,
+            payload=payload,
+            received_at=time.monotonic(),
+            sent_at=float(sent_at) if type(sent_at) in (int, float) else None,
+        )
+        self.accepted += 1
+        self._deliver(hook_event)
+        return None
+
+    def _deliver(self, event: HookEvent) -> None:
+        if self.events is not None:
+            self.events.put_nowait(event)
+        if self.on_event is not None:
+            try:
+                self.on_event(event)
+            except Exception:
+                log.exception("hook callback failed: %s %s", event.session_key, event.event)
+
+    def _reject(
+        self,
+        reason: str,
+        writer: asyncio.StreamWriter,
+        session_key: str | None = None,
+        detail: str = "",
+    ) -> str:
+        self.rejected[reason] += 1
+        log.warning(
+            "rejected hook message: %s%s%s%s",
+            reason,
+            f" ({detail})" if detail else "",
+            f" session={session_key}" if session_key else "",
+            _peer(writer),
+        )
+        return reason
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    """`` from pid N`` (the connecting process, via SO_PEERCRED) where the OS tells."""
+    sock = writer.get_extra_info("socket")
+    peercred = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or peercred is None:
+        return ""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
+        pid, uid, _gid = struct.unpack("3i", raw)
+    except OSError:
+        return ""
+    return f" from pid {pid} uid {uid}"
