@@ -375,7 +375,10 @@ def _ask_user(marker: str, text: str) -> ParseItem:
     options = [] if options is None else options
     qtype = obj.get("type", "choice" if options else "text")
     if qtype not in QUESTION_TYPES:
-        detail = f'"type" must be "text", "choice" or "confirm", not {json.dumps(qtype)}.'
+        detail = (
+            f'"type" must be "text", "choice" or "confirm", not {json.dumps(qtype)}. '
+            f"Nothing was sent; fix {marker} and send it again."
+        )
         return _error("unknown_question_type", marker, detail, text)
     question = obj.get("question")
     if not isinstance(question, str) or not question.strip():

@@ -35,6 +35,7 @@ def char_width(char: str) -> int:
         return 1
     return wcwidth(char)
 
+
 # Private (DEC) mode numbers, as the stream passes them (unshifted).
 CURSOR_KEYS = 1
 MOUSE_X10, MOUSE_NORMAL, MOUSE_BUTTON, MOUSE_ANY = 9, 1000, 1002, 1003
