@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import shlex
 import socket
@@ -103,6 +104,9 @@ _ACK = b'{"ok": true}\n'
 
 #: At most this much of an oversize request is read (and dropped) after answering it.
 _DISCARD_CAP = 16 * MAX_MESSAGE_BYTES
+
+#: What the shim accepts as a token (secrets.token_urlsafe's alphabet).
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
 
 #: How long a client may take to send its request line.
 _READ_TIMEOUT = 5.0
@@ -452,6 +456,8 @@ class HookServer:
 
     def register_session(self, session_key: str, token: str | None = None) -> str:
         """Issue (or, with ``token``, adopt) the session's token; a previous one stops working."""
+        if token is not None and not _TOKEN_RE.fullmatch(token):
+            raise ValueError("a hook token is 16+ characters of [A-Za-z0-9_-]")
         self.unregister(session_key)
         token = token or secrets.token_urlsafe(32)
         self._sessions[_token_key(token)] = session_key
@@ -597,6 +603,7 @@ class HookServer:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> str | None:
         line = await self._read_line(reader)
+        received_at = time.monotonic()
         if isinstance(line, str):
             return self._reject(line, writer)
         try:
@@ -625,7 +632,7 @@ class HookServer:
             session_key=session_key,
             event=event,
             payload=payload,
-            received_at=time.monotonic(),
+            received_at=received_at,
             sent_at=float(sent_at) if type(sent_at) in (int, float) else None,
         )
         self.accepted += 1

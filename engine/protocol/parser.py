@@ -289,7 +289,9 @@ class MarkerParser:
                 f"{close.group(0)} does not close the open {block.marker}, which must end with "
                 f"a line holding only [/{block.tag}]; {block.marker} was discarded: send it again."
             )
-            self._out.append(_error("unexpected_close", close.group(0), detail, close.string))
+            self._out.append(
+                _error("unexpected_close", close.group(0), detail, close.string.strip())
+            )
         elif not block.skipping:
             raw = "\n".join(block.lines)
             inner = "\n".join(_unwrap_fence(block.lines))

@@ -478,6 +478,8 @@ async def test_unregister_and_reregister(server: HookServer) -> None:
     assert await request(server.path, line(msg)) == {"ok": False, "error": "bad_token"}
     with pytest.raises(KeyError):
         server.env_for("s")
+    with pytest.raises(ValueError):
+        server.register_session("s", token='short"one')
 
 
 async def test_engine_restart_on_the_same_path(short_dir: Path) -> None:
