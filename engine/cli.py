@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
+if sys.argv[1:2] == ["hook"]:  # Claude Code runs this on every hook: skip the heavy imports
+    from engine.protocol.hook_shim import main as _hook_shim_main
+
+    sys.exit(_hook_shim_main(sys.argv[2:]))
+
 import argparse
 import asyncio
-import sys
 from collections.abc import Sequence
 
 from engine.terminal.capture import CaptureResult, capture
@@ -80,7 +86,62 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seconds", type=float, default=6.0, help="how long to run (default 6)")
     demo.add_argument("--no-live", action="store_true", help="print the final screens only")
     demo.set_defaults(handler=_run_demo)
+
+    parse = commands.add_parser(
+        "parse",
+        help="replay a recording through the protocol pipeline; print messages, signals, states",
+        description=(
+            "Replay an asciicast v2 recording (FILE.cast, or - for stdin) through the same "
+            "pipeline a live session uses and print the protocol messages, malformed messages, "
+            "completion/error signals and state changes found, with their times and sources."
+        ),
+    )
+    parse.add_argument("file", metavar="FILE.cast|-")
+    parse.add_argument("--cols", type=_positive, help="replay at this width instead")
+    parse.add_argument(
+        "--profile",
+        choices=["claude", "generic"],
+        help="agent kind (default: claude if the recording has hook events)",
+    )
+    parse.add_argument("--json", action="store_true", help="one JSON object per line")
+    parse.set_defaults(handler=_run_parse)
+
+    hook = commands.add_parser(
+        "hook",
+        help="forward a Claude Code hook's stdin JSON to the engine (Claude Code runs this)",
+    )
+    hook.add_argument("event", metavar="EVENT")
+    hook.set_defaults(handler=lambda args: _hook_main([args.event]))
     return parser
+
+
+def _hook_main(argv: list[str]) -> int:
+    from engine.protocol.hook_shim import main as hook_shim_main
+
+    return hook_shim_main(argv)
+
+
+def _run_parse(args: argparse.Namespace) -> int:
+    import json
+
+    from engine.protocol.replay import describe_event, format_event, replay
+    from engine.terminal.asciicast import AsciicastError
+
+    try:
+        source = sys.stdin if args.file == "-" else args.file
+        result = replay(source, profile=args.profile, columns=args.cols)
+    except FileNotFoundError:
+        print(f"semo parse: no such file: {args.file}", file=sys.stderr)
+        return 2
+    except AsciicastError as error:
+        print(f"semo parse: {error}", file=sys.stderr)
+        return 2
+    for event in result.events:
+        if args.json:
+            print(json.dumps(describe_event(event), ensure_ascii=False))
+        else:
+            print(format_event(event))
+    return 0
 
 
 def _run_demo(args: argparse.Namespace) -> int:

@@ -1,0 +1,99 @@
+"""Completion and error patterns (seed 004) as signals with priorities and a source.
+
+A signal is evidence, not a verdict: `[SEMO:DONE]` in the model's own text ends a job, while
+"All tests passed" printed by a tool (or a `grep` that shows the pattern) only informs. Each
+signal says where its line was seen so the job logic can weigh it (`Signal.decisive`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+SignalKind = Literal["completion", "error", "stale"]
+Source = Literal["model_text", "tool_output", "screen"]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    kind: SignalKind
+    priority: int
+    regex: re.Pattern[str]
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern("semo_done", "completion", 100, re.compile(r"\[SEMO:DONE\]")),
+    Pattern("pull_request", "completion", 80, re.compile(r"Created pull request #(\d+)", re.I)),
+    Pattern("commit", "completion", 60, re.compile(r"\[main [a-f0-9]{7}\] .+")),
+    Pattern("tests_passed", "completion", 50, re.compile(r"All tests passed", re.I)),
+    Pattern("build_ok", "completion", 50, re.compile(r"Build completed successfully", re.I)),
+    Pattern("enoent", "error", 90, re.compile(r"ENOENT:")),
+    Pattern("permission_denied", "error", 85, re.compile(r"Permission denied", re.I)),
+    Pattern("fatal", "error", 70, re.compile(r"fatal:", re.I)),
+    Pattern("error", "error", 40, re.compile(r"Error:", re.I)),
+)
+
+
+@dataclass(frozen=True)
+class Signal:
+    kind: SignalKind
+    pattern: str
+    priority: int
+    source: Source
+    text: str
+    at: float
+
+    @property
+    def decisive(self) -> bool:
+        """Only the agent's own words can finish or fail a job; tool output merely informs."""
+        return self.source != "tool_output"
+
+
+def scan_line(line: str, source: Source, at: float) -> list[Signal]:
+    """Signals in one line, highest priority first; one per pattern family (completion/error)."""
+    found: dict[SignalKind, Signal] = {}
+    for pattern in PATTERNS:
+        if pattern.kind in found:
+            continue
+        if pattern.regex.search(line):
+            found[pattern.kind] = Signal(
+                pattern.kind, pattern.name, pattern.priority, source, line.strip()[:200], at
+            )
+    return sorted(found.values(), key=lambda s: -s.priority)
+
+
+class OutputMonitor:
+    """Scans lines for signals and reports `stale` when output stops for `stale_after` seconds.
+
+    `stale` is reported once per quiet period and never as a completion: a silent agent may be
+    thinking, stuck, or done; the caller decides.
+    """
+
+    def __init__(self, stale_after: float = 30.0) -> None:
+        if stale_after <= 0:
+            raise ValueError(f"stale_after must be > 0 seconds, got {stale_after}")
+        self.stale_after = stale_after
+        self.last_activity: float | None = None
+        self._stale_reported = False
+
+    def activity(self, at: float) -> None:
+        self.last_activity = at
+        self._stale_reported = False
+
+    def scan(self, lines: list[str], source: Source, at: float) -> list[Signal]:
+        signals: list[Signal] = []
+        for line in lines:
+            signals.extend(scan_line(line, source, at))
+        return signals
+
+    def check_stale(self, now: float, *, busy: bool) -> Signal | None:
+        """A `stale` signal if the agent is busy and nothing happened for `stale_after` s."""
+        if not busy or self.last_activity is None or self._stale_reported:
+            return None
+        quiet = now - self.last_activity
+        if quiet < self.stale_after:
+            return None
+        self._stale_reported = True
+        return Signal("stale", "no_output", 10, "screen", f"no output for {quiet:.0f} s", now)

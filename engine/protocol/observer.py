@@ -1,0 +1,291 @@
+"""One agent session's protocol pipeline: hooks and screen in, messages/signals/states out.
+
+Claude Code sessions (`profile="claude"`): the truth comes from hooks. UserPromptSubmit ->
+executing; Stop -> the turn's text (every assistant text block of the turn, read from the
+session transcript, or the hook's `last_assistant_message` if that cannot be read) is parsed for
+protocol messages, its lines scanned for signals as model text, and the state becomes
+waiting_input if the turn asked the operator something, else ready. The screen adds what no hook
+says in time: a permission dialog (waiting_input), and tool output lines (signals that inform but
+do not decide).
+
+Other agents (`profile="generic"`): the screen is all there is. Each line is read once when it
+is final, protocol markers are parsed from it, signals come from the screen, and the agent is
+ready when its prompt pattern is on the cursor line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from engine.protocol.messages import AskUser, ProtocolError, ProtocolMessage
+from engine.protocol.monitor import OutputMonitor, Signal, Source
+from engine.protocol.parser import MarkerParser, parse_reply
+from engine.protocol.screen_text import (
+    FinalLines,
+    claude_rows,
+    claude_turn_text,
+    latest_turn,
+    screen_lines,
+)
+from engine.protocol.state import AgentState, StateChange, StateSource, StateTracker
+from engine.terminal.screen import TerminalScreen
+
+Profile = Literal["claude", "generic"]
+DEFAULT_PROMPT_PATTERN = r"(^|\s)[❯$#>%]$"  # matched against the cursor row, right-trimmed
+_DIALOG = re.compile(r"Do you want to (proceed|make this edit|create|allow|run)")
+_GUTTER = re.compile(r"^(● |  )")
+_TURN_END = re.compile(r"^[✻✢✳✶✽*·] \S+ for \d")
+
+
+@dataclass(frozen=True)
+class MessageFound:
+    message: ProtocolMessage
+    source: Source
+    at: float
+
+
+@dataclass(frozen=True)
+class MalformedMessage:
+    error: ProtocolError
+    source: Source
+    at: float
+
+
+ObserverEvent = MessageFound | MalformedMessage | Signal | StateChange
+
+
+class AgentObserver:
+    def __init__(
+        self,
+        profile: Profile = "claude",
+        *,
+        stale_after: float = 30.0,
+        prompt_pattern: str = DEFAULT_PROMPT_PATTERN,
+        read_transcript: Callable[[str], str | None] | None = None,
+        screen: TerminalScreen | None = None,
+    ) -> None:
+        self.profile = profile
+        self.screen = screen
+        self.tracker = StateTracker()
+        self.monitor = OutputMonitor(stale_after)
+        self._prompt = re.compile(prompt_pattern)
+        self._read_transcript = read_transcript or turn_text_from_transcript
+        self._final_lines = FinalLines()
+        self._parser = MarkerParser()
+        self._dialog_open = False
+        self._hooks_seen = False
+        self._last_screen_turn: tuple[str, str] | None = None
+        self.events: list[ObserverEvent] = []
+
+    @property
+    def state(self) -> AgentState:
+        return self.tracker.state
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def on_hook(self, event: str, payload: dict[str, Any], at: float) -> list[ObserverEvent]:
+        out: list[ObserverEvent] = []
+        self._hooks_seen = True
+        self.monitor.activity(at)
+        if event == "SessionStart":
+            self._state(out, AgentState.READY, "hook", "session started", at)
+        elif event == "UserPromptSubmit":
+            self._state(out, AgentState.EXECUTING, "hook", "prompt submitted", at)
+        elif event == "Stop":
+            self._on_stop(out, payload, at)
+        elif event == "Notification" and payload.get("notification_type") == "permission_prompt":
+            reason = str(payload.get("message") or "permission prompt")
+            self._state(out, AgentState.WAITING_INPUT, "hook", reason, at)
+        elif event == "SessionEnd":
+            reason = f"session ended ({payload.get('reason', 'unknown')})"
+            self._state(out, AgentState.TERMINATED, "hook", reason, at)
+        return self._emit(out)
+
+    def on_screen(self, screen: TerminalScreen, at: float) -> list[ObserverEvent]:
+        out: list[ObserverEvent] = []
+        self.monitor.activity(at)
+        if self.profile == "claude":
+            self._watch_dialog(out, screen, at)
+            if not self._hooks_seen:
+                self._read_claude_screen(out, screen, at)
+        else:
+            self._read_generic(out, screen, at)
+        return self._emit(out)
+
+    def on_exit(self, code: int | None, signal: int | None, at: float) -> list[ObserverEvent]:
+        out: list[ObserverEvent] = []
+        if code == 0:
+            self._state(out, AgentState.TERMINATED, "process", "exited with code 0", at)
+        else:
+            what = f"code {code}" if code is not None else f"signal {signal}"
+            self._state(out, AgentState.ERROR, "process", f"crashed ({what})", at)
+            self._state(out, AgentState.TERMINATED, "process", f"process ended ({what})", at)
+        return self._emit(out)
+
+    def tick(self, now: float) -> list[ObserverEvent]:
+        stale = self.monitor.check_stale(now, busy=self.tracker.busy)
+        return self._emit([stale] if stale else [])
+
+    def answered(self, at: float) -> list[ObserverEvent]:
+        """The operator answered the pending question; the answer goes in as the next prompt."""
+        out: list[ObserverEvent] = []
+        self._state(out, AgentState.EXECUTING, "protocol", "question answered", at)
+        return self._emit(out)
+
+    # -- claude ------------------------------------------------------------------------------
+
+    def _on_stop(self, out: list[ObserverEvent], payload: dict[str, Any], at: float) -> None:
+        text = None
+        transcript = payload.get("transcript_path")
+        if isinstance(transcript, str):
+            text = self._read_transcript(transcript)
+        if text is None:
+            text = str(payload.get("last_assistant_message") or "")
+        asked = self._report(out, parse_reply(text), "model_text", at)
+        out.extend(self.monitor.scan(text.splitlines(), "model_text", at))
+        if self.screen is not None:
+            out.extend(self.tool_output_signals(self.screen, at))
+        self._dialog_open = False
+        if asked:
+            self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
+        else:
+            self._state(out, AgentState.READY, "hook", "turn ended", at)
+
+    def _watch_dialog(self, out: list[ObserverEvent], screen: TerminalScreen, at: float) -> None:
+        rows = screen.text_rows()
+        dialog = any(_DIALOG.search(row) for row in rows[-20:])
+        if dialog and not self._dialog_open:
+            self._dialog_open = True
+            self._state(out, AgentState.WAITING_INPUT, "screen", "permission dialog", at)
+        elif not dialog and self._dialog_open:
+            self._dialog_open = False
+            if self.state == AgentState.WAITING_INPUT:
+                self._state(out, AgentState.EXECUTING, "screen", "dialog answered", at)
+
+    def _read_claude_screen(
+        self, out: list[ObserverEvent], screen: TerminalScreen, at: float
+    ) -> None:
+        """Without hooks: when the latest turn shows its end line (`✻ Baked for 3s`), parse the
+        turn's text once. A turn is known by its prompt and its text."""
+        rows = claude_rows(screen_lines(screen))
+        prompts = [row.text for row in rows if row.kind == "prompt"]
+        turn = latest_turn(rows)
+        if not prompts:
+            if any(row.kind == "other" and row.text.startswith("❯") for row in rows):
+                self._state(out, AgentState.READY, "screen", "input box on screen", at)
+            return
+        if not any(row.kind == "other" and _TURN_END.match(row.text) for row in turn):
+            self._state(out, AgentState.EXECUTING, "screen", "prompt submitted", at)
+            return
+        text = claude_turn_text(screen_lines(screen), screen.columns)
+        key = (prompts[-1], text)
+        if key == self._last_screen_turn:
+            return
+        self._last_screen_turn = key
+        asked = self._report(out, parse_reply(text), "screen", at)
+        out.extend(self.monitor.scan(text.splitlines(), "screen", at))
+        out.extend(self.tool_output_signals(screen, at))
+        if asked:
+            self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
+        else:
+            self._state(out, AgentState.READY, "screen", "turn ended", at)
+
+    def tool_output_signals(self, screen: TerminalScreen, at: float) -> list[Signal]:
+        """Signals in the tool output of the latest turn on screen (informational only)."""
+        rows = latest_turn(claude_rows(screen_lines(screen)))
+        lines = [row.text for row in rows if row.kind == "tool_output"]
+        return self.monitor.scan(lines, "tool_output", at)
+
+    # -- generic -----------------------------------------------------------------------------
+
+    def _read_generic(self, out: list[ObserverEvent], screen: TerminalScreen, at: float) -> None:
+        for line in self._final_lines.take(screen):
+            text = _GUTTER.sub("", line)
+            if self._report(out, self._parser.feed(text + "\n"), "screen", at):
+                self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
+            out.extend(self.monitor.scan([text], "screen", at))
+        at_prompt = bool(self._prompt.search(screen.row_line(screen.cursor.y).text.rstrip()))
+        if at_prompt and self.state in (AgentState.CREATING, AgentState.EXECUTING):
+            self._state(out, AgentState.READY, "screen", "prompt on screen", at)
+        elif not at_prompt and self.state == AgentState.READY:
+            self._state(out, AgentState.EXECUTING, "screen", "output after prompt", at)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _report(
+        self,
+        out: list[ObserverEvent],
+        items: list[ProtocolMessage | ProtocolError],
+        source: Source,
+        at: float,
+    ) -> bool:
+        asked = False
+        for item in items:
+            if isinstance(item, ProtocolError):
+                out.append(MalformedMessage(item, source, at))
+            else:
+                out.append(MessageFound(item, source, at))
+                asked = asked or isinstance(item, AskUser)
+        return asked
+
+    def _state(
+        self,
+        out: list[ObserverEvent],
+        state: AgentState,
+        source: StateSource,
+        reason: str,
+        at: float,
+    ) -> None:
+        change = self.tracker.set(state, source, reason, at)
+        if change is not None:
+            out.append(change)
+
+    def _emit(self, out: list[ObserverEvent]) -> list[ObserverEvent]:
+        self.events.extend(out)
+        return out
+
+
+def turn_text_from_transcript(path: str) -> str | None:
+    """All assistant text of the last turn in a Claude Code transcript (JSONL), or None.
+
+    The Stop hook's `last_assistant_message` holds only the turn's final text block; a marker
+    written before a tool call would be lost without this.
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    texts: list[str] = []
+    for raw in lines:
+        try:
+            entry = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(entry, dict) or entry.get("isSidechain"):
+            continue
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if entry.get("type") == "user" and _is_prompt(content):
+            texts = []
+        elif entry.get("type") == "assistant" and isinstance(content, list):
+            texts.extend(
+                block["text"]
+                for block in content
+                if isinstance(block, dict) and block.get("type") == "text" and "text" in block
+            )
+    return "\n\n".join(texts) if texts else None
+
+
+def _is_prompt(content: object) -> bool:
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == "text" for block in content
+    )
