@@ -11,6 +11,7 @@ if sys.argv[1:2] == ["hook"]:  # Claude Code runs this on every hook: skip the h
 
 import argparse
 import asyncio
+import os
 from collections.abc import Sequence
 
 from engine.terminal.capture import CaptureResult, capture
@@ -194,7 +195,11 @@ def _print_capture(result: CaptureResult, as_json: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.handler(args))
+    try:
+        return int(args.handler(args))
+    except BrokenPipeError:  # `semo parse x.cast | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -118,21 +118,24 @@ def _soft_wrapped(previous: Row, row: Row, columns: int) -> bool:
 
 
 class FinalLines:
-    """Yields each screen line once it is final (the cursor moved below it)."""
+    """Yields each logical line once it is final (the cursor moved below it); rows the
+    terminal auto-wrapped are joined back into the line they came from."""
 
     def __init__(self) -> None:
-        self._next = 0  # absolute index (scrollback lines ever pushed + row) of the next line
+        self._next = 0  # absolute index (scrollback lines ever pushed + row) of the next row
+        self._partial = ""  # text of wrapped rows waiting for the rest of their line
 
     def take(self, screen: TerminalScreen) -> Iterator[str]:
         if screen.alternate:
             return
         pushed = screen.scrollback.total_pushed
-        kept = len(screen.scrollback)
-        first_kept = pushed - kept
-        self._next = max(self._next, first_kept)
-        while self._next < pushed:
-            yield screen.scrollback[self._next - first_kept].text
+        self._next = max(self._next, pushed - len(screen.scrollback))
+        while self._next < pushed + screen.cursor.y:
+            index = self._next - pushed
+            line = screen.scrollback[index] if index < 0 else screen.row_line(index)
             self._next += 1
-        while self._next - pushed < screen.cursor.y:
-            yield screen.row_line(self._next - pushed).text
-            self._next += 1
+            if line.wrapped:
+                self._partial += line.text
+                continue
+            text, self._partial = self._partial + line.text, ""
+            yield text

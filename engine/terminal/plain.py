@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pyte.screens import StaticDefaultDict
 
 from engine.terminal.cell import Cell
-from engine.terminal.scrollback import Line, line_from_row, line_from_segments
+from engine.terminal.scrollback import Line, WrappedSegments, line_from_row, line_from_segments
 
 if TYPE_CHECKING:
     from engine.terminal.screen import TerminalScreen
@@ -128,7 +128,8 @@ class PlainBatch:
                     row, room = [], columns
         if row:
             rows.append(row)
-        return rows
+        # every row but the last wrapped into the next (a full last row waits at the margin)
+        return [WrappedSegments(r) for r in rows[:-1]] + rows[-1:]
 
     def _segments(self, body: str) -> list[Segment]:
         screen = self.screen
@@ -190,4 +191,4 @@ class PlainBatch:
             return row
         if isinstance(row, list):
             return line_from_segments(row, default)
-        return line_from_row(row or {}, columns, default)
+        return line_from_row({} if row is None else row, columns, default)

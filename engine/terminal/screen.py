@@ -19,7 +19,13 @@ from pyte.screens import Margins, StaticDefaultDict
 from wcwidth import wcwidth
 
 from engine.terminal.cell import BLANK, Cell
-from engine.terminal.scrollback import DEFAULT_SCROLLBACK_LINES, Line, Scrollback, line_from_row
+from engine.terminal.scrollback import (
+    DEFAULT_SCROLLBACK_LINES,
+    Line,
+    Scrollback,
+    is_wrapped,
+    line_from_row,
+)
 from engine.terminal.sgr import apply_sgr
 
 ZWJ = "\u200d"
@@ -160,6 +166,8 @@ class TerminalScreen(pyte.Screen):
                 glyph = self.glyphs_for(attrs).__getitem__
                 row.update(zip(range(x, x + len(text)), map(glyph, text), strict=True))
                 x += len(text)
+            if is_wrapped(segments):
+                row.wrapped = True  # type: ignore[attr-defined]
             self._buffer[y] = row
         self.deferred_rows = {}
 
@@ -323,9 +331,7 @@ class TerminalScreen(pyte.Screen):
         pos, end = 0, len(data)
         while pos < end:
             if cursor.x >= columns:
-                self.dirty.add(cursor.y)
-                cursor.x = 0
-                self.linefeed()
+                self._wrap_line()
             x = cursor.x
             chunk = data[pos : pos + columns - x]
             stop = x + len(chunk)
@@ -352,6 +358,14 @@ class TerminalScreen(pyte.Screen):
         self._split_wide_at(line, stop)
         line.update(zip(range(x, stop), map(glyph, data), strict=True))
         cursor.x = min(stop, columns - 1)
+
+    def _wrap_line(self) -> None:
+        """Auto-wrap: mark the row as continued, then CR + LF."""
+        row = self.buffer[self.cursor.y]
+        row.wrapped = True  # type: ignore[attr-defined]
+        self.dirty.add(self.cursor.y)
+        self.cursor.x = 0
+        self.linefeed()
 
     def _split_wide_at(self, line: StaticDefaultDict[int, Cell], x: int) -> None:
         """Writing at column x cuts a wide character straddling x-1|x: blank its other half."""
@@ -396,9 +410,7 @@ class TerminalScreen(pyte.Screen):
                 return  # tmux drops what does not fit when not wrapping
             if cursor.x < columns:  # a wide char that does not fit leaves the last cell as is
                 self._split_wide_at(self.buffer[cursor.y], cursor.x)
-            self.dirty.add(cursor.y)
-            cursor.x = 0
-            self.linefeed()
+            self._wrap_line()
         if modes.IRM in self.mode:
             self.insert_characters(width)
         line = self.buffer[cursor.y]
@@ -474,6 +486,12 @@ class TerminalScreen(pyte.Screen):
             self.scrollback.clear()
             return
         super().erase_in_display(how)
+        erased = range(
+            self.cursor.y + 1 if how == 0 else 0, self.cursor.y if how == 1 else self.lines
+        )
+        for y in erased:
+            if y in self._buffer:
+                self._buffer[y].__dict__.pop("wrapped", None)
 
     # -- attributes and queries ---------------------------------------------------------------
 

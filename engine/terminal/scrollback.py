@@ -30,6 +30,7 @@ class Line(NamedTuple):
 
     text: str
     runs: tuple[StyleRun, ...] = ()
+    wrapped: bool = False  # the text continues on the next line (the terminal auto-wrapped)
 
     def cells(self) -> Iterator[Cell]:
         """The line's characters with their styles (one item per character of `text`)."""
@@ -46,8 +47,22 @@ _STYLE = itemgetter(slice(1, None))
 EMPTY_LINE = Line("")
 
 
+class WrappedSegments(list[tuple[Cell, str]]):
+    """Segments of a row the terminal auto-wrapped (its text continues on the next row)."""
+
+
+def is_wrapped(row: object) -> bool:
+    """Rows carry a `wrapped` attribute once the cursor auto-wrapped off their end."""
+    return isinstance(row, WrappedSegments) or getattr(row, "wrapped", False)
+
+
 def line_from_row(row: Mapping[int, Cell], columns: int, blank: Cell = BLANK) -> Line:
     """Compact a screen row; trailing default blanks are dropped."""
+    line = _compact_row(row, columns, blank)
+    return line._replace(wrapped=True) if is_wrapped(row) else line
+
+
+def _compact_row(row: Mapping[int, Cell], columns: int, blank: Cell) -> Line:
     if not row:
         return EMPTY_LINE
     width = min(columns, max(row) + 1)
@@ -85,6 +100,11 @@ def line_from_row(row: Mapping[int, Cell], columns: int, blank: Cell = BLANK) ->
 
 def line_from_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> Line:
     """The Line that `line_from_row` would give for a row holding `segments` from column 0."""
+    line = _compact_segments(segments, blank)
+    return line._replace(wrapped=True) if is_wrapped(segments) else line
+
+
+def _compact_segments(segments: Sequence[tuple[Cell, str]], blank: Cell) -> Line:
     if len(segments) == 1:  # the common case: one style for the whole line
         attrs, text = segments[0]
         if _same_style(attrs, blank):

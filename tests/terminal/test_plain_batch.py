@@ -23,8 +23,10 @@ def _state(screen: TerminalScreen) -> tuple[object, ...]:
     cells = tuple(
         tuple(screen.buffer[y][x] for x in range(screen.columns)) for y in range(screen.lines)
     )
+    wrapped = tuple(getattr(screen.buffer[y], "wrapped", False) for y in range(screen.lines))
     return (
         cells,
+        wrapped,
         (screen.cursor.x, screen.cursor.y, screen.cursor.attrs),
         tuple(screen.scrollback),
         screen.scrollback.total_pushed,

@@ -1,0 +1,280 @@
+"""The protocol pipeline on synthetic input: monitor, state tracker, screen reader, observer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.protocol.messages import AskUser, Done, Invoke
+from engine.protocol.monitor import OutputMonitor, Signal, scan_line
+from engine.protocol.observer import (
+    AgentObserver,
+    MalformedMessage,
+    MessageFound,
+    turn_text_from_transcript,
+)
+from engine.protocol.screen_text import claude_turn_text, screen_lines
+from engine.protocol.state import AgentState, StateChange, StateTracker
+from engine.terminal.stream import make_screen_and_stream
+
+# -- monitor --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "pattern"),
+    [
+        ("all good [SEMO:DONE]", "completion", "semo_done"),
+        ("Created pull request #42", "completion", "pull_request"),
+        ("[main abc1234] fix the thing", "completion", "commit"),
+        ("All tests passed", "completion", "tests_passed"),
+        ("Build completed successfully", "completion", "build_ok"),
+        ("ENOENT: no such file", "error", "enoent"),
+        ("cp: Permission denied", "error", "permission_denied"),
+        ("fatal: not a git repository", "error", "fatal"),
+        ("TypeError: x is undefined", "error", "error"),
+    ],
+)
+def test_patterns(line, kind, pattern):
+    (signal,) = scan_line(line, "model_text", 1.0)
+    assert (signal.kind, signal.pattern) == (kind, pattern)
+
+
+def test_highest_priority_pattern_wins_per_family():
+    signals = scan_line("Error: ENOENT: missing; All tests passed [SEMO:DONE]", "screen", 0)
+    assert [(s.kind, s.pattern) for s in signals] == [
+        ("completion", "semo_done"),
+        ("error", "enoent"),
+    ]
+
+
+def test_tool_output_signals_are_not_decisive():
+    (signal,) = scan_line("All tests passed", "tool_output", 0)
+    assert not signal.decisive
+    assert scan_line("All tests passed", "model_text", 0)[0].decisive
+
+
+def test_plain_text_has_no_signal():
+    assert scan_line("an error occurred earlier, no colon", "model_text", 0) == []
+
+
+def test_stale_is_reported_once_per_quiet_period_and_only_when_busy():
+    monitor = OutputMonitor(stale_after=30)
+    monitor.activity(100.0)
+    assert monitor.check_stale(129.0, busy=True) is None
+    assert monitor.check_stale(131.0, busy=False) is None
+    stale = monitor.check_stale(131.0, busy=True)
+    assert stale is not None and stale.kind == "stale"
+    assert monitor.check_stale(140.0, busy=True) is None
+    monitor.activity(141.0)
+    assert monitor.check_stale(172.0, busy=True) is not None
+
+
+def test_stale_after_must_be_positive():
+    with pytest.raises(ValueError, match="stale_after"):
+        OutputMonitor(stale_after=0)
+
+
+# -- state tracker --------------------------------------------------------------------------
+
+
+def test_tracker_reports_changes_with_source_and_time():
+    tracker = StateTracker()
+    change = tracker.set(AgentState.READY, "hook", "session started", 1.5)
+    assert change == StateChange(
+        AgentState.READY, AgentState.CREATING, "hook", "session started", 1.5
+    )
+    assert tracker.set(AgentState.READY, "screen", "again", 2.0) is None
+    tracker.set(AgentState.TERMINATED, "process", "exit", 3.0)
+    assert tracker.set(AgentState.READY, "hook", "late hook", 4.0) is None
+    assert tracker.state == AgentState.TERMINATED
+    assert len(tracker.history) == 2
+
+
+# -- observer with hooks (Claude Code) ------------------------------------------------------
+
+ASK = (
+    'Before I start:\n[ASK_USER]\n{"type": "choice", "question": "Which DB?", '
+    '"options": ["postgres", "sqlite"]}\n[/ASK_USER]'
+)
+
+
+def _states(events):
+    return [e.state for e in events if isinstance(e, StateChange)]
+
+
+def _messages(events):
+    return [e.message for e in events if isinstance(e, MessageFound)]
+
+
+def test_hooks_drive_states_and_stop_text_is_parsed():
+    observer = AgentObserver("claude")
+    assert _states(observer.on_hook("SessionStart", {}, 1.0)) == [AgentState.READY]
+    assert _states(observer.on_hook("UserPromptSubmit", {"prompt": "go"}, 2.0)) == [
+        AgentState.EXECUTING
+    ]
+    events = observer.on_hook("Stop", {"last_assistant_message": ASK}, 3.0)
+    (message,) = _messages(events)
+    assert message == AskUser(
+        question="Which DB?", question_type="choice", options=["postgres", "sqlite"]
+    )
+    assert _states(events) == [AgentState.WAITING_INPUT]
+    assert _states(observer.answered(4.0)) == [AgentState.EXECUTING]
+    events = observer.on_hook("Stop", {"last_assistant_message": "Done.\n[SEMO:DONE]"}, 5.0)
+    assert _messages(events) == [Done(text="")]
+    assert _states(events) == [AgentState.READY]
+    assert any(isinstance(e, Signal) and e.pattern == "semo_done" and e.decisive for e in events)
+    assert _states(observer.on_hook("SessionEnd", {"reason": "other"}, 6.0)) == [
+        AgentState.TERMINATED
+    ]
+
+
+def test_stop_reads_every_text_block_of_the_turn_from_the_transcript(tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    entries = [
+        {"type": "user", "message": {"role": "user", "content": "old prompt"}},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "[SEMO:DONE]"}]}},
+        {"type": "user", "message": {"role": "user", "content": "new prompt"}},
+        {"type": "assistant", "message": {"content": [
+            {"type": "text", "text": "[INVOKE:BE]\n{\"task\": \"t\"}\n[/INVOKE]"},
+            {"type": "tool_use", "name": "Bash", "input": {}},
+        ]}},
+        {"type": "user", "message": {"content": [{"type": "tool_result", "content": "x"}]}},
+        {"type": "assistant", "isSidechain": True, "message": {"content": [{"type": "text", "text": "[SEMO:DONE]"}]}},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "final words"}]}},
+    ]  # fmt: skip
+    transcript.write_text("\n".join(json.dumps(e) for e in entries) + "\nnot json\n")
+    assert turn_text_from_transcript(str(transcript)) == (
+        '[INVOKE:BE]\n{"task": "t"}\n[/INVOKE]\n\nfinal words'
+    )
+    observer = AgentObserver("claude")
+    payload = {"transcript_path": str(transcript), "last_assistant_message": "final words"}
+    events = observer.on_hook("Stop", payload, 1.0)
+    assert [type(m) for m in _messages(events)] == [Invoke]
+
+
+def test_unreadable_transcript_falls_back_to_last_assistant_message(tmp_path):
+    observer = AgentObserver("claude")
+    payload = {"transcript_path": str(tmp_path / "missing.jsonl"), "last_assistant_message": ASK}
+    assert [type(m) for m in _messages(observer.on_hook("Stop", payload, 1.0))] == [AskUser]
+
+
+def test_malformed_message_is_reported_not_dropped():
+    observer = AgentObserver("claude")
+    events = observer.on_hook(
+        "Stop", {"last_assistant_message": "[ASK_USER]\n{bad\n[/ASK_USER]"}, 1
+    )
+    (error,) = [e for e in events if isinstance(e, MalformedMessage)]
+    assert error.error.kind == "bad_json"
+    assert _states(events) == [AgentState.READY]
+
+
+def test_permission_notification_means_waiting_input():
+    observer = AgentObserver("claude")
+    observer.on_hook("UserPromptSubmit", {}, 1.0)
+    payload = {"notification_type": "permission_prompt", "message": "Claude needs your permission"}
+    assert _states(observer.on_hook("Notification", payload, 2.0)) == [AgentState.WAITING_INPUT]
+
+
+def test_process_crash_is_error_then_terminated():
+    observer = AgentObserver("claude")
+    assert _states(observer.on_exit(None, 9, 1.0)) == [AgentState.ERROR, AgentState.TERMINATED]
+
+
+def test_permission_dialog_on_screen():
+    screen, stream = make_screen_and_stream(60, 10)
+    observer = AgentObserver("claude", screen=screen)
+    observer.on_hook("UserPromptSubmit", {}, 1.0)
+    stream.feed("● Bash(rm x)\r\n Do you want to proceed?\r\n ❯ 1. Yes\r\n   2. No")
+    assert _states(observer.on_screen(screen, 2.0)) == [AgentState.WAITING_INPUT]
+    stream.feed("\x1b[2J\x1b[H● Bash(rm x)\r\n  ⎿  removed")
+    assert _states(observer.on_screen(screen, 3.0)) == [AgentState.EXECUTING]
+
+
+# -- screen reader (Claude layout) ----------------------------------------------------------
+
+CODE = "\x1b[38;5;153m"
+CLAUDE_SCREEN = (
+    "\x1b[48;5;237m❯ do it\x1b[K\x1b[0m\r\n\r\n"
+    "● Here is an example:\r\n\r\n"
+    f"  {CODE}[INVOKE:BE]\x1b[0m\r\n"
+    f'  {CODE}{{"task": "example only"}}\x1b[0m\r\n'
+    f"  {CODE}[/INVOKE]\x1b[0m\r\n\r\n"
+    "● Bash(cat notes.txt)\r\n"
+    "  ⎿  [INVOKE:QA]\r\n"
+    "     All tests passed\r\n\r\n"
+    "● Now the real one.\r\n"
+    "  [INVOKE:BE]\r\n"
+    '  {"task": "Add a /health endpoint that returns the build\r\n'
+    '  version", "context": {"priority": "high"}}\r\n'
+    "  [/INVOKE]\r\n"
+    "  [SEMO:DONE]\r\n\r\n"
+    "✻ Baked for 2s\r\n"
+)
+
+
+def test_claude_turn_text_fences_code_skips_tools_and_joins_wraps():
+    screen, stream = make_screen_and_stream(60, 24)
+    stream.feed(CLAUDE_SCREEN)
+    text = claude_turn_text(screen_lines(screen), 60)
+    assert "```\n[INVOKE:BE]" in text  # the quoted example is fenced
+    assert "[INVOKE:QA]" not in text  # tool output is left out
+    assert '"Add a /health endpoint that returns the build version", "context"' in text
+
+
+def test_claude_screen_without_hooks_reports_each_turn_once():
+    screen, stream = make_screen_and_stream(60, 24)
+    observer = AgentObserver("claude", screen=screen)
+    stream.feed(CLAUDE_SCREEN)
+    first = observer.on_screen(screen, 1.0)
+    kinds = [m.kind for m in _messages(first)]
+    assert kinds == ["invoke", "done"]
+    assert _messages(first)[0].task.startswith(
+        "Add a /health endpoint that returns the build version"
+    )
+    tool_signal = [e for e in first if isinstance(e, Signal) and e.pattern == "tests_passed"]
+    assert tool_signal and not tool_signal[0].decisive
+    stream.feed("\x1b[H")  # a redraw of the same frame
+    assert _messages(observer.on_screen(screen, 2.0)) == []
+
+
+# -- generic agents (screen only) -----------------------------------------------------------
+
+
+def test_generic_lines_are_read_once_when_final():
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    stream.feed("❯ ")
+    assert _states(observer.on_screen(screen, 0.5)) == [AgentState.READY]
+    stream.feed("task\r\n⠋ working")
+    assert _states(observer.on_screen(screen, 1.0)) == [AgentState.EXECUTING]
+    for frame in "⠙⠹⠸":
+        stream.feed(f"\r\x1b[2K{frame} [SEMO:DONE] not yet final")
+        assert _messages(observer.on_screen(screen, 1.1)) == []
+    stream.feed("\r\x1b[2K● [STEP_COMPLETE] one\r\n● [SEMO:DONE]\r\n❯ ")
+    events = observer.on_screen(screen, 2.0)
+    assert [m.kind for m in _messages(events)] == ["step_complete", "done"]
+    assert _states(events) == [AgentState.READY]
+
+
+def test_generic_ask_user_block_across_reads_means_waiting_input():
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    events = []
+    for part in [
+        "[ASK_",
+        'USER]\r\n{"type": "confirm", ',
+        '"question": "Ship it?"}\r\n[/ASK_USER]\r\n',
+    ]:
+        stream.feed(part)
+        events += observer.on_screen(screen, 1.0)
+    (message,) = _messages(events)
+    assert message.question == "Ship it?" and message.options == ["yes", "no"]
+    assert AgentState.WAITING_INPUT in _states(events)
+
+
+def test_generic_reads_lines_that_scrolled_into_scrollback_between_updates():
+    screen, stream = make_screen_and_stream(40, 3)
+    observer = AgentObserver("generic")
+    stream.feed("".join(f"line {i}\r\n" for i in range(20)) + "[SEMO:DONE]\r\n")
+    assert [m.kind for m in _messages(observer.on_screen(screen, 1.0))] == ["done"]
