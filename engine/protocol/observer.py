@@ -79,6 +79,7 @@ class AgentObserver:
         self._parser = MarkerParser()
         self._dialog_open = False
         self._hooks_seen = False
+        self._session_started = False
         self._last_screen_turn: tuple[str, str] | None = None
         self.events: list[ObserverEvent] = []
 
@@ -93,7 +94,9 @@ class AgentObserver:
         self._hooks_seen = True
         self.monitor.activity(at)
         if event == "SessionStart":
-            self._state(out, AgentState.READY, "hook", "session started", at)
+            self._session_started = True
+            if self.screen is None or input_box_visible(self.screen):
+                self._state(out, AgentState.READY, "hook", "session started", at)
         elif event == "UserPromptSubmit":
             self._state(out, AgentState.EXECUTING, "hook", "prompt submitted", at)
         elif event == "Stop":
@@ -110,6 +113,9 @@ class AgentObserver:
         out: list[ObserverEvent] = []
         self.monitor.activity(at)
         if self.profile == "claude":
+            starting = self._session_started and self.state == AgentState.CREATING
+            if starting and input_box_visible(screen):
+                self._state(out, AgentState.READY, "screen", "input box after start", at)
             self._watch_dialog(out, screen, at)
             if not self._hooks_seen:
                 self._read_claude_screen(out, screen, at)
@@ -140,12 +146,11 @@ class AgentObserver:
     # -- claude ------------------------------------------------------------------------------
 
     def _on_stop(self, out: list[ObserverEvent], payload: dict[str, Any], at: float) -> None:
-        text = None
+        last = str(payload.get("last_assistant_message") or "")
         transcript = payload.get("transcript_path")
-        if isinstance(transcript, str):
-            text = self._read_transcript(transcript)
-        if text is None:
-            text = str(payload.get("last_assistant_message") or "")
+        text = self._read_transcript(transcript) if isinstance(transcript, str) else None
+        if text is None or not text.endswith(last.strip()):
+            text = last  # no transcript, or not yet written up to this turn's final text
         asked = self._report(out, parse_reply(text), "model_text", at)
         out.extend(self.monitor.scan(text.splitlines(), "model_text", at))
         if self.screen is not None:
@@ -248,6 +253,16 @@ class AgentObserver:
     def _emit(self, out: list[ObserverEvent]) -> list[ObserverEvent]:
         self.events.extend(out)
         return out
+
+
+def input_box_visible(screen: TerminalScreen) -> bool:
+    """Claude Code's input box: a `❯` row right under a horizontal rule."""
+    rows = screen.text_rows()
+    return any(
+        row.startswith("❯") and rows[index - 1].startswith("─")
+        for index, row in enumerate(rows)
+        if index
+    )
 
 
 def turn_text_from_transcript(path: str) -> str | None:

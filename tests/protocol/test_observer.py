@@ -140,7 +140,8 @@ def test_stop_reads_every_text_block_of_the_turn_from_the_transcript(tmp_path):
             {"type": "tool_use", "name": "Bash", "input": {}},
         ]}},
         {"type": "user", "message": {"content": [{"type": "tool_result", "content": "x"}]}},
-        {"type": "assistant", "isSidechain": True, "message": {"content": [{"type": "text", "text": "[SEMO:DONE]"}]}},
+        {"type": "assistant", "isSidechain": True,
+         "message": {"content": [{"type": "text", "text": "[SEMO:DONE]"}]}},
         {"type": "assistant", "message": {"content": [{"type": "text", "text": "final words"}]}},
     ]  # fmt: skip
     transcript.write_text("\n".join(json.dumps(e) for e in entries) + "\nnot json\n")
