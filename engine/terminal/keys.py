@@ -9,7 +9,9 @@ PgDn, Ins, Del, F1..F12; modifiers as prefixes: `<C-c>`, `<M-x>`, `<C-Up>`, `<S-
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 _FUNCTION_TILDE = {5: 15, 6: 17, 7: 18, 8: 19, 9: 20, 10: 21, 11: 23, 12: 24}
 _CURSOR = {"Up": "A", "Down": "B", "Right": "C", "Left": "D", "Home": "H", "End": "F"}
@@ -49,24 +51,29 @@ class Sleep:
 
 
 KeyAction = str | Sleep
+T = TypeVar("T")
 
 
 def parse_keys(spec: str, *, application_cursor: bool = False) -> list[KeyAction]:
     """Split a key spec into text to write and sleeps, e.g. `ls<Enter><Sleep:100>q`."""
-    actions: list[KeyAction] = []
+    return map_key_spec(spec, lambda name: _named(name, application_cursor))
+
+
+def map_key_spec(spec: str, on_key: Callable[[str], T]) -> list[str | T]:
+    """Tokenize a key spec: literal text stays text, each `<Name>` becomes `on_key(Name)`;
+    adjacent text (including keys that map to text) is merged."""
+    actions: list[str | T] = []
     pos = 0
     for match in _TOKEN.finditer(spec):
-        if match.start() > pos:
-            actions.append(spec[pos : match.start()])
-        actions.append(_named(match.group(1), application_cursor))
+        actions.append(spec[pos : match.start()])
+        actions.append(on_key(match.group(1)))
         pos = match.end()
-    if pos < len(spec):
-        actions.append(spec[pos:])
-    merged: list[KeyAction] = []
+    actions.append(spec[pos:])
+    merged: list[str | T] = []
     for action in actions:
         if isinstance(action, str) and merged and isinstance(merged[-1], str):
             merged[-1] += action
-        else:
+        elif action != "":
             merged.append(action)
     return merged
 

@@ -78,22 +78,7 @@ def tmux_key_actions(spec: str) -> list[TmuxAction]:
     Uses semo's own tokenizer and validation (an unknown name raises KeySpecError exactly as in
     `semo capture`); only the final encoding differs: names go to tmux instead of to bytes.
     """
-    actions: list[TmuxAction] = []
-    pos = 0
-    for match in semo_keys._TOKEN.finditer(spec):
-        if match.start() > pos:
-            actions.append(spec[pos : match.start()])
-        actions.append(_tmux_action(match.group(1)))
-        pos = match.end()
-    if pos < len(spec):
-        actions.append(spec[pos:])
-    merged: list[TmuxAction] = []
-    for action in actions:
-        if isinstance(action, str) and merged and isinstance(merged[-1], str):
-            merged[-1] += action
-        else:
-            merged.append(action)
-    return merged
+    return semo_keys.map_key_spec(spec, _tmux_action)
 
 
 def _tmux_action(name: str) -> TmuxAction:
