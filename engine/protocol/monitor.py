@@ -24,7 +24,8 @@ class Pattern:
 
 
 PATTERNS: tuple[Pattern, ...] = (
-    Pattern("semo_done", "completion", 100, re.compile(r"\[SEMO:DONE\]")),
+    # as in the protocol: the marker counts only at the start of a line
+    Pattern("semo_done", "completion", 100, re.compile(r"^\s*\[SEMO:DONE\]")),
     Pattern("pull_request", "completion", 80, re.compile(r"Created pull request #(\d+)", re.I)),
     Pattern("commit", "completion", 60, re.compile(r"\[main [a-f0-9]{7}\] .+")),
     Pattern("tests_passed", "completion", 50, re.compile(r"All tests passed", re.I)),
@@ -34,6 +35,9 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("fatal", "error", 70, re.compile(r"fatal:", re.I)),
     Pattern("error", "error", 40, re.compile(r"Error:", re.I)),
 )
+
+
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,20 @@ class OutputMonitor:
         self._stale_reported = False
 
     def scan(self, lines: list[str], source: Source, at: float) -> list[Signal]:
+        """Signals in `lines`; lines inside ``` / ~~~ fences are quotes and are skipped."""
         signals: list[Signal] = []
+        fence: str | None = None
         for line in lines:
-            signals.extend(scan_line(line, source, at))
+            opener = _FENCE.match(line)
+            if opener:
+                mark = opener.group(1)
+                if fence is None:
+                    fence = mark
+                elif mark[0] == fence[0] and len(mark) >= len(fence):
+                    fence = None
+                continue
+            if fence is None:
+                signals.extend(scan_line(line, source, at))
         return signals
 
     def check_stale(self, now: float, *, busy: bool) -> Signal | None:

@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.terminal.screen import TerminalScreen
+from engine.terminal.screen import TerminalScreen, char_width
 from engine.terminal.scrollback import Line
 
 RowKind = Literal["blank", "prompt", "bullet", "tool", "tool_output", "prose", "styled", "other"]
 _TOOL_CALL = re.compile(r"^[A-Z][A-Za-z0-9_.:-]*\(.*\)?$")
-_STATUS_GLYPHS = ("✻", "✢", "✳", "✶", "✽", "·", "*", "⏺")
+_TAG_START = re.compile(r"\s*\[/?(ASK_USER|INVOKE|DELIVER_RESULT|STEP_COMPLETE|SEMO:DONE)\b")
 
 
 @dataclass(frozen=True)
@@ -110,11 +110,19 @@ def claude_turn_text(lines: list[Line], columns: int) -> str:
 
 def _soft_wrapped(previous: Row, row: Row, columns: int) -> bool:
     """The renderer wraps at word boundaries: a break counts as soft when the next word could
-    not have fitted on the previous row (2-column bullet/gutter + text)."""
+    not have fitted on the previous row (2-column bullet/gutter + text, in cells). A row that
+    starts with a protocol tag is never a continuation: tags start lines."""
     if row.kind != previous.kind or row.kind == "blank" or not row.text:
         return False
+    if _TAG_START.match(row.text):
+        return False
     next_word = row.text.split(" ", 1)[0]
-    return 2 + len(previous.text) + 1 + len(next_word) > columns
+    return 2 + text_width(previous.text) + 1 + text_width(next_word) > columns
+
+
+def text_width(text: str) -> int:
+    """Terminal cells `text` takes (wide characters count two)."""
+    return sum(max(char_width(char), 0) for char in text)
 
 
 class FinalLines:
@@ -131,11 +139,24 @@ class FinalLines:
         pushed = screen.scrollback.total_pushed
         self._next = max(self._next, pushed - len(screen.scrollback))
         while self._next < pushed + screen.cursor.y:
-            index = self._next - pushed
-            line = screen.scrollback[index] if index < 0 else screen.row_line(index)
+            line = self._line(screen, self._next - pushed)
             self._next += 1
             if line.wrapped:
-                self._partial += line.text
+                self._partial += self._full_row_text(screen, line, self._next - pushed)
                 continue
             text, self._partial = self._partial + line.text, ""
             yield text
+
+    @staticmethod
+    def _line(screen: TerminalScreen, index: int) -> Line:
+        return screen.scrollback[index] if index < 0 else screen.row_line(index)
+
+    def _full_row_text(self, screen: TerminalScreen, line: Line, next_index: int) -> str:
+        """A wrapped row's text with the blanks its last columns really held (they were
+        trimmed), except the one cell a wide character left empty when it wrapped."""
+        missing = screen.columns - text_width(line.text)
+        if missing == 1 and next_index < screen.lines:
+            following = self._line(screen, next_index).text
+            if following and char_width(following[0]) == 2:
+                missing = 0
+        return line.text + " " * max(missing, 0)

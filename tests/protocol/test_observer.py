@@ -24,7 +24,7 @@ from engine.terminal.stream import make_screen_and_stream
 @pytest.mark.parametrize(
     ("line", "kind", "pattern"),
     [
-        ("all good [SEMO:DONE]", "completion", "semo_done"),
+        ("  [SEMO:DONE] all good", "completion", "semo_done"),
         ("Created pull request #42", "completion", "pull_request"),
         ("[main abc1234] fix the thing", "completion", "commit"),
         ("All tests passed", "completion", "tests_passed"),
@@ -41,11 +41,18 @@ def test_patterns(line, kind, pattern):
 
 
 def test_highest_priority_pattern_wins_per_family():
-    signals = scan_line("Error: ENOENT: missing; All tests passed [SEMO:DONE]", "screen", 0)
+    signals = scan_line(
+        "Error: ENOENT: missing; Created pull request #3, All tests passed", "screen", 0
+    )
     assert [(s.kind, s.pattern) for s in signals] == [
-        ("completion", "semo_done"),
         ("error", "enoent"),
+        ("completion", "pull_request"),
     ]
+
+
+def test_quoted_and_mid_line_markers_are_not_signals():
+    text = "Write [SEMO:DONE] when done.\n```\n[SEMO:DONE]\nAll tests passed\n```\nok"
+    assert OutputMonitor().scan(text.splitlines(), "model_text", 0) == []
 
 
 def test_tool_output_signals_are_not_decisive():
@@ -272,6 +279,23 @@ def test_generic_ask_user_block_across_reads_means_waiting_input():
     (message,) = _messages(events)
     assert message.question == "Ship it?" and message.options == ["yes", "no"]
     assert AgentState.WAITING_INPUT in _states(events)
+
+
+def test_generic_rejoins_auto_wrapped_rows_keeping_the_blank_at_the_margin():
+    screen, stream = make_screen_and_stream(10, 5)
+    observer = AgentObserver("generic")
+    stream.feed('[INVOKE:BE]\r\n{"task": "abcdef jk"}\r\n[/INVOKE]\r\n')
+    (message,) = _messages(observer.on_screen(screen, 1.0))
+    assert message.task == "abcdef jk"
+
+
+def test_generic_wide_char_that_wrapped_leaves_no_blank():
+    screen, stream = make_screen_and_stream(13, 5)
+    observer = AgentObserver("generic")
+    # '{"task": "ab' fills 12 cells; 배 needs two, so it wraps and leaves the 13th cell empty
+    stream.feed('[INVOKE:BE]\r\n{"task": "ab배"}\r\n[/INVOKE]\r\n')
+    (message,) = _messages(observer.on_screen(screen, 1.0))
+    assert message.task == "ab배"
 
 
 def test_generic_reads_lines_that_scrolled_into_scrollback_between_updates():
