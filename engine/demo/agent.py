@@ -1,8 +1,8 @@
 """A scripted demo agent: a tiny interactive CLI that looks and talks like a coding agent.
 
 It is labelled as a demo everywhere it prints. It reads a task per line at its `❯` prompt,
-shows a spinner while "working", and answers in semo's protocol (docs/PROTOCOL.md arrives with
-the protocol issue): progress as [STEP_COMPLETE] lines and the end of a task as [SEMO:DONE].
+shows a spinner while "working", and answers in semo's protocol (docs/PROTOCOL.md): progress
+as [STEP_COMPLETE] lines and the end of a task as [SEMO:DONE], each at the start of its line.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def work(task: str, role: str, steps: int, delay: float) -> None:
             )
             time.sleep(delay / 8)
         say(f"\r\x1b[2K\x1b[1m●\x1b[22m [STEP_COMPLETE] step {step} of {task!r}\r\n")
-    say("\x1b[1m●\x1b[22m finished. [SEMO:DONE]\r\n")
+    say("\x1b[1m●\x1b[22m [SEMO:DONE] finished\r\n")
 
 
 def main() -> None:

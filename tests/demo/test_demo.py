@@ -18,6 +18,10 @@ def test_demo_agents_finish_their_tasks():
     for role in ("FE", "BE", "QA"):
         assert f"── {role} " in result.stdout
     assert result.stdout.count("[SEMO:DONE]") == 3
+    for role in ("FE", "BE", "QA"):  # the protocol pipeline saw each agent work and finish
+        assert f"{role}: state ready" in result.stdout
+        assert "message step_complete → message step_complete" in result.stdout
+        assert "message done" in result.stdout
 
 
 def test_demo_agent_says_it_is_scripted():
