@@ -14,6 +14,7 @@ import asyncio
 import os
 from collections.abc import Sequence
 
+from engine.store.cli import add_store_commands
 from engine.terminal.capture import CaptureResult, capture
 from engine.terminal.keys import KeySpecError, parse_keys
 from engine.terminal.pty_process import TerminalSpawnError
@@ -113,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hook.add_argument("event", metavar="EVENT")
     hook.set_defaults(handler=lambda args: _hook_main([args.event]))
+
+    add_store_commands(commands)
     return parser
 
 

@@ -1,0 +1,150 @@
+"""Rules every backend applies the same way (validation, job updates, wording of reasons)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from engine.store.base import StoreError
+from engine.store.models import (
+    MAX_PAYLOAD_BYTES,
+    InvalidCommand,
+    InvocationStatus,
+    Job,
+    SessionStatus,
+    validate_command,
+)
+
+T = TypeVar("T")
+
+#: A command safe to repeat is re-queued after an expired lease at most until it has been
+#: claimed this many times; then it fails (a command that kills every engine must not loop).
+MAX_ATTEMPTS = 5
+
+INVOCATION_STATUSES: tuple[str, ...] = InvocationStatus.__args__  # type: ignore[attr-defined]
+SESSION_STATUSES: tuple[str, ...] = SessionStatus.__args__  # type: ignore[attr-defined]
+RESULT_STATUSES = ("pending", "delivered")
+#: Fields `update_job` may change (id, office_id and created_at are fixed; updated_at is set).
+JOB_FIELDS = frozenset(Job.model_fields) - {"id", "office_id", "created_at", "updated_at"}
+
+
+def utc(value: datetime) -> datetime:
+    """An aware UTC datetime (naive values are taken to be UTC already)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def check_new_command(
+    command_type: str, payload: dict[str, Any] | None, session_id: str | None
+) -> dict[str, Any]:
+    """The payload to store, or InvalidCommand saying what is wrong."""
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise InvalidCommand(f"the payload must be a JSON object, not {type(payload).__name__}")
+    validate_command(command_type, payload, session_id)
+    try:
+        size = len(json.dumps(payload, ensure_ascii=False).encode())
+    except (TypeError, ValueError) as error:
+        raise InvalidCommand(f"the payload is not JSON-serialisable: {error}") from None
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidCommand(f"the payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes")
+    return payload
+
+
+def claimed_row_problem(row: dict[str, Any]) -> str | None:
+    """Why a claimed row cannot run (it was inserted around `insert_command`), or None."""
+    payload = row.get("payload")
+    if not isinstance(payload, dict):
+        return f"rejected: the payload must be a JSON object, not {type(payload).__name__}"
+    try:
+        validate_command(row.get("command_type") or "", payload, row.get("session_id"))
+    except InvalidCommand as error:
+        return f"rejected: {error}"
+    return None
+
+
+def recovery_reason(
+    claimed_by: str | None, command_type: str, expired: datetime | None, attempts: int, safe: bool
+) -> str:
+    when = utc(expired).isoformat() if expired else "?"
+    head = (
+        f"engine {claimed_by} stopped renewing its lease on this {command_type} command "
+        f"(expired {when})"
+    )
+    if safe:
+        return f"{head}; given up after {attempts} attempts"
+    return f"{head}; {command_type} is not safe to repeat, so it was not run again"
+
+
+def check_lease(lease_seconds: float) -> float:
+    lease = float(lease_seconds)
+    if not lease > 0:
+        raise ValueError(f"lease_seconds must be positive, not {lease_seconds!r}")
+    return lease
+
+
+def check_invocation_status(status: str) -> None:
+    if status not in INVOCATION_STATUSES:
+        raise StoreError(
+            f"unknown invocation status {status!r} (known: {', '.join(INVOCATION_STATUSES)})"
+        )
+
+
+def check_session_status(status: str) -> None:
+    if status not in SESSION_STATUSES:
+        raise StoreError(
+            f"unknown session status {status!r} (known: {', '.join(SESSION_STATUSES)})"
+        )
+
+
+def updated_job(job: Job, changes: dict[str, Any], at: datetime) -> Job:
+    """`job` with `changes` applied and validated (StoreError saying what is wrong)."""
+    unknown = sorted(set(changes) - JOB_FIELDS)
+    if unknown:
+        raise StoreError(
+            f"cannot update job {job.id}: unknown or fixed field(s) {', '.join(unknown)} "
+            f"(can change: {', '.join(sorted(JOB_FIELDS))})"
+        )
+    data = job.model_dump()
+    data.update(changes)
+    data["updated_at"] = at
+    try:
+        return Job.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+        )
+        raise StoreError(f"cannot update job {job.id}: {problems}") from None
+
+
+# greedy up to the last "@": an unencoded "@" in the password must not leak its tail
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@?#\s]*):\S*@", re.I)
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&]password=)[^&#\s]*", re.I)
+_KV_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I)
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN (URL or key=value form) with any password replaced by ***."""
+    text = _URL_PASSWORD.sub(r"\g<head>:***@", dsn)
+    text = _QUERY_PASSWORD.sub(r"\g<head>***", text)
+    if "://" not in text:
+        text = _KV_PASSWORD.sub(r"\g<head>***", text)
+    return text
+
+
+def no_nul(value: T) -> T:
+    """`value` with NUL characters in its strings (and nested dict/list strings) replaced by
+    U+FFFD: Postgres text and jsonb cannot hold NUL, and every backend stores the same thing."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {no_nul(k): no_nul(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list | tuple):
+        return type(value)(no_nul(v) for v in value)  # type: ignore[return-value]
+    return value

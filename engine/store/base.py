@@ -1,0 +1,219 @@
+"""The async Store interface every backend implements (sqlite, postgres, supabase).
+
+Guarantees all backends give, checked by one conformance suite (tests/store/):
+- `claim_next_command` is atomic: a pending command is handed to exactly one engine, which
+  holds it under a lease (`lease_seconds`) that it renews with `renew_leases`.
+- `complete_command` writes exactly one `agent_command_results` row per command; completing a
+  command twice, or one whose claim the engine lost, raises `StoreConflict`.
+- `recover_expired` handles claims whose lease ran out (the engine died): commands safe to
+  repeat go back to pending, the others are failed with a reason and a result row.
+- `wait_for_change` wakes on a new command or an answered question within the backend's
+  latency (sqlite: polling a data-version counter; postgres: LISTEN/NOTIFY; supabase:
+  Realtime), and also returns on timeout: a wake-up is only a hint, callers then read rows.
+- Bad input raises `InvalidCommand` / `NotFound` / `StoreConflict` with a sentence saying what
+  is wrong; nothing is half-written.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from engine.store.models import (
+    Agent,
+    AgentCommand,
+    AgentCommandResult,
+    AgentInvocation,
+    AgentResult,
+    AgentSession,
+    CommandStatus,
+    Job,
+    Office,
+    QuestionStatus,
+    SessionStatus,
+    UserQuestion,
+)
+
+DEFAULT_LEASE_SECONDS = 30.0
+
+
+class StoreError(Exception):
+    """Base of the store's errors; the message is meant for an operator."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+class StoreConflict(StoreError):
+    """The row is not in a state that allows this (already answered, claim lost, ...)."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached; the operation did not happen."""
+
+
+class Store(ABC):
+    backend: str = "?"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect (and for sqlite create the schema)."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Store:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- offices and agents --------------------------------------------------------------------
+
+    @abstractmethod
+    async def create_office(self, office: Office) -> Office: ...
+
+    @abstractmethod
+    async def get_office(self, office_id: str) -> Office: ...
+
+    @abstractmethod
+    async def list_offices(self) -> list[Office]: ...
+
+    @abstractmethod
+    async def upsert_agent(self, agent: Agent) -> Agent: ...
+
+    @abstractmethod
+    async def get_agent(self, agent_id: str) -> Agent: ...
+
+    @abstractmethod
+    async def list_agents(self, office_id: str) -> list[Agent]: ...
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def upsert_session(self, session: AgentSession) -> AgentSession: ...
+
+    @abstractmethod
+    async def get_session(self, session_id: str) -> AgentSession: ...
+
+    @abstractmethod
+    async def list_sessions(
+        self, office_id: str, *, include_terminated: bool = False
+    ) -> list[AgentSession]: ...
+
+    @abstractmethod
+    async def set_session_status(
+        self, session_id: str, status: SessionStatus, *, reason: str | None = None
+    ) -> AgentSession: ...
+
+    # -- commands ----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def insert_command(
+        self,
+        office_id: str,
+        command_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+    ) -> AgentCommand:
+        """Validate and insert a pending command (InvalidCommand, NotFound for the office)."""
+
+    @abstractmethod
+    async def get_command(self, command_id: str) -> AgentCommand: ...
+
+    @abstractmethod
+    async def list_commands(
+        self, office_id: str, *, status: CommandStatus | None = None, limit: int = 100
+    ) -> list[AgentCommand]:
+        """Newest first."""
+
+    @abstractmethod
+    async def claim_next_command(
+        self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> AgentCommand | None:
+        """Oldest pending command of the office, now `processing` and leased to `engine_id`."""
+
+    @abstractmethod
+    async def renew_leases(
+        self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> int:
+        """Extend every lease `engine_id` holds; returns how many."""
+
+    @abstractmethod
+    async def complete_command(
+        self,
+        command_id: str,
+        engine_id: str,
+        *,
+        success: bool,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> AgentCommandResult: ...
+
+    @abstractmethod
+    async def recover_expired(self) -> list[AgentCommand]:
+        """Requeue or fail commands whose lease expired; returns them in their new state."""
+
+    @abstractmethod
+    async def get_result(self, command_id: str) -> AgentCommandResult | None: ...
+
+    # -- questions ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def create_question(self, question: UserQuestion) -> UserQuestion: ...
+
+    @abstractmethod
+    async def get_question(self, question_id: str) -> UserQuestion: ...
+
+    @abstractmethod
+    async def list_questions(
+        self, office_id: str, *, status: QuestionStatus | None = "pending"
+    ) -> list[UserQuestion]: ...
+
+    @abstractmethod
+    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
+        """pending -> answered (StoreConflict if it is not pending)."""
+
+    # -- invocations, results, jobs -----------------------------------------------------------
+
+    @abstractmethod
+    async def create_invocation(self, invocation: AgentInvocation) -> AgentInvocation: ...
+
+    @abstractmethod
+    async def update_invocation(
+        self, invocation_id: str, *, status: str, error: str | None = None
+    ) -> AgentInvocation: ...
+
+    @abstractmethod
+    async def list_invocations(self, office_id: str) -> list[AgentInvocation]: ...
+
+    @abstractmethod
+    async def create_result(self, result: AgentResult) -> AgentResult: ...
+
+    @abstractmethod
+    async def mark_result_delivered(self, result_id: str) -> AgentResult: ...
+
+    @abstractmethod
+    async def list_results(
+        self, office_id: str, *, status: str | None = None
+    ) -> list[AgentResult]: ...
+
+    @abstractmethod
+    async def create_job(self, job: Job) -> Job: ...
+
+    @abstractmethod
+    async def update_job(self, job_id: str, **changes: Any) -> Job: ...
+
+    @abstractmethod
+    async def get_job(self, job_id: str) -> Job: ...
+
+    # -- wake-ups ----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def wait_for_change(self, office_id: str, timeout: float) -> bool:
+        """True when something may have changed for the office (a hint), False on timeout."""

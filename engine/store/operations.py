@@ -1,0 +1,93 @@
+"""Operations built on the Store that the CLI, the console and the REST API share."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from engine.store.base import NotFound, Store, StoreConflict, StoreError
+from engine.store.models import AgentCommandResult, Office, UserQuestion
+
+YES = {"y", "yes", "true", "1"}
+NO = {"n", "no", "false", "0"}
+
+
+async def resolve_office(store: Store, office: str | None) -> Office:
+    """The office named or id'd by `office`, `$SEMO_OFFICE`, or the store's only office."""
+    wanted = office or os.environ.get("SEMO_OFFICE")
+    offices = await store.list_offices()
+    if wanted:
+        for candidate in offices:
+            if wanted in (candidate.id, candidate.name):
+                return candidate
+        raise NotFound(f"no office {wanted!r} (known: {_names(offices)})")
+    if len(offices) == 1:
+        return offices[0]
+    if not offices:
+        raise NotFound("the store has no office yet: start one with `semo demo` or `semo engine`")
+    raise StoreError(f"several offices ({_names(offices)}): pass --office or set SEMO_OFFICE")
+
+
+def _names(offices: list[Office]) -> str:
+    return ", ".join(o.name for o in offices) or "none"
+
+
+def answer_text(question: UserQuestion, text: str | None, option: int | None) -> str:
+    """The answer to store, checked against the question's type; ValueError says why not."""
+    if (text is None) == (option is None):
+        raise ValueError("give the answer text or --option N, not both")
+    if option is not None:
+        if question.question_type != "choice" and question.question_type != "confirm":
+            raise ValueError(f"question {question.id} is a text question: give the answer text")
+        options = question.options or ["yes", "no"]
+        if not 1 <= option <= len(options):
+            raise ValueError(f"--option must be 1..{len(options)} (options: {options})")
+        return options[option - 1]
+    assert text is not None
+    text = text.strip()
+    if not text:
+        raise ValueError("the answer is empty")
+    if question.question_type == "confirm":
+        if text.lower() in YES:
+            return "yes"
+        if text.lower() in NO:
+            return "no"
+        raise ValueError("a confirm question takes yes or no")
+    if question.question_type == "choice" and text not in question.options:
+        raise ValueError(f"not one of the options {question.options}; or use --option N")
+    return text
+
+
+async def answer_question(
+    store: Store, question_id: str, *, text: str | None = None, option: int | None = None
+) -> UserQuestion:
+    """Answer a pending question whose session is still alive (StoreConflict otherwise)."""
+    question = await store.get_question(question_id)
+    if question.status != "pending":
+        raise StoreConflict(f"question {question_id} is already {question.status}")
+    if question.session_id:
+        try:
+            session = await store.get_session(question.session_id)
+        except NotFound:
+            session = None
+        if session is None or session.status == "terminated":
+            raise StoreConflict(
+                f"question {question_id} belongs to session {question.session_id}, which has ended"
+            )
+    return await store.answer_question(question_id, answer_text(question, text, option))
+
+
+async def wait_for_result(
+    store: Store, office_id: str, command_id: str, timeout: float
+) -> AgentCommandResult | None:
+    """The command's result row, waiting up to `timeout` seconds (None when it did not come)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = await store.get_result(command_id)
+        if result is not None:
+            return result
+        left = deadline - loop.time()
+        if left <= 0:
+            return None
+        await store.wait_for_change(office_id, min(left, 1.0))

@@ -1,0 +1,766 @@
+"""The Postgres store: one database shared by several engines (e.g. a Supabase project's
+direct connection string). Needs the schema from `migrations/` (`semo migrate`).
+
+- Claims, lease renewal, completion and recovery run in the SQL functions of
+  migrations/0001_core.sql (`semo_claim_command` uses `FOR UPDATE SKIP LOCKED`), so the
+  supabase backend gets the same behaviour through RPC.
+- Wake-ups: triggers `pg_notify('semo_changes', {"office_id": ...})`; a dedicated connection
+  LISTENs from `open()` on, so a change made while nobody was waiting is reported by the next
+  `wait_for_change` for that office.
+- Failures never hang: connect timeout, server-side statement timeout, a client-side deadline on
+  every operation, TCP keepalives, and a ping on the listening connection. A lost connection
+  raises `StoreUnavailable` and is dropped; the next call connects afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from engine.store._shared import (
+    MAX_ATTEMPTS,
+    RESULT_STATUSES,
+    check_invocation_status,
+    check_lease,
+    check_new_command,
+    check_session_status,
+    claimed_row_problem,
+    no_nul,
+    redact_dsn,
+    updated_job,
+    utc,
+)
+from engine.store.base import (
+    DEFAULT_LEASE_SECONDS,
+    NotFound,
+    Store,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+)
+from engine.store.models import (
+    SAFE_TO_REPEAT,
+    Agent,
+    AgentCommand,
+    AgentCommandResult,
+    AgentInvocation,
+    AgentResult,
+    AgentSession,
+    CommandStatus,
+    Job,
+    Office,
+    QuestionStatus,
+    Row,
+    SessionStatus,
+    UserQuestion,
+)
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "semo_changes"
+JSON_COLUMNS = frozenset(
+    {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context"}
+)
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Row)
+Conn = psycopg.AsyncConnection[dict[str, Any]]
+
+
+def _params(model: Row) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in no_nul(model.model_dump()).items():
+        if key in JSON_COLUMNS and value is not None:
+            value = Jsonb(value)
+        elif isinstance(value, datetime):
+            value = utc(value)
+        out[key] = value
+    return out
+
+
+def _insert_sql(table: str, columns: list[str]) -> str:
+    names = ", ".join(columns)
+    values = ", ".join(f"%({c})s" for c in columns)
+    return f"insert into {table} ({names}) values ({values})"
+
+
+class PostgresStore(Store):
+    backend = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 4,
+        connect_timeout: float = 5.0,
+        statement_timeout: float = 15.0,
+        ping_interval: float = 5.0,
+        prepare_threshold: int | None = 5,
+    ) -> None:
+        self.where = redact_dsn(dsn)
+        try:
+            params: dict[str, Any] = conninfo_to_dict(dsn)
+        except psycopg.Error:
+            raise StoreError(
+                f"not a valid Postgres URL or connection string: {self.where}"
+            ) from None
+        # our defaults, unless the DSN says otherwise
+        defaults = {
+            "connect_timeout": max(2, round(connect_timeout)),
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+            "tcp_user_timeout": 30_000,
+            "application_name": "semo",
+        }
+        for key, value in defaults.items():
+            params.setdefault(key, value)
+        self._params = params
+        self._password = str(params.get("password") or "")
+        self.connect_timeout = connect_timeout
+        self.statement_timeout = statement_timeout
+        self.ping_interval = ping_interval
+        self._prepare_threshold = prepare_threshold
+        #: client-side deadline for one operation (connect + statements)
+        self.operation_timeout = connect_timeout + statement_timeout + 2.0
+        self._pool_size = pool_size
+        self._sem = asyncio.Semaphore(pool_size)
+        self._idle: list[Conn] = []
+        self._open = False
+        # wake-ups
+        self._listen_task: asyncio.Task[None] | None = None
+        self._listen_error: BaseException | None = None
+        self._epoch = 0
+        self._seqs: dict[str, int] = {}
+        self._seen: dict[str, tuple[int, int]] = {}
+        self._changed = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.where!r})"
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._password, "***") if self._password else text
+
+    async def _connect(self) -> Conn:
+        try:
+            async with asyncio.timeout(self.connect_timeout + 1.0):
+                conn = await psycopg.AsyncConnection.connect(
+                    autocommit=True,
+                    row_factory=dict_row,
+                    prepare_threshold=self._prepare_threshold,
+                    **self._params,
+                )
+                try:
+                    await conn.execute(
+                        "select set_config('statement_timeout', %s, false),"
+                        " set_config('idle_in_transaction_session_timeout', %s, false),"
+                        " set_config('timezone', 'UTC', false)",
+                        (
+                            str(int(self.statement_timeout * 1000)),
+                            str(int((self.statement_timeout + 30) * 1000)),
+                        ),
+                    )
+                except BaseException:
+                    await conn.close()
+                    raise
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"cannot connect to {self.where}: no answer within {self.connect_timeout:g} s"
+            ) from None
+        except psycopg.Error as error:
+            raise StoreUnavailable(
+                f"cannot connect to {self.where}: {self._scrub(str(error).strip())}"
+            ) from None
+        return conn
+
+    async def _acquire(self) -> Conn:
+        await self._sem.acquire()
+        try:
+            while self._idle:
+                conn = self._idle.pop()
+                if not conn.closed and not conn.broken:
+                    return conn
+            return await self._connect()
+        except BaseException:
+            self._sem.release()
+            raise
+
+    def _release(self, conn: Conn) -> None:
+        self._sem.release()
+        healthy = not conn.closed and not conn.broken
+        if (
+            self._open
+            and healthy
+            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            and len(self._idle) < self._pool_size
+        ):
+            self._idle.append(conn)
+        else:
+            self._spawn_close(conn)
+
+    def _spawn_close(self, conn: Conn) -> None:
+        if conn.closed:
+            return
+        task = asyncio.get_running_loop().create_task(self._close_quietly(conn))
+        task.add_done_callback(lambda _: None)
+
+    @staticmethod
+    async def _close_quietly(conn: Conn) -> None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(1.0):
+                await conn.close()
+
+    def _drop_idle(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            self._spawn_close(conn)
+
+    def _map_error(
+        self, error: BaseException, missing: str | None, duplicate: str | None
+    ) -> StoreError:
+        if isinstance(error, TimeoutError):
+            return StoreUnavailable(
+                f"{self.where} did not answer within {self.operation_timeout:g} s"
+            )
+        assert isinstance(error, psycopg.Error)
+        diag = error.diag
+        message = self._scrub(diag.message_primary or str(error).strip())
+        if error.sqlstate == "PT404":
+            return NotFound(message)
+        if error.sqlstate == "PT409":
+            return StoreConflict(message)
+        if isinstance(error, psycopg.errors.ForeignKeyViolation):
+            return NotFound(missing or message)
+        if isinstance(error, psycopg.errors.UniqueViolation):
+            return StoreConflict(duplicate or message)
+        if isinstance(error, psycopg.errors.QueryCanceled):
+            return StoreUnavailable(
+                f"{self.where} did not finish within the statement timeout "
+                f"({self.statement_timeout:g} s): {message}"
+            )
+        if isinstance(error, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction):
+            return StoreError(f"{self.where} lacks the semo schema, run `semo migrate`: {message}")
+        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            return StoreUnavailable(f"lost the connection to {self.where}: {message}")
+        if isinstance(error, psycopg.IntegrityError | psycopg.DataError):
+            return StoreError(f"the database refused the change: {message}")
+        return StoreError(f"database error from {self.where}: {message}")
+
+    async def _op(
+        self,
+        fn: Callable[[Conn], Awaitable[T]],
+        *,
+        missing: str | None = None,
+        duplicate: str | None = None,
+    ) -> T:
+        """Run `fn(conn)` on a pooled connection, mapping failures to StoreErrors."""
+        if not self._open:
+            raise StoreError("the postgres store is not open (use `async with store:`)")
+        conn: Conn | None = None
+        try:
+            async with asyncio.timeout(self.operation_timeout):
+                conn = await self._acquire()
+                result = await fn(conn)
+        except BaseException as error:
+            if conn is not None:
+                dead = conn.broken or conn.closed
+                if isinstance(error, psycopg.Error | StoreError) and not dead:
+                    self._release(conn)  # (closed instead if a transaction is still open)
+                else:
+                    # dead, or interrupted mid-statement (timeout, cancel): drop it, and the
+                    # idle ones too, which a server restart or a network cut has killed as well
+                    self._sem.release()
+                    self._spawn_close(conn)
+                    self._drop_idle()
+            if isinstance(error, psycopg.Error | TimeoutError):
+                raise self._map_error(error, missing, duplicate) from None
+            raise
+        self._release(conn)
+        return result
+
+    async def _one(self, sql: str, params: Any = None, **kw: Any) -> dict[str, Any] | None:
+        async def run(conn: Conn) -> dict[str, Any] | None:
+            return await (await conn.execute(sql, params)).fetchone()
+
+        return await self._op(run, **kw)
+
+    async def _all(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        async def run(conn: Conn) -> list[dict[str, Any]]:
+            return await (await conn.execute(sql, params)).fetchall()
+
+        return await self._op(run)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._open:
+            return
+        self._open = True
+        try:
+            row = await self._one(
+                "select to_regclass('agent_commands') is not null"
+                " and to_regproc('semo_claim_command') is not null as ready"
+            )
+            if not row or not row["ready"]:
+                raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
+            await self._start_listener()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        self._open = False
+        task, self._listen_task = self._listen_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await self._close_quietly(conn)
+
+    # -- wake-ups ----------------------------------------------------------------------------
+
+    async def _start_listener(self) -> None:
+        conn = await self._connect()
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                await conn.execute(f"listen {CHANNEL}")
+        except (psycopg.Error, TimeoutError) as error:
+            await self._close_quietly(conn)
+            raise StoreUnavailable(
+                f"cannot listen for changes on {self.where}: {self._scrub(str(error))}"
+            ) from None
+        self._listen_error = None
+        self._listen_task = asyncio.get_running_loop().create_task(
+            self._listen(conn), name="semo-postgres-listen"
+        )
+
+    async def _listen(self, conn: Conn) -> None:
+        try:
+            while True:
+                async for notify in conn.notifies(timeout=self.ping_interval):
+                    self._note(notify.payload)
+                # quiet for a while: make sure the connection is still alive
+                async with asyncio.timeout(self.connect_timeout):
+                    await conn.execute("select 1")
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            self._listen_error = error
+            log.warning("semo: stopped listening on %s: %s", self.where, self._scrub(str(error)))
+        finally:
+            await self._close_quietly(conn)
+            self._wake()
+
+    def _note(self, payload: str) -> None:
+        try:
+            office = json.loads(payload).get("office_id")
+        except (ValueError, AttributeError):
+            office = None
+        if isinstance(office, str):
+            self._seqs[office] = self._seqs.get(office, 0) + 1
+        else:
+            self._epoch += 1  # unknown payload: tell everybody
+        self._wake()
+
+    def _wake(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    async def wait_for_change(self, office_id: str, timeout: float) -> bool:
+        """True when a command was inserted or re-queued, a result written or a question
+        updated for the office since the store opened or the last call that returned True;
+        also True once after the listening connection was re-established (changes may have
+        been missed). StoreUnavailable when it cannot listen."""
+        if not self._open:
+            raise StoreError("the postgres store is not open (use `async with store:`)")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        while True:
+            if self._listen_task is None or self._listen_task.done():
+                error = self._listen_error
+                self._listen_task = None
+                try:
+                    await self._start_listener()
+                except StoreUnavailable as failure:
+                    if error is not None:
+                        raise StoreUnavailable(
+                            f"{failure} (the previous connection ended: "
+                            f"{self._scrub(str(error)) or type(error).__name__})"
+                        ) from None
+                    raise
+                self._epoch += 1
+            key = (self._epoch, self._seqs.get(office_id, 0))
+            if key != self._seen.get(office_id, (0, 0)):
+                self._seen[office_id] = key
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            event = self._changed
+            try:
+                async with asyncio.timeout(left):
+                    await event.wait()
+            except TimeoutError:
+                return False
+
+    # -- generic rows ------------------------------------------------------------------------
+
+    async def _insert(self, table: str, model: M, duplicate: str) -> M:
+        data = _params(model)
+        row = await self._one(
+            _insert_sql(table, list(data)) + " returning *",
+            data,
+            missing=f"office {getattr(model, 'office_id', '?')} not found",
+            duplicate=duplicate,
+        )
+        return type(model).model_validate(row)
+
+    async def _upsert(self, table: str, key: str, model: M) -> M:
+        data = _params(model)
+        changes = ", ".join(f"{c} = excluded.{c}" for c in data if c not in (key, "created_at"))
+        row = await self._one(
+            f"{_insert_sql(table, list(data))} on conflict ({key}) do update set {changes}"
+            " returning *",
+            data,
+            missing=f"office {getattr(model, 'office_id', '?')} not found",
+        )
+        return type(model).model_validate(row)
+
+    async def _get(self, cls: type[M], table: str, key: str, value: str, what: str) -> M:
+        row = await self._one(f"select * from {table} where {key} = %s", (value,))
+        if row is None:
+            raise NotFound(f"no {what} {value}")
+        return cls.model_validate(row)
+
+    async def _list(self, cls: type[M], sql: str, params: Any = None) -> list[M]:
+        return [cls.model_validate(r) for r in await self._all(sql, params)]
+
+    # -- offices and agents --------------------------------------------------------------------
+
+    async def create_office(self, office: Office) -> Office:
+        return await self._insert("offices", office, f"office {office.id} already exists")
+
+    async def get_office(self, office_id: str) -> Office:
+        return await self._get(Office, "offices", "id", office_id, "office")
+
+    async def list_offices(self) -> list[Office]:
+        return await self._list(Office, "select * from offices order by created_at, id")
+
+    async def upsert_agent(self, agent: Agent) -> Agent:
+        return await self._upsert("agents", "id", agent)
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        return await self._get(Agent, "agents", "id", agent_id, "agent")
+
+    async def list_agents(self, office_id: str) -> list[Agent]:
+        return await self._list(
+            Agent, "select * from agents where office_id = %s order by created_at, id", (office_id,)
+        )
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    async def upsert_session(self, session: AgentSession) -> AgentSession:
+        return await self._upsert("agent_sessions", "session_id", session)
+
+    async def get_session(self, session_id: str) -> AgentSession:
+        return await self._get(AgentSession, "agent_sessions", "session_id", session_id, "session")
+
+    async def list_sessions(
+        self, office_id: str, *, include_terminated: bool = False
+    ) -> list[AgentSession]:
+        where = "" if include_terminated else " and status <> 'terminated'"
+        return await self._list(
+            AgentSession,
+            f"select * from agent_sessions where office_id = %s{where}"
+            " order by created_at, session_id",
+            (office_id,),
+        )
+
+    async def set_session_status(
+        self, session_id: str, status: SessionStatus, *, reason: str | None = None
+    ) -> AgentSession:
+        check_session_status(status)
+
+        async def change(conn: Conn) -> dict[str, Any]:
+            async with conn.transaction():
+                cur = await conn.execute(
+                    "select status from agent_sessions where session_id = %s for update",
+                    (session_id,),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise NotFound(f"no session {session_id}")
+                if row["status"] == "terminated" and status != "terminated":
+                    raise StoreConflict(
+                        f"session {session_id} is terminated; it cannot become {status}"
+                    )
+                cur = await conn.execute(
+                    """update agent_sessions
+                          set status = %(status)s, last_activity_at = now(),
+                              end_reason = coalesce(%(reason)s, end_reason),
+                              ended_at = case when %(status)s = 'terminated'
+                                              then coalesce(ended_at, now()) else ended_at end
+                        where session_id = %(id)s returning *""",
+                    {"status": status, "reason": no_nul(reason), "id": session_id},
+                )
+                return await cur.fetchone()  # type: ignore[return-value]
+
+        return AgentSession.model_validate(await self._op(change))
+
+    # -- commands ----------------------------------------------------------------------------
+
+    async def insert_command(
+        self,
+        office_id: str,
+        command_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+    ) -> AgentCommand:
+        payload = check_new_command(command_type, payload, session_id)
+        command = AgentCommand(
+            office_id=office_id,
+            command_type=command_type,  # type: ignore[arg-type]
+            payload=payload,
+            session_id=session_id,
+        )
+        # created_at / updated_at come from the database clock, like the leases
+        row = await self._one(
+            "insert into agent_commands (id, office_id, session_id, command_type, payload)"
+            " values (%s, %s, %s, %s, %s) returning *",
+            (command.id, office_id, session_id, command_type, Jsonb(no_nul(payload))),
+            missing=f"office {office_id} not found",
+            duplicate=f"command {command.id} already exists",
+        )
+        return AgentCommand.model_validate(row)
+
+    async def get_command(self, command_id: str) -> AgentCommand:
+        return await self._get(AgentCommand, "agent_commands", "id", command_id, "command")
+
+    async def list_commands(
+        self, office_id: str, *, status: CommandStatus | None = None, limit: int = 100
+    ) -> list[AgentCommand]:
+        where = "" if status is None else " and status = %(status)s"
+        return await self._list(
+            AgentCommand,
+            f"select * from agent_commands where office_id = %(office)s{where}"
+            " order by created_at desc, seq desc limit %(limit)s",
+            {"office": office_id, "status": status, "limit": max(0, int(limit))},
+        )
+
+    async def claim_next_command(
+        self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> AgentCommand | None:
+        lease = check_lease(lease_seconds)
+
+        async def claim(conn: Conn) -> dict[str, Any] | None:
+            while True:
+                async with conn.transaction():
+                    cur = await conn.execute(
+                        "select * from semo_claim_command(%s, %s, %s)",
+                        (office_id, engine_id, lease),
+                    )
+                    row = await cur.fetchone()
+                    if row is None:
+                        return None
+                    problem = claimed_row_problem(row)
+                    if problem is None:
+                        return row
+                    # inserted around insert_command with a bad payload: fail it, claim the next
+                    await conn.execute(
+                        "select * from semo_complete_command(%s, %s, false, null, %s)",
+                        (row["id"], engine_id, no_nul(problem)),
+                    )
+
+        row = await self._op(claim)
+        return None if row is None else AgentCommand.model_validate(row)
+
+    async def renew_leases(
+        self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> int:
+        row = await self._one(
+            "select semo_renew_leases(%s, %s) as renewed", (engine_id, check_lease(lease_seconds))
+        )
+        return int(row["renewed"]) if row else 0
+
+    async def complete_command(
+        self,
+        command_id: str,
+        engine_id: str,
+        *,
+        success: bool,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> AgentCommandResult:
+        row = await self._one(
+            "select * from semo_complete_command(%s, %s, %s, %s, %s)",
+            (
+                command_id,
+                engine_id,
+                success,
+                None if result is None else Jsonb(no_nul(result)),
+                no_nul(error),
+            ),
+            duplicate=f"command {command_id} already has a result",
+        )
+        return AgentCommandResult.model_validate(row)
+
+    async def recover_expired(self) -> list[AgentCommand]:
+        return await self._list(
+            AgentCommand,
+            "select * from semo_recover_expired(%s, %s)",
+            (sorted(SAFE_TO_REPEAT), MAX_ATTEMPTS),
+        )
+
+    async def get_result(self, command_id: str) -> AgentCommandResult | None:
+        row = await self._one(
+            "select c.id as command_exists, r.* from agent_commands c"
+            " left join agent_command_results r on r.command_id = c.id where c.id = %s",
+            (command_id,),
+        )
+        if row is None:
+            raise NotFound(f"command {command_id} not found")
+        return None if row["id"] is None else AgentCommandResult.model_validate(row)
+
+    # -- questions ---------------------------------------------------------------------------
+
+    async def create_question(self, question: UserQuestion) -> UserQuestion:
+        return await self._insert(
+            "user_questions", question, f"question {question.id} already exists"
+        )
+
+    async def get_question(self, question_id: str) -> UserQuestion:
+        return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
+
+    async def list_questions(
+        self, office_id: str, *, status: QuestionStatus | None = "pending"
+    ) -> list[UserQuestion]:
+        where = "" if status is None else " and status = %(status)s"
+        return await self._list(
+            UserQuestion,
+            f"select * from user_questions where office_id = %(office)s{where}"
+            " order by created_at, id",
+            {"office": office_id, "status": status},
+        )
+
+    async def _transition(
+        self, table: str, row_id: str, what: str, sql: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Run a `... where id = %(id)s and status = 'pending' returning *` update; when it
+        changes nothing, say why (NotFound or StoreConflict)."""
+
+        async def run(conn: Conn) -> dict[str, Any]:
+            row = await (await conn.execute(sql, {**params, "id": row_id})).fetchone()
+            if row is not None:
+                return row
+            cur = await conn.execute(f"select status from {table} where id = %s", (row_id,))
+            current = await cur.fetchone()
+            if current is None:
+                raise NotFound(f"no {what} {row_id}")
+            raise StoreConflict(f"{what} {row_id} is already {current['status']}")
+
+        return await self._op(run)
+
+    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
+        row = await self._transition(
+            "user_questions",
+            question_id,
+            "question",
+            "update user_questions set status = 'answered', answer = %(answer)s,"
+            " answered_at = now() where id = %(id)s and status = 'pending' returning *",
+            {"answer": no_nul(answer)},
+        )
+        return UserQuestion.model_validate(row)
+
+    # -- invocations, results, jobs -----------------------------------------------------------
+
+    async def create_invocation(self, invocation: AgentInvocation) -> AgentInvocation:
+        return await self._insert(
+            "agent_invocations", invocation, f"invocation {invocation.id} already exists"
+        )
+
+    async def update_invocation(
+        self, invocation_id: str, *, status: str, error: str | None = None
+    ) -> AgentInvocation:
+        check_invocation_status(status)
+        row = await self._one(
+            "update agent_invocations set status = %s, error = %s, updated_at = now()"
+            " where id = %s returning *",
+            (status, no_nul(error), invocation_id),
+        )
+        if row is None:
+            raise NotFound(f"no invocation {invocation_id}")
+        return AgentInvocation.model_validate(row)
+
+    async def list_invocations(self, office_id: str) -> list[AgentInvocation]:
+        return await self._list(
+            AgentInvocation,
+            "select * from agent_invocations where office_id = %s order by created_at, id",
+            (office_id,),
+        )
+
+    async def create_result(self, result: AgentResult) -> AgentResult:
+        return await self._insert("agent_results", result, f"result {result.id} already exists")
+
+    async def mark_result_delivered(self, result_id: str) -> AgentResult:
+        row = await self._transition(
+            "agent_results",
+            result_id,
+            "result",
+            "update agent_results set status = 'delivered', delivered_at = now()"
+            " where id = %(id)s and status = 'pending' returning *",
+            {},
+        )
+        return AgentResult.model_validate(row)
+
+    async def list_results(self, office_id: str, *, status: str | None = None) -> list[AgentResult]:
+        if status is not None and status not in RESULT_STATUSES:
+            raise StoreError(f"unknown result status {status!r}")
+        where = "" if status is None else " and status = %(status)s"
+        return await self._list(
+            AgentResult,
+            f"select * from agent_results where office_id = %(office)s{where}"
+            " order by created_at, id",
+            {"office": office_id, "status": status},
+        )
+
+    async def create_job(self, job: Job) -> Job:
+        return await self._insert("jobs", job, f"job {job.id} already exists")
+
+    async def update_job(self, job_id: str, **changes: Any) -> Job:
+        async def update(conn: Conn) -> dict[str, Any]:
+            async with conn.transaction():
+                cur = await conn.execute(
+                    "select *, now() as db_now from jobs where id = %s for update", (job_id,)
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    raise NotFound(f"no job {job_id}")
+                job = updated_job(Job.model_validate(row), changes, row["db_now"])
+                data = _params(job)
+                sets = ", ".join(f"{k} = %({k})s" for k in data if k not in ("id", "created_at"))
+                cur = await conn.execute(
+                    f"update jobs set {sets} where id = %(id)s returning *", data
+                )
+                return await cur.fetchone()  # type: ignore[return-value]
+
+        return Job.model_validate(await self._op(update))
+
+    async def get_job(self, job_id: str) -> Job:
+        return await self._get(Job, "jobs", "id", job_id, "job")

@@ -1,0 +1,885 @@
+"""The default store: one SQLite file, zero set-up, one machine.
+
+- WAL mode, so readers (the console, `semo sessions`) never block the engine and vice versa.
+- Every operation runs as one function on a dedicated thread that owns the connection; writes
+  run inside `BEGIN IMMEDIATE`, so a claim (read the oldest pending row, mark it processing) is
+  atomic across connections and processes.
+- Datetimes are ISO-8601 UTC text of fixed width (so text order is time order); JSON fields
+  are TEXT.
+- Wake-ups: triggers bump a per-office counter in `semo_wakeups` on a new command, a command
+  back to pending, a new result and a question update. `wait_for_change` polls
+  `PRAGMA data_version` (which changes when another connection, in this process or another,
+  commits) on a second connection every `poll_interval` seconds and reads the counters only
+  when it changed. The counters persist, so a change made while nobody was waiting is still
+  reported on the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from engine.store._shared import (
+    MAX_ATTEMPTS,
+    RESULT_STATUSES,
+    check_invocation_status,
+    check_lease,
+    check_new_command,
+    check_session_status,
+    claimed_row_problem,
+    no_nul,
+    recovery_reason,
+    updated_job,
+    utc,
+)
+from engine.store.base import (
+    DEFAULT_LEASE_SECONDS,
+    NotFound,
+    Store,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+)
+from engine.store.models import (
+    SAFE_TO_REPEAT,
+    Agent,
+    AgentCommand,
+    AgentCommandResult,
+    AgentInvocation,
+    AgentResult,
+    AgentSession,
+    CommandStatus,
+    Job,
+    Office,
+    QuestionStatus,
+    Row,
+    SessionStatus,
+    UserQuestion,
+    now,
+)
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS offices (
+    id              TEXT PRIMARY KEY,
+    name            TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    repository      TEXT,
+    workspace_root  TEXT,
+    created_at      TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS agents (
+    id              TEXT PRIMARY KEY,
+    office_id       TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    name            TEXT NOT NULL,
+    role            TEXT NOT NULL,
+    prompt          TEXT NOT NULL DEFAULT '',
+    scope_patterns  TEXT NOT NULL DEFAULT '[]',
+    core_skills     TEXT NOT NULL DEFAULT '[]',
+    command         TEXT NOT NULL DEFAULT '["claude"]',
+    created_at      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agents_office_id_idx ON agents (office_id);
+
+CREATE TABLE IF NOT EXISTS agent_sessions (
+    session_id        TEXT PRIMARY KEY,
+    office_id         TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    agent_id          TEXT NOT NULL,
+    worktree_id       TEXT,
+    status            TEXT NOT NULL DEFAULT 'creating' CHECK (status IN
+                          ('creating', 'ready', 'executing', 'waiting_input', 'error',
+                           'terminated')),
+    engine_id         TEXT,
+    pid               INTEGER,
+    created_at        TEXT NOT NULL,
+    last_activity_at  TEXT NOT NULL,
+    ended_at          TEXT,
+    end_reason        TEXT
+);
+CREATE INDEX IF NOT EXISTS agent_sessions_office_id_idx ON agent_sessions (office_id, status);
+
+CREATE TABLE IF NOT EXISTS agent_commands (
+    id                TEXT PRIMARY KEY,
+    office_id         TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    session_id        TEXT,
+    command_type      TEXT NOT NULL CHECK (command_type IN
+                          ('create_session', 'send_prompt', 'send_text', 'send_keys',
+                           'get_output', 'cancel', 'terminate', 'run_job')),
+    payload           TEXT NOT NULL DEFAULT '{}' CHECK (json_type(payload) = 'object'),
+    status            TEXT NOT NULL DEFAULT 'pending'
+                          CHECK (status IN ('pending', 'processing', 'completed', 'failed')),
+    claimed_by        TEXT,
+    lease_expires_at  TEXT,
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agent_commands_claim_idx
+    ON agent_commands (office_id, status, created_at);
+CREATE INDEX IF NOT EXISTS agent_commands_status_idx ON agent_commands (status, lease_expires_at);
+
+CREATE TABLE IF NOT EXISTS agent_command_results (
+    id          TEXT PRIMARY KEY,
+    command_id  TEXT NOT NULL UNIQUE REFERENCES agent_commands (id) ON DELETE CASCADE,
+    success     INTEGER NOT NULL,
+    result      TEXT,
+    error       TEXT,
+    created_at  TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS user_questions (
+    id             TEXT PRIMARY KEY,
+    office_id      TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    agent_id       TEXT NOT NULL,
+    session_id     TEXT,
+    question_type  TEXT NOT NULL DEFAULT 'text'
+                       CHECK (question_type IN ('text', 'choice', 'confirm')),
+    question       TEXT NOT NULL CHECK (length(question) > 0),
+    options        TEXT NOT NULL DEFAULT '[]',
+    status         TEXT NOT NULL DEFAULT 'pending'
+                       CHECK (status IN ('pending', 'answered', 'cancelled')),
+    answer         TEXT,
+    created_at     TEXT NOT NULL,
+    answered_at    TEXT
+);
+CREATE INDEX IF NOT EXISTS user_questions_office_id_idx
+    ON user_questions (office_id, status, created_at);
+
+CREATE TABLE IF NOT EXISTS agent_invocations (
+    id                 TEXT PRIMARY KEY,
+    office_id          TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    caller_agent_id    TEXT NOT NULL,
+    caller_session_id  TEXT,
+    target_agent_id    TEXT NOT NULL,
+    task               TEXT NOT NULL,
+    context            TEXT,
+    status             TEXT NOT NULL DEFAULT 'pending'
+                           CHECK (status IN ('pending', 'running', 'delivered', 'failed')),
+    error              TEXT,
+    created_at         TEXT NOT NULL,
+    updated_at         TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agent_invocations_office_id_idx
+    ON agent_invocations (office_id, created_at);
+
+CREATE TABLE IF NOT EXISTS agent_results (
+    id                  TEXT PRIMARY KEY,
+    office_id           TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    invocation_id       TEXT,
+    sender_agent_id     TEXT NOT NULL,
+    recipient_agent_id  TEXT NOT NULL,
+    summary             TEXT NOT NULL DEFAULT '',
+    payload             TEXT,
+    status              TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered')),
+    created_at          TEXT NOT NULL,
+    delivered_at        TEXT
+);
+CREATE INDEX IF NOT EXISTS agent_results_office_id_idx
+    ON agent_results (office_id, status, created_at);
+
+CREATE TABLE IF NOT EXISTS jobs (
+    id              TEXT PRIMARY KEY,
+    office_id       TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    agent_id        TEXT NOT NULL,
+    task            TEXT NOT NULL,
+    context         TEXT,
+    status          TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (status IN ('pending', 'running', 'done', 'failed')),
+    session_id      TEXT,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    failure_reason  TEXT,
+    needs_human     INTEGER NOT NULL DEFAULT 0,
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_office_id_idx ON jobs (office_id, status, created_at);
+
+CREATE TABLE IF NOT EXISTS semo_wakeups (
+    office_id  TEXT PRIMARY KEY,
+    seq        INTEGER NOT NULL
+);
+
+CREATE TRIGGER IF NOT EXISTS semo_agent_commands_insert_wake
+AFTER INSERT ON agent_commands
+BEGIN
+    INSERT INTO semo_wakeups (office_id, seq) VALUES (NEW.office_id, 1)
+        ON CONFLICT (office_id) DO UPDATE SET seq = seq + 1;
+END;
+
+CREATE TRIGGER IF NOT EXISTS semo_agent_commands_requeue_wake
+AFTER UPDATE OF status ON agent_commands
+WHEN NEW.status = 'pending' AND OLD.status IS NOT 'pending'
+BEGIN
+    INSERT INTO semo_wakeups (office_id, seq) VALUES (NEW.office_id, 1)
+        ON CONFLICT (office_id) DO UPDATE SET seq = seq + 1;
+END;
+
+CREATE TRIGGER IF NOT EXISTS semo_agent_command_results_insert_wake
+AFTER INSERT ON agent_command_results
+BEGIN
+    INSERT INTO semo_wakeups (office_id, seq)
+        SELECT office_id, 1 FROM agent_commands WHERE id = NEW.command_id
+        ON CONFLICT (office_id) DO UPDATE SET seq = seq + 1;
+END;
+
+CREATE TRIGGER IF NOT EXISTS semo_user_questions_update_wake
+AFTER UPDATE ON user_questions
+WHEN OLD.status IS NOT NEW.status OR OLD.answer IS NOT NEW.answer
+BEGIN
+    INSERT INTO semo_wakeups (office_id, seq) VALUES (NEW.office_id, 1)
+        ON CONFLICT (office_id) DO UPDATE SET seq = seq + 1;
+END;
+"""
+
+#: Columns holding JSON text, per table.
+JSON_COLUMNS = frozenset(
+    {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context"}
+)
+BOOL_COLUMNS = frozenset({"success", "needs_human"})
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Row)
+
+
+def default_sqlite_path() -> Path:
+    """`$XDG_STATE_HOME/semo/semo.db`, else `~/.local/state/semo/semo.db`."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local/state"
+    return base / "semo" / "semo.db"
+
+
+def ts(value: datetime | None) -> str | None:
+    """Fixed-width ISO-8601 UTC text: text order is time order."""
+    if value is None:
+        return None
+    return utc(value).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def _to_db(model: Row) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in no_nul(model.model_dump()).items():
+        if key in JSON_COLUMNS:
+            out[key] = None if value is None else json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, datetime):
+            out[key] = ts(value)
+        elif isinstance(value, bool):
+            out[key] = int(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _decode(row: sqlite3.Row) -> dict[str, Any]:
+    data = dict(row)
+    for key in JSON_COLUMNS.intersection(data):
+        if data[key] is not None:
+            data[key] = json.loads(data[key])
+    for key in BOOL_COLUMNS.intersection(data):
+        data[key] = bool(data[key])
+    return data
+
+
+def _model(cls: type[M], row: sqlite3.Row | None) -> M | None:
+    return None if row is None else cls.model_validate(_decode(row))
+
+
+def _insert_sql(table: str, columns: list[str]) -> str:
+    names = ", ".join(columns)
+    marks = ", ".join(f":{c}" for c in columns)
+    return f"INSERT INTO {table} ({names}) VALUES ({marks})"
+
+
+def _upsert_sql(table: str, key: str, columns: list[str]) -> str:
+    changes = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in (key, "created_at"))
+    return f"{_insert_sql(table, columns)} ON CONFLICT ({key}) DO UPDATE SET {changes} RETURNING *"
+
+
+class SqliteStore(Store):
+    backend = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout: float = 10.0,
+        poll_interval: float = 0.01,
+    ) -> None:
+        self.path = Path(path) if path is not None else default_sqlite_path()
+        if str(self.path) == ":memory:":
+            raise StoreError("the sqlite store needs a file (wake-ups use a second connection)")
+        self.busy_timeout = busy_timeout
+        self.poll_interval = poll_interval
+        self._conn: sqlite3.Connection | None = None
+        self._watch_conn: sqlite3.Connection | None = None
+        self._db: ThreadPoolExecutor | None = None
+        self._watcher: ThreadPoolExecutor | None = None
+        # watcher-thread state: the last data_version seen and the counters read then
+        self._watch_version: int | None = None
+        self._watch_seqs: dict[str, int] = {}
+        # per office: the counter value the last wait_for_change reported
+        self._seen: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._conn is not None:
+            return
+        self._watch_version, self._watch_seqs = None, {}
+        self._db = ThreadPoolExecutor(1, thread_name_prefix="semo-sqlite")
+        self._watcher = ThreadPoolExecutor(1, thread_name_prefix="semo-sqlite-watch")
+        loop = asyncio.get_running_loop()
+        try:
+            self._conn = await loop.run_in_executor(self._db, self._connect_main)
+            self._watch_conn = await loop.run_in_executor(self._watcher, self._connect)
+            self._seen = dict(await loop.run_in_executor(self._watcher, self._poll))
+        except (sqlite3.Error, OSError) as error:
+            await self.close()
+            raise StoreUnavailable(f"cannot open the sqlite store {self.path}: {error}") from None
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        for conn, executor in ((self._conn, self._db), (self._watch_conn, self._watcher)):
+            if executor is None:
+                continue
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    await loop.run_in_executor(executor, conn.close)
+            executor.shutdown(wait=False)
+        self._conn = self._watch_conn = None
+        self._db = self._watcher = None
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            str(self.path),
+            timeout=self.busy_timeout,
+            isolation_level=None,  # autocommit; transactions are explicit BEGIN IMMEDIATE
+            check_same_thread=False,  # used from its executor's one thread only
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _connect_main(self) -> sqlite3.Connection:
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {version}; this semo knows "
+                    f"{SCHEMA_VERSION}: upgrade semo"
+                )
+            if version < SCHEMA_VERSION:
+                try:
+                    # every statement is IF NOT EXISTS: two processes creating it at once is fine
+                    conn.executescript(
+                        f"BEGIN IMMEDIATE;\n{SCHEMA}\n"
+                        f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
+                    )
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _run(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        write: bool = False,
+        missing: str | None = None,
+        duplicate: str | None = None,
+    ) -> T:
+        """Run `fn(conn)` on the database thread (in `BEGIN IMMEDIATE` when `write`)."""
+        conn, executor = self._conn, self._db
+        if conn is None or executor is None:
+            raise StoreError("the sqlite store is not open (use `async with store:`)")
+
+        def call() -> T:
+            if not write:
+                return fn(conn)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return out
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, call)
+        except sqlite3.IntegrityError as error:
+            name = getattr(error, "sqlite_errorname", "")
+            if "FOREIGNKEY" in name and missing:
+                raise NotFound(missing) from None
+            if ("UNIQUE" in name or "PRIMARYKEY" in name) and duplicate:
+                raise StoreConflict(duplicate) from None
+            raise StoreError(f"the sqlite store refused the change: {error}") from None
+        except (sqlite3.OperationalError, sqlite3.ProgrammingError) as error:
+            raise StoreUnavailable(f"sqlite store {self.path}: {error}") from None
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"sqlite store {self.path}: {error}") from None
+
+    async def _insert(self, table: str, model: M, duplicate: str) -> M:
+        data = _to_db(model)
+        sql = _insert_sql(table, list(data)) + " RETURNING *"
+        row = await self._run(
+            lambda c: c.execute(sql, data).fetchone(),
+            write=True,
+            missing=f"office {getattr(model, 'office_id', '?')} not found",
+            duplicate=duplicate,
+        )
+        return _model(type(model), row)  # type: ignore[return-value]
+
+    async def _upsert(self, table: str, key: str, model: M) -> M:
+        data = _to_db(model)
+        sql = _upsert_sql(table, key, list(data))
+        row = await self._run(
+            lambda c: c.execute(sql, data).fetchone(),
+            write=True,
+            missing=f"office {getattr(model, 'office_id', '?')} not found",
+        )
+        return _model(type(model), row)  # type: ignore[return-value]
+
+    async def _get(self, cls: type[M], table: str, key: str, value: str, what: str) -> M:
+        row = await self._run(
+            lambda c: c.execute(f"SELECT * FROM {table} WHERE {key} = ?", (value,)).fetchone()
+        )
+        if row is None:
+            raise NotFound(f"no {what} {value}")
+        return _model(cls, row)  # type: ignore[return-value]
+
+    async def _list(self, cls: type[M], sql: str, params: tuple[Any, ...]) -> list[M]:
+        rows = await self._run(lambda c: c.execute(sql, params).fetchall())
+        return [cls.model_validate(_decode(r)) for r in rows]
+
+    # -- offices and agents --------------------------------------------------------------------
+
+    async def create_office(self, office: Office) -> Office:
+        return await self._insert("offices", office, f"office {office.id} already exists")
+
+    async def get_office(self, office_id: str) -> Office:
+        return await self._get(Office, "offices", "id", office_id, "office")
+
+    async def list_offices(self) -> list[Office]:
+        return await self._list(Office, "SELECT * FROM offices ORDER BY created_at, rowid", ())
+
+    async def upsert_agent(self, agent: Agent) -> Agent:
+        return await self._upsert("agents", "id", agent)
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        return await self._get(Agent, "agents", "id", agent_id, "agent")
+
+    async def list_agents(self, office_id: str) -> list[Agent]:
+        return await self._list(
+            Agent,
+            "SELECT * FROM agents WHERE office_id = ? ORDER BY created_at, rowid",
+            (office_id,),
+        )
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    async def upsert_session(self, session: AgentSession) -> AgentSession:
+        return await self._upsert("agent_sessions", "session_id", session)
+
+    async def get_session(self, session_id: str) -> AgentSession:
+        return await self._get(AgentSession, "agent_sessions", "session_id", session_id, "session")
+
+    async def list_sessions(
+        self, office_id: str, *, include_terminated: bool = False
+    ) -> list[AgentSession]:
+        where = "" if include_terminated else " AND status <> 'terminated'"
+        return await self._list(
+            AgentSession,
+            f"SELECT * FROM agent_sessions WHERE office_id = ?{where} ORDER BY created_at, rowid",
+            (office_id,),
+        )
+
+    async def set_session_status(
+        self, session_id: str, status: SessionStatus, *, reason: str | None = None
+    ) -> AgentSession:
+        check_session_status(status)
+
+        def change(c: sqlite3.Connection) -> sqlite3.Row:
+            row = c.execute(
+                "SELECT status FROM agent_sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no session {session_id}")
+            if row["status"] == "terminated" and status != "terminated":
+                raise StoreConflict(
+                    f"session {session_id} is terminated; it cannot become {status}"
+                )
+            at = ts(now())
+            return c.execute(
+                """UPDATE agent_sessions
+                      SET status = :status, last_activity_at = :at,
+                          end_reason = coalesce(:reason, end_reason),
+                          ended_at = CASE WHEN :status = 'terminated'
+                                          THEN coalesce(ended_at, :at) ELSE ended_at END
+                    WHERE session_id = :id RETURNING *""",
+                {"status": status, "at": at, "reason": no_nul(reason), "id": session_id},
+            ).fetchone()
+
+        return _model(AgentSession, await self._run(change, write=True))  # type: ignore[return-value]
+
+    # -- commands ----------------------------------------------------------------------------
+
+    async def insert_command(
+        self,
+        office_id: str,
+        command_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+    ) -> AgentCommand:
+        payload = check_new_command(command_type, payload, session_id)
+        command = AgentCommand(
+            office_id=office_id,
+            command_type=command_type,  # type: ignore[arg-type]
+            payload=payload,
+            session_id=session_id,
+        )
+        return await self._insert("agent_commands", command, f"command {command.id} exists")
+
+    async def get_command(self, command_id: str) -> AgentCommand:
+        return await self._get(AgentCommand, "agent_commands", "id", command_id, "command")
+
+    async def list_commands(
+        self, office_id: str, *, status: CommandStatus | None = None, limit: int = 100
+    ) -> list[AgentCommand]:
+        where = "" if status is None else " AND status = ?"
+        params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
+        return await self._list(
+            AgentCommand,
+            f"SELECT * FROM agent_commands WHERE office_id = ?{where}"
+            " ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            (*params, max(0, int(limit))),
+        )
+
+    async def claim_next_command(
+        self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> AgentCommand | None:
+        lease = timedelta(seconds=check_lease(lease_seconds))
+
+        def claim(c: sqlite3.Connection) -> sqlite3.Row | None:
+            while True:
+                at = now()
+                row = c.execute(
+                    """UPDATE agent_commands
+                          SET status = 'processing', claimed_by = :engine,
+                              lease_expires_at = :lease, attempts = attempts + 1, updated_at = :at
+                        WHERE id = (SELECT id FROM agent_commands
+                                     WHERE office_id = :office AND status = 'pending'
+                                     ORDER BY created_at, rowid LIMIT 1)
+                          AND status = 'pending'
+                    RETURNING *""",
+                    {
+                        "engine": engine_id,
+                        "lease": ts(at + lease),
+                        "at": ts(at),
+                        "office": office_id,
+                    },
+                ).fetchone()
+                if row is None:
+                    return None
+                problem = claimed_row_problem(_decode(row))
+                if problem is None:
+                    return row
+                # inserted around insert_command with a bad payload: fail it, claim the next
+                self._finish(c, row["id"], success=False, result=None, error=problem)
+
+        return _model(AgentCommand, await self._run(claim, write=True))
+
+    async def renew_leases(
+        self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+    ) -> int:
+        lease = timedelta(seconds=check_lease(lease_seconds))
+        return await self._run(
+            lambda c: (
+                c.execute(
+                    "UPDATE agent_commands SET lease_expires_at = ?"
+                    " WHERE status = 'processing' AND claimed_by = ?",
+                    (ts(now() + lease), engine_id),
+                ).rowcount
+            ),
+            write=True,
+        )
+
+    @staticmethod
+    def _finish(
+        c: sqlite3.Connection,
+        command_id: str,
+        *,
+        success: bool,
+        result: dict[str, Any] | None,
+        error: str | None,
+    ) -> sqlite3.Row:
+        at = ts(now())
+        c.execute(
+            "UPDATE agent_commands SET status = ?, lease_expires_at = NULL, updated_at = ?"
+            " WHERE id = ?",
+            ("completed" if success else "failed", at, command_id),
+        )
+        row = AgentCommandResult(command_id=command_id, success=success, result=result, error=error)
+        data = _to_db(row)
+        return c.execute(
+            _insert_sql("agent_command_results", list(data)) + " RETURNING *", data
+        ).fetchone()
+
+    async def complete_command(
+        self,
+        command_id: str,
+        engine_id: str,
+        *,
+        success: bool,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> AgentCommandResult:
+        def complete(c: sqlite3.Connection) -> sqlite3.Row:
+            row = c.execute(
+                "SELECT status, claimed_by FROM agent_commands WHERE id = ?", (command_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"command {command_id} not found")
+            if row["status"] in ("completed", "failed"):
+                raise StoreConflict(f"command {command_id} is already {row['status']}")
+            if row["status"] != "processing" or row["claimed_by"] != engine_id:
+                raise StoreConflict(
+                    f"engine {engine_id} does not hold command {command_id} (it is "
+                    f"{row['status']}, claimed by {row['claimed_by'] or 'nobody'})"
+                )
+            return self._finish(c, command_id, success=success, result=result, error=error)
+
+        row = await self._run(
+            complete, write=True, duplicate=f"command {command_id} already has a result"
+        )
+        return _model(AgentCommandResult, row)  # type: ignore[return-value]
+
+    async def recover_expired(self) -> list[AgentCommand]:
+        def recover(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            at = ts(now())
+            expired = c.execute(
+                "SELECT * FROM agent_commands WHERE status = 'processing'"
+                " AND lease_expires_at < ? ORDER BY created_at, rowid",
+                (at,),
+            ).fetchall()
+            out = []
+            for row in expired:
+                safe = row["command_type"] in SAFE_TO_REPEAT
+                if safe and row["attempts"] < MAX_ATTEMPTS:
+                    c.execute(
+                        "UPDATE agent_commands SET status = 'pending', claimed_by = NULL,"
+                        " lease_expires_at = NULL, updated_at = ? WHERE id = ?",
+                        (at, row["id"]),
+                    )
+                else:
+                    reason = recovery_reason(
+                        row["claimed_by"],
+                        row["command_type"],
+                        datetime.fromisoformat(row["lease_expires_at"]),
+                        row["attempts"],
+                        safe,
+                    )
+                    self._finish(c, row["id"], success=False, result=None, error=reason)
+                out.append(
+                    c.execute("SELECT * FROM agent_commands WHERE id = ?", (row["id"],)).fetchone()
+                )
+            return out
+
+        rows = await self._run(recover, write=True)
+        return [AgentCommand.model_validate(_decode(r)) for r in rows]
+
+    async def get_result(self, command_id: str) -> AgentCommandResult | None:
+        def read(c: sqlite3.Connection) -> sqlite3.Row | None:
+            row = c.execute(
+                "SELECT * FROM agent_command_results WHERE command_id = ?", (command_id,)
+            ).fetchone()
+            if (
+                row is None
+                and c.execute("SELECT 1 FROM agent_commands WHERE id = ?", (command_id,)).fetchone()
+                is None
+            ):
+                raise NotFound(f"command {command_id} not found")
+            return row
+
+        return _model(AgentCommandResult, await self._run(read))
+
+    # -- questions ---------------------------------------------------------------------------
+
+    async def create_question(self, question: UserQuestion) -> UserQuestion:
+        return await self._insert(
+            "user_questions", question, f"question {question.id} already exists"
+        )
+
+    async def get_question(self, question_id: str) -> UserQuestion:
+        return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
+
+    async def list_questions(
+        self, office_id: str, *, status: QuestionStatus | None = "pending"
+    ) -> list[UserQuestion]:
+        where = "" if status is None else " AND status = ?"
+        params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
+        return await self._list(
+            UserQuestion,
+            f"SELECT * FROM user_questions WHERE office_id = ?{where} ORDER BY created_at, rowid",
+            params,
+        )
+
+    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
+        def answer_it(c: sqlite3.Connection) -> sqlite3.Row:
+            row = c.execute(
+                "SELECT status FROM user_questions WHERE id = ?", (question_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no question {question_id}")
+            if row["status"] != "pending":
+                raise StoreConflict(f"question {question_id} is already {row['status']}")
+            return c.execute(
+                "UPDATE user_questions SET status = 'answered', answer = ?, answered_at = ?"
+                " WHERE id = ? RETURNING *",
+                (no_nul(answer), ts(now()), question_id),
+            ).fetchone()
+
+        return _model(UserQuestion, await self._run(answer_it, write=True))  # type: ignore[return-value]
+
+    # -- invocations, results, jobs -----------------------------------------------------------
+
+    async def create_invocation(self, invocation: AgentInvocation) -> AgentInvocation:
+        return await self._insert(
+            "agent_invocations", invocation, f"invocation {invocation.id} already exists"
+        )
+
+    async def update_invocation(
+        self, invocation_id: str, *, status: str, error: str | None = None
+    ) -> AgentInvocation:
+        check_invocation_status(status)
+        row = await self._run(
+            lambda c: c.execute(
+                "UPDATE agent_invocations SET status = ?, error = ?, updated_at = ?"
+                " WHERE id = ? RETURNING *",
+                (status, no_nul(error), ts(now()), invocation_id),
+            ).fetchone(),
+            write=True,
+        )
+        if row is None:
+            raise NotFound(f"no invocation {invocation_id}")
+        return _model(AgentInvocation, row)  # type: ignore[return-value]
+
+    async def list_invocations(self, office_id: str) -> list[AgentInvocation]:
+        return await self._list(
+            AgentInvocation,
+            "SELECT * FROM agent_invocations WHERE office_id = ? ORDER BY created_at, rowid",
+            (office_id,),
+        )
+
+    async def create_result(self, result: AgentResult) -> AgentResult:
+        return await self._insert("agent_results", result, f"result {result.id} already exists")
+
+    async def mark_result_delivered(self, result_id: str) -> AgentResult:
+        def deliver(c: sqlite3.Connection) -> sqlite3.Row:
+            row = c.execute(
+                "SELECT status FROM agent_results WHERE id = ?", (result_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no result {result_id}")
+            if row["status"] != "pending":
+                raise StoreConflict(f"result {result_id} is already {row['status']}")
+            return c.execute(
+                "UPDATE agent_results SET status = 'delivered', delivered_at = ?"
+                " WHERE id = ? RETURNING *",
+                (ts(now()), result_id),
+            ).fetchone()
+
+        return _model(AgentResult, await self._run(deliver, write=True))  # type: ignore[return-value]
+
+    async def list_results(self, office_id: str, *, status: str | None = None) -> list[AgentResult]:
+        if status is not None and status not in RESULT_STATUSES:
+            raise StoreError(f"unknown result status {status!r}")
+        where = "" if status is None else " AND status = ?"
+        params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
+        return await self._list(
+            AgentResult,
+            f"SELECT * FROM agent_results WHERE office_id = ?{where} ORDER BY created_at, rowid",
+            params,
+        )
+
+    async def create_job(self, job: Job) -> Job:
+        return await self._insert("jobs", job, f"job {job.id} already exists")
+
+    async def update_job(self, job_id: str, **changes: Any) -> Job:
+        def update(c: sqlite3.Connection) -> sqlite3.Row:
+            row = c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job_id}")
+            job = updated_job(Job.model_validate(_decode(row)), changes, now())
+            data = _to_db(job)
+            sets = ", ".join(f"{k} = :{k}" for k in data if k not in ("id", "created_at"))
+            return c.execute(f"UPDATE jobs SET {sets} WHERE id = :id RETURNING *", data).fetchone()
+
+        return _model(Job, await self._run(update, write=True))  # type: ignore[return-value]
+
+    async def get_job(self, job_id: str) -> Job:
+        return await self._get(Job, "jobs", "id", job_id, "job")
+
+    # -- wake-ups ----------------------------------------------------------------------------
+
+    def _poll(self) -> dict[str, int]:
+        """On the watcher thread: the wake-up counters, re-read only when data_version moved."""
+        conn = self._watch_conn
+        if conn is None:
+            raise sqlite3.ProgrammingError("the store is closed")
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._watch_version:
+            self._watch_version = version
+            self._watch_seqs = dict(conn.execute("SELECT office_id, seq FROM semo_wakeups"))
+        return self._watch_seqs
+
+    async def wait_for_change(self, office_id: str, timeout: float) -> bool:
+        """True when a command was inserted or re-queued, a result written or a question
+        answered for the office since the store opened or the last call that returned True."""
+        watcher = self._watcher
+        if watcher is None or self._watch_conn is None:
+            raise StoreError("the sqlite store is not open (use `async with store:`)")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        poll = functools.partial(loop.run_in_executor, watcher, self._poll)
+        while True:
+            try:
+                seqs = await poll()
+            except sqlite3.Error as error:
+                raise StoreUnavailable(f"sqlite store {self.path}: {error}") from None
+            current = seqs.get(office_id, 0)
+            if current != self._seen.get(office_id, 0):
+                self._seen[office_id] = current
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(self.poll_interval, left))

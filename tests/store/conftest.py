@@ -1,0 +1,144 @@
+"""Fixtures for the store tests: every conformance test runs once per backend.
+
+- sqlite: a fresh file under tmp_path.
+- postgres: a fresh database `semo_test_<uuid>` on $SEMO_TEST_POSTGRES (default
+  postgresql://postgres@127.0.0.1:5432/postgres), migrated with `migrate`, dropped afterwards.
+  A test fails with the reason when that server cannot be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from engine.store.base import Store
+from engine.store.migrate import migrate
+from engine.store.postgres import PostgresStore
+from engine.store.sqlite import SqliteStore
+
+ADMIN_DSN = os.environ.get("SEMO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+async def admin_connection() -> psycopg.AsyncConnection[Any]:
+    try:
+        return await psycopg.AsyncConnection.connect(ADMIN_DSN, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as error:
+        pytest.fail(f"no Postgres at {ADMIN_DSN} (scripts/test starts one): {error}")
+
+
+@asynccontextmanager
+async def fresh_database() -> AsyncIterator[str]:
+    """A new empty database; yields its DSN; drops it (and its connections) afterwards."""
+    admin = await admin_connection()
+    name = f"semo_test_{uuid.uuid4().hex}"
+    try:
+        await admin.execute(f'create database "{name}"')
+        try:
+            yield make_conninfo(ADMIN_DSN, dbname=name)
+        finally:
+            await admin.execute(f'drop database if exists "{name}" with (force)')
+    finally:
+        await admin.close()
+
+
+class Stores:
+    """Opens store instances on one backend's database (several, like several engines)."""
+
+    def __init__(self, backend: str, target: str) -> None:
+        self.backend = backend
+        self.target = target  # the sqlite path or the postgres DSN
+        self._opened: list[Store] = []
+
+    def make(self, **options: Any) -> Store:
+        if self.backend == "sqlite":
+            return SqliteStore(self.target, **options)
+        return PostgresStore(self.target, **options)
+
+    async def new(self, **options: Any) -> Store:
+        store = self.make(**options)
+        await store.open()
+        self._opened.append(store)
+        return store
+
+    async def close_all(self) -> None:
+        for store in self._opened:
+            await store.close()
+
+    async def raw_insert_command(
+        self, office_id: str, command_type: str, payload: Any, session_id: str | None = None
+    ) -> str:
+        """Insert a row around the Store (as a web app would), skipping its validation."""
+        command_id = str(uuid.uuid4())
+        text = json.dumps(payload)
+        if self.backend == "sqlite":
+            conn = sqlite3.connect(self.target)
+            try:
+                with conn:
+                    conn.execute(
+                        "INSERT INTO agent_commands (id, office_id, session_id, command_type,"
+                        " payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?,"
+                        " strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'),"
+                        " strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'))",
+                        (command_id, office_id, session_id, command_type, text),
+                    )
+            finally:
+                conn.close()
+        else:
+            async with await psycopg.AsyncConnection.connect(self.target, autocommit=True) as conn:
+                await conn.execute(
+                    "insert into agent_commands (id, office_id, session_id, command_type, payload)"
+                    " values (%s, %s, %s, %s, %s::jsonb)",
+                    (command_id, office_id, session_id, command_type, text),
+                )
+        return command_id
+
+
+@asynccontextmanager
+async def open_stores(backend: str, tmp_path: Path) -> AsyncIterator[Stores]:
+    if backend == "sqlite":
+        factory = Stores("sqlite", str(tmp_path / "semo.db"))
+        try:
+            yield factory
+        finally:
+            await factory.close_all()
+        return
+    async with fresh_database() as dsn:
+        await migrate(dsn)
+        factory = Stores("postgres", dsn)
+        try:
+            yield factory
+        finally:
+            await factory.close_all()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
+    async with open_stores(request.param, tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture
+async def sqlite_stores(tmp_path: Path) -> AsyncIterator[Stores]:
+    async with open_stores("sqlite", tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture
+async def postgres_stores(tmp_path: Path) -> AsyncIterator[Stores]:
+    async with open_stores("postgres", tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture
+async def store(stores: Stores) -> Store:
+    return await stores.new()

@@ -1,0 +1,692 @@
+"""One suite for every Store backend (see conftest.py: each test runs on sqlite and postgres).
+
+Latency is not asserted here (budgets live in bench/); wake-ups are checked to arrive, with
+generous timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from engine.store._shared import MAX_ATTEMPTS
+from engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
+from engine.store.models import (
+    MAX_PAYLOAD_BYTES,
+    Agent,
+    AgentInvocation,
+    AgentResult,
+    AgentSession,
+    InvalidCommand,
+    Job,
+    Office,
+    UserQuestion,
+)
+from tests.store.conftest import ADMIN_DSN, Stores
+
+REPO = Path(__file__).resolve().parents[2]
+UNICODE = "한국어 — émoji 🚀 ZWJ 👩‍💻 quotes \"'\\ ` and \u2028 line sep, RTL שלום, \U0001f600"
+
+
+async def office(store: Store, name: str = "office") -> Office:
+    return await store.create_office(Office(name=name))
+
+
+# -- offices and agents ------------------------------------------------------------------------
+
+
+async def test_offices(store: Store) -> None:
+    first = await store.create_office(Office(name="first", repository="git@x:y.git"))
+    second = await store.create_office(Office(name="second 사무실"))
+    assert await store.get_office(first.id) == first
+    assert [o.id for o in await store.list_offices()] == [first.id, second.id]
+    with pytest.raises(StoreConflict):
+        await store.create_office(Office(id=first.id, name="again"))
+    with pytest.raises(NotFound):
+        await store.get_office("no-such-office")
+
+
+async def test_agents(store: Store) -> None:
+    o = await office(store)
+    agent = Agent(
+        office_id=o.id,
+        name="Backend 개발자",
+        role="backend",
+        prompt=UNICODE,
+        scope_patterns=["src/**", "테스트/*"],
+        core_skills=["python"],
+        command=["claude", "--model", "opus"],
+    )
+    stored = await store.upsert_agent(agent)
+    assert stored == agent
+    assert await store.get_agent(agent.id) == agent
+    changed = await store.upsert_agent(
+        agent.model_copy(update={"prompt": "new", "core_skills": []})
+    )
+    assert changed.prompt == "new" and changed.core_skills == []
+    assert changed.created_at == agent.created_at
+    other = await store.upsert_agent(Agent(office_id=o.id, name="Front", role="frontend"))
+    assert [a.id for a in await store.list_agents(o.id)] == [agent.id, other.id]
+    assert await store.list_agents("no-such-office") == []
+    with pytest.raises(NotFound):
+        await store.get_agent("nobody")
+    with pytest.raises(NotFound, match="office"):
+        await store.upsert_agent(Agent(office_id="no-such-office", name="x", role="x"))
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+async def test_sessions(store: Store) -> None:
+    o = await office(store)
+    one = await store.upsert_session(AgentSession(office_id=o.id, agent_id="a1", pid=123))
+    two = await store.upsert_session(
+        AgentSession(office_id=o.id, agent_id="a2", status="ready", engine_id="e1")
+    )
+    assert await store.get_session(one.session_id) == one
+    again = await store.upsert_session(one.model_copy(update={"status": "ready", "pid": 456}))
+    assert again.status == "ready" and again.pid == 456 and again.created_at == one.created_at
+
+    ended = await store.set_session_status(two.session_id, "terminated", reason="operator")
+    assert ended.status == "terminated"
+    assert ended.end_reason == "operator" and ended.ended_at is not None
+    assert ended.last_activity_at >= two.last_activity_at
+    assert [s.session_id for s in await store.list_sessions(o.id)] == [one.session_id]
+    listed = await store.list_sessions(o.id, include_terminated=True)
+    assert [s.session_id for s in listed] == [one.session_id, two.session_id]
+
+    busy = await store.set_session_status(one.session_id, "executing")
+    assert busy.status == "executing" and busy.ended_at is None
+    with pytest.raises(StoreConflict, match="terminated"):
+        await store.set_session_status(two.session_id, "ready")
+    with pytest.raises(NotFound):
+        await store.set_session_status("no-such-session", "ready")
+    with pytest.raises(NotFound):
+        await store.get_session("no-such-session")
+    with pytest.raises(StoreError, match="unknown session status"):
+        await store.set_session_status(one.session_id, "sleeping")  # type: ignore[arg-type]
+    with pytest.raises(NotFound, match="office"):
+        await store.upsert_session(AgentSession(office_id="no-such-office", agent_id="a"))
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+async def test_insert_get_and_list_commands(store: Store) -> None:
+    o = await office(store)
+    first = await store.insert_command(o.id, "create_session", {"role": "backend"})
+    second = await store.insert_command(o.id, "send_prompt", {"prompt": UNICODE}, session_id="s")
+    third = await store.insert_command(o.id, "get_output", session_id="s")
+    assert first.status == "pending" and first.attempts == 0 and first.claimed_by is None
+    assert third.payload == {}
+    assert await store.get_command(second.id) == second
+    assert second.payload == {"prompt": UNICODE}
+    # newest first
+    assert [c.id for c in await store.list_commands(o.id)] == [third.id, second.id, first.id]
+    assert [c.id for c in await store.list_commands(o.id, limit=2)] == [third.id, second.id]
+    claimed = await store.claim_next_command(o.id, "e1")
+    assert claimed is not None and claimed.id == first.id
+    assert [c.id for c in await store.list_commands(o.id, status="processing")] == [first.id]
+    pending = await store.list_commands(o.id, status="pending")
+    assert [c.id for c in pending] == [third.id, second.id]
+    assert await store.list_commands("no-such-office") == []
+    with pytest.raises(NotFound):
+        await store.get_command("no-such-command")
+
+
+@pytest.mark.parametrize(
+    ("command_type", "payload", "session_id", "message"),
+    [
+        ("launch_missiles", {}, None, "unknown command type"),
+        ("send_prompt", {"prompt": "hi"}, None, "needs a session_id"),
+        ("send_prompt", {}, "s", "prompt"),
+        ("send_prompt", {"prompt": "hi", "colour": "red"}, "s", "colour"),
+        ("send_prompt", {"prompt": "hi", "timeout": -1}, "s", "timeout"),
+        ("create_session", {}, None, "agent_id or role"),
+        ("run_job", {"job": 1}, None, "job_id"),
+        ("get_output", ["not", "an", "object"], "s", "JSON object"),
+        ("send_text", {"text": "x" * (MAX_PAYLOAD_BYTES + 1)}, "s", "limit"),
+    ],
+)
+async def test_insert_command_rejects_bad_input(
+    store: Store, command_type: str, payload: object, session_id: str | None, message: str
+) -> None:
+    o = await office(store)
+    with pytest.raises(InvalidCommand, match=message):
+        await store.insert_command(o.id, command_type, payload, session_id=session_id)  # type: ignore[arg-type]
+    assert await store.list_commands(o.id) == []
+
+
+async def test_insert_command_for_missing_office(store: Store) -> None:
+    with pytest.raises(NotFound, match="office no-such-office"):
+        await store.insert_command("no-such-office", "get_output", session_id="s")
+
+
+async def test_claim_oldest_first_with_lease(store: Store) -> None:
+    o = await office(store)
+    other = await office(store, "other")
+    ids = [
+        (await store.insert_command(o.id, "get_output", session_id=f"s{i}")).id for i in range(3)
+    ]
+    await store.insert_command(other.id, "get_output", session_id="x")
+    before = datetime.now(UTC)
+    claimed = await store.claim_next_command(o.id, "engine-1", lease_seconds=60)
+    assert claimed is not None and claimed.id == ids[0]
+    assert claimed.status == "processing" and claimed.claimed_by == "engine-1"
+    assert claimed.attempts == 1
+    assert claimed.lease_expires_at is not None
+    assert before + timedelta(seconds=50) < claimed.lease_expires_at
+    assert claimed.lease_expires_at < before + timedelta(seconds=70)
+    assert await store.get_command(ids[0]) == claimed
+    assert [(await store.claim_next_command(o.id, "engine-1")).id for _ in range(2)] == ids[1:]  # type: ignore[union-attr]
+    assert await store.claim_next_command(o.id, "engine-1") is None
+    assert await store.claim_next_command("no-such-office", "engine-1") is None
+    with pytest.raises(ValueError, match="lease_seconds"):
+        await store.claim_next_command(o.id, "engine-1", lease_seconds=0)
+
+
+async def test_concurrent_claimers_exactly_one_wins(stores: Stores) -> None:
+    a, b = await stores.new(), await stores.new()
+    o = await office(a)
+    for _ in range(5):
+        command = await a.insert_command(o.id, "get_output", session_id="s")
+        won = await asyncio.gather(
+            a.claim_next_command(o.id, "engine-a"), b.claim_next_command(o.id, "engine-b")
+        )
+        assert sorted(w is not None for w in won) == [False, True]
+        winner = next(w for w in won if w is not None)
+        assert winner.id == command.id
+
+
+async def test_two_engines_drain_a_queue_exactly_once(stores: Stores) -> None:
+    engines = [await stores.new() for _ in range(3)]
+    o = await office(engines[0])
+    inserted = {
+        (await engines[0].insert_command(o.id, "get_output", session_id=f"s{i}")).id
+        for i in range(30)
+    }
+    claims: dict[str, list[str]] = {}
+
+    async def drain(store: Store, name: str) -> None:
+        while (command := await store.claim_next_command(o.id, name)) is not None:
+            claims.setdefault(command.id, []).append(name)
+            await store.complete_command(command.id, name, success=True, result={"by": name})
+
+    await asyncio.gather(*(drain(s, f"engine-{i}") for i, s in enumerate(engines)))
+    assert set(claims) == inserted
+    assert all(len(names) == 1 for names in claims.values())
+    for command_id, names in claims.items():
+        result = await engines[1].get_result(command_id)
+        assert result is not None and result.result == {"by": names[0]}
+
+
+async def test_renew_leases(store: Store) -> None:
+    o = await office(store)
+    await store.insert_command(o.id, "get_output", session_id="s")
+    await store.insert_command(o.id, "cancel", session_id="s")
+    await store.insert_command(o.id, "cancel", session_id="s")
+    one = await store.claim_next_command(o.id, "e1", lease_seconds=0.3)
+    two = await store.claim_next_command(o.id, "e1", lease_seconds=0.3)
+    three = await store.claim_next_command(o.id, "e2", lease_seconds=0.3)
+    assert one and two and three and one.lease_expires_at
+    assert await store.renew_leases("e1", lease_seconds=60) == 2
+    renewed = await store.get_command(one.id)
+    assert renewed.lease_expires_at and renewed.lease_expires_at > one.lease_expires_at + timedelta(
+        seconds=30
+    )
+    await store.complete_command(two.id, "e1", success=True)
+    assert await store.renew_leases("e1", lease_seconds=60) == 1  # completed ones are not leased
+    assert await store.renew_leases("nobody") == 0
+    await asyncio.sleep(0.5)
+    recovered = await store.recover_expired()
+    assert [c.id for c in recovered] == [three.id]  # e1's renewed lease did not expire
+    with pytest.raises(ValueError, match="lease_seconds"):
+        await store.renew_leases("e1", lease_seconds=-1)
+
+
+async def test_recover_expired_requeues_safe_and_fails_unsafe(store: Store) -> None:
+    o = await office(store)
+    safe = await store.insert_command(o.id, "get_output", session_id="s")
+    unsafe = await store.insert_command(o.id, "send_prompt", {"prompt": "go"}, session_id="s")
+    kept = await store.insert_command(o.id, "terminate", session_id="s")
+    assert (await store.claim_next_command(o.id, "dead-engine", lease_seconds=0.05)).id == safe.id  # type: ignore[union-attr]
+    claim = await store.claim_next_command(o.id, "dead-engine", lease_seconds=0.05)
+    assert claim is not None and claim.id == unsafe.id
+    assert (await store.claim_next_command(o.id, "live-engine", lease_seconds=60)).id == kept.id  # type: ignore[union-attr]
+    await asyncio.sleep(0.3)
+
+    recovered = {c.id: c for c in await store.recover_expired()}
+    assert set(recovered) == {safe.id, unsafe.id}
+    requeued = recovered[safe.id]
+    assert requeued.status == "pending" and requeued.claimed_by is None
+    assert requeued.lease_expires_at is None and requeued.attempts == 1
+    assert await store.get_result(safe.id) is None
+    failed = recovered[unsafe.id]
+    assert failed.status == "failed" and failed.lease_expires_at is None
+    result = await store.get_result(unsafe.id)
+    assert result is not None and result.success is False
+    assert result.error and "dead-engine" in result.error and "not safe to repeat" in result.error
+    assert (await store.get_command(kept.id)).status == "processing"
+
+    # a second recovery finds nothing; the dead engine cannot complete what it lost
+    assert await store.recover_expired() == []
+    with pytest.raises(StoreConflict):
+        await store.complete_command(unsafe.id, "dead-engine", success=True)
+    with pytest.raises(StoreConflict):
+        await store.complete_command(safe.id, "dead-engine", success=True)
+    assert (await store.get_result(unsafe.id)) == result  # still exactly one result
+
+    again = await store.claim_next_command(o.id, "live-engine")
+    assert again is not None and again.id == safe.id and again.attempts == 2
+
+
+async def test_recover_gives_up_on_a_command_that_keeps_killing_engines(store: Store) -> None:
+    o = await office(store)
+    command = await store.insert_command(o.id, "get_output", session_id="s")
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        claimed = await store.claim_next_command(o.id, f"engine-{attempt}", lease_seconds=0.01)
+        assert claimed is not None and claimed.attempts == attempt
+        await asyncio.sleep(0.05)
+        [recovered] = await store.recover_expired()
+    assert recovered.status == "failed"
+    result = await store.get_result(command.id)
+    assert result is not None and not result.success
+    assert f"after {MAX_ATTEMPTS} attempts" in (result.error or "")
+
+
+async def test_an_expired_lease_nobody_recovered_yet_can_still_complete(store: Store) -> None:
+    o = await office(store)
+    command = await store.insert_command(o.id, "send_prompt", {"prompt": "p"}, session_id="s")
+    await store.claim_next_command(o.id, "slow-engine", lease_seconds=0.01)
+    await asyncio.sleep(0.05)
+    result = await store.complete_command(command.id, "slow-engine", success=True)
+    assert result.success and (await store.get_command(command.id)).status == "completed"
+    assert await store.recover_expired() == []
+
+
+async def test_complete_command(store: Store) -> None:
+    o = await office(store)
+    good = await store.insert_command(o.id, "get_output", session_id="s")
+    bad = await store.insert_command(o.id, "send_keys", {"keys": "C-c"}, session_id="s")
+    pending = await store.insert_command(o.id, "cancel", session_id="s")
+    await store.claim_next_command(o.id, "e1")
+    await store.claim_next_command(o.id, "e1")
+    assert await store.get_result(good.id) is None
+
+    with pytest.raises(StoreConflict, match="e2"):
+        await store.complete_command(good.id, "e2", success=True)
+    done = await store.complete_command(good.id, "e1", success=True, result={"text": UNICODE})
+    assert done.command_id == good.id and done.success and done.result == {"text": UNICODE}
+    assert (await store.get_command(good.id)).status == "completed"
+    assert await store.get_result(good.id) == done
+    with pytest.raises(StoreConflict, match="already completed"):
+        await store.complete_command(good.id, "e1", success=True)
+    with pytest.raises(StoreConflict):
+        await store.complete_command(good.id, "e1", success=False, error="again")
+
+    failed = await store.complete_command(bad.id, "e1", success=False, error="no such key")
+    assert not failed.success and failed.error == "no such key" and failed.result is None
+    assert (await store.get_command(bad.id)).status == "failed"
+    assert (await store.get_command(bad.id)).lease_expires_at is None
+
+    with pytest.raises(StoreConflict, match="pending"):
+        await store.complete_command(pending.id, "e1", success=True)
+    with pytest.raises(NotFound):
+        await store.complete_command("no-such-command", "e1", success=True)
+    with pytest.raises(NotFound):
+        await store.get_result("no-such-command")
+    assert (await store.get_result(good.id)) == done  # exactly one result each
+
+
+async def test_nul_characters_are_stored_as_replacement_characters(store: Store) -> None:
+    o = await office(store)
+    command = await store.insert_command(o.id, "send_text", {"text": "a\x00b"}, session_id="s")
+    assert command.payload == {"text": "a\ufffdb"}
+    await store.claim_next_command(o.id, "e1")
+    result = await store.complete_command(
+        command.id, "e1", success=False, result={"screen\x00": ["\x00"]}, error="bad\x00byte"
+    )
+    assert result.result == {"screen\ufffd": ["\ufffd"]} and result.error == "bad\ufffdbyte"
+    assert await store.get_result(command.id) == result
+
+
+async def test_claim_fails_rows_inserted_around_validation(stores: Stores) -> None:
+    store = await stores.new()
+    o = await office(store)
+    bad_payload = await stores.raw_insert_command(o.id, "send_prompt", {"prompt": ""}, "s")
+    no_session = await stores.raw_insert_command(o.id, "send_text", {"text": "hi"})
+    good = await stores.raw_insert_command(o.id, "get_output", {"lines": 5}, "s")
+    claimed = await store.claim_next_command(o.id, "e1")
+    assert claimed is not None and claimed.id == good and claimed.payload == {"lines": 5}
+    for command_id, reason in ((bad_payload, "prompt"), (no_session, "session_id")):
+        assert (await store.get_command(command_id)).status == "failed"
+        result = await store.get_result(command_id)
+        assert result is not None and not result.success
+        assert result.error and "rejected" in result.error and reason in result.error
+
+
+async def test_database_rejects_unknown_command_types(stores: Stores) -> None:
+    store = await stores.new()
+    o = await office(store)
+    with pytest.raises((psycopg.Error, __import__("sqlite3").Error)):
+        await stores.raw_insert_command(o.id, "launch_missiles", {})
+
+
+# -- questions ---------------------------------------------------------------------------------
+
+
+async def test_questions(store: Store) -> None:
+    o = await office(store)
+    first = await store.create_question(
+        UserQuestion(office_id=o.id, agent_id="a", session_id="s", question=UNICODE)
+    )
+    second = await store.create_question(
+        UserQuestion(
+            office_id=o.id,
+            agent_id="a",
+            question_type="choice",
+            question="Which?",
+            options=["빨강", "blue"],
+        )
+    )
+    assert await store.get_question(first.id) == first
+    assert [q.id for q in await store.list_questions(o.id)] == [first.id, second.id]
+    answered = await store.answer_question(second.id, "빨강")
+    assert answered.status == "answered" and answered.answer == "빨강"
+    assert answered.answered_at is not None
+    assert [q.id for q in await store.list_questions(o.id)] == [first.id]
+    assert [q.id for q in await store.list_questions(o.id, status="answered")] == [second.id]
+    assert [q.id for q in await store.list_questions(o.id, status=None)] == [first.id, second.id]
+    with pytest.raises(StoreConflict, match="already answered"):
+        await store.answer_question(second.id, "blue")
+    assert (await store.get_question(second.id)).answer == "빨강"
+    with pytest.raises(NotFound):
+        await store.answer_question("no-such-question", "x")
+    with pytest.raises(NotFound):
+        await store.get_question("no-such-question")
+    with pytest.raises(StoreConflict):
+        await store.create_question(first)
+    with pytest.raises(NotFound, match="office"):
+        await store.create_question(
+            UserQuestion(office_id="no-such-office", agent_id="a", question="?")
+        )
+
+
+# -- invocations, results, jobs ----------------------------------------------------------------
+
+
+async def test_invocations(store: Store) -> None:
+    o = await office(store)
+    first = await store.create_invocation(
+        AgentInvocation(
+            office_id=o.id,
+            caller_agent_id="a",
+            target_agent_id="b",
+            task=UNICODE,
+            context={"files": ["x.py"], "note": "🚀"},
+        )
+    )
+    second = await store.create_invocation(
+        AgentInvocation(office_id=o.id, caller_agent_id="b", target_agent_id="a", task="t")
+    )
+    assert [i.id for i in await store.list_invocations(o.id)] == [first.id, second.id]
+    running = await store.update_invocation(first.id, status="running")
+    assert running.status == "running" and running.error is None
+    assert running.updated_at >= first.updated_at and running.context == first.context
+    failed = await store.update_invocation(first.id, status="failed", error="target died")
+    assert failed.status == "failed" and failed.error == "target died"
+    with pytest.raises(StoreError, match="unknown invocation status"):
+        await store.update_invocation(first.id, status="exploded")
+    with pytest.raises(NotFound):
+        await store.update_invocation("no-such-invocation", status="running")
+    with pytest.raises(StoreConflict):
+        await store.create_invocation(second)
+
+
+async def test_results(store: Store) -> None:
+    o = await office(store)
+    structured = await store.create_result(
+        AgentResult(
+            office_id=o.id,
+            invocation_id="inv-1",
+            sender_agent_id="b",
+            recipient_agent_id="a",
+            summary="done ✓",
+            payload={"files": ["a.py"], "count": 2, "nested": {"ok": True}},
+        )
+    )
+    text = await store.create_result(
+        AgentResult(office_id=o.id, sender_agent_id="b", recipient_agent_id="a", payload=UNICODE)
+    )
+    assert text.payload == UNICODE
+    assert [r.id for r in await store.list_results(o.id)] == [structured.id, text.id]
+    delivered = await store.mark_result_delivered(structured.id)
+    assert delivered.status == "delivered" and delivered.delivered_at is not None
+    assert delivered.payload == structured.payload
+    assert [r.id for r in await store.list_results(o.id, status="pending")] == [text.id]
+    assert [r.id for r in await store.list_results(o.id, status="delivered")] == [structured.id]
+    with pytest.raises(StoreConflict, match="already delivered"):
+        await store.mark_result_delivered(structured.id)
+    with pytest.raises(NotFound):
+        await store.mark_result_delivered("no-such-result")
+
+
+async def test_jobs(store: Store) -> None:
+    o = await office(store)
+    job = await store.create_job(
+        Job(office_id=o.id, agent_id="a", task="refactor 모듈", context={"k": [1, 2]})
+    )
+    assert await store.get_job(job.id) == job
+    running = await store.update_job(job.id, status="running", session_id="s", attempts=1)
+    assert (running.status, running.session_id, running.attempts) == ("running", "s", 1)
+    assert running.updated_at >= job.updated_at and running.created_at == job.created_at
+    failed = await store.update_job(
+        job.id, status="failed", failure_reason="tests failed", needs_human=True
+    )
+    assert failed.needs_human is True and failed.failure_reason == "tests failed"
+    assert await store.get_job(job.id) == failed
+    with pytest.raises(StoreError, match="unknown or fixed field"):
+        await store.update_job(job.id, office_id="elsewhere")
+    with pytest.raises(StoreError, match="unknown or fixed field"):
+        await store.update_job(job.id, colour="red")
+    with pytest.raises(StoreError, match="status"):
+        await store.update_job(job.id, status="exploded")
+    assert await store.get_job(job.id) == failed  # nothing half-written
+    with pytest.raises(NotFound):
+        await store.update_job("no-such-job", status="done")
+    with pytest.raises(NotFound):
+        await store.get_job("no-such-job")
+    with pytest.raises(StoreConflict):
+        await store.create_job(job)
+
+
+# -- wake-ups ----------------------------------------------------------------------------------
+
+
+async def test_wait_times_out_without_changes(store: Store) -> None:
+    o = await office(store)
+    started = time.monotonic()
+    assert await store.wait_for_change(o.id, 0.2) is False
+    assert time.monotonic() - started >= 0.15
+    assert await store.wait_for_change(o.id, 0) is False
+
+
+async def test_insert_by_another_instance_wakes_the_waiter(stores: Stores) -> None:
+    engine, client = await stores.new(), await stores.new()
+    o = await office(client)
+    other = await office(client, "other")
+    assert await engine.wait_for_change(o.id, 0) is False
+    waiting = asyncio.create_task(engine.wait_for_change(o.id, 10))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    await client.insert_command(other.id, "get_output", session_id="s")  # another office
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    await client.insert_command(o.id, "get_output", session_id="s")
+    assert await asyncio.wait_for(waiting, 5) is True
+    assert await engine.claim_next_command(o.id, "engine") is not None
+    assert await engine.wait_for_change(o.id, 0.05) is False  # consumed
+
+
+async def test_change_while_nobody_waits_is_reported_on_the_next_wait(stores: Stores) -> None:
+    engine, client = await stores.new(), await stores.new()
+    o = await office(client)
+    await client.insert_command(o.id, "get_output", session_id="s")
+    await asyncio.sleep(0.1)
+    assert await engine.wait_for_change(o.id, 5) is True
+    assert await engine.wait_for_change(o.id, 0.05) is False
+
+
+async def test_answer_requeue_and_result_wake_the_waiter(stores: Stores) -> None:
+    engine, client = await stores.new(), await stores.new()
+    o = await office(client)
+    question = await client.create_question(
+        UserQuestion(office_id=o.id, agent_id="a", question="?")
+    )
+    command = await client.insert_command(o.id, "get_output", session_id="s")
+    assert await engine.wait_for_change(o.id, 5) is True  # the insert
+    claimed = await engine.claim_next_command(o.id, "engine", lease_seconds=0.05)
+    assert claimed is not None and claimed.id == command.id
+
+    waiting = asyncio.create_task(engine.wait_for_change(o.id, 10))
+    await asyncio.sleep(0.05)
+    await client.answer_question(question.id, "yes")
+    assert await asyncio.wait_for(waiting, 5) is True
+
+    await asyncio.sleep(0.1)
+    waiting = asyncio.create_task(engine.wait_for_change(o.id, 10))
+    await client.recover_expired()  # back to pending
+    assert await asyncio.wait_for(waiting, 5) is True
+
+    assert await client.wait_for_change(o.id, 0) is True  # what happened so far
+    waiting = asyncio.create_task(client.wait_for_change(o.id, 10))
+    await asyncio.sleep(0.05)
+    again = await engine.claim_next_command(o.id, "engine")
+    assert again is not None
+    await engine.complete_command(again.id, "engine", success=True)  # `semo command --wait`
+    assert await asyncio.wait_for(waiting, 5) is True
+
+
+async def test_sqlite_insert_from_another_process_wakes_the_waiter(sqlite_stores: Stores) -> None:
+    stores = sqlite_stores
+    engine = await stores.new()
+    o = await office(engine)
+    script = (
+        "import asyncio, sys\n"
+        "from engine.store.sqlite import SqliteStore\n"
+        "async def main():\n"
+        "    async with SqliteStore(sys.argv[1]) as store:\n"
+        "        await store.insert_command(sys.argv[2], 'send_prompt', {'prompt': '안녕 🚀'},"
+        " session_id='s')\n"
+        "asyncio.run(main())\n"
+    )
+    waiting = asyncio.create_task(engine.wait_for_change(o.id, 30))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stores.target, o.id, cwd=REPO, env=env
+    )
+    assert await child.wait() == 0
+    assert await asyncio.wait_for(waiting, 10) is True
+    claimed = await engine.claim_next_command(o.id, "engine")
+    assert claimed is not None and claimed.payload == {"prompt": "안녕 🚀"}
+
+
+# -- lifecycle and failures --------------------------------------------------------------------
+
+
+async def test_a_closed_store_says_so(stores: Stores) -> None:
+    store = stores.make()
+    with pytest.raises(StoreError, match="not open"):
+        await store.list_offices()
+    async with store:
+        await store.open()  # opening twice is harmless
+        assert await store.list_offices() == []
+    with pytest.raises(StoreError, match="not open"):
+        await store.list_offices()
+    with pytest.raises(StoreError, match="not open"):
+        await store.wait_for_change("x", 0)
+
+
+async def _terminate_backends(dsn: str) -> None:
+    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    async with await psycopg.AsyncConnection.connect(ADMIN_DSN, autocommit=True) as admin:
+        await admin.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity"
+            " where datname = %s and pid <> pg_backend_pid()",
+            (name,),
+        )
+        for _ in range(100):
+            cur = await admin.execute(
+                "select count(*) from pg_stat_activity where datname = %s", (name,)
+            )
+            if (await cur.fetchone())[0] == 0:  # type: ignore[index]
+                return
+            await asyncio.sleep(0.02)
+
+
+async def test_postgres_lost_connection_is_unavailable_then_reconnects(
+    postgres_stores: Stores,
+) -> None:
+    stores = postgres_stores
+    store = await stores.new()
+    o = await office(store)
+    await store.list_offices()
+    await _terminate_backends(stores.target)  # what a server restart does to us
+
+    with pytest.raises(StoreUnavailable, match="connection"):
+        await store.list_offices()
+    assert [x.id for x in await store.list_offices()] == [o.id]  # reconnected
+
+    # the listener was killed too: the next wait re-listens and says "something may have changed"
+    assert await store.wait_for_change(o.id, 5) is True
+    assert await store.wait_for_change(o.id, 0.05) is False
+    waiting = asyncio.create_task(store.wait_for_change(o.id, 10))
+    await asyncio.sleep(0.05)
+    await store.insert_command(o.id, "get_output", session_id="s")
+    assert await asyncio.wait_for(waiting, 5) is True
+
+
+async def test_postgres_listener_keeps_listening_across_pings(postgres_stores: Stores) -> None:
+    stores = postgres_stores
+    engine = await stores.new(ping_interval=0.02)
+    client = await stores.new()
+    o = await office(client)
+    assert await engine.wait_for_change(o.id, 0.3) is False  # several pings
+    for _ in range(3):
+        waiting = asyncio.create_task(engine.wait_for_change(o.id, 10))
+        await asyncio.sleep(0.1)
+        await client.insert_command(o.id, "get_output", session_id="s")
+        assert await asyncio.wait_for(waiting, 5) is True
+
+
+async def test_postgres_unreachable_server_is_unavailable_quickly() -> None:
+    from engine.store.postgres import PostgresStore
+
+    store = PostgresStore("postgresql://semo:hunter2@127.0.0.1:1/semo", connect_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.open()
+    assert time.monotonic() - started < 10
+    assert "hunter2" not in str(caught.value) and "hunter2" not in repr(store)
+    assert "127.0.0.1" in str(caught.value)
+
+
+async def test_postgres_statement_timeout_never_hangs(postgres_stores: Stores) -> None:
+    stores = postgres_stores
+    store = await stores.new(statement_timeout=0.5)
+    o = await office(store)
+    async with await psycopg.AsyncConnection.connect(stores.target) as blocker:
+        await blocker.execute("lock table offices in access exclusive mode")
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="statement timeout"):
+            await store.get_office(o.id)
+        assert time.monotonic() - started < 5
+        await blocker.rollback()
+    assert (await store.get_office(o.id)).id == o.id

@@ -1,0 +1,185 @@
+"""`migrate`: applies migrations/*.sql once each, safely when run concurrently; what they set up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from engine.store.base import StoreError, StoreUnavailable
+from engine.store.migrate import migrate, migration_files, migrations_dir
+from tests.store.conftest import admin_connection, fresh_database
+
+REPO = Path(__file__).resolve().parents[2]
+TABLES = [
+    "offices",
+    "agents",
+    "agent_sessions",
+    "agent_commands",
+    "agent_command_results",
+    "user_questions",
+    "agent_invocations",
+    "agent_results",
+    "jobs",
+]
+ALL = [p.name for p in migration_files()]
+
+
+async def fetch(dsn: str, sql: str, params: object = None) -> list[tuple]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(sql, params)  # type: ignore[arg-type]
+        return await cur.fetchall()
+
+
+def test_the_repo_migrations_folder_is_found(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SEMO_MIGRATIONS_DIR", raising=False)
+    assert migrations_dir() == REPO / "migrations"
+    assert ALL and ALL[0] == "0001_core.sql" and sorted(ALL) == ALL
+    monkeypatch.setenv("SEMO_MIGRATIONS_DIR", str(tmp_path))
+    assert migrations_dir() == tmp_path
+
+
+async def test_applies_each_migration_once() -> None:
+    async with fresh_database() as dsn:
+        assert await migrate(dsn) == ALL
+        assert await migrate(dsn) == []
+        rows = await fetch(dsn, "select name, checksum, applied_at from semo_migrations order by 1")
+        assert [r[0] for r in rows] == ALL
+        assert all(len(r[1]) == 64 and r[2] is not None for r in rows)
+        tables = await fetch(
+            dsn, "select tablename from pg_tables where schemaname = 'public' order by 1"
+        )
+        assert set(TABLES) <= {t[0] for t in tables}
+
+
+async def test_concurrent_migrations_are_safe() -> None:
+    async with fresh_database() as dsn:
+        results = await asyncio.gather(*(migrate(dsn) for _ in range(4)))
+        applied = [name for result in results for name in result]
+        assert sorted(applied) == ALL  # each file applied by exactly one of them
+        assert [r[0] for r in await fetch(dsn, "select name from semo_migrations")] == ALL
+
+
+async def test_a_failing_migration_leaves_nothing_behind(tmp_path: Path) -> None:
+    for path in migration_files():
+        shutil.copy(path, tmp_path / path.name)
+    bad = tmp_path / "9999_bad.sql"
+    bad.write_text("create table semo_half_done (x int);\nselect 1 / 0;\n")
+    async with fresh_database() as dsn:
+        with pytest.raises(StoreError, match=r"9999_bad\.sql failed.*division by zero"):
+            await migrate(dsn, folder=tmp_path)
+        assert [r[0] for r in await fetch(dsn, "select name from semo_migrations")] == ALL
+        assert await fetch(dsn, "select to_regclass('semo_half_done')") == [(None,)]
+        bad.write_text("create table semo_half_done (x int);\n")
+        assert await migrate(dsn, folder=tmp_path) == ["9999_bad.sql"]
+
+
+async def test_unreachable_database_is_unavailable() -> None:
+    with pytest.raises(StoreUnavailable, match="cannot connect"):
+        await migrate("postgresql://postgres:hunter2@127.0.0.1:1/semo", connect_timeout=2)
+
+
+async def test_row_level_security_is_enabled_and_keyed_on_office() -> None:
+    role = f"semo_rls_{uuid.uuid4().hex[:12]}"
+    admin = await admin_connection()
+    await admin.execute(f'create role "{role}" nologin')
+    try:
+        async with fresh_database() as dsn:
+            await migrate(dsn)
+            rows = await fetch(
+                dsn,
+                "select relname, relrowsecurity from pg_class"
+                " where relname = any(%s) and relkind = 'r'",
+                (TABLES,),
+            )
+            assert sorted(rows) == sorted((t, True) for t in TABLES)
+            policies = await fetch(dsn, "select tablename from pg_policies")
+            assert sorted(p[0] for p in policies) == sorted(TABLES)
+
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                # as the owner (engine, service role): everything, RLS bypassed
+                await conn.execute(
+                    "insert into offices (id, name) values ('A', 'a'), ('B', 'b');"
+                    "insert into agent_commands (id, office_id, command_type, session_id)"
+                    " values ('ca', 'A', 'get_output', 's'), ('cb', 'B', 'get_output', 's');"
+                    "insert into agent_command_results (command_id, success)"
+                    " values ('ca', true), ('cb', true);"
+                    f'grant usage on schema public to "{role}";'
+                    f'grant select, insert, update on all tables in schema public to "{role}";'
+                )
+
+                async def visible(claims: dict[str, str] | None) -> dict[str, list[str]]:
+                    async with conn.transaction(force_rollback=True):
+                        await conn.execute(f'set local role "{role}"')
+                        if claims is not None:
+                            await conn.execute(
+                                "select set_config('request.jwt.claims', %s, true)",
+                                (json.dumps(claims),),
+                            )
+                        seen = {}
+                        for table, column in (
+                            ("offices", "id"),
+                            ("agent_commands", "id"),
+                            ("agent_command_results", "command_id"),
+                        ):
+                            cur = await conn.execute(
+                                f"select {column} from {table} order by 1"  # type: ignore[arg-type]
+                            )
+                            seen[table] = [r[0] for r in await cur.fetchall()]
+                        return seen
+
+                assert await visible({"office_id": "A"}) == {
+                    "offices": ["A"],
+                    "agent_commands": ["ca"],
+                    "agent_command_results": ["ca"],
+                }
+                assert (await visible({"office_id": "B"}))["agent_commands"] == ["cb"]
+                assert await visible(None) == {
+                    "offices": [],
+                    "agent_commands": [],
+                    "agent_command_results": [],
+                }
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level"):
+                    async with conn.transaction():
+                        await conn.execute(f'set local role "{role}"')
+                        await conn.execute(
+                            "select set_config('request.jwt.claims', %s, true)",
+                            (json.dumps({"office_id": "A"}),),
+                        )
+                        await conn.execute(
+                            "insert into agent_commands (office_id, command_type)"
+                            " values ('B', 'run_job')"
+                        )
+    finally:
+        await admin.execute(f'drop role if exists "{role}"')
+        await admin.close()
+
+
+async def test_tables_join_the_supabase_realtime_publication_when_it_exists() -> None:
+    async with fresh_database() as dsn:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await conn.execute("create publication supabase_realtime")
+        await migrate(dsn)
+        rows = await fetch(
+            dsn, "select tablename from pg_publication_tables where pubname = 'supabase_realtime'"
+        )
+        assert {"agent_commands", "user_questions"} <= {r[0] for r in rows}
+        identity = await fetch(
+            dsn,
+            "select relname, relreplident from pg_class"
+            " where relname in ('agent_commands', 'user_questions')",
+        )
+        assert sorted(identity) == [("agent_commands", "f"), ("user_questions", "f")]
+
+
+async def test_plain_postgres_without_the_publication_is_fine() -> None:
+    async with fresh_database() as dsn:
+        assert await migrate(dsn) == ALL
+        assert await fetch(dsn, "select pubname from pg_publication") == []
