@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
 
-def test_demo_agents_finish_their_tasks():
-    result = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "demo", "--seconds", "5", "--no-live"],
+def run_semo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,
+        env=env,
     )
+
+
+def test_demo_agents_finish_their_tasks(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEMO_")}
+    env["SEMO_SQLITE_PATH"] = str(tmp_path / "semo.db")
+    result = run_semo(env, "demo", "--seconds", "8", "--no-live")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3/3 demo agents finished" in result.stdout
     for role in ("FE", "BE", "QA"):
@@ -22,6 +31,12 @@ def test_demo_agents_finish_their_tasks():
         assert f"{role}: state ready" in result.stdout
         assert "message step_complete → message step_complete" in result.stdout
         assert "message done" in result.stdout
+    # the office and its sessions are rows in the embedded store; a second run reuses the office
+    assert run_semo(env, "demo", "--seconds", "8", "--no-live").returncode == 0
+    sessions = json.loads(run_semo(env, "sessions", "--office", "demo", "--all", "--json").stdout)
+    assert len(sessions) == 6
+    assert {s["status"] for s in sessions} == {"terminated"}
+    assert len({s["agent_id"] for s in sessions}) == 3
 
 
 def test_demo_agent_says_it_is_scripted():
