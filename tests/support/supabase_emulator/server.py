@@ -1,0 +1,643 @@
+"""The emulator process: one origin for `/rest/v1` and `/realtime/v1/websocket`, in a thread.
+
+The server runs on its own asyncio loop in a daemon thread, so synchronous and asynchronous
+tests use it alike; every public method of `SupabaseEmulator` is thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Self
+from urllib.parse import parse_qs
+
+import psycopg
+from websockets.server import ServerProtocol
+
+from .auth import InvalidToken, project_keys, sign_jwt, verify_jwt
+from .changes import (
+    Change,
+    ChangeFeed,
+    TriggerChangeFeed,
+    Wal2JsonChangeFeed,
+    published_tables,
+    wal_level,
+)
+from .db import Pool
+from .http import HttpServer, Request, Response, encode_response
+from .postgrest import Auth, Postgrest
+from .realtime import RealtimeSocket
+from .schema import SchemaCache
+
+log = logging.getLogger(__name__)
+
+COUNTERS = (
+    "connections",  # WebSocket connections accepted
+    "connections_refused",  # upgrades refused (paused, bad key)
+    "sockets_dropped",  # sockets closed by drop_sockets()
+    "joins",
+    "heartbeats",
+    "changes_read",  # row changes read from the database (before fan-out)
+    "events_sent",  # postgres_changes messages written to a socket
+    "events_dropped",  # messages lost on purpose (set_event_loss) or because the socket went away
+    "rest_requests",
+    "rest_failures_injected",
+)
+
+
+@dataclass(frozen=True)
+class Stats:
+    connections: int
+    connections_refused: int
+    sockets_dropped: int
+    joins: int
+    heartbeats: int
+    changes_read: int
+    events_sent: int
+    events_dropped: int
+    rest_requests: int
+    rest_failures_injected: int
+    open_sockets: int
+
+
+class _Core:
+    """Loop-side state. Only `count`, `lose_event` and the plain settings are touched from
+    other threads (under `lock`)."""
+
+    def __init__(self, emulator: SupabaseEmulator) -> None:
+        self.emulator = emulator
+        self.lock = threading.Lock()
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.cache = SchemaCache(emulator.schemas)
+        self.pool = Pool(emulator.dsn, emulator.pool_size)
+        self.sockets: set[RealtimeSocket] = set()
+        self.realtime_tables: set[tuple[str, str]] = set()
+        self.feed: ChangeFeed | None = None
+        self.http: HttpServer | None = None
+        self.stop_event: asyncio.Event | None = None
+        self._reload_lock: asyncio.Lock | None = None
+        # settings (written by the test thread)
+        self.event_loss = 0.0
+        self.rng = random.Random()
+        self.event_delay = 0.0
+        self.subscribe_delay = emulator.initial_subscribe_delay
+        self.paused = False
+        self.rest_failures: list[int] = []
+        self.postgrest = Postgrest(self.pool, self.cache, self.reload, emulator.switch_roles)
+
+    # -- counters and faults ----------------------------------------------------------------------
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            self.counters[name] += n
+
+    def lose_event(self) -> bool:
+        with self.lock:
+            if self.event_loss <= 0 or self.rng.random() >= self.event_loss:
+                return False
+            self.counters["events_dropped"] += 1
+            return True
+
+    def drop_sockets(self, code: int | None) -> int:
+        sockets = [s for s in self.sockets if not s.closed]
+        for sock in sockets:
+            if code is None:
+                sock.abort()
+            else:
+                sock.close(code, "dropped by the emulator")
+        self.count("sockets_dropped", len(sockets))
+        return len(sockets)
+
+    def freeze_sockets(self) -> int:
+        sockets = [s for s in self.sockets if not s.closed and not s.frozen]
+        for sock in sockets:
+            sock.freeze()
+        return len(sockets)
+
+    def kick_channels(self) -> int:
+        return sum(
+            sock.kick() for sock in list(self.sockets) if not sock.closed and not sock.frozen
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def main(self, started: concurrent.futures.Future[int]) -> None:
+        self.stop_event = asyncio.Event()
+        self._reload_lock = asyncio.Lock()
+        try:
+            async with self.pool.connection() as conn:
+                level = await wal_level(conn)
+                await self.cache.load(conn)
+            self.emulator.wal_level = level
+            source = self.emulator.change_source
+            if source == "auto":
+                source = "wal2json" if level == "logical" else "triggers"
+            if source == "wal2json":
+                self.feed = Wal2JsonChangeFeed(self.emulator.dsn, self.on_changes)
+            else:
+                self.feed = TriggerChangeFeed(self.emulator.dsn, self.on_changes)
+            await self.feed.start()
+            await self.refresh_capture()
+            self.http = HttpServer(self.handle, self.upgrade)
+            port = await self.http.start(self.emulator.host, self.emulator.port)
+        except BaseException as error:
+            await self.shutdown()
+            started.set_exception(error)
+            return
+        started.set_result(port)
+        reaper = asyncio.create_task(self._reap_silent_sockets())
+        await self.stop_event.wait()
+        reaper.cancel()
+        await self.shutdown()
+
+    async def _reap_silent_sockets(self) -> None:
+        """Like Phoenix, close sockets that sent nothing (not even a heartbeat) for too long."""
+        while True:
+            await asyncio.sleep(1)
+            limit = time.monotonic() - self.emulator.heartbeat_timeout
+            for sock in list(self.sockets):
+                if not sock.closed and sock.last_seen < limit:
+                    sock.abort()
+
+    async def shutdown(self) -> None:
+        for sock in list(self.sockets):
+            sock.close(1001, "emulator shutting down")
+        if self.http is not None:
+            await self.http.close()
+        if self.feed is not None:
+            await self.feed.stop()
+        await self.pool.close()
+
+    async def reload(self) -> None:
+        assert self._reload_lock is not None
+        async with self._reload_lock, self.pool.connection() as conn:
+            await self.cache.load(conn)
+
+    async def refresh_capture(self, bindings: list[dict[str, Any]] | None = None) -> None:
+        """Capture the tables Realtime publishes: those of `supabase_realtime` when the
+        publication exists, every table of the exposed schemas otherwise."""
+        wanted = {(b.get("schema") or "public", b.get("table")) for b in bindings or []}
+        if any(self.cache.table(s, t) is None for s, t in wanted if t not in (None, "*")):
+            await self.reload()
+        async with self.pool.connection() as conn:
+            published = await published_tables(conn, self.cache.schemas, self.emulator.publication)
+        if published is None:
+            tables = [key for key, t in self.cache.tables.items() if t.kind in ("r", "p")]
+        else:
+            tables = published
+        self.realtime_tables = set(tables)
+        assert self.feed is not None
+        await self.feed.capture(tables)
+
+    # -- realtime ---------------------------------------------------------------------------------
+
+    async def on_changes(self, changes: list[Change]) -> None:
+        self.count("changes_read", len(changes))
+        for change in changes:
+            key = (change.schema, change.table)
+            if key not in self.realtime_tables:
+                continue
+            table = self.cache.table(*key)
+            if table is None:
+                await self.reload()
+                table = self.cache.table(*key)
+            for sock in list(self.sockets):
+                if not sock.closed:
+                    sock.dispatch(change, table)
+
+    def broadcast(self, sender: RealtimeSocket, channel: Any, payload: dict[str, Any]) -> None:
+        for sock in list(self.sockets):
+            if sock is sender and not channel.broadcast_self:
+                continue
+            target = sock.channels.get(channel.topic)
+            if target is not None:
+                sock.send(
+                    {
+                        "topic": channel.topic,
+                        "event": "broadcast",
+                        "payload": payload,
+                        "ref": None,
+                        "join_ref": target.join_ref,
+                    }
+                )
+
+    def check_token(self, token: str) -> dict[str, Any] | None:
+        try:
+            return verify_jwt(token, self.emulator.jwt_secret)
+        except InvalidToken:
+            return None
+
+    async def upgrade(
+        self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        def refuse(status: int, message: str) -> None:
+            self.count("connections_refused")
+            body = json.dumps({"message": message}).encode()
+            response = Response(status, body, [("Content-Type", "application/json")])
+            writer.write(encode_response(response, keep_alive=False))
+            writer.close()
+
+        if request.path.rstrip("/") != "/realtime/v1/websocket":
+            refuse(404, "not found")
+            return
+        if self.paused:
+            refuse(503, "realtime is paused by the test")
+            return
+        params = parse_qs(request.query)
+        apikey = (params.get("apikey") or [request.header("apikey") or ""])[0]
+        if apikey not in (self.emulator.anon_key, self.emulator.service_role_key):
+            refuse(403, "Invalid API key" if apikey else "No API key found in request")
+            return
+        vsn = (params.get("vsn") or ["1.0.0"])[0]
+        if vsn != "1.0.0":
+            refuse(400, f"the emulator speaks vsn=1.0.0 only, not {vsn}")
+            return
+        protocol = ServerProtocol()
+        protocol.receive_data(request.head)
+        events = protocol.events_received()
+        if not events or protocol.handshake_exc is not None:
+            refuse(400, f"bad WebSocket handshake: {protocol.handshake_exc}")
+            return
+        response = protocol.accept(events[0])  # type: ignore[arg-type]
+        protocol.send_response(response)
+        for chunk in protocol.data_to_send():
+            writer.write(chunk)
+        if response.status_code != 101:
+            writer.close()
+            return
+        claims = self.check_token(apikey) or {"role": "anon"}
+        sock = RealtimeSocket(self, protocol, reader, writer, claims)
+        self.sockets.add(sock)
+        self.count("connections")
+        try:
+            await sock.run()
+        finally:
+            self.sockets.discard(sock)
+
+    # -- REST -------------------------------------------------------------------------------------
+
+    def authenticate(self, request: Request) -> Auth | Response:
+        apikey = request.header("apikey") or (parse_qs(request.query).get("apikey") or [None])[0]
+        if not apikey:
+            return Response.json(
+                401,
+                {
+                    "message": "No API key found in request",
+                    "hint": "No `apikey` request header or url param was found.",
+                },
+            )
+        if apikey not in (self.emulator.anon_key, self.emulator.service_role_key):
+            return Response.json(
+                401,
+                {
+                    "message": "Invalid API key",
+                    "hint": "Double check your Supabase `anon` or `service_role` API key.",
+                },
+            )
+        token = apikey
+        authorization = request.header("authorization")
+        if authorization:
+            scheme, _, value = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not value.strip():
+                return Response.json(
+                    401,
+                    {
+                        "code": "PGRST301",
+                        "details": None,
+                        "hint": None,
+                        "message": "Bearer token required",
+                    },
+                )
+            token = value.strip()
+        try:
+            claims = verify_jwt(token, self.emulator.jwt_secret)
+        except InvalidToken as error:
+            return Response.json(
+                401, {"code": "PGRST301", "details": None, "hint": None, "message": str(error)}
+            )
+        return Auth(str(claims.get("role") or "anon"), claims)
+
+    async def handle(self, request: Request) -> Response:
+        if request.method == "OPTIONS":
+            return Response(
+                204,
+                headers=[
+                    ("Access-Control-Allow-Origin", "*"),
+                    ("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, HEAD, OPTIONS"),
+                    ("Access-Control-Allow-Headers", "*"),
+                ],
+            )
+        if request.path in ("/", "/health"):
+            return Response.json(200, {"status": "ok"})
+        if not request.path.startswith("/rest/v1"):
+            return Response.json(404, {"message": f"the emulator does not serve {request.path}"})
+        self.count("rest_requests")
+        with self.lock:
+            failure = self.rest_failures.pop(0) if self.rest_failures else None
+        if failure is not None:
+            self.count("rest_failures_injected")
+            return Response.json(
+                failure,
+                {
+                    "code": str(failure),
+                    "details": None,
+                    "hint": None,
+                    "message": "injected failure",
+                },
+            )
+        auth = self.authenticate(request)
+        if isinstance(auth, Response):
+            return auth
+        rest_path = request.path[len("/rest/v1") :].strip("/")
+        try:
+            return await self.postgrest.handle(request, rest_path, auth)
+        except psycopg.OperationalError as error:
+            return Response.json(
+                503,
+                {
+                    "code": "PGRST000",
+                    "details": str(error),
+                    "hint": None,
+                    "message": "Database unavailable",
+                },
+            )
+        except Exception as error:  # an emulator bug must not look like a hang
+            log.exception("REST request failed")
+            return Response.json(
+                500,
+                {
+                    "code": "XX000",
+                    "details": repr(error),
+                    "hint": None,
+                    "message": "emulator error",
+                },
+            )
+
+
+class SupabaseEmulator:
+    """A Supabase stand-in (PostgREST subset + Realtime) backed by a real Postgres database.
+
+        with SupabaseEmulator(dsn) as emu:
+            client = await acreate_client(emu.url, emu.service_role_key)
+            ...
+            emu.drop_sockets()
+
+    `switch_roles`: run each REST request as the JWT's role (`anon`, `authenticated`,
+    `service_role`; see `ensure_supabase_roles`) so row-level security applies; by default
+    requests run as the DSN's user. `change_source`: "auto" (wal2json when `wal_level=logical`,
+    else triggers), "triggers" or "wal2json". `subscribe_delay`: seconds between the join reply
+    and "Subscribed to PostgreSQL" (changes in between are not delivered, as on Supabase).
+    `heartbeat_timeout`: a socket that sends nothing for this long is closed (Phoenix: 60 s;
+    realtime-py sends a heartbeat every max(hb_interval, 15) s).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        jwt_secret: str | None = None,
+        schemas: tuple[str, ...] = ("public",),
+        switch_roles: bool = False,
+        change_source: str = "auto",
+        subscribe_delay: float = 0.0,
+        pool_size: int = 8,
+        heartbeat_timeout: float = 60.0,
+        publication: str = "supabase_realtime",
+    ) -> None:
+        if change_source not in ("auto", "triggers", "wal2json"):
+            raise ValueError(
+                f"change_source must be auto, triggers or wal2json, not {change_source!r}"
+            )
+        self.dsn = dsn
+        self.host = host
+        self.port = port
+        self.jwt_secret = jwt_secret or secrets.token_urlsafe(32)
+        self.schemas = schemas
+        self.switch_roles = switch_roles
+        self.change_source = change_source
+        self.initial_subscribe_delay = subscribe_delay
+        self.heartbeat_timeout = heartbeat_timeout
+        self.pool_size = pool_size
+        self.publication = publication
+        self.anon_key, self.service_role_key = project_keys(self.jwt_secret)
+        self.wal_level: str | None = None
+        self._core: _Core | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        if self._thread is not None:
+            raise RuntimeError("the emulator is already running")
+        self._core = _Core(self)
+        started: concurrent.futures.Future[int] = concurrent.futures.Future()
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                assert self._core is not None
+                loop.run_until_complete(self._core.main(started))
+            finally:
+                with contextlib.suppress(Exception):
+                    pending = asyncio.all_tasks(loop)
+                    for task in pending:
+                        task.cancel()
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="supabase-emulator", daemon=True)
+        self._thread.start()
+        try:
+            self.port = started.result(timeout=30)
+        except BaseException:
+            self._thread.join(5)
+            self._thread = None
+            raise
+        return self
+
+    def close(self) -> None:
+        thread, loop, core = self._thread, self._loop, self._core
+        if thread is None or loop is None or core is None:
+            return
+        if core.stop_event is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(core.stop_event.set)
+        thread.join(15)
+        self._thread = None
+        if thread.is_alive():
+            raise RuntimeError("the emulator did not stop within 15 s")
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+    # -- addresses and keys -----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def rest_url(self) -> str:
+        return f"{self.url}/rest/v1"
+
+    @property
+    def realtime_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/realtime/v1/websocket"
+
+    @property
+    def change_feed(self) -> str:
+        """The change source in use: "triggers" or "wal2json"."""
+        return self._core.feed.kind if self._core and self._core.feed else "?"
+
+    def sign_jwt(self, claims: dict[str, Any]) -> str:
+        """A token for `Authorization: Bearer` / `access_token` (e.g. role authenticated)."""
+        claims = {"iat": int(time.time()), "exp": int(time.time()) + 3600, **claims}
+        return sign_jwt(claims, self.jwt_secret)
+
+    # -- fault injection (thread-safe) ------------------------------------------------------------
+
+    def _core_or_fail(self) -> _Core:
+        if self._core is None or self._thread is None:
+            raise RuntimeError("the emulator is not running")
+        return self._core
+
+    def _in_loop(self, fn: Callable[[], Any]) -> Any:
+        self._core_or_fail()
+        assert self._loop is not None
+        if threading.current_thread() is self._thread:
+            return fn()
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def call() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as error:
+                future.set_exception(error)
+
+        self._loop.call_soon_threadsafe(call)
+        return future.result(timeout=10)
+
+    def drop_sockets(self, code: int | None = None) -> int:
+        """Close every Realtime WebSocket now. Default: abruptly (TCP abort, no close frame; the
+        client sees code 1006). With `code` (e.g. 1001, 1011): a close frame with that code.
+        Returns how many sockets were dropped."""
+        core = self._core_or_fail()
+        return self._in_loop(lambda: core.drop_sockets(code))
+
+    def freeze_sockets(self) -> int:
+        """Make every Realtime WebSocket silent without closing it (a half-open connection):
+        nothing is read or sent any more. realtime-py has no heartbeat timeout; only the
+        `websockets` keepalive (ping every 20 s, 20 s timeout) notices. Returns how many."""
+        core = self._core_or_fail()
+        return self._in_loop(core.freeze_sockets)
+
+    def kick_channels(self) -> int:
+        """Send `phx_error` on every joined channel and forget it server-side (a crashed
+        channel); the socket stays up. Returns how many channels were kicked."""
+        core = self._core_or_fail()
+        return self._in_loop(core.kick_channels)
+
+    def set_event_loss(self, fraction: float, seed: int | None = None) -> None:
+        """Lose this share (0..1) of postgres_changes messages before they are sent."""
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError("fraction must be within 0..1")
+        core = self._core_or_fail()
+        with core.lock:
+            core.event_loss = fraction
+            if seed is not None:
+                core.rng = random.Random(seed)
+
+    def set_event_delay(self, seconds: float) -> None:
+        """Send every postgres_changes message this much later (order is kept)."""
+        self._core_or_fail().event_delay = max(0.0, float(seconds))
+
+    def set_subscribe_delay(self, seconds: float) -> None:
+        """Delay "Subscribed to PostgreSQL" (and the start of delivery) after a join reply."""
+        self._core_or_fail().subscribe_delay = max(0.0, float(seconds))
+
+    def pause_realtime(self) -> None:
+        """Refuse new WebSocket connections (HTTP 503) until resume_realtime()."""
+        self._core_or_fail().paused = True
+
+    def resume_realtime(self) -> None:
+        self._core_or_fail().paused = False
+
+    def fail_rest(self, count: int = 1, status: int = 503) -> None:
+        """Answer the next `count` REST requests with `status` (PostgREST-shaped body)."""
+        core = self._core_or_fail()
+        with core.lock:
+            core.rest_failures.extend([status] * count)
+
+    def reload_schema(self) -> None:
+        """Re-read tables/functions and the realtime publication (after DDL)."""
+        core = self._core_or_fail()
+        assert self._loop is not None
+
+        async def reload() -> None:
+            await core.reload()
+            await core.refresh_capture()
+
+        asyncio.run_coroutine_threadsafe(reload(), self._loop).result(timeout=30)
+
+    # -- observation ------------------------------------------------------------------------------
+
+    def stats(self) -> Stats:
+        core = self._core_or_fail()
+        with core.lock:
+            counters = dict(core.counters)
+        for _ in range(100):  # the loop thread may change the set while we copy it
+            try:
+                sockets = list(core.sockets)
+                break
+            except RuntimeError:
+                continue
+        else:
+            sockets = []
+        return Stats(**counters, open_sockets=sum(1 for s in sockets if not s.closed))
+
+    def wait_until(self, predicate: Callable[[Stats], bool], timeout: float = 10.0) -> Stats:
+        """Block until predicate(stats()) holds; raise TimeoutError with the last stats."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.stats()
+            if predicate(stats):
+                return stats
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"emulator condition not met within {timeout}s: {stats}")
+            time.sleep(0.01)
+
+    async def async_wait_until(
+        self, predicate: Callable[[Stats], bool], timeout: float = 10.0
+    ) -> Stats:
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.stats()
+            if predicate(stats):
+                return stats
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"emulator condition not met within {timeout}s: {stats}")
+            await asyncio.sleep(0.01)
