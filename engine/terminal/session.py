@@ -20,11 +20,23 @@ DEFAULT_TERM = "xterm-256color"
 OutputListener = Callable[[str], None]
 
 
+#: The engine's own configuration and credentials (store DSN, Supabase keys): never inherited
+#: by an agent. What a child needs from semo (e.g. the hook socket) is added explicitly.
+ENGINE_ONLY_PREFIXES = ("SEMO_", "SUPABASE_")
+
+
 def child_environment(
     env: Mapping[str, str] | None, *, term: str, cols: int, rows: int
 ) -> dict[str, str]:
-    """The environment a child gets: `env` (default: ours), TERM set, no stale size variables."""
-    result = dict(os.environ if env is None else env)
+    """The environment a child gets: ours (or `env` as given), TERM set, no stale size variables.
+
+    Inherited from the engine's environment, `SEMO_*` and `SUPABASE_*` are dropped so an agent
+    never sees the store's credentials; an explicit `env` is taken as the caller wrote it.
+    """
+    if env is None:
+        result = {k: v for k, v in os.environ.items() if not k.startswith(ENGINE_ONLY_PREFIXES)}
+    else:
+        result = dict(env)
     result["TERM"] = term
     for stale in ("COLUMNS", "LINES", "TMUX", "TMUX_PANE"):
         result.pop(stale, None)

@@ -111,3 +111,21 @@ async def test_session_records_an_asciicast(tmp_path):
     assert (header.width, header.height) == (30, 5)
     assert [e.data for e in events if e.kind == "i"] == ["hello\r"]
     assert "got hello" in replay_output(events)
+
+
+async def test_agents_never_inherit_the_engine_store_credentials(monkeypatch):
+    monkeypatch.setenv("SEMO_DATABASE_URL", "postgresql://semo:hunter2@db/semo")
+    monkeypatch.setenv("SUPABASE_SERVICE_ROLE_KEY", "service-role-secret")
+    monkeypatch.setenv("SEMO_HARMLESS_LOOKING", "x")
+    monkeypatch.setenv("PROJECT_VAR", "kept")
+    script = "env | grep -E 'SEMO_|SUPABASE_|PROJECT_VAR|hunter2|secret'; sleep 5"
+    session = TerminalSession(["sh", "-c", script], cols=200, rows=50)
+    session.start()
+    try:
+        await session.wait_quiet(0.3, 5)
+        text = "\n".join(session.screen.text_rows())
+        assert "PROJECT_VAR=kept" in text
+        assert "hunter2" not in text and "service-role-secret" not in text
+        assert "SEMO_" not in text and "SUPABASE_" not in text
+    finally:
+        await session.close()
