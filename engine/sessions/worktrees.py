@@ -1,0 +1,499 @@
+"""One git worktree per task: ``{workspace_root}/agent/{role}/{task_id}`` on branch
+``semo/{role}/{task_id}`` (seed 004).
+
+    manager = WorktreeManager(Path("~/src/shop").expanduser(), Path("/workspace"))
+    wt = await manager.create("BE", "task-42")           # git worktree add -b semo/BE/task-42 ...
+    await manager.disk_usage(wt)                          # bytes on disk, like du
+    await manager.remove(wt)                              # worktree gone; branch deleted if merged
+
+Names are validated before anything touches the disk: a role is ``[A-Za-z][A-Za-z0-9_-]{0,31}``
+(the protocol's ROLE), a task id ``[A-Za-z0-9][A-Za-z0-9._-]{0,63}`` without ``..`` and not
+ending in ``.`` or ``.lock`` (so the branch name is valid too). The path is built from the
+resolved workspace root and checked again after resolving: no component semo owns
+(``agent``, ``agent/<role>``, ``agent/<role>/<task>``) may be a symlink, and the result must stay
+under the root. Every failure is a :class:`WorktreeError` with a sentence to act on; a git
+failure carries git's own message.
+
+git runs as an asyncio subprocess (never blocking the loop), with ``GIT_DIR`` & co. removed from
+its environment so the repository is always the one given, and prompts disabled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ROLE_PATTERN",
+    "TASK_ID_PATTERN",
+    "Worktree",
+    "WorktreeError",
+    "WorktreeManager",
+    "branch_name",
+    "directory_disk_usage",
+    "validate_role",
+    "validate_task_id",
+]
+
+log = logging.getLogger("semo.worktrees")
+
+ROLE_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+TASK_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+#: Folder under the workspace root that holds every agent's worktrees (seed 004).
+AGENT_DIR = "agent"
+#: Prefix of the branch each task gets.
+BRANCH_PREFIX = "semo"
+#: Seconds one git command may take (a worktree checkout of a large repository is slow).
+DEFAULT_GIT_TIMEOUT = 300.0
+
+#: Variables that would make git work on another repository than the one given.
+_GIT_LOCATION_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_PREFIX",
+)
+
+
+class WorktreeError(Exception):
+    """A worktree cannot be created, found or removed; the message says why."""
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """A task's worktree. ``path`` is resolved; ``branch`` is the checked-out branch (short
+    name) or None when detached; ``head`` the commit, when git reported one."""
+
+    role: str
+    task_id: str
+    path: Path
+    branch: str | None
+    head: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.role, self.task_id)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def validate_role(role: object) -> str:
+    """Return ``role`` if it is a valid role name, else raise :class:`WorktreeError`."""
+    if not isinstance(role, str) or not ROLE_PATTERN.fullmatch(role):
+        raise WorktreeError(
+            f"invalid role {_shown(role)}: a role is a letter then up to 31 letters, digits, "
+            "'_' or '-' (no paths, spaces or other characters)"
+        )
+    return role
+
+
+def validate_task_id(task_id: object) -> str:
+    """Return ``task_id`` if it is a valid task id, else raise :class:`WorktreeError`."""
+    if not isinstance(task_id, str) or not TASK_ID_PATTERN.fullmatch(task_id):
+        raise WorktreeError(
+            f"invalid task id {_shown(task_id)}: a task id is a letter or digit then up to 63 "
+            "letters, digits, '.', '_' or '-' (no paths, spaces or other characters)"
+        )
+    if ".." in task_id or task_id.endswith((".", ".lock")):
+        raise WorktreeError(
+            f"invalid task id {_shown(task_id)}: it must not contain '..' or end in '.' or "
+            "'.lock' (it becomes part of a git branch name)"
+        )
+    return task_id
+
+
+def branch_name(role: str, task_id: str) -> str:
+    """The branch a task's worktree gets: ``semo/{role}/{task_id}``."""
+    return f"{BRANCH_PREFIX}/{validate_role(role)}/{validate_task_id(task_id)}"
+
+
+def _validate_base(base: object) -> str:
+    if (
+        not isinstance(base, str)
+        or not base
+        or base.startswith("-")
+        or any(c in base for c in "\0\n\r")
+    ):
+        raise WorktreeError(f"invalid base {_shown(base)}: give a commit, branch or tag name")
+    return base
+
+
+def _realpath(path: os.PathLike[str] | str) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _is_within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def directory_disk_usage(path: Path) -> int:
+    """Bytes allocated on disk under ``path`` (like ``du -sb`` with allocated sizes: blocks x
+    512 where the OS reports blocks, else the size). Symlinks are counted, never followed; a file
+    with several hard links is counted once; entries that vanish or cannot be read are skipped.
+    A missing ``path`` is 0."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    total += _allocated(st)
+    if not stat.S_ISDIR(st.st_mode):
+        return total
+    stack = [os.fspath(path)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                ident = (st.st_dev, st.st_ino)
+                if ident in seen:
+                    continue
+                seen.add(ident)
+            total += _allocated(st)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
+    return total
+
+
+def _allocated(st: os.stat_result) -> int:
+    blocks = getattr(st, "st_blocks", None)
+    return blocks * 512 if blocks is not None else st.st_size
+
+
+@dataclass(frozen=True)
+class _GitResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def message(self) -> str:
+        lines = [line.strip() for line in (self.stderr or self.stdout).splitlines()]
+        lines = [line for line in lines if line]
+        errors = [line for line in lines if line.startswith(("fatal:", "error:"))]
+        return " / ".join(errors or lines) or f"exit status {self.returncode}"
+
+
+class WorktreeManager:
+    """Creates, lists and removes task worktrees of ``repository`` under ``workspace_root``.
+
+    Safe to share in one event loop: operations on the same role/task are serialised.
+    """
+
+    def __init__(
+        self,
+        repository: Path,
+        workspace_root: Path,
+        *,
+        git: str = "git",
+        git_timeout: float = DEFAULT_GIT_TIMEOUT,
+    ) -> None:
+        self.repository = Path(repository).expanduser()
+        self.workspace_root = Path(workspace_root).expanduser()
+        self.git = git
+        self.git_timeout = git_timeout
+        self._common_dir: Path | None = None
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    # -- git ---------------------------------------------------------------------------------
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
+        env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
+        return env
+
+    async def _run_git(self, *args: str) -> _GitResult:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.git,
+                "-C",
+                str(self.repository),
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self._env(),
+            )
+        except OSError as exc:
+            raise WorktreeError(f"cannot run {self.git!r}: {exc}") from exc
+        try:
+            async with asyncio.timeout(self.git_timeout):
+                out, err = await proc.communicate()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise WorktreeError(
+                f"git {' '.join(args[:2])} took longer than {self.git_timeout:g}s; stopped it"
+            ) from None
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            raise
+        assert proc.returncode is not None
+        return _GitResult(
+            proc.returncode,
+            out.decode("utf-8", "surrogateescape"),
+            err.decode("utf-8", "surrogateescape"),
+        )
+
+    async def _git_ok(self, *args: str, what: str) -> _GitResult:
+        result = await self._run_git(*args)
+        if result.returncode != 0:
+            raise WorktreeError(f"{what}: git says: {result.message}")
+        return result
+
+    async def check_repository(self) -> Path:
+        """The repository's common git directory; :class:`WorktreeError` if it is not a git
+        repository (checked once, then remembered)."""
+        if self._common_dir is not None:
+            return self._common_dir
+        if not self.repository.is_dir():
+            raise WorktreeError(f"repository {self.repository} does not exist or is not a folder")
+        result = await self._run_git("rev-parse", "--path-format=absolute", "--git-common-dir")
+        if result.returncode != 0:
+            raise WorktreeError(
+                f"{self.repository} is not a git repository (git says: {result.message})"
+            )
+        self._common_dir = Path(result.stdout.strip())
+        return self._common_dir
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def _root(self) -> str:
+        return os.path.realpath(self.workspace_root)
+
+    def path_for(self, role: str, task_id: str) -> Path:
+        """Where the worktree of ``role``/``task_id`` lives (validated; symlinks refused)."""
+        validate_role(role)
+        validate_task_id(task_id)
+        root = self._root()
+        current = root
+        for part in (AGENT_DIR, role, task_id):
+            current = os.path.join(current, part)
+            try:
+                st = os.lstat(current)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise WorktreeError(f"cannot inspect {current}: {exc}") from exc
+            if stat.S_ISLNK(st.st_mode):
+                raise WorktreeError(
+                    f"{current} is a symlink; semo refuses to place a worktree through it "
+                    f"(it must be a real folder under {root})"
+                )
+            if not stat.S_ISDIR(st.st_mode):
+                raise WorktreeError(f"{current} exists and is not a folder")
+        resolved = os.path.realpath(current)
+        if not _is_within(resolved, root) or resolved == root:
+            raise WorktreeError(f"{current} resolves to {resolved}, outside the workspace {root}")
+        return Path(resolved)
+
+    def _lock(self, key: tuple[str, str]) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    # -- listing -----------------------------------------------------------------------------
+
+    async def _registered(self) -> list[dict[str, str]]:
+        """Every worktree git knows for the repository, as porcelain records."""
+        result = await self._git_ok(
+            "worktree", "list", "--porcelain", "-z", what="cannot list worktrees"
+        )
+        records: list[dict[str, str]] = []
+        record: dict[str, str] = {}
+        for field in result.stdout.split("\0"):
+            if not field:
+                if record:
+                    records.append(record)
+                    record = {}
+                continue
+            name, _, value = field.partition(" ")
+            record[name] = value
+        if record:
+            records.append(record)
+        return records
+
+    def _as_worktree(self, record: dict[str, str], root: str) -> Worktree | None:
+        path = record.get("worktree")
+        if not path:
+            return None
+        resolved = os.path.realpath(path) if os.path.exists(path) else os.path.normpath(path)
+        if not _is_within(resolved, root):
+            return None
+        parts = Path(os.path.relpath(resolved, root)).parts
+        if len(parts) != 3 or parts[0] != AGENT_DIR:
+            return None
+        role, task_id = parts[1], parts[2]
+        if not ROLE_PATTERN.fullmatch(role) or not TASK_ID_PATTERN.fullmatch(task_id):
+            return None
+        branch = record.get("branch")
+        if branch is not None and branch.startswith("refs/heads/"):
+            branch = branch[len("refs/heads/") :]
+        return Worktree(role, task_id, Path(resolved), branch, record.get("HEAD"))
+
+    async def list(self) -> list[Worktree]:
+        """The task worktrees of this repository under the workspace (also those whose folder
+        has gone, until :meth:`prune`), sorted by role then task id."""
+        await self.check_repository()
+        root = self._root()
+        found = [self._as_worktree(r, root) for r in await self._registered()]
+        return sorted((w for w in found if w is not None), key=lambda w: w.key)
+
+    async def get(self, role: str, task_id: str) -> Worktree | None:
+        """The registered worktree of ``role``/``task_id``, if any."""
+        path = self.path_for(role, task_id)
+        for worktree in await self.list():
+            if worktree.path == path:
+                return worktree
+        return None
+
+    async def prune(self) -> None:
+        """Forget worktrees whose folders were deleted (``git worktree prune``)."""
+        await self.check_repository()
+        await self._git_ok("worktree", "prune", what="cannot prune worktrees")
+
+    # -- create / remove ---------------------------------------------------------------------
+
+    async def create(self, role: str, task_id: str, *, base: str = "HEAD") -> Worktree:
+        """Create (or return the existing) worktree of ``role``/``task_id``.
+
+        New: ``git worktree add -b semo/{role}/{task_id} <path> <base>``. If that branch already
+        exists (a task resumed after its worktree was removed), it is checked out as it is and
+        ``base`` is not used. If the worktree exists, it is returned unchanged (whatever branch
+        it is on now).
+        """
+        validate_role(role)
+        validate_task_id(task_id)
+        _validate_base(base)
+        await self.check_repository()
+        async with self._lock((role, task_id)):
+            path = self.path_for(role, task_id)
+            existing = await self._find(path)
+            if existing is not None:
+                if existing.path.is_dir():
+                    return existing
+                log.info("worktree %s was deleted outside semo; pruning and recreating", path)
+                await self.prune()
+            if path.exists() and any(path.iterdir()):
+                raise WorktreeError(
+                    f"{path} exists and is not a worktree of {self.repository}; "
+                    "move it away or remove it"
+                )
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path = self.path_for(role, task_id)  # again, now that the parents exist
+            branch = branch_name(role, task_id)
+            exists = await self._run_git(
+                "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"
+            )
+            what = f"cannot create the worktree {path}"
+            if exists.returncode == 0:
+                log.info("branch %s exists; checking it out in %s (base ignored)", branch, path)
+                await self._add_worktree(path, ["--", str(path), branch], what)
+            else:
+                await self._add_worktree(path, ["-b", branch, "--", str(path), base], what)
+            created = await self._find(path)
+            if created is None:  # pragma: no cover - git said it worked
+                raise WorktreeError(f"git created {path} but does not list it as a worktree")
+            log.info("created worktree %s on %s", created.path, created.branch)
+            return created
+
+    async def _add_worktree(self, path: Path, args: list[str], what: str) -> None:
+        try:
+            await self._git_ok("worktree", "add", "--quiet", *args, what=what)
+        except BaseException:
+            for folder in (path, path.parent):  # what this call created, if git left it empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
+
+    async def _find(self, path: Path) -> Worktree | None:
+        root = self._root()
+        for record in await self._registered():
+            worktree = self._as_worktree(record, root)
+            if worktree is not None and worktree.path == path:
+                return worktree
+        return None
+
+    async def remove(self, worktree: Worktree, *, delete_branch: bool = False) -> bool:
+        """Remove the worktree (``git worktree remove --force``: uncommitted changes in it are
+        lost) and then its branch: deleted when merged (``git branch -d``), or in any case with
+        ``delete_branch=True`` (``git branch -D``). Only semo's own branch
+        (``semo/{role}/{task_id}``) is ever deleted. A folder already gone is pruned instead, and
+        removing twice is not an error; a non-empty folder at that place that git does not know
+        as a worktree is left alone (an error). Returns whether the branch was deleted."""
+        role, task_id = validate_role(worktree.role), validate_task_id(worktree.task_id)
+        await self.check_repository()
+        async with self._lock((role, task_id)):
+            path = self.path_for(role, task_id)
+            given = _realpath(worktree.path)
+            if given != path:
+                raise WorktreeError(
+                    f"{worktree.path} is not where the worktree of {role}/{task_id} lives "
+                    f"({path}); semo removes only the worktrees it placed"
+                )
+            registered = await self._find(path)
+            if registered is not None and path.is_dir():
+                await self._git_ok(
+                    "worktree", "remove", "--force", "--", str(path),
+                    what=f"cannot remove the worktree {path}",
+                )  # fmt: skip
+            elif registered is not None:
+                await self.prune()
+            elif path.is_dir() and any(path.iterdir()):
+                raise WorktreeError(
+                    f"{path} is not a worktree of {self.repository}; semo leaves it alone"
+                )
+            elif path.is_dir():
+                path.rmdir()
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()  # the role's folder, once empty
+            deleted = await self._delete_branch(branch_name(role, task_id), force=delete_branch)
+            log.info("removed worktree %s (branch deleted: %s)", path, deleted)
+            return deleted
+
+    async def _delete_branch(self, branch: str, *, force: bool) -> bool:
+        exists = await self._run_git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")
+        if exists.returncode != 0:
+            return False
+        result = await self._run_git("branch", "-D" if force else "-d", "--", branch)
+        if result.returncode == 0:
+            return True
+        if force:
+            raise WorktreeError(f"cannot delete branch {branch}: git says: {result.message}")
+        log.info("kept branch %s: %s", branch, result.message)
+        return False
+
+    # -- disk use ----------------------------------------------------------------------------
+
+    async def disk_usage(self, worktree: Worktree) -> int:
+        """Bytes the worktree's folder takes on disk (see :func:`directory_disk_usage`; git's
+        per-worktree data inside the repository's ``.git`` is not included)."""
+        path = self.path_for(worktree.role, worktree.task_id)
+        return await asyncio.to_thread(directory_disk_usage, path)
