@@ -25,8 +25,6 @@ from engine.sessions.persona import (
 from engine.sessions.worktrees import WorktreeManager
 from engine.store.models import Agent
 
-needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-
 PROTOCOL_MD = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
 
 OFFICE = "office-1"
@@ -202,7 +200,6 @@ def test_damaged_sections_are_refused(damaged: str) -> None:
 # -- files in real repositories ----------------------------------------------------------------
 
 
-@needs_git
 def test_inject_into_a_new_worktree_keeps_git_clean(
     injector: PersonaInjector, tmp_path: Path
 ) -> None:
@@ -219,7 +216,6 @@ def test_inject_into_a_new_worktree_keeps_git_clean(
     assert "/.claude/CLAUDE.md" in (repo / ".git" / "info" / "exclude").read_text()
 
 
-@needs_git
 def test_inject_is_idempotent_and_updates_in_place(
     injector: PersonaInjector, tmp_path: Path
 ) -> None:
@@ -245,7 +241,6 @@ def test_inject_is_idempotent_and_updates_in_place(
     assert status(repo) == ""
 
 
-@needs_git
 def test_tracked_claude_md_is_merged_and_hidden_with_skip_worktree(
     injector: PersonaInjector, tmp_path: Path
 ) -> None:
@@ -279,7 +274,6 @@ def test_tracked_claude_md_is_merged_and_hidden_with_skip_worktree(
     assert status(wt) == ""
 
 
-@needs_git
 def test_project_root_claude_md_is_left_alone(injector: PersonaInjector, tmp_path: Path) -> None:
     project = "# Root instructions\n"
     repo = make_repo(tmp_path / "repo", {"CLAUDE.md": project})
@@ -289,7 +283,6 @@ def test_project_root_claude_md_is_left_alone(injector: PersonaInjector, tmp_pat
     assert status(repo) == ""
 
 
-@needs_git
 def test_tracked_symlink_into_the_worktree_is_followed(
     injector: PersonaInjector, tmp_path: Path
 ) -> None:
@@ -353,7 +346,6 @@ def test_file_mode_is_kept(injector: PersonaInjector, tmp_path: Path) -> None:
     assert path.stat().st_mode & 0o777 == 0o640
 
 
-@needs_git
 async def test_inject_async_in_a_managed_worktree(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     manager = WorktreeManager(repo, tmp_path / "workspace")

@@ -19,8 +19,6 @@ from engine.sessions.worktrees import (
     directory_disk_usage,
 )
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(

@@ -4,10 +4,16 @@
 - postgres: a fresh database `semo_test_<uuid>` on $SEMO_TEST_POSTGRES (default
   postgresql://postgres@127.0.0.1:5432/postgres), migrated with `migrate`, dropped afterwards.
   A test fails with the reason when that server cannot be reached.
+- supabase: a fresh database on the same server (the `supabase_realtime` publication, then
+  `migrations/*.sql`), served by the Supabase emulator (`tests/support/supabase_emulator`);
+  stores are `SupabaseStore(emulator.url, service_role_key)`, and rows written around the store
+  go straight to the emulator's database.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -25,6 +31,12 @@ from engine.store.base import Store
 from engine.store.migrate import migrate
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SqliteStore
+from engine.store.supabase import SupabaseStore
+from tests.support.supabase_emulator import (
+    SupabaseEmulator,
+    default_migrations,
+    temporary_database,
+)
 
 ADMIN_DSN = os.environ.get("SEMO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -54,14 +66,27 @@ async def fresh_database() -> AsyncIterator[str]:
 class Stores:
     """Opens store instances on one backend's database (several, like several engines)."""
 
-    def __init__(self, backend: str, target: str) -> None:
+    def __init__(
+        self,
+        backend: str,
+        target: str,
+        *,
+        dsn: str | None = None,
+        emulator: SupabaseEmulator | None = None,
+    ) -> None:
         self.backend = backend
-        self.target = target  # the sqlite path or the postgres DSN
+        self.target = target  # the sqlite path, the postgres DSN or the emulator's URL
+        #: the Postgres database behind the store (postgres, supabase), for rows written around it
+        self.dsn = dsn if dsn is not None else target
+        self.emulator = emulator
         self._opened: list[Store] = []
 
     def make(self, **options: Any) -> Store:
         if self.backend == "sqlite":
             return SqliteStore(self.target, **options)
+        if self.backend == "supabase":
+            assert self.emulator is not None
+            return SupabaseStore(self.emulator.url, self.emulator.service_role_key, **options)
         return PostgresStore(self.target, **options)
 
     async def new(self, **options: Any) -> Store:
@@ -94,13 +119,32 @@ class Stores:
             finally:
                 conn.close()
         else:
-            async with await psycopg.AsyncConnection.connect(self.target, autocommit=True) as conn:
+            async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
                 await conn.execute(
                     "insert into agent_commands (id, office_id, session_id, command_type, payload)"
                     " values (%s, %s, %s, %s, %s::jsonb)",
                     (command_id, office_id, session_id, command_type, text),
                 )
         return command_id
+
+
+@asynccontextmanager
+async def emulated_supabase() -> AsyncIterator[tuple[str, SupabaseEmulator]]:
+    """A fresh migrated database (DSN) served by a Supabase emulator; both gone afterwards."""
+    await admin_connection_check()
+    with contextlib.ExitStack() as stack:
+        dsn = await asyncio.to_thread(
+            stack.enter_context, temporary_database(ADMIN_DSN, migrations=default_migrations())
+        )
+        try:
+            async with SupabaseEmulator(dsn) as emulator:
+                yield dsn, emulator
+        finally:
+            await asyncio.to_thread(stack.close)
+
+
+async def admin_connection_check() -> None:
+    await (await admin_connection()).close()
 
 
 @asynccontextmanager
@@ -112,6 +156,14 @@ async def open_stores(backend: str, tmp_path: Path) -> AsyncIterator[Stores]:
         finally:
             await factory.close_all()
         return
+    if backend == "supabase":
+        async with emulated_supabase() as (dsn, emulator):
+            factory = Stores("supabase", emulator.url, dsn=dsn, emulator=emulator)
+            try:
+                yield factory
+            finally:
+                await factory.close_all()
+        return
     async with fresh_database() as dsn:
         await migrate(dsn)
         factory = Stores("postgres", dsn)
@@ -121,7 +173,7 @@ async def open_stores(backend: str, tmp_path: Path) -> AsyncIterator[Stores]:
             await factory.close_all()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "supabase"])
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     async with open_stores(request.param, tmp_path) as factory:
         yield factory
@@ -136,6 +188,12 @@ async def sqlite_stores(tmp_path: Path) -> AsyncIterator[Stores]:
 @pytest.fixture
 async def postgres_stores(tmp_path: Path) -> AsyncIterator[Stores]:
     async with open_stores("postgres", tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture
+async def supabase_stores(tmp_path: Path) -> AsyncIterator[Stores]:
+    async with open_stores("supabase", tmp_path) as factory:
         yield factory
 
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from engine.store import StoreConfig, open_store, redact_dsn
-from engine.store.base import StoreError
+from engine.store.base import StoreError, StoreUnavailable
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SqliteStore, default_sqlite_path
+from engine.store.supabase import SupabaseStore
 
 
 def test_default_is_sqlite_in_the_state_directory(
@@ -56,12 +57,56 @@ def test_unknown_backend() -> None:
         StoreConfig.from_env({"SEMO_STORE": "mysql"})
 
 
-def test_supabase_says_when_it_arrives() -> None:
+def test_supabase_from_env_hides_the_key() -> None:
+    key = "eyJhbGciOiJIUzI1NiJ9.service-role-secret.sig"
     config = StoreConfig.from_env(
-        {"SEMO_STORE": "supabase", "SUPABASE_URL": "http://x", "SUPABASE_SERVICE_ROLE_KEY": "k"}
+        {
+            "SEMO_STORE": "supabase",
+            "SUPABASE_URL": "https://xyz.supabase.co",
+            "SUPABASE_SERVICE_ROLE_KEY": key,
+        }
     )
-    with pytest.raises(StoreError, match="emulator"):
+    store = open_store(config)
+    assert isinstance(store, SupabaseStore)
+    assert store.url == "https://xyz.supabase.co"
+    for text in (repr(store), str(store), repr(config), str(config), config.describe()):
+        assert key not in text
+    assert "xyz.supabase.co" in repr(store) and "xyz.supabase.co" in config.describe()
+
+
+@pytest.mark.parametrize(
+    ("env", "missing"),
+    [
+        ({"SUPABASE_SERVICE_ROLE_KEY": "k"}, ["SUPABASE_URL"]),
+        ({"SUPABASE_URL": "https://xyz.supabase.co"}, ["SUPABASE_SERVICE_ROLE_KEY"]),
+        ({"SUPABASE_URL": "", "SUPABASE_SERVICE_ROLE_KEY": ""}, ["SUPABASE_URL", "SERVICE_ROLE"]),
+    ],
+)
+def test_supabase_needs_a_url_and_a_key(env: dict[str, str], missing: list[str]) -> None:
+    with pytest.raises(StoreError) as raised:
+        open_store(StoreConfig.from_env({"SEMO_STORE": "supabase", **env}))
+    for name in missing:
+        assert name in str(raised.value)
+
+
+def test_supabase_url_must_be_http() -> None:
+    config = StoreConfig.from_env(
+        {
+            "SEMO_STORE": "supabase",
+            "SUPABASE_URL": "xyz.supabase.co",
+            "SUPABASE_SERVICE_ROLE_KEY": "k",
+        }
+    )
+    with pytest.raises(StoreError, match="http"):
         open_store(config)
+
+
+async def test_supabase_unreachable_is_unavailable_without_the_key() -> None:
+    key = "service-role-secret-value"
+    store = SupabaseStore("http://127.0.0.1:1", key, connect_timeout=2)
+    with pytest.raises(StoreUnavailable) as raised:
+        await store.open()
+    assert "127.0.0.1:1" in str(raised.value) and key not in str(raised.value)
 
 
 @pytest.mark.parametrize(
