@@ -2,7 +2,7 @@
 and the supabase backend under Realtime faults.
 
     python bench/delivery.py [--commands 300] [--backends sqlite postgres supabase]
-    python bench/delivery.py --faults [--fault-commands 10000] [--backends]
+    python bench/delivery.py --faults [--fault-commands 10000] [--fault-pause MS] [--latency]
 
 - latency: an engine task waits (`wait_for_change`) and claims; another process inserts
   commands one at a time, as `semo command` or a web app would, stamping wall time in the
@@ -14,11 +14,12 @@ and the supabase backend under Realtime faults.
 - sigkill: an engine process claims a send_prompt and a get_output command and is killed with
   SIGKILL; after the lease expires, a second engine's `recover_expired` requeues the safe one
   (and runs it) and fails the other with a reason.
-- faults (--faults): an inserter process puts 10,000 commands through SupabaseStore (PostgREST)
-  while the emulator drops every Realtime socket every 200 ms and loses 5 % of change events;
-  one engine (SupabaseStore, waiting up to 60 s per `wait_for_change`, so only the store's own
-  hints wake it) claims and completes them. Reports commands never claimed, commands executed
-  twice, result rows, reconnect time after each drop (drop -> SUBSCRIBED), total time.
+- faults (--faults): an inserter process puts 10,000 commands through SupabaseStore (PostgREST),
+  10 ms apart (--fault-pause), while the emulator drops every Realtime socket every 200 ms and
+  loses 5 % of change events; one engine (SupabaseStore, waiting up to 60 s per
+  `wait_for_change`, so only the store's own hints wake it) claims and completes them. Reports
+  commands never claimed, commands executed twice, result rows, reconnect time after each drop
+  (drop -> SUBSCRIBED), total time.
 Postgres figures use a fresh database on $SEMO_TEST_POSTGRES (default 127.0.0.1:5432).
 """
 
@@ -460,9 +461,10 @@ async def faults(
         print(f"  reconnect, drop -> Subscribed to PostgreSQL: {spread(to_ready)}")
         print(f"  insert -> claimed under faults:             {spread(latencies)}")
         print(
-            f"  engine wake-ups: {stats.events} events, {stats.resubscribed} resubscriptions,"
-            f" {stats.catch_ups} catch-up reads, {stats.timer} timer; realtime clients built"
-            f" {stats.rebuilds} ({stats.rebuild_failures} failed); REST unavailable {unavailable}"
+            f"  engine hints: {stats.events} events, {stats.resubscribed} resubscriptions,"
+            f" {stats.catch_ups} from catch-up reads, {stats.timer} from the timer;"
+            f" realtime clients built {stats.rebuilds} ({stats.rebuild_failures} failed);"
+            f" REST unavailable {unavailable}"
         )
         print(
             f"  total time {finished - started:.1f} s from the first insert to the last claim"
