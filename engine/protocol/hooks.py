@@ -53,6 +53,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.fsutil import atomic_write
+
 __all__ = [
     "ENV_SOCKET",
     "ENV_TOKEN",
@@ -228,22 +230,6 @@ def _read_settings(path: Path) -> dict[str, Any]:
     return value
 
 
-def _atomic_write(path: Path, data: str, mode: int) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory + rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def install_hooks(
     worktree: Path,
     command: Sequence[str],
@@ -278,7 +264,7 @@ def install_hooks(
             umask = os.umask(0)
             os.umask(umask)
             mode = 0o666 & ~umask
-        _atomic_write(target, text, mode)
+        atomic_write(target, text, mode=mode)
     if exclude_from_git:
         ensure_git_exclude(worktree, SETTINGS_RELPATH)
     return path
@@ -331,7 +317,7 @@ def ensure_git_exclude(worktree: Path, relpath: Path = SETTINGS_RELPATH) -> Path
     if existing and not existing.endswith("\n"):
         existing += "\n"
     body = existing + "# Claude Code hooks installed by semo (per-machine, never committed)\n"
-    _atomic_write(exclude, body + pattern + "\n", 0o644)
+    atomic_write(exclude, body + pattern + "\n", mode=0o644)
     if _git(Path(top), "ls-files", "--error-unmatch", "--", rel.as_posix()) is not None:
         log.warning("%s is tracked by git; info/exclude does not hide changes to it", target)
     return exclude

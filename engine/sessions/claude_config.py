@@ -37,18 +37,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import logging
 import math
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from engine.fsutil import atomic_write
 
 __all__ = [
     "ClaudeConfigBusy",
@@ -301,24 +303,10 @@ def _update_config(path: Path, update: Update, *, lock_timeout: float) -> bool:
             if not update(config):
                 return False
             text = _dump(config, snap)
-            fd, tmp = tempfile.mkstemp(
-                dir=target.parent, prefix=f".{target.name}.semo-", suffix=".tmp"
-            )
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(text)
-                    f.flush()
-                    os.fchmod(f.fileno(), snap.mode)
-                    os.fsync(f.fileno())
-                if not _same(_snapshot(target), snap):
-                    log.info("%s changed while semo was writing it; starting over", target)
-                    os.unlink(tmp)
-                    continue
-                os.replace(tmp, target)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            unchanged = functools.partial(_unchanged, target, snap)
+            if not atomic_write(target, text, mode=snap.mode, still_current=unchanged):
+                log.info("%s changed while semo was writing it; starting over", target)
+                continue
             _fsync_dir(target.parent)
             return True
     raise ClaudeConfigError(
@@ -357,6 +345,10 @@ def _read_owned(config: Path) -> list[str]:
     return [p for p in projects if isinstance(p, str)]
 
 
+def _unchanged(target: Path, snap: Any) -> bool:
+    return _same(_snapshot(target), snap)
+
+
 def _write_owned(config: Path, projects: list[str]) -> None:
     path = _owned_path(config)
     if not projects:
@@ -366,16 +358,7 @@ def _write_owned(config: Path, projects: list[str]) -> None:
     body = json.dumps(
         {"config": str(config), "projects": sorted(set(projects))}, indent=2, ensure_ascii=False
     )
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(body + "\n")
-            os.fchmod(f.fileno(), 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, body + "\n", mode=0o600)
 
 
 def owned_projects(*, home: Path | None = None) -> list[str]:

@@ -29,15 +29,14 @@ import contextlib
 import logging
 import os
 import re
-import stat
 import subprocess
 import sysconfig
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from engine.fsutil import atomic_write
 from engine.protocol.hooks import ensure_git_exclude
 from engine.store.models import Agent
 
@@ -296,27 +295,6 @@ def _update_index(top: Path, flag: str, rel: str) -> None:
         raise PersonaError(f"git update-index {flag} {rel} failed: {message}")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _read(path: Path) -> str | None:
     try:
         with path.open(encoding="utf-8", newline="") as f:
@@ -376,7 +354,7 @@ class PersonaInjector:
         changed = merged != existing
         if changed:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(target, merged)
+            atomic_write(target, merged)
 
         hidden_by: Literal["exclude", "skip-worktree"] | None = None
         if top is not None and rel is not None:
@@ -416,7 +394,7 @@ class PersonaInjector:
             with contextlib.suppress(OSError):
                 target.parent.rmdir()
         else:
-            _write_atomic(target, rest)
+            atomic_write(target, rest)
         if flags == "S" and top is not None and rel is not None:
             _update_index(top, "--no-skip-worktree", rel)
         return True
