@@ -345,7 +345,7 @@ def _read_owned(config: Path) -> list[str]:
     return [p for p in projects if isinstance(p, str)]
 
 
-def _unchanged(target: Path, snap: Any) -> bool:
+def _unchanged(target: Path, snap: _Snapshot) -> bool:
     return _same(_snapshot(target), snap)
 
 
