@@ -34,7 +34,6 @@ from engine.store.sqlite import SqliteStore
 from engine.store.supabase import SupabaseStore
 from tests.support.supabase_emulator import (
     SupabaseEmulator,
-    default_migrations,
     temporary_database,
 )
 
@@ -133,10 +132,9 @@ async def emulated_supabase() -> AsyncIterator[tuple[str, SupabaseEmulator]]:
     """A fresh migrated database (DSN) served by a Supabase emulator; both gone afterwards."""
     await admin_connection_check()
     with contextlib.ExitStack() as stack:
-        dsn = await asyncio.to_thread(
-            stack.enter_context, temporary_database(ADMIN_DSN, migrations=default_migrations())
-        )
+        dsn = await asyncio.to_thread(stack.enter_context, temporary_database(ADMIN_DSN))
         try:
+            await migrate(dsn)  # as `semo migrate` would, after the publication exists
             async with SupabaseEmulator(dsn) as emulator:
                 yield dsn, emulator
         finally:

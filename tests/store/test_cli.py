@@ -17,7 +17,7 @@ from engine.store.models import Agent, AgentSession, Office, UserQuestion
 from tests.store.conftest import Stores, open_stores
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "supabase"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     async with open_stores(request.param, tmp_path) as stores:
         yield stores
@@ -27,6 +27,15 @@ def env_for(stores: Stores) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
     if stores.backend == "sqlite":
         return env | {"SEMO_STORE": "sqlite", "SEMO_SQLITE_PATH": stores.target}
+    if stores.backend == "supabase":
+        assert stores.emulator is not None
+        return env | {
+            "SEMO_STORE": "supabase",
+            "SUPABASE_URL": stores.emulator.url,
+            "SUPABASE_SERVICE_ROLE_KEY": stores.emulator.service_role_key,
+            # `semo migrate` speaks SQL to the project's database (PostgREST cannot run DDL)
+            "SEMO_DATABASE_URL": stores.dsn,
+        }
     return env | {"SEMO_STORE": "postgres", "SEMO_DATABASE_URL": stores.target}
 
 
@@ -169,7 +178,7 @@ async def test_no_office_yet_says_how_to_make_one(backend: Stores) -> None:
 async def test_migrate_is_idempotent(backend: Stores) -> None:
     first = await semo(backend, "migrate")
     assert first.returncode == 0, first.stderr
-    if backend.backend == "postgres":
+    if backend.backend in ("postgres", "supabase"):
         assert "up to date" in first.stdout  # the fixture already migrated this database
     else:
         assert "creates its schema itself" in first.stdout
