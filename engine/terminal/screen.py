@@ -25,6 +25,7 @@ from engine.terminal.scrollback import (
     Scrollback,
     is_wrapped,
     line_from_row,
+    line_from_segments,
 )
 from engine.terminal.sgr import apply_sgr
 
@@ -570,8 +571,14 @@ class TerminalScreen(pyte.Screen):
     # -- reading ------------------------------------------------------------------------------
 
     def row_line(self, y: int) -> Line:
-        """Row y as a compact Line (text without wide-char padding, style runs)."""
-        return line_from_row(self.buffer.get(y, {}), self.columns, self._default)
+        """Row y as a compact Line (text without wide-char padding, style runs).
+
+        A row the plain-output batch left as segments is read from them, without making cells:
+        watching a flooding session's screen stays as cheap as the flood itself."""
+        segments = self.deferred_rows.get(y)
+        if segments is not None:
+            return line_from_segments(segments, self._default)
+        return line_from_row(self._buffer.get(y, {}), self.columns, self._default)
 
     def text_rows(self) -> list[str]:
         """Screen rows as text, trailing blanks trimmed (what `tmux capture-pane -p` prints)."""

@@ -20,13 +20,17 @@ _pieces = st.lists(st.one_of(_words, _sgr, _breaks), max_size=60)
 
 
 def _state(screen: TerminalScreen) -> tuple[object, ...]:
+    lines_before_cells = [screen.row_line(y) for y in range(screen.lines)]  # from segments
     cells = tuple(
         tuple(screen.buffer[y][x] for x in range(screen.columns)) for y in range(screen.lines)
     )
     wrapped = tuple(getattr(screen.buffer[y], "wrapped", False) for y in range(screen.lines))
+    lines_from_cells = [screen.row_line(y) for y in range(screen.lines)]
+    assert lines_before_cells == lines_from_cells
     return (
         cells,
         wrapped,
+        tuple(lines_from_cells),
         (screen.cursor.x, screen.cursor.y, screen.cursor.attrs),
         tuple(screen.scrollback),
         screen.scrollback.total_pushed,
