@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -256,8 +256,11 @@ class AgentObserver:
 
 
 def input_box_visible(screen: TerminalScreen) -> bool:
+    return input_box_in(screen.text_rows())
+
+
+def input_box_in(rows: Sequence[str]) -> bool:
     """Claude Code's input box: a `❯` row right under a horizontal rule."""
-    rows = screen.text_rows()
     return any(
         row.startswith("❯") and rows[index - 1].startswith("─")
         for index, row in enumerate(rows)

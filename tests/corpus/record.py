@@ -42,6 +42,7 @@ from engine.terminal.session import TerminalSession
 from tests.corpus.check import END_MARKER
 from tests.corpus.scenarios import BY_NAME, SCENARIOS, Scenario
 from tests.support.claude_home import claude_argv, claude_env
+from tests.support.claude_screen import prompt_ready, screen_text
 from tests.support.scripted_api import ScriptedMessagesAPI
 
 CORPUS = Path(__file__).resolve().parent
@@ -51,18 +52,6 @@ TURN_TIMEOUT = 40.0
 #: Transcript entries kept in the corpus copy: the conversation. Attachments and API request
 #: records (Claude Code's system prompt, tool schemas: ~150 KiB a session) are dropped.
 KEPT_ENTRIES = frozenset({"user", "assistant", "system"})
-
-
-def screen_text(session: TerminalSession) -> str:
-    return "\n".join(session.screen.text_rows()).replace("\xa0", " ")
-
-
-def prompt_ready(screen: str) -> bool:
-    """Claude Code's input box: a ``❯`` line right under a horizontal rule."""
-    lines = screen.splitlines()
-    return any(
-        line.startswith("❯") and lines[i - 1].startswith("─") for i, line in enumerate(lines) if i
-    )
 
 
 async def wait_screen(

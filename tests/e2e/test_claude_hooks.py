@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import pytest
 from engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
 from engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
+from tests.support.claude_screen import prompt_ready, wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
 
 pytestmark = pytest.mark.claude
@@ -83,31 +84,6 @@ class Recorder:
             self._changed.clear()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), left)
-
-
-def screen_text(session: TerminalSession) -> str:
-    return "\n".join(session.screen.text_rows()).replace("\xa0", " ")
-
-
-def prompt_ready(screen: str) -> bool:
-    """The input box: a ``❯`` line right under a horizontal rule."""
-    lines = screen.splitlines()
-    return any(
-        line.startswith("❯") and lines[i - 1].startswith("─")
-        for i, line in enumerate(lines)
-        if i > 0
-    )
-
-
-async def wait_screen(
-    session: TerminalSession, predicate: Callable[[str], bool], timeout: float, what: str
-) -> str:
-    deadline = time.monotonic() + timeout
-    while not predicate(text := screen_text(session)):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; screen:\n{text}")
-        await asyncio.sleep(0.03)
-    return text
 
 
 def git(cwd: Path, *args: str) -> str:

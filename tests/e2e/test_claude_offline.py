@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.claude_home import claude_argv, claude_env
+from tests.support.claude_screen import prompt_ready
 from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
 
 pytestmark = pytest.mark.claude
@@ -90,16 +91,6 @@ def claude_in_tmux(workdir: Path, env: dict[str, str]) -> Iterator[Tmux]:
     finally:
         tmux("kill-server", check=False)
         tmux.socket_path().unlink(missing_ok=True)  # tmux 3.3a leaves it behind
-
-
-def prompt_ready(screen: str) -> bool:
-    """The input box: a ``❯`` line right under a horizontal rule."""
-    lines = screen.splitlines()
-    return any(
-        line.startswith("❯") and lines[i - 1].startswith("─")
-        for i, line in enumerate(lines)
-        if i > 0
-    )
 
 
 @pytest.fixture

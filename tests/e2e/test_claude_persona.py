@@ -9,11 +9,8 @@ Code reads both files). The worktree's ``git status`` stays clean before and aft
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from engine.sessions.worktrees import WorktreeManager
 from engine.store.models import Agent
 from engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
+from tests.support.claude_screen import prompt_ready, wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI
 
 pytestmark = pytest.mark.claude
@@ -48,30 +46,6 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
     ).stdout
-
-
-def screen_text(session: TerminalSession) -> str:
-    return "\n".join(session.screen.text_rows()).replace("\xa0", " ")
-
-
-def prompt_ready(screen: str) -> bool:
-    lines = screen.splitlines()
-    return any(
-        line.startswith("❯") and lines[i - 1].startswith("─")
-        for i, line in enumerate(lines)
-        if i > 0
-    )
-
-
-async def wait_screen(
-    session: TerminalSession, predicate: Callable[[str], bool], timeout: float, what: str
-) -> str:
-    deadline = time.monotonic() + timeout
-    while not predicate(text := screen_text(session)):
-        if time.monotonic() > deadline or session.exit_status is not None:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; screen:\n{text}")
-        await asyncio.sleep(0.05)
-    return text
 
 
 async def test_persona_and_project_claude_md_reach_the_model(tmp_path: Path) -> None:

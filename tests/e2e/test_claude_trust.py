@@ -16,8 +16,6 @@ import asyncio
 import json
 import shutil
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from engine.sessions.claude_config import ensure_trusted, forget, owned_projects
 from engine.sessions.worktrees import Worktree, WorktreeManager
 from engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
+from tests.support.claude_screen import prompt_ready, wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI
 
 pytestmark = pytest.mark.claude
@@ -34,31 +33,6 @@ COLS, ROWS = 100, 30
 STARTUP_TIMEOUT = 30.0
 TRUST_QUESTION = "Yes, I trust this folder"
 THEME_PICKER = "Choose the text style"
-
-
-def screen_text(session: TerminalSession) -> str:
-    return "\n".join(session.screen.text_rows()).replace("\xa0", " ")
-
-
-def prompt_ready(screen: str) -> bool:
-    """The input box: a ``❯`` line right under a horizontal rule."""
-    lines = screen.splitlines()
-    return any(
-        line.startswith("❯") and lines[i - 1].startswith("─")
-        for i, line in enumerate(lines)
-        if i > 0
-    )
-
-
-async def wait_screen(
-    session: TerminalSession, predicate: Callable[[str], bool], timeout: float, what: str
-) -> str:
-    deadline = time.monotonic() + timeout
-    while not predicate(text := screen_text(session)):
-        if time.monotonic() > deadline or session.exit_status is not None:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; screen:\n{text}")
-        await asyncio.sleep(0.05)
-    return text
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -41,7 +41,6 @@ def _postgres_available() -> bool:
         return False
 
 
-
 # Used only when migrations/ is empty: the columns of engine/store/models.py.
 FALLBACK_SCHEMA = """
 CREATE TABLE offices (

@@ -1,0 +1,33 @@
+"""Waiting on a Claude Code screen in tests (semo's TerminalSession or tmux text)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from engine.protocol.observer import input_box_in
+from engine.terminal.session import TerminalSession
+
+
+def screen_text(session: TerminalSession) -> str:
+    """The visible rows, with the CLI's U+00A0 after `❯` read as a space."""
+    return "\n".join(session.screen.text_rows()).replace("\xa0", " ")
+
+
+def prompt_ready(screen: str) -> bool:
+    """Claude Code's input box is drawn (the engine's own rule, on screen text)."""
+    return input_box_in(screen.splitlines())
+
+
+async def wait_screen(
+    session: TerminalSession, predicate: Callable[[str], bool], timeout: float, what: str
+) -> str:
+    """Poll the screen until `predicate` holds; AssertionError with the screen on timeout or
+    when the program exited first."""
+    deadline = time.monotonic() + timeout
+    while not predicate(text := screen_text(session)):
+        if time.monotonic() > deadline or session.exit_status is not None:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; screen:\n{text}")
+        await asyncio.sleep(0.03)
+    return text
