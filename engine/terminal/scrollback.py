@@ -32,12 +32,6 @@ class Line(NamedTuple):
     runs: tuple[StyleRun, ...] = ()
     wrapped: bool = False  # the text continues on the next line (the terminal auto-wrapped)
 
-    def cells(self) -> Iterator[Cell]:
-        """The line's characters with their styles (one item per character of `text`)."""
-        for run in self.runs or (StyleRun(0, len(self.text), BLANK),):
-            for char in self.text[run.start : run.end]:
-                yield run.style._replace(data=char)
-
 
 def _same_style(a: Cell, b: Cell) -> bool:
     return a is b or a[1:] == b[1:]

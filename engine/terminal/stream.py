@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 from pyte import modes
 
-from engine.terminal.cell import Cell
 from engine.terminal.plain import PlainBatch
 from engine.terminal.screen import TerminalScreen
 
@@ -331,6 +330,3 @@ def make_screen_and_stream(
     kwargs = {} if scrollback is None else {"scrollback": scrollback}
     screen = TerminalScreen(columns, lines, respond=respond, **kwargs)
     return screen, TerminalStream(screen, batch=batch)
-
-
-__all__ = ["Cell", "TerminalStream", "make_screen_and_stream"]
