@@ -42,7 +42,8 @@ class AsciicastHeader(BaseModel):
     height: int
     timestamp: int | None = None
     title: str | None = None
-    env: dict[str, str] | None = None
+    # asciinema writes `null` for a variable that is unset (e.g. SHELL on a bare CI runner).
+    env: dict[str, str | None] | None = None
 
 
 class AsciicastEvent(NamedTuple):

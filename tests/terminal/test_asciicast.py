@@ -33,9 +33,11 @@ class FakeClock:
         return self.now
 
 
-async def asciinema(*args: str) -> bytes:
+async def asciinema(*args: str, unset: tuple[str, ...] = ()) -> bytes:
     """Run asciinema 2.4 without a controlling terminal (so it leaves ours alone)."""
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    for name in unset:
+        env.pop(name, None)
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -201,3 +203,12 @@ async def test_reads_what_asciinema_records(tmp_path: Path) -> None:
     header, events = read_asciicast(path)
     assert header.version == 2
     assert replay_output(events) == "from asciinema 한\r\n"
+
+
+async def test_reads_asciinema_header_with_unset_shell(tmp_path: Path) -> None:
+    """A bare CI runner has no SHELL; asciinema then writes `"SHELL": null` into the header."""
+    path = tmp_path / "no-shell.cast"
+    await asciinema("rec", "--quiet", "--command", "printf x", str(path), unset=("SHELL",))
+    header, events = read_asciicast(path)
+    assert header.env is not None and header.env["SHELL"] is None
+    assert replay_output(events) == "x"
