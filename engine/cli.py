@@ -115,6 +115,25 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument("event", metavar="EVENT")
     hook.set_defaults(handler=lambda args: _hook_main([args.event]))
 
+    init = commands.add_parser(
+        "init",
+        help="write a commented example semo.toml (office, store, engine, pool, agents)",
+        description=(
+            "Write an example semo.toml with every key, its default and what it does, and three "
+            "Claude Code agents (FE, BE, QA). An existing file is kept unless --force. "
+            "The reference is docs/CONFIG.md."
+        ),
+    )
+    init.add_argument(
+        "path",
+        nargs="?",
+        default="semo.toml",
+        metavar="PATH",
+        help="the file to write, or a folder to write semo.toml in (default ./semo.toml)",
+    )
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(handler=_run_init)
+
     add_store_commands(commands)
     return parser
 
@@ -123,6 +142,28 @@ def _hook_main(argv: list[str]) -> int:
     from engine.protocol.hook_shim import main as hook_shim_main
 
     return hook_shim_main(argv)
+
+
+def _run_init(args: argparse.Namespace) -> int:
+    import shlex
+    from pathlib import Path
+
+    from engine.config import ConfigError, init_config, load_config
+
+    try:
+        target = Path(args.path)
+        if args.path.endswith(("/", os.sep)):  # "ops/": a folder, even one not made yet
+            target = target / "semo.toml"
+        path = init_config(target, force=args.force)
+        config = load_config(path)
+    except ConfigError as error:
+        print(f"semo init: {error}", file=sys.stderr)
+        return 2
+    roles = ", ".join(agent.role for agent in config.agents)
+    print(f"semo init: wrote {path} (office {config.office.name!r}, agents {roles})")
+    print("next: edit it (office name, repository, agents' prompts), then run:")
+    print(f"  semo engine --config {shlex.quote(str(path))}")
+    return 0
 
 
 def _run_parse(args: argparse.Namespace) -> int:
