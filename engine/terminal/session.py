@@ -18,6 +18,7 @@ from engine.terminal.stream import TerminalStream
 
 DEFAULT_TERM = "xterm-256color"
 OutputListener = Callable[[str], None]
+ExitListener = Callable[[ExitStatus], None]
 
 
 #: The engine's own configuration and credentials (store DSN, Supabase keys): never inherited
@@ -68,6 +69,7 @@ class TerminalSession:
         self.last_output_at = time.monotonic()
         self.last_input_at = self.last_output_at
         self._listeners: list[OutputListener] = []
+        self._exit_listeners: list[ExitListener] = []
         self._changed = asyncio.Event()
         self._record_path = Path(record) if record is not None else None
         self.recorder: AsciicastWriter | None = None
@@ -127,8 +129,14 @@ class TerminalSession:
             listener(text)
         self._changed.set()
 
-    def _on_exit(self, _status: ExitStatus) -> None:
+    def add_exit_listener(self, listener: ExitListener) -> None:
+        """Called once with the exit status when the child has exited and its output is read."""
+        self._exit_listeners.append(listener)
+
+    def _on_exit(self, status: ExitStatus) -> None:
         self._changed.set()
+        for listener in self._exit_listeners:
+            listener(status)
 
     def _respond(self, answer: str) -> None:
         if self.process is not None and self.process.running:

@@ -1,0 +1,489 @@
+"""One agent session: a CLI in a PTY, its protocol observer, and a FIFO input queue.
+
+Prompts never go straight to the terminal. `submit` puts them in the session's queue; one
+delivery task takes them in order and types each only when the agent is ready for it:
+
+- a ``prompt`` when the session is ``ready`` (at its prompt, idle);
+- an ``answer`` (to the agent's own ASK_USER) also when it is ``waiting_input`` because of
+  that question, but never while Claude Code shows a permission dialog.
+
+A prompt is pasted (bracketed when the CLI enabled mode 2004), Enter is pressed, and the agent
+must confirm it: Claude Code through its UserPromptSubmit hook, a generic program by answering
+with output. Without a confirmation in ``profile.confirm_timeout`` the delivery is retried
+once (Enter again if the text is still in Claude Code's input box, the whole paste otherwise);
+a second silence fails that prompt with `DeliveryFailed`, never silently.
+
+`send_text` / `send_keys` are the raw channel (an operator answering a dialog, a remote
+keystroke): they go to the terminal at once, whatever the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from engine.protocol.hooks import HookEvent
+from engine.protocol.messages import ProtocolMessage
+from engine.protocol.observer import (
+    AgentObserver,
+    MessageFound,
+    ObserverEvent,
+)
+from engine.protocol.state import AgentState, StateChange
+from engine.sessions.profiles import AgentProfile, paste
+from engine.terminal.pty_process import ExitStatus
+from engine.terminal.session import TerminalSession
+
+log = logging.getLogger("semo.sessions")
+
+PromptKind = Literal["prompt", "answer"]
+
+#: Screen reads are coalesced: at most one observer pass per frame while output streams.
+FRAME_SECONDS = 1 / 60
+#: How often the session checks for a stale (silent while busy) agent.
+TICK_SECONDS = 1.0
+#: A paste is given this long to show in the input box before Enter is pressed.
+PASTE_SETTLE_SECONDS = 0.05
+PASTE_SETTLE_TIMEOUT = 1.0
+#: Output chunks kept for late subscribers (bounded output history).
+OUTPUT_HISTORY_CHUNKS = 256
+
+
+class SessionError(Exception):
+    """A session operation that cannot be done (ended session, failed delivery...)."""
+
+
+class SessionEnded(SessionError):
+    pass
+
+
+class DeliveryFailed(SessionError):
+    pass
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    seq: int
+    data: str
+    at: float
+
+
+@dataclass(frozen=True)
+class PromptDelivered:
+    prompt_id: int
+    kind: PromptKind
+    waited: float  # seconds in the queue before the agent was ready
+    attempts: int
+    at: float
+
+
+SessionEvent = ObserverEvent | OutputChunk | PromptDelivered
+SessionListener = Callable[["AgentSession", SessionEvent], None]
+
+
+@dataclass
+class _Queued:
+    prompt_id: int
+    text: str
+    kind: PromptKind
+    enqueued_at: float
+    delivered: asyncio.Future[PromptDelivered]
+
+
+@dataclass
+class TurnResult:
+    """What a finished turn left: the agent's text and the protocol messages in it."""
+
+    state: AgentState
+    text: str
+    messages: list[ProtocolMessage] = field(default_factory=list)
+
+
+class AgentSession:
+    def __init__(
+        self,
+        session_id: str,
+        argv: Sequence[str],
+        profile: AgentProfile,
+        *,
+        role: str = "",
+        agent_id: str = "",
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cols: int = 120,
+        rows: int = 40,
+        record: str | os.PathLike[str] | None = None,
+        stale_after: float = 30.0,
+    ) -> None:
+        self.session_id = session_id
+        self.role = role
+        self.agent_id = agent_id
+        self.profile = profile
+        self.cwd = Path(cwd) if cwd is not None else None
+        self.terminal = TerminalSession(argv, cols=cols, rows=rows, cwd=cwd, env=env, record=record)
+        self.observer = AgentObserver(
+            profile.name,
+            stale_after=stale_after,
+            prompt_pattern=profile.prompt_pattern,
+            screen=self.terminal.screen if profile.uses_hooks else None,
+        )
+        self.created_at = time.monotonic()
+        self.last_activity = self.created_at
+        self.output_history: list[OutputChunk] = []
+        self.delivered = 0
+        self._listeners: list[SessionListener] = []
+        self._queue: list[_Queued] = []
+        self._queue_changed = asyncio.Event()
+        self._state_changed = asyncio.Event()
+        self._submitted = asyncio.Event()
+        self._output_seen = asyncio.Event()
+        self._ids = itertools.count(1)
+        self._seq = itertools.count(1)
+        self._frame: asyncio.TimerHandle | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._turn_start_line = 0
+        self._ending: str | None = None
+        self._last_turn_text = ""
+        self._turn_messages: list[ProtocolMessage] = []
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> AgentState:
+        return self.observer.state
+
+    @property
+    def pid(self) -> int | None:
+        process = self.terminal.process
+        return process.pid if process is not None else None
+
+    @property
+    def ended(self) -> bool:
+        return self.state == AgentState.TERMINATED
+
+    @property
+    def exit_status(self) -> ExitStatus | None:
+        return self.terminal.exit_status
+
+    def add_listener(self, listener: SessionListener) -> None:
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        """Spawn the CLI (TerminalSpawnError with the reason if it cannot start)."""
+        self.terminal.add_listener(self._on_output)
+        self.terminal.add_exit_listener(self._on_exit)
+        self.terminal.start()
+        self._tasks = [
+            asyncio.create_task(self._deliver_loop(), name=f"deliver {self.session_id}"),
+            asyncio.create_task(self._tick_loop(), name=f"tick {self.session_id}"),
+        ]
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Until the agent is at its prompt; SessionEnded if it exits, TimeoutError on timeout."""
+        await self._wait_state(lambda s: s == AgentState.READY, timeout, "ready")
+
+    async def terminate(self, reason: str = "terminated", grace: float = 2.0) -> None:
+        """End the CLI's process group; queued prompts fail with SessionEnded."""
+        self._ending = reason
+        if self._frame is not None:
+            self._frame.cancel()
+        if self.terminal.process is not None:
+            await self.terminal.close(grace)
+        self._set_state(AgentState.TERMINATED, reason)
+        self._fail_queue(SessionEnded(f"session {self.session_id} ended: {reason}"))
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # -- input ---------------------------------------------------------------------------------
+
+    def submit(self, text: str, kind: PromptKind = "prompt") -> asyncio.Future[PromptDelivered]:
+        """Queue `text`; the future resolves when the agent confirmed it (or fails)."""
+        if self.ended:
+            raise SessionEnded(f"session {self.session_id} has ended")
+        if not text.strip():
+            raise SessionError("an empty prompt cannot be delivered")
+        future: asyncio.Future[PromptDelivered] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Queued(next(self._ids), text, kind, time.monotonic(), future))
+        self._queue_changed.set()
+        return future
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    async def execute(
+        self, text: str, *, timeout: float, kind: PromptKind = "prompt"
+    ) -> TurnResult:
+        """Deliver `text` and wait until the turn it started ends (ready or waiting_input)."""
+        deadline = time.monotonic() + timeout
+        delivered = self.submit(text, kind)
+        try:
+            await asyncio.wait_for(asyncio.shield(delivered), timeout)
+        except TimeoutError:
+            self._withdraw(delivered)
+            raise
+        remaining = max(0.0, deadline - time.monotonic())
+        await self._wait_state(
+            lambda s: s in (AgentState.READY, AgentState.WAITING_INPUT), remaining, "turn end"
+        )
+        return TurnResult(self.state, self._last_turn_text, list(self._turn_messages))
+
+    def write(self, text: str) -> None:
+        """Raw input, at once (an operator's keystrokes, a dialog answer)."""
+        self._check_running()
+        self.terminal.write(text)
+
+    async def send_keys(self, spec: str) -> None:
+        self._check_running()
+        await self.terminal.send_keys(spec)
+
+    async def cancel(self) -> None:
+        """Interrupt the running turn (Esc for Claude Code, Ctrl+C for others)."""
+        await self.send_keys(self.profile.cancel_keys)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.terminal.resize(cols, rows)
+
+    # -- output --------------------------------------------------------------------------------
+
+    def screen_rows(self) -> list[str]:
+        return self.terminal.screen.text_rows()
+
+    def last_lines(self, count: int) -> list[str]:
+        """The last `count` lines: scrollback then the screen, trailing blank rows dropped."""
+        screen = self.terminal.screen
+        rows = screen.text_rows()
+        while rows and not rows[-1]:
+            rows.pop()
+        if len(rows) >= count:
+            return rows[-count:]
+        need = count - len(rows)
+        history = [line.text for line in list(screen.scrollback)[-need:]] if need else []
+        return history + rows
+
+    # -- hooks and the screen ------------------------------------------------------------------
+
+    def on_hook(self, event: HookEvent) -> None:
+        """A hook report for this session (routed here by the session manager)."""
+        self.last_activity = time.monotonic()
+        if event.event == "UserPromptSubmit":
+            self._submitted.set()
+            self._turn_messages = []
+        elif event.event == "Stop":
+            self._last_turn_text = event.last_assistant_message or ""
+        self._dispatch(self.observer.on_hook(event.event, event.payload, event.received_at))
+
+    def _on_output(self, text: str) -> None:
+        now = time.monotonic()
+        self.last_activity = now
+        chunk = OutputChunk(next(self._seq), text, now)
+        self.output_history.append(chunk)
+        if len(self.output_history) > OUTPUT_HISTORY_CHUNKS:
+            del self.output_history[: -OUTPUT_HISTORY_CHUNKS // 2]
+        self._output_seen.set()
+        self._notify(chunk)
+        if self._frame is None:
+            loop = asyncio.get_running_loop()
+            self._frame = loop.call_later(FRAME_SECONDS, self._read_screen)
+
+    def _read_screen(self) -> None:
+        self._frame = None
+        if not self.ended:
+            self._dispatch(self.observer.on_screen(self.terminal.screen, time.monotonic()))
+
+    def _on_exit(self, status: ExitStatus) -> None:
+        if self._frame is not None:
+            self._frame.cancel()
+            self._read_screen()
+        if self._ending is not None:  # we ended it: not a crash
+            self._set_state(AgentState.TERMINATED, self._ending)
+            self._fail_queue(SessionEnded(f"session {self.session_id} ended: {self._ending}"))
+            return
+        self._dispatch(self.observer.on_exit(status.code, status.signal, time.monotonic()))
+        what = status.describe()
+        self._fail_queue(SessionEnded(f"session {self.session_id} exited ({what})"))
+
+    def _dispatch(self, events: list[ObserverEvent]) -> None:
+        for event in events:
+            if isinstance(event, MessageFound):
+                self._turn_messages.append(event.message)
+            if isinstance(event, StateChange):
+                self._on_state(event)
+            self._notify(event)
+
+    def _on_state(self, change: StateChange) -> None:
+        if change.previous == AgentState.EXECUTING and not self.profile.uses_hooks:
+            self._last_turn_text = "\n".join(self._lines_since(self._turn_start_line))
+        self._state_changed.set()
+        self._queue_changed.set()
+
+    def _notify(self, event: SessionEvent) -> None:
+        for listener in self._listeners:
+            try:
+                listener(self, event)
+            except Exception:
+                log.exception("session listener failed (%s)", self.session_id)
+
+    def _set_state(self, state: AgentState, reason: str) -> None:
+        change = self.observer.tracker.set(state, "engine", reason, time.monotonic())
+        if change is not None:
+            self.observer.events.append(change)
+            self._dispatch_change(change)
+
+    def _dispatch_change(self, change: StateChange) -> None:
+        self._on_state(change)
+        self._notify(change)
+
+    # -- delivery ------------------------------------------------------------------------------
+
+    def _accepts(self, item: _Queued) -> bool:
+        state = self.state
+        if state == AgentState.READY:
+            return True
+        if item.kind != "answer" or state != AgentState.WAITING_INPUT:
+            return False
+        last = self.observer.tracker.history[-1] if self.observer.tracker.history else None
+        return last is not None and last.source == "protocol"
+
+    async def _deliver_loop(self) -> None:
+        while True:
+            while not (self._queue and self._accepts(self._queue[0])):
+                self._queue_changed.clear()
+                await self._queue_changed.wait()
+            item = self._queue[0]
+            try:
+                attempts = await self._deliver(item)
+            except DeliveryFailed as error:
+                self._pop(item)
+                if not item.delivered.done():
+                    item.delivered.set_exception(error)
+                continue
+            self._pop(item)
+            self.delivered += 1
+            now = time.monotonic()
+            done = PromptDelivered(item.prompt_id, item.kind, now - item.enqueued_at, attempts, now)
+            if not item.delivered.done():
+                item.delivered.set_result(done)
+            self._notify(done)
+
+    def _pop(self, item: _Queued) -> None:
+        if self._queue and self._queue[0] is item:
+            self._queue.pop(0)
+
+    def _withdraw(self, future: asyncio.Future[PromptDelivered]) -> None:
+        """Take a prompt whose caller gave up out of the queue, unless it is being typed."""
+        for index, item in enumerate(self._queue):
+            if item.delivered is future and index > 0:
+                del self._queue[index]
+                future.cancel()
+                return
+
+    async def _deliver(self, item: _Queued) -> int:
+        screen = self.terminal.screen
+        self._submitted.clear()
+        self._turn_start_line = self._absolute_cursor_line()
+        self.terminal.write(paste(item.text, bracketed=screen.modes.bracketed_paste))
+        await self.terminal.wait_quiet(PASTE_SETTLE_SECONDS, PASTE_SETTLE_TIMEOUT)
+        for attempt in (1, 2):
+            before = self.terminal.bytes_out
+            self.terminal.write("\r")
+            if not self.profile.uses_hooks:
+                self._set_state(AgentState.EXECUTING, "prompt delivered")
+            if await self._confirmed(before):
+                return attempt
+            if self.ended:
+                break
+            if self.profile.uses_hooks and not _input_has_text(self):
+                self.terminal.write(paste(item.text, bracketed=screen.modes.bracketed_paste))
+                await self.terminal.wait_quiet(PASTE_SETTLE_SECONDS, PASTE_SETTLE_TIMEOUT)
+            log.warning(
+                "session %s: prompt %d not confirmed, retrying", self.session_id, item.prompt_id
+            )
+        raise DeliveryFailed(
+            f"session {self.session_id}: the agent did not take prompt {item.prompt_id} "
+            f"(no confirmation in 2 x {self.profile.confirm_timeout:.0f} s)"
+        )
+
+    async def _confirmed(self, output_before: int) -> bool:
+        timeout = self.profile.confirm_timeout
+        if self.profile.uses_hooks:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._submitted.wait(), timeout)
+            return self._submitted.is_set()
+        deadline = time.monotonic() + timeout
+        while self.terminal.bytes_out == output_before and time.monotonic() < deadline:
+            self._output_seen.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._output_seen.wait(), deadline - time.monotonic())
+        return self.terminal.bytes_out != output_before
+
+    def _fail_queue(self, error: SessionError) -> None:
+        queue, self._queue = self._queue, []
+        for item in queue:
+            if not item.delivered.done():
+                item.delivered.set_exception(error)
+                item.delivered.exception()  # a caller that gave up must not leave it unretrieved
+        self._queue_changed.set()
+        self._state_changed.set()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _check_running(self) -> None:
+        if self.ended or self.terminal.process is None or not self.terminal.process.running:
+            raise SessionEnded(f"session {self.session_id} is not running")
+
+    async def _wait_state(
+        self, done: Callable[[AgentState], bool], timeout: float, what: str
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not done(self.state):
+            if self.ended:
+                raise SessionEnded(f"session {self.session_id} ended before it was {what}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"session {self.session_id}: not {what} after {timeout:.0f} s")
+            self._state_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._state_changed.wait(), remaining)
+
+    async def _tick_loop(self) -> None:
+        while not self.ended:
+            await asyncio.sleep(TICK_SECONDS)
+            self._dispatch(self.observer.tick(time.monotonic()))
+
+    def _absolute_cursor_line(self) -> int:
+        screen = self.terminal.screen
+        return screen.scrollback.total_pushed + screen.cursor.y
+
+    def _lines_since(self, start: int) -> list[str]:
+        """Lines from absolute line `start` up to (not including) the cursor row."""
+        screen = self.terminal.screen
+        pushed = screen.scrollback.total_pushed
+        first = max(start, pushed - len(screen.scrollback))
+        lines = []
+        for index in range(first, pushed + screen.cursor.y):
+            relative = index - pushed
+            line = screen.scrollback[relative] if relative < 0 else screen.row_line(relative)
+            lines.append(line.text.rstrip())
+        return lines
+
+
+def _input_has_text(session: AgentSession) -> bool:
+    """Whether Claude Code's input box (the `❯` row under a rule) holds typed or pasted text."""
+    rows = session.terminal.screen.text_rows()
+    return any(
+        row.startswith("❯") and rows[index - 1].startswith("─") and row[1:].strip(" \xa0")
+        for index, row in enumerate(rows)
+        if index
+    )

@@ -1,0 +1,64 @@
+"""Agent profiles: how to talk to a kind of CLI (deliver a prompt, cancel a turn, know it is ready).
+
+``claude``: Claude Code. States come from its hooks; a prompt goes in as a bracketed paste (the
+CLI enables mode 2004) followed by Enter, and counts as delivered only when the
+UserPromptSubmit hook reports it (one retry). Cancel is Esc: Ctrl+C twice quits the CLI.
+
+``generic``: any other interactive program. Readiness is a prompt pattern on the cursor row;
+a prompt is typed (pasted when the program enabled bracketed paste) and Enter pressed; delivery
+counts as confirmed when the program answers with output. Cancel is Ctrl+C.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
+
+ProfileName = Literal["claude", "generic"]
+
+PASTE_START = "\x1b[200~"
+PASTE_END = "\x1b[201~"
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    name: ProfileName
+    #: keys (engine.terminal.keys spec) that interrupt the running turn
+    cancel_keys: str
+    #: the session's hooks report states (Claude Code) instead of the screen alone
+    uses_hooks: bool
+    #: seconds to wait for the agent to confirm a submitted prompt before the one retry
+    confirm_timeout: float = 5.0
+    prompt_pattern: str = DEFAULT_PROMPT_PATTERN
+
+
+CLAUDE = AgentProfile("claude", cancel_keys="<Esc>", uses_hooks=True)
+GENERIC = AgentProfile("generic", cancel_keys="<C-c>", uses_hooks=False, confirm_timeout=3.0)
+
+
+def profile_named(name: str, *, prompt_pattern: str | None = None) -> AgentProfile:
+    if name == "claude":
+        return CLAUDE
+    if name == "generic":
+        if prompt_pattern is None:
+            return GENERIC
+        return AgentProfile("generic", "<C-c>", False, GENERIC.confirm_timeout, prompt_pattern)
+    raise ValueError(f"unknown agent profile {name!r} (known: claude, generic)")
+
+
+def profile_for_command(command: Sequence[str]) -> AgentProfile:
+    """`claude` when the command runs Claude Code, else `generic`."""
+    return CLAUDE if command and os.path.basename(command[0]) == "claude" else GENERIC
+
+
+def paste(text: str, *, bracketed: bool) -> str:
+    """`text` as the terminal would send a paste: wrapped in 2004 brackets when the program
+    asked for them (any bracket sequence inside is removed so it cannot end the paste early)."""
+    if not bracketed:
+        return text
+    clean = text.replace(PASTE_START, "").replace(PASTE_END, "")
+    return f"{PASTE_START}{clean}{PASTE_END}"

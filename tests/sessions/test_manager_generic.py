@@ -1,0 +1,199 @@
+"""SessionManager on a real program in a real PTY: bash as a `generic` agent.
+
+What is checked: a session reaches its prompt and is `ready`; a prompt runs and its output is
+the turn's text; a prompt sent while the agent is busy is typed only after the turn ends, and
+once; the queue keeps order; cancel (Ctrl+C) ends a running turn; get_output and resize; an
+agent never sees the engine's SEMO_* / SUPABASE_* variables; a crashed agent (kill -9) fails
+its queued prompts and ends as error -> terminated, recorded in the store; operations on an
+unknown or ended session get clear errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from engine.protocol.state import AgentState, StateChange
+from engine.sessions.agent_session import AgentSession, SessionEnded, SessionError
+from engine.sessions.manager import SessionManager, UnknownSession
+from engine.sessions.profiles import GENERIC
+from engine.store.models import Agent, Office
+from engine.store.sqlite import SqliteStore
+from tests.support.claude_screen import wait_screen
+
+TIMEOUT = 10.0
+BASH = ["bash", "--norc", "--noprofile", "-i"]
+
+
+def bash_agent(office_id: str = "office") -> Agent:
+    return Agent(office_id=office_id, name="shell", role="SH", command=BASH)
+
+
+def bash_env() -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PS1": "$ ",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "SEMO_DATABASE_URL": "postgresql://secret@db/semo",
+        "SUPABASE_SERVICE_ROLE_KEY": "service-role-secret",
+    }
+
+
+@pytest.fixture
+async def manager(tmp_path: Path) -> AsyncIterator[SessionManager]:
+    runtime = tmp_path / "run"
+    async with SessionManager(agent_env=bash_env(), runtime_dir=runtime) as manager:
+        yield manager
+
+
+async def start(manager: SessionManager, folder: Path, agent: Agent | None = None) -> AgentSession:
+    agent = agent or bash_agent()
+    session = await manager.create(agent, working_dir=folder, cols=80, rows=24)
+    await session.wait_ready(TIMEOUT)
+    return session
+
+
+async def test_prompt_runs_and_its_output_is_the_turn_text(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    session = await start(manager, tmp_path)
+    assert session.profile is GENERIC
+    result = await session.execute("echo $((6 * 7))", timeout=TIMEOUT)
+    assert result.state == AgentState.READY
+    assert "42" in result.text.splitlines()
+    assert session.delivered == 1
+
+
+async def test_agent_runs_in_its_folder_without_engine_credentials(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    session = await start(manager, tmp_path)
+    result = await session.execute(
+        'echo "cwd=$PWD db=[$SEMO_DATABASE_URL] key=[$SUPABASE_SERVICE_ROLE_KEY]"',
+        timeout=TIMEOUT,
+    )
+    assert f"cwd={tmp_path.resolve()} db=[] key=[]" in result.text  # noqa: ASYNC240
+
+
+async def test_prompt_sent_while_busy_waits_for_the_turn_and_is_typed_once(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    session = await start(manager, tmp_path)
+    first = session.submit("sleep 0.6; echo first-done")
+    await first
+    assert session.state == AgentState.EXECUTING
+    second = session.submit("echo second-done")
+    third = session.submit("echo third-done")
+    await asyncio.sleep(0.3)
+    assert not second.done(), "typed into a busy agent"
+    assert session.queued == 2
+    await asyncio.wait_for(asyncio.gather(second, third), TIMEOUT)
+    await session.wait_ready(TIMEOUT)
+    lines = session.last_lines(50)
+    done = [line for line in lines if line.endswith("-done") and not line.startswith("$")]
+    assert done == ["first-done", "second-done", "third-done"]
+    typed = [line for line in lines if line.startswith("$ echo second-done")]
+    assert len(typed) == 1
+    assert session.delivered == 3
+
+
+async def test_cancel_interrupts_the_running_turn(manager: SessionManager, tmp_path: Path) -> None:
+    session = await start(manager, tmp_path)
+    await session.submit("echo sleeping; sleep 30")
+    assert session.state == AgentState.EXECUTING
+    # Ctrl+C before bash has started `sleep` interrupts bash itself, and sleep then runs on
+    await wait_screen(session.terminal, lambda s: "\nsleeping\n" in s, TIMEOUT, "sleeping")
+    await manager.cancel(session.session_id)
+    await session.wait_ready(TIMEOUT)
+    result = await session.execute("echo after-cancel", timeout=TIMEOUT)
+    assert "after-cancel" in result.text
+
+
+async def test_get_output_and_resize(manager: SessionManager, tmp_path: Path) -> None:
+    session = await start(manager, tmp_path)
+    await session.execute("for i in $(seq 1 60); do echo line-$i; done", timeout=TIMEOUT)
+    screen = manager.get_output(session.session_id)
+    assert (screen.cols, screen.rows) == (80, 24)
+    assert len(screen.lines) == 24
+    last = manager.get_output(session.session_id, lines=40)
+    assert last.lines[-1] == "$"
+    assert last.lines[0] == "line-22"  # 40 lines back reaches into the scrollback
+    manager.resize(session.session_id, 100, 30)
+    result = await session.execute("stty size", timeout=TIMEOUT)
+    assert "30 100" in result.text
+    with pytest.raises(ValueError, match="out of range"):
+        manager.resize(session.session_id, 0, 30)
+
+
+async def test_crash_fails_queued_prompts_and_ends_the_session(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    session = await start(manager, tmp_path)
+    states: list[AgentState] = []
+    session.add_listener(
+        lambda _s, e: states.append(e.state) if isinstance(e, StateChange) else None
+    )
+    await session.submit("sleep 30")
+    waiting = session.submit("echo never")
+    assert session.pid is not None
+    os.kill(session.pid, signal.SIGKILL)
+    with pytest.raises(SessionEnded, match="exited"):
+        await asyncio.wait_for(waiting, TIMEOUT)
+    assert states[-2:] == [AgentState.ERROR, AgentState.TERMINATED]
+    with pytest.raises(SessionEnded):
+        session.submit("echo too late")
+    with pytest.raises(SessionEnded):
+        manager.send_text(session.session_id, "x")
+
+
+async def test_bad_input_gets_clear_errors(manager: SessionManager, tmp_path: Path) -> None:
+    with pytest.raises(UnknownSession, match="no session 'nope'"):
+        manager.get_output("nope")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        await manager.create(bash_agent(), working_dir=tmp_path / "missing")
+    with pytest.raises(ValueError, match="no working directory"):
+        await manager.create(bash_agent())
+    session = await start(manager, tmp_path)
+    with pytest.raises(SessionError, match="empty prompt"):
+        session.submit("   ")
+    await manager.terminate(session.session_id, reason="test over")
+    with pytest.raises(UnknownSession):
+        await manager.send_keys(session.session_id, "<Enter>")
+
+
+async def test_terminate_fails_queued_prompts(manager: SessionManager, tmp_path: Path) -> None:
+    session = await start(manager, tmp_path)
+    await session.submit("sleep 30")
+    queued = session.submit("echo queued")
+    await manager.terminate(session.session_id, reason="operator said so")
+    with pytest.raises(SessionEnded, match="operator said so"):
+        await queued
+    assert session.state == AgentState.TERMINATED
+    assert session.exit_status is not None
+
+
+async def test_store_rows_follow_the_session(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "semo.db") as store:
+        office = await store.create_office(Office(name="o"))
+        agent = await store.upsert_agent(bash_agent(office.id))
+        async with SessionManager(
+            store=store,
+            office_id=office.id,
+            engine_id="engine-1",
+            agent_env=bash_env(),
+            runtime_dir=tmp_path / "run",
+        ) as manager:
+            session = await start(manager, tmp_path, agent)
+            await session.execute("true", timeout=TIMEOUT)
+            await manager.terminate(session.session_id, reason="done here")
+        row = await store.get_session(session.session_id)
+        assert row.status == "terminated"
+        assert row.end_reason == "done here"
+        assert row.engine_id == "engine-1"
+        assert row.agent_id == agent.id
+        assert row.pid == session.pid
