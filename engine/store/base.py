@@ -12,6 +12,8 @@ Guarantees all backends give, checked by one conformance suite (tests/store/):
   Realtime), and also returns on timeout: a wake-up is only a hint, callers then read rows.
 - Bad input raises `InvalidCommand` / `NotFound` / `StoreConflict` with a sentence saying what
   is wrong; nothing is half-written.
+- `publish_event` (engine events for remote watchers) is best effort and never raises; only
+  the supabase backend has a channel to send them on (the others return False).
 """
 
 from __future__ import annotations
@@ -217,3 +219,11 @@ class Store(ABC):
     @abstractmethod
     async def wait_for_change(self, office_id: str, timeout: float) -> bool:
         """True when something may have changed for the office (a hint), False on timeout."""
+
+    # -- broadcasts --------------------------------------------------------------------------
+
+    async def publish_event(self, office_id: str, event: str, payload: dict[str, Any]) -> bool:
+        """Broadcast `payload` (a JSON-able dict) as `event` to whoever watches the office, best
+        effort: True when it was sent, False when it was not (never raises). Only backends with
+        a broadcast channel send anything (supabase: Realtime); the others return False."""
+        return False

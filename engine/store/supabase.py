@@ -31,6 +31,10 @@
   socket). realtime-py's own reconnect is switched off (`auto_reconnect=False`) so that exactly
   one party reconnects; retries back off from 50 ms to at most 1 s and never give up.
 - Our Realtime callbacks never raise (each body is wrapped and logs).
+- Engine events (`publish_event`) are Realtime broadcasts on the same channel `office:{id}`:
+  publishing about an office starts watching it (the first publish waits for the channel, up to
+  `connect_timeout`). Best effort: while the channel is not joined, nothing is sent or
+  buffered (False), and a sent broadcast has no acknowledgement.
 """
 
 from __future__ import annotations
@@ -145,6 +149,9 @@ class RealtimeStats:
     timer: int = 0
     #: callback bodies that raised (caught and logged)
     callback_errors: int = 0
+    #: broadcasts sent by publish_event, and those it could not send
+    broadcasts: int = 0
+    broadcast_failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -187,6 +194,8 @@ class _Watch:
     subscribed_at: float = 0.0
     #: "Subscribed to PostgreSQL" seen: events flow
     ready: bool = False
+    #: publish_event waits for the channel until then (time.monotonic(); 0: never again)
+    publish_deadline: float | None = None
 
 
 class _RealtimeProblem(Exception):
@@ -544,6 +553,70 @@ class SupabaseStore(Store):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(deadline, watch.hint_at + interval) - current):
                     await event.wait()
+
+    # -- broadcasts ----------------------------------------------------------------------------
+
+    async def publish_event(self, office_id: str, event: str, payload: dict[str, Any]) -> bool:
+        """Send `payload` as the Realtime broadcast `event` on the channel `office:{office_id}`.
+        True once it went out on the socket; False (never an exception) when the store is
+        closed, the office's channel is not joined right now, or the send failed."""
+        if not self._open or self._client is None:
+            return False
+        try:
+            channel = await self._broadcast_channel(office_id)
+            if channel is None:
+                raise _RealtimeProblem("the channel is not joined")
+            await channel.send_broadcast(event, payload)
+            # realtime-py swallows a closed socket on send (it marks the channels errored)
+            if self._joined(self._watches[office_id]) is not channel:
+                raise _RealtimeProblem("the socket closed while sending")
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.stats.broadcast_failures += 1
+            with contextlib.suppress(Exception):
+                log.debug(
+                    "semo: broadcast %r on office:%s not sent: %s",
+                    event,
+                    office_id,
+                    self._scrub(str(error)) or type(error).__name__,
+                )
+            return False
+        self.stats.broadcasts += 1
+        return True
+
+    async def _broadcast_channel(self, office_id: str) -> AsyncRealtimeChannel | None:
+        """The office's joined channel; the first call about an office starts watching it and
+        waits (up to connect_timeout) for its first subscription, later calls never wait."""
+        async with asyncio.timeout(self.connect_timeout + 1.0):
+            watch = await self._watch(office_id)
+        if watch.publish_deadline is None:
+            watch.publish_deadline = time.monotonic() + self.connect_timeout + 1.0
+        while (channel := self._joined(watch)) is None:
+            if not self._open or time.monotonic() >= watch.publish_deadline:
+                return None
+            await asyncio.sleep(0.01)
+        watch.publish_deadline = 0.0
+        return channel
+
+    def _joined(self, watch: _Watch) -> AsyncRealtimeChannel | None:
+        """The watch's channel when broadcasts sent on it now would go out, else None."""
+        rt, channel = self._rt, watch.channel
+        if (
+            rt is None
+            or channel is None
+            or self._forced
+            or not rt.is_connected
+            or watch.generation != self._generation
+            or watch.state != RealtimeSubscribeStates.SUBSCRIBED.value
+            or not channel.is_joined
+            or rt.channels.get(channel.topic) is not channel
+        ):
+            return None
+        listener = rt._listen_task
+        if listener is None or listener.done():
+            return None
+        return channel
 
     # -- the watchdog --------------------------------------------------------------------------
 
