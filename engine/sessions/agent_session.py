@@ -190,6 +190,9 @@ class AgentSession:
         """Until the agent is at its prompt; SessionEnded if it exits, TimeoutError on timeout."""
         await self._wait_state(lambda s: s == AgentState.READY, timeout, "ready")
 
+    async def wait_for_state(self, state: AgentState, timeout: float) -> None:
+        await self._wait_state(lambda s: s == state, timeout, str(state))
+
     async def terminate(self, reason: str = "terminated", grace: float = 2.0) -> None:
         """End the CLI's process group; queued prompts fail with SessionEnded."""
         self._ending = reason
