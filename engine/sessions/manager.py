@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +72,16 @@ class Output:
     state: AgentState
 
 
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How an agent's CLI is started, beyond its command (from semo.toml's [[agents]])."""
+
+    profile: AgentProfile | None = None
+    env: Mapping[str, str] | None = None
+    cols: int = DEFAULT_COLS
+    rows: int = DEFAULT_ROWS
+
+
 def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """`base` (default: ours) without the engine's own configuration and credentials."""
     source = os.environ if base is None else base
@@ -99,6 +109,8 @@ class SessionManager:
         hook_command: Sequence[str] | None = None,
         runtime_dir: Path | None = None,
         record_dir: Path | None = None,
+        launch_options: Callable[[Agent], LaunchOptions] | None = None,
+        peers: Callable[[], Sequence[Agent]] | None = None,
     ) -> None:
         self.store = store
         self.office_id = office_id
@@ -109,6 +121,8 @@ class SessionManager:
         self.hook_command = list(hook_command or default_hook_command())
         self.hooks = HookServer(runtime_dir=runtime_dir, on_event=self._on_hook)
         self.record_dir = record_dir
+        self.launch_options = launch_options or (lambda _agent: LaunchOptions())
+        self.peers = peers or (lambda: ())
         self.sessions: dict[str, AgentSession] = {}
         self.rows: dict[str, SessionRow] = {}
         self._listeners: list[SessionListener] = []
@@ -157,14 +171,21 @@ class SessionManager:
         working_dir: Path | None = None,
         task_id: str | None = None,
         profile: AgentProfile | None = None,
-        peers: Sequence[Agent] = (),
+        peers: Sequence[Agent] | None = None,
         env: Mapping[str, str] | None = None,
-        cols: int = DEFAULT_COLS,
-        rows: int = DEFAULT_ROWS,
+        cols: int | None = None,
+        rows: int | None = None,
     ) -> AgentSession:
-        """Start `agent`'s CLI in `working_dir` (or in a new worktree for `task_id`)."""
+        """Start `agent`'s CLI in `working_dir` (or in a new worktree for `task_id`).
+
+        Unset options come from `launch_options(agent)`; `peers` (the agents it may invoke)
+        from `peers()`."""
         await self.start()
-        profile = profile or profile_for_command(agent.command)
+        options = self.launch_options(agent)
+        profile = profile or options.profile or profile_for_command(agent.command)
+        env = env if env is not None else options.env
+        cols, rows = cols or options.cols, rows or options.rows
+        peers = self.peers() if peers is None else peers
         session_id = new_id()
         folder = await self._folder(agent, working_dir, task_id or session_id[:8])
         if profile.uses_hooks:
