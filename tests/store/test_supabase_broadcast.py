@@ -31,14 +31,7 @@ from engine.store.models import Office
 from engine.store.supabase import SupabaseStore
 from tests.store.conftest import Stores
 from tests.support.supabase_emulator import SupabaseEmulator
-
-
-async def eventually(condition: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
+from tests.support.waiting import eventually
 
 
 def emulator(stores: Stores) -> SupabaseEmulator:

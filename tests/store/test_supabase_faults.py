@@ -21,6 +21,7 @@ from engine.store.models import Office
 from engine.store.supabase import SupabaseStore
 from tests.store.conftest import Stores
 from tests.support.supabase_emulator import SupabaseEmulator
+from tests.support.waiting import eventually
 
 #: no timer wake-up within a test: what arrives came through Realtime or a catch-up read
 NO_TIMER = {"catch_up_interval": 600.0, "degraded_interval": 600.0}
@@ -40,14 +41,6 @@ async def engine_and_client(stores: Stores, **options: Any) -> tuple[SupabaseSto
 def subscribed(store: SupabaseStore, office_id: str) -> bool:
     watch = store._watches.get(office_id)
     return bool(watch and watch.ready and watch.generation == store._generation)
-
-
-async def eventually(condition: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
 
 
 async def drain(store: SupabaseStore, office_id: str, engine_id: str = "engine") -> list[str]:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -31,6 +31,7 @@ from tests.support.supabase_emulator import (
     ensure_supabase_roles,
     temporary_database,
 )
+from tests.support.waiting import eventually
 
 
 def _postgres_available() -> bool:
@@ -128,14 +129,6 @@ async def supabase(
             await client.realtime.close()
         with contextlib.suppress(Exception):
             await client.postgrest.aclose()
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
 
 
 def new_id() -> str:
