@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from engine.store.cli import add_store_commands
 from engine.terminal.capture import CaptureResult, capture
@@ -134,6 +135,28 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(handler=_run_init)
 
+    engine = commands.add_parser(
+        "engine",
+        help="run the headless engine: warm sessions, execute commands from the store",
+        description=(
+            "Run the engine for the office in the config file until SIGTERM/SIGINT: sync the "
+            "office and its agents to the store, reconcile what an earlier run left, start the "
+            "warm pool, claim and run commands. SIGTERM stops taking commands, finishes or "
+            "fails what is in flight, ends the sessions and records it. Exit 0 after a clean "
+            "stop, 1 if the engine cannot start, 2 for a configuration error."
+        ),
+    )
+    engine.add_argument(
+        "--config", type=Path, default=Path("semo.toml"), help="config file (default ./semo.toml)"
+    )
+    engine.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=None,
+        help="log lines as text or JSON (default: [engine] log_format, text)",
+    )
+    engine.set_defaults(handler=_run_engine)
+
     add_store_commands(commands)
     return parser
 
@@ -142,6 +165,12 @@ def _hook_main(argv: list[str]) -> int:
     from engine.protocol.hook_shim import main as hook_shim_main
 
     return hook_shim_main(argv)
+
+
+def _run_engine(args: argparse.Namespace) -> int:
+    from engine.daemon import main as engine_main
+
+    return engine_main(args.config, args.log_format)
 
 
 def _run_init(args: argparse.Namespace) -> int:

@@ -151,6 +151,7 @@ class AgentSession:
         self._tasks: list[asyncio.Task[None]] = []
         self._turn_start_line = 0
         self._ending: str | None = None
+        self._typing: _Queued | None = None
         self._last_turn_text = ""
         self._turn_messages: list[ProtocolMessage] = []
 
@@ -225,17 +226,24 @@ class AgentSession:
     def queued(self) -> int:
         return len(self._queue)
 
+    async def deliver(
+        self, text: str, *, timeout: float, kind: PromptKind = "prompt"
+    ) -> PromptDelivered:
+        """Queue `text` and wait until the agent took it; on timeout it leaves the queue
+        (unless it is being typed at that moment), so a caller that gave up is not typed later."""
+        delivered = self.submit(text, kind)
+        try:
+            return await asyncio.wait_for(asyncio.shield(delivered), timeout)
+        except TimeoutError:
+            self._withdraw(delivered)
+            raise
+
     async def execute(
         self, text: str, *, timeout: float, kind: PromptKind = "prompt"
     ) -> TurnResult:
         """Deliver `text` and wait until the turn it started ends (ready or waiting_input)."""
         deadline = time.monotonic() + timeout
-        delivered = self.submit(text, kind)
-        try:
-            await asyncio.wait_for(asyncio.shield(delivered), timeout)
-        except TimeoutError:
-            self._withdraw(delivered)
-            raise
+        await self.deliver(text, timeout=timeout, kind=kind)
         remaining = max(0.0, deadline - time.monotonic())
         await self._wait_state(
             lambda s: s in (AgentState.READY, AgentState.WAITING_INPUT), remaining, "turn end"
@@ -364,7 +372,7 @@ class AgentSession:
             while not (self._queue and self._accepts(self._queue[0])):
                 self._queue_changed.clear()
                 await self._queue_changed.wait()
-            item = self._queue[0]
+            item = self._typing = self._queue[0]
             try:
                 attempts = await self._deliver(item)
             except DeliveryFailed as error:
@@ -372,6 +380,8 @@ class AgentSession:
                 if not item.delivered.done():
                     item.delivered.set_exception(error)
                 continue
+            finally:
+                self._typing = None
             self._pop(item)
             self.delivered += 1
             now = time.monotonic()
@@ -387,7 +397,7 @@ class AgentSession:
     def _withdraw(self, future: asyncio.Future[PromptDelivered]) -> None:
         """Take a prompt whose caller gave up out of the queue, unless it is being typed."""
         for index, item in enumerate(self._queue):
-            if item.delivered is future and index > 0:
+            if item.delivered is future and item is not self._typing:
                 del self._queue[index]
                 future.cancel()
                 return

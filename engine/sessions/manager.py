@@ -261,7 +261,7 @@ class SessionManager:
         session = self.get(session_id)
         if wait:
             return await session.execute(text, timeout=timeout)
-        return await asyncio.wait_for(session.submit(text), timeout)
+        return await session.deliver(text, timeout=timeout)
 
     def send_text(self, session_id: str, text: str) -> None:
         self.get(session_id).write(text)

@@ -125,9 +125,17 @@ def _spawn_pty(
     rows: int,
 ) -> _PtyProcess:
     command = [_resolve_command(argv, env), *argv[1:]]
+
     # chdir runs in preexec_fn because ptyprocess reports preexec_fn failures to the parent,
-    # whereas its own `cwd=` chdir raises inside the forked child.
-    preexec = None if cwd is None else (lambda: os.chdir(cwd))
+    # whereas its own `cwd=` chdir raises inside the forked child. Signals the engine was
+    # started ignoring (`semo engine &` ignores SIGINT) get their defaults back, or Ctrl+C
+    # would not interrupt the child.
+    def preexec() -> None:
+        for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL)
+        if cwd is not None:
+            os.chdir(cwd)
+
     parent_pid = os.getpid()
     token = _last_pty.set(None)
     try:

@@ -197,3 +197,16 @@ async def test_store_rows_follow_the_session(tmp_path: Path) -> None:
         assert row.engine_id == "engine-1"
         assert row.agent_id == agent.id
         assert row.pid == session.pid
+
+
+async def test_a_prompt_whose_caller_gave_up_is_never_typed(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    session = await start(manager, tmp_path)
+    await session.submit("sleep 1")
+    with pytest.raises(TimeoutError):
+        await manager.execute(session.session_id, "echo gave-up", timeout=0.2)
+    assert session.queued == 0
+    result = await session.execute("echo still-here", timeout=TIMEOUT)
+    assert "still-here" in result.text
+    assert not any("gave-up" in line for line in session.last_lines(30))

@@ -397,3 +397,16 @@ def test_exit_status_needs_exactly_one_field() -> None:
     with pytest.raises(ValueError):
         ExitStatus(code=0, signal=9)
     assert ExitStatus(code=None, signal=15).describe() == "killed by signal 15 (SIGTERM)"
+
+
+async def test_child_gets_default_sigint_even_if_the_engine_ignores_it(spawn: Spawn) -> None:
+    """`semo engine &` runs with SIGINT ignored; Ctrl+C must still interrupt an agent."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        out = Output()
+        script = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+        process = spawn([sys.executable, "-c", script], on_output=out)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert await finish(process) == ExitStatus(code=0, signal=None)
+    assert out.text == "False\r\n"

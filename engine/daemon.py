@@ -1,0 +1,79 @@
+"""`semo engine`: the headless engine, run until SIGTERM or SIGINT.
+
+Exit codes: 0 after a clean stop, 1 when the engine cannot start (the reason is logged),
+2 for a configuration error (printed, nothing started).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from engine.config import ConfigError, SemoConfig, load_config
+from engine.engine import Engine
+from engine.logs import LogFormat, configure_logging
+from engine.store.base import StoreError
+
+log = logging.getLogger("semo.engine")
+
+#: How often the running engine logs a one-line status.
+STATUS_INTERVAL = 60.0
+
+
+def config_secrets(config: SemoConfig) -> list[str]:
+    """Every secret the engine knows, so no log line ever shows one."""
+    store = config.store_config()
+    secrets = [s.get_secret_value() for s in (store.database_url, store.supabase_key) if s]
+    if store.database_url is not None:
+        from psycopg.conninfo import conninfo_to_dict
+
+        with contextlib.suppress(Exception):
+            password = conninfo_to_dict(store.database_url.get_secret_value()).get("password")
+            if password:
+                secrets.append(str(password))
+    return secrets
+
+
+async def serve(engine: Engine, stop: asyncio.Event) -> None:
+    await engine.start()
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), STATUS_INTERVAL)
+        if not stop.is_set() and engine.pool is not None:
+            status = engine.pool.status()
+            log.info("status: %s", status.model_dump_json())
+
+
+async def run_engine(config: SemoConfig) -> int:
+    engine = Engine(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    reason = "stopped by signal"
+    try:
+        await serve(engine, stop)
+    except (StoreError, OSError, ValueError) as error:
+        log.error("engine cannot run: %s", error)
+        reason = f"failed: {error}"
+        return 1
+    finally:
+        await engine.stop(reason)
+    return 0
+
+
+def main(config_path: Path, log_format: LogFormat | None = None) -> int:
+    try:
+        config = load_config(config_path)
+    except ConfigError as error:
+        print(f"semo engine: {error}", file=sys.stderr)
+        return 2
+    fmt = log_format or config.engine.log_format
+    configure_logging(fmt, secrets=config_secrets(config))
+    for warning in config.warnings:
+        log.warning("%s", warning)
+    return asyncio.run(run_engine(config))

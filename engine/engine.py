@@ -1,0 +1,217 @@
+"""The Engine facade: wires store, sessions, pool, dispatcher and the event bus for one office.
+
+    engine = Engine(load_config(Path("semo.toml")))
+    await engine.start()          # store open, office + agents synced, reconcile, warm pool,
+    ...                           # dispatcher claiming commands; events on engine.bus
+    await engine.stop()           # stop claiming, finish or fail in-flight work, end sessions
+
+The console and `semo engine` talk to this class only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from engine.config import AgentConfig, SemoConfig
+from engine.events import EngineStatus, EventBus, EventForwarder
+from engine.reconcile import ReconcileReport, reconcile
+from engine.routing.dispatcher import CommandDispatcher
+from engine.session_events import bus_event
+from engine.sessions.agent_session import AgentSession, SessionEvent
+from engine.sessions.breaker import CircuitBreaker
+from engine.sessions.manager import LaunchOptions, SessionManager
+from engine.sessions.pool import SessionPoolManager
+from engine.sessions.profiles import profile_named
+from engine.sessions.worktrees import WorktreeManager
+from engine.store import open_store
+from engine.store.base import Store, StoreError
+from engine.store.models import Agent, CreateSessionPayload, Office
+
+log = logging.getLogger("semo.engine")
+
+FolderFor = Callable[[Agent, str], Path | None]
+
+
+class Engine:
+    def __init__(
+        self,
+        config: SemoConfig,
+        *,
+        store: Store | None = None,
+        agent_env: Mapping[str, str] | None = None,
+        runtime_dir: Path | None = None,
+        folder_for: FolderFor | None = None,
+        record_dir: Path | None = None,
+    ) -> None:
+        self.config = config
+        self.engine_id = config.engine_id()
+        self.store = store or open_store(config.store_config())
+        self._owns_store = store is None
+        self.bus = EventBus()
+        self.office: Office | None = None
+        self.agents: dict[str, Agent] = {}  # by role
+        self.reconciled: ReconcileReport | None = None
+        self.started_at: float | None = None
+        self._agent_env = agent_env
+        self._runtime_dir = runtime_dir
+        self._folder_for = folder_for
+        self._record_dir = record_dir
+        self._forwarder: EventForwarder | None = None
+        self.manager: SessionManager | None = None
+        self.pool: SessionPoolManager | None = None
+        self.dispatcher: CommandDispatcher | None = None
+        self._recovery: asyncio.Task[None] | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._owns_store:
+            await self.store.open()
+        self.office = await self._sync_office()
+        office_id = self.office.id
+        self._status("starting", f"office {self.office.name}, store {self.store.backend}")
+        self.reconciled = await reconcile(self.store, office_id, self.engine_id)
+        log.info("reconciled: %s", self.reconciled.describe())
+        self.manager = SessionManager(
+            store=self.store,
+            office_id=office_id,
+            engine_id=self.engine_id,
+            agent_env=self._agent_env,
+            worktrees=self._worktrees(),
+            runtime_dir=self._runtime_dir,
+            record_dir=self._record_dir,
+            launch_options=self._launch_options,
+            peers=lambda: list(self.agents.values()),
+        )
+        self.manager.add_listener(self._on_session_event)
+        await self.manager.start()
+        if self.store.backend == "supabase":
+            self._forwarder = EventForwarder(self.bus, self.store, office_id=office_id)
+            self._forwarder.start()
+        pool = self.config.pool
+        self.pool = SessionPoolManager(
+            self.manager,
+            agents=self.agents,
+            max_sessions=pool.max_sessions,
+            warm_roles=[r for r in pool.warm_roles if r in self.agents],
+            idle_timeout=pool.idle_timeout,
+            breaker=CircuitBreaker(
+                pool.restart_failures, pool.restart_window, pool.restart_cooldown
+            ),
+            folder_for=self._folder_for,
+        )
+        await self.pool.start()
+        settings = self.config.engine
+        self.dispatcher = CommandDispatcher(
+            self.store,
+            self.manager,
+            office_id=office_id,
+            engine_id=self.engine_id,
+            bus=self.bus,
+            create_session=self._create_session,
+            command_timeout=settings.command_timeout,
+            lease_seconds=settings.lease_seconds,
+        )
+        self.dispatcher.start()
+        self._recovery = asyncio.create_task(self._recover_expired(), name="recover expired")
+        self.started_at = time.monotonic()
+        self._status("running", f"{len(self.manager.sessions)} session(s)")
+
+    async def stop(self, reason: str = "engine stopped") -> None:
+        """Stop taking commands, finish or fail what is in flight, end every session."""
+        self._status("stopping", reason)
+        if self._recovery is not None:
+            self._recovery.cancel()
+        grace = self.config.engine.shutdown_grace
+        if self.dispatcher is not None:
+            await self.dispatcher.stop(grace)
+        if self.pool is not None:
+            await self.pool.close()
+        if self.manager is not None:
+            await self.manager.close(reason)
+        self._status("stopped", reason)
+        if self._forwarder is not None:
+            await self._forwarder.stop()
+        if self._owns_store:
+            await self.store.close()
+
+    # -- the facade ----------------------------------------------------------------------------
+
+    @property
+    def office_id(self) -> str:
+        assert self.office is not None, "start() first"
+        return self.office.id
+
+    def sessions(self) -> list[AgentSession]:
+        return list(self.manager.sessions.values()) if self.manager else []
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    async def _sync_office(self) -> Office:
+        """The configured office and its agents in the store (created or updated by role)."""
+        settings = self.config.office
+        office = next((o for o in await self.store.list_offices() if o.name == settings.name), None)
+        if office is None:
+            office = await self.store.create_office(settings.to_office())
+        existing = {a.role: a for a in await self.store.list_agents(office.id)}
+        for agent_config in self.config.agents:
+            agent = agent_config.to_agent(office.id)
+            if agent_config.role in existing:
+                agent = agent.model_copy(update={"id": existing[agent_config.role].id})
+            self.agents[agent.role] = await self.store.upsert_agent(agent)
+        return office
+
+    def _worktrees(self) -> WorktreeManager | None:
+        if self._folder_for is not None:
+            return None
+        settings = self.config.office
+        return WorktreeManager(settings.repository, settings.workspace_root)
+
+    def _launch_options(self, agent: Agent) -> LaunchOptions:
+        config: AgentConfig | None = self.config.agent(agent.role)
+        if config is None:
+            return LaunchOptions()
+        return LaunchOptions(
+            profile=profile_named(config.profile, prompt_pattern=config.prompt_pattern),
+            env=config.env,
+            cols=config.cols,
+            rows=config.rows,
+        )
+
+    async def _create_session(self, payload: CreateSessionPayload) -> AgentSession:
+        assert self.pool is not None
+        pooled = await self.pool.acquire(role=payload.role, agent_id=payload.agent_id)
+        return pooled.session
+
+    async def _recover_expired(self) -> None:
+        """Commands whose engine died (any engine of the office) go back to pending or fail."""
+        while True:
+            await asyncio.sleep(self.config.engine.lease_seconds)
+            try:
+                recovered = await self.store.recover_expired()
+            except StoreError as error:
+                log.warning("recovering expired leases failed: %s", error)
+                continue
+            for command in recovered:
+                log.warning("command %s: lease expired, now %s", command.id, command.status)
+
+    def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
+        if self.office is not None and (bus := bus_event(self.office.id, session, event)):
+            self.bus.publish(bus)
+
+    def _status(self, status: str, detail: str) -> None:
+        if self.office is None:
+            return
+        log.info("engine %s %s: %s", self.engine_id, status, detail)
+        self.bus.publish(
+            EngineStatus(
+                office_id=self.office.id,
+                engine_id=self.engine_id,
+                status=status,  # type: ignore[arg-type]
+                detail=detail,
+            )
+        )
