@@ -148,6 +148,17 @@ class EngineStatus(BaseEvent):
     detail: Text = ""
 
 
+class RoutingStep(BaseEvent):
+    """One step of routing (question asked/answered, invocation sent, result delivered...)."""
+
+    kind: Literal["routing_step"] = "routing_step"
+    step: str
+    ref_id: str | None = None  # the question, invocation or result row
+    session_id: str | None = None
+    agent_id: str | None = None
+    detail: Text = ""
+
+
 class SessionSignal(BaseEvent):
     """A completion/error pattern seen in a session (engine.protocol.monitor.Signal)."""
 
@@ -168,7 +179,8 @@ Event = Annotated[
     | AgentMessage
     | MalformedAgentMessage
     | EngineStatus
-    | SessionSignal,
+    | SessionSignal
+    | RoutingStep,
     Field(discriminator="kind"),
 ]
 EVENT_TYPES: tuple[type[BaseEvent], ...] = (
@@ -180,6 +192,7 @@ EVENT_TYPES: tuple[type[BaseEvent], ...] = (
     MalformedAgentMessage,
     EngineStatus,
     SessionSignal,
+    RoutingStep,
 )
 EVENT_KINDS: frozenset[str] = frozenset(t.model_fields["kind"].default for t in EVENT_TYPES)
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -25,6 +25,7 @@ from engine.events import (
     EventBus,
     EventForwarder,
     MalformedAgentMessage,
+    RoutingStep,
     SessionOutput,
     SessionSignal,
     SessionStatusChanged,
@@ -86,6 +87,7 @@ ONE_OF_EACH: list[BaseEvent] = [
         source="model_text",
         text="[SEMO:DONE]",
     ),
+    RoutingStep(office_id="o", step="invoked", ref_id="i1", session_id="s", detail="FE -> BE"),
 ]
 
 

@@ -57,8 +57,9 @@ def profile_for_command(command: Sequence[str]) -> AgentProfile:
 
 def paste(text: str, *, bracketed: bool) -> str:
     """`text` as the terminal would send a paste: wrapped in 2004 brackets when the program
-    asked for them (any bracket sequence inside is removed so it cannot end the paste early)."""
+    asked for them (any bracket sequence inside is removed so it cannot end the paste early).
+    Without brackets a newline would submit the prompt early, so lines are joined by spaces."""
     if not bracketed:
-        return text
+        return " ".join(text.splitlines())
     clean = text.replace(PASTE_START, "").replace(PASTE_END, "")
     return f"{PASTE_START}{clean}{PASTE_END}"

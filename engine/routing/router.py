@@ -1,0 +1,459 @@
+"""Routing between agents and people: ASK_USER, INVOKE and DELIVER_RESULT (seed 002).
+
+Every protocol message a session's observer finds is handled in order by one worker task:
+
+- ``ASK_USER``: a ``user_questions`` row; the session stays ``waiting_input``. An answer (from
+  `answer` — the console —, from `semo answer`, or from any UPDATE of the row, e.g. a web app
+  through Realtime) is typed into that session as its next prompt, once.
+- ``INVOKE:ROLE``: an ``agent_invocations`` row; the task goes to the target's session (the one
+  this router already uses for that agent, else one acquired from the pool). Invocations of one
+  target run one after another: the next is sent only when the current one delivered its result.
+  Unknown targets, oneself, and a chain that would wait on itself (A -> B -> C -> A) are refused;
+  the caller is told why as its next prompt.
+- ``DELIVER_RESULT:ROLE`` (or ``[SEMO:DONE]`` from a session working on an invocation): an
+  ``agent_results`` row, then typed into the recipient's session when it is ready; the row is
+  marked delivered only when the agent confirmed the prompt. Pending results are delivered again
+  after an engine restart (to a new session of the recipient), so none is lost and none is
+  delivered twice.
+- A malformed message: the sending agent is told what was wrong, as its next prompt.
+
+Every step is a row in the store and an event on the bus (`RoutingStep`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.events import EventBus, RoutingStep
+from engine.protocol.messages import AskUser, DeliverResult, Done, Invoke
+from engine.protocol.observer import MalformedMessage, MessageFound
+from engine.sessions.agent_session import AgentSession, PromptKind, SessionError, SessionEvent
+from engine.sessions.manager import SessionManager
+from engine.sessions.pool import PoolError, SessionPoolManager
+from engine.store.base import Store, StoreConflict, StoreError
+from engine.store.models import Agent, AgentInvocation, AgentResult, UserQuestion
+from engine.store.operations import answer_question
+
+log = logging.getLogger("semo.routing")
+
+#: How often answered questions and undelivered results are looked for without a wake-up.
+SWEEP_SECONDS = 2.0
+
+
+class RoutingError(Exception):
+    """An operator action the router cannot do (unknown question, ended session...)."""
+
+
+@dataclass
+class _Work:
+    session: AgentSession
+    item: MessageFound | MalformedMessage
+
+
+class Router:
+    def __init__(
+        self,
+        store: Store,
+        manager: SessionManager,
+        pool: SessionPoolManager | None,
+        *,
+        office_id: str,
+        agents: Mapping[str, Agent],
+        bus: EventBus | None = None,
+    ) -> None:
+        self.store = store
+        self.manager = manager
+        self.pool = pool
+        self.office_id = office_id
+        self.agents = agents  # by role
+        self.bus = bus
+        self._inbox: asyncio.Queue[_Work] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sessions_by_agent: dict[str, str] = {}  # agent id -> session id the router uses
+        self._current: dict[str, str] = {}  # target agent id -> invocation id in progress
+        self._waiting: dict[str, list[str]] = {}  # target agent id -> invocation ids queued
+        self._callers: dict[str, str] = {}  # invocation id -> caller agent id
+        self._answers_sent: set[str] = set()
+        self._results_sending: set[str] = set()
+        self._sweep_lock = asyncio.Lock()
+        self._confirming: set[asyncio.Task[None]] = set()
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.manager.add_listener(self._on_session_event)
+        self._tasks = [
+            asyncio.create_task(self._work(), name="router"),
+            asyncio.create_task(self._sweep_loop(), name="router sweep"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def resume(self) -> None:
+        """After a restart: re-send invocations that never delivered, deliver pending results."""
+        for invocation in await self.store.list_invocations(self.office_id):
+            if invocation.status in ("pending", "running"):
+                results = await self.store.list_results(self.office_id)
+                if any(r.invocation_id == invocation.id for r in results):
+                    continue  # its result exists; delivering it is the sweep's job
+                self._waiting.setdefault(invocation.target_agent_id, []).append(invocation.id)
+        for target in list(self._waiting):
+            await self._pump(target)
+        await self.sweep()
+
+    # -- the operator's side -------------------------------------------------------------------
+
+    async def answer(
+        self, question_id: str, *, text: str | None = None, option: int | None = None
+    ) -> UserQuestion:
+        """Answer a pending question and type the answer into its session (console path)."""
+        question = await answer_question(self.store, question_id, text=text, option=option)
+        await self._deliver_answer(question)
+        return question
+
+    # -- input from sessions -------------------------------------------------------------------
+
+    def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
+        if isinstance(event, MessageFound | MalformedMessage):
+            self._inbox.put_nowait(_Work(session, event))
+
+    async def _work(self) -> None:
+        while True:
+            work = await self._inbox.get()
+            try:
+                await self._handle(work.session, work.item)
+            except Exception:
+                log.exception("routing a message of session %s failed", work.session.session_id)
+
+    async def _handle(self, session: AgentSession, item: MessageFound | MalformedMessage) -> None:
+        if isinstance(item, MalformedMessage):
+            self._step("malformed", session, item.error.for_agent())
+            self._tell(session, item.error.for_agent())
+            return
+        message = item.message
+        if isinstance(message, AskUser):
+            await self._ask(session, message)
+        elif isinstance(message, Invoke):
+            await self._invoke(session, message)
+        elif isinstance(message, DeliverResult):
+            await self._result(
+                session, message.recipient, message.summary, message.payload, message.invocation_id
+            )
+        elif isinstance(message, Done):
+            invocation_id = self._current.get(session.agent_id)
+            if invocation_id is not None:
+                invocation = await self._invocation(invocation_id)
+                caller = self._agent_by_id(invocation.caller_agent_id)
+                summary = message.text or "done"
+                await self._result(session, caller.role, summary, summary, invocation_id)
+
+    # -- ASK_USER ------------------------------------------------------------------------------
+
+    async def _ask(self, session: AgentSession, message: AskUser) -> None:
+        question = await self.store.create_question(
+            UserQuestion(
+                office_id=self.office_id,
+                agent_id=session.agent_id,
+                session_id=session.session_id,
+                question_type=message.question_type,
+                question=message.question,
+                options=message.options,
+            )
+        )
+        self._step("question_asked", session, message.question, ref=question.id)
+
+    async def _deliver_answer(self, question: UserQuestion) -> None:
+        if question.id in self._answers_sent or question.answer is None:
+            return
+        session = self.manager.sessions.get(question.session_id or "")
+        if session is None or session.ended:
+            raise RoutingError(
+                f"question {question.id} was answered, but its session {question.session_id} "
+                "has ended on this engine"
+            )
+        self._answers_sent.add(question.id)
+        options = f" (options were: {', '.join(question.options)})" if question.options else ""
+        prompt = f"[semo] Answer to your question {question.id}: {question.answer}{options}"
+        _submit(session, prompt, kind="answer")
+        self._step("question_answered", session, question.answer, ref=question.id)
+
+    # -- INVOKE --------------------------------------------------------------------------------
+
+    async def _invoke(self, session: AgentSession, message: Invoke) -> None:
+        caller = self._agent_by_id(session.agent_id)
+        target = self._agent_by_role(message.target)
+        if target is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            self._refuse(session, f"there is no agent {message.target} (known: {known})")
+            return
+        if target.id == caller.id:
+            self._refuse(session, "an agent cannot invoke itself")
+            return
+        chain = self._wait_chain(target.id, caller.id)
+        if chain is not None:
+            names = " -> ".join(self._agent_by_id(a).role for a in [caller.id, *chain])
+            self._refuse(session, f"that would wait on itself ({names})")
+            return
+        invocation = await self.store.create_invocation(
+            AgentInvocation(
+                office_id=self.office_id,
+                caller_agent_id=caller.id,
+                caller_session_id=session.session_id,
+                target_agent_id=target.id,
+                task=message.task,
+                context=message.context,
+            )
+        )
+        self._callers[invocation.id] = caller.id
+        self._step("invoked", session, f"{caller.role} -> {target.role}", ref=invocation.id)
+        self._waiting.setdefault(target.id, []).append(invocation.id)
+        await self._pump(target.id)
+
+    def _refuse(self, session: AgentSession, reason: str) -> None:
+        self._step("invoke_refused", session, reason)
+        self._tell(session, f"[semo] Your INVOKE was refused: {reason}.")
+
+    def _wait_chain(self, start: str, goal: str) -> list[str] | None:
+        """The agents from `start` to `goal` along "waits on" edges (caller -> target of an
+        invocation in progress or queued), if `goal` can be reached."""
+        edges: dict[str, set[str]] = {}
+        for target, invocation_id in self._current.items():
+            caller = self._callers.get(invocation_id)
+            if caller:
+                edges.setdefault(caller, set()).add(target)
+        for target, queued in self._waiting.items():
+            for invocation_id in queued:
+                caller = self._callers.get(invocation_id)
+                if caller:
+                    edges.setdefault(caller, set()).add(target)
+        path = [start]
+        seen = {start}
+
+        def walk(node: str) -> bool:
+            if node == goal:
+                return True
+            for nxt in edges.get(node, ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    path.append(nxt)
+                    if walk(nxt):
+                        return True
+                    path.pop()
+            return False
+
+        return path if walk(start) else None
+
+    async def _pump(self, target_id: str) -> None:
+        """Send the target its next invocation if it is not working on one."""
+        if target_id in self._current or not self._waiting.get(target_id):
+            return
+        invocation_id = self._waiting[target_id].pop(0)
+        invocation = await self._invocation(invocation_id)
+        target = self._agent_by_id(target_id)
+        caller = self._agent_by_id(invocation.caller_agent_id)
+        try:
+            session = await self._session_for(target)
+        except (PoolError, SessionError) as error:
+            await self.store.update_invocation(invocation_id, status="failed", error=str(error))
+            self._tell_agent(caller.id, f"[semo] Your INVOKE of {target.role} failed: {error}.")
+            return
+        self._current[target_id] = invocation_id
+        context = f" Context: {json.dumps(invocation.context)}" if invocation.context else ""
+        prompt = (
+            f"[semo] Invocation {invocation_id} from {caller.role}: {invocation.task}{context}\n"
+            f"When it is finished, reply with a [DELIVER_RESULT:{caller.role}] block whose JSON "
+            f'has "invocation_id": "{invocation_id}" and a "summary".'
+        )
+        _submit(session, prompt)
+        await self.store.update_invocation(invocation_id, status="running")
+        self._step("invocation_sent", session, invocation.task, ref=invocation_id)
+
+    # -- DELIVER_RESULT ------------------------------------------------------------------------
+
+    async def _result(
+        self,
+        session: AgentSession,
+        recipient_role: str,
+        summary: str,
+        payload: dict[str, Any] | str,
+        invocation_id: str | None,
+    ) -> None:
+        sender = self._agent_by_id(session.agent_id)
+        recipient = self._agent_by_role(recipient_role)
+        if recipient is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            self._tell(
+                session,
+                f"[semo] Your DELIVER_RESULT was refused: no agent "
+                f"{recipient_role} (known: {known}).",
+            )
+            return
+        current = self._current.get(sender.id)
+        if invocation_id is None and current is not None:
+            caller = (await self._invocation(current)).caller_agent_id
+            invocation_id = current if caller == recipient.id else None
+        result = await self.store.create_result(
+            AgentResult(
+                office_id=self.office_id,
+                invocation_id=invocation_id,
+                sender_agent_id=sender.id,
+                recipient_agent_id=recipient.id,
+                summary=summary,
+                payload=payload,
+            )
+        )
+        self._step("result_created", session, summary, ref=result.id)
+        if invocation_id is not None and self._current.get(sender.id) == invocation_id:
+            del self._current[sender.id]
+            await self._pump(sender.id)
+        await self._deliver_result(result)
+
+    async def _deliver_result(self, result: AgentResult) -> None:
+        if result.id in self._results_sending:
+            return
+        recipient = self._agent_by_id(result.recipient_agent_id)
+        sender = self._agent_by_id(result.sender_agent_id)
+        caller_session = None
+        if result.invocation_id is not None:
+            invocation = await self._invocation(result.invocation_id)
+            caller_session = invocation.caller_session_id
+        try:
+            session = await self._session_for(recipient, prefer=caller_session)
+        except (PoolError, SessionError) as error:
+            log.warning("result %s waits: no session for %s (%s)", result.id, recipient.role, error)
+            return
+        self._results_sending.add(result.id)
+        payload = result.payload if isinstance(result.payload, str) else json.dumps(result.payload)
+        about = f" of invocation {result.invocation_id}" if result.invocation_id else ""
+        prompt = f"[semo] Result{about} from {sender.role}: {result.summary}\n{payload}"
+        delivered = session.submit(prompt)
+        task = asyncio.create_task(self._confirm_result(result, delivered, session))
+        self._confirming.add(task)
+        task.add_done_callback(self._confirming.discard)
+
+    async def _confirm_result(
+        self, result: AgentResult, delivered: asyncio.Future[Any], session: AgentSession
+    ) -> None:
+        try:
+            await delivered
+        except SessionError as error:
+            self._results_sending.discard(result.id)
+            log.warning("result %s not delivered: %s; it stays pending", result.id, error)
+            return
+        await self.store.mark_result_delivered(result.id)
+        if result.invocation_id is not None:
+            with contextlib.suppress(StoreError):
+                await self.store.update_invocation(result.invocation_id, status="delivered")
+        self._step("result_delivered", session, result.summary, ref=result.id)
+
+    # -- sweeping the store --------------------------------------------------------------------
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            try:
+                await self.store.wait_for_change(self.office_id, SWEEP_SECONDS)
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("routing sweep failed")
+                await asyncio.sleep(SWEEP_SECONDS)
+
+    async def sweep(self) -> None:
+        """Answers written to the store by others, and results not yet delivered."""
+        async with self._sweep_lock:
+            for question in await self.store.list_questions(self.office_id, status="answered"):
+                if question.id in self._answers_sent:
+                    continue
+                if question.session_id in self.manager.sessions:
+                    with contextlib.suppress(RoutingError):
+                        await self._deliver_answer(question)
+            for result in await self.store.list_results(self.office_id, status="pending"):
+                await self._deliver_result(result)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _session_for(self, agent: Agent, prefer: str | None = None) -> AgentSession:
+        for session_id in (prefer, self._sessions_by_agent.get(agent.id)):
+            session = self.manager.sessions.get(session_id or "")
+            if session is not None and not session.ended:
+                return session
+        for session in self.manager.sessions.values():
+            if session.agent_id == agent.id and not session.ended:
+                self._sessions_by_agent[agent.id] = session.session_id
+                return session
+        if self.pool is None:
+            raise SessionError(f"no session of {agent.role} and no pool to start one")
+        pooled = await self.pool.acquire(agent_id=agent.id)
+        self._sessions_by_agent[agent.id] = pooled.session_id
+        return pooled.session
+
+    async def _invocation(self, invocation_id: str) -> AgentInvocation:
+        for invocation in await self.store.list_invocations(self.office_id):
+            if invocation.id == invocation_id:
+                self._callers[invocation.id] = invocation.caller_agent_id
+                return invocation
+        raise StoreConflict(f"invocation {invocation_id} is not in the store")
+
+    def _agent_by_role(self, role: str) -> Agent | None:
+        agent = self.agents.get(role)
+        if agent is None:
+            agent = next((a for r, a in self.agents.items() if r.lower() == role.lower()), None)
+        return agent
+
+    def _agent_by_id(self, agent_id: str) -> Agent:
+        for agent in self.agents.values():
+            if agent.id == agent_id:
+                return agent
+        raise RoutingError(f"no agent {agent_id} in this office")
+
+    def _tell(self, session: AgentSession, text: str) -> None:
+        if not session.ended:
+            _submit(session, text)
+
+    def _tell_agent(self, agent_id: str, text: str) -> None:
+        session = self.manager.sessions.get(self._sessions_by_agent.get(agent_id, ""))
+        if session is not None:
+            self._tell(session, text)
+
+    def _step(
+        self, step: str, session: AgentSession | None, detail: str, *, ref: str | None = None
+    ) -> None:
+        log.info("routing %s: %s (%s)", step, detail[:200], ref or "-")
+        if self.bus is not None:
+            self.bus.publish(
+                RoutingStep(
+                    office_id=self.office_id,
+                    step=step,
+                    ref_id=ref,
+                    session_id=session.session_id if session else None,
+                    agent_id=session.agent_id if session else None,
+                    detail=detail,
+                )
+            )
+
+
+def _submit(session: AgentSession, text: str, kind: PromptKind = "prompt") -> None:
+    """Queue a prompt whose delivery nobody awaits; a failure is logged, never lost silently."""
+
+    def check(future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.warning(
+                "session %s: a routed prompt was not delivered: %s",
+                session.session_id,
+                future.exception(),
+            )
+
+    session.submit(text, kind).add_done_callback(check)
