@@ -20,6 +20,7 @@ from engine.config import AgentConfig, SemoConfig
 from engine.events import EngineStatus, EventBus, EventForwarder
 from engine.reconcile import ReconcileReport, reconcile
 from engine.routing.dispatcher import CommandDispatcher
+from engine.routing.router import Router
 from engine.session_events import bus_event
 from engine.sessions.agent_session import AgentSession, SessionEvent
 from engine.sessions.breaker import CircuitBreaker
@@ -29,7 +30,7 @@ from engine.sessions.profiles import profile_named
 from engine.sessions.worktrees import WorktreeManager
 from engine.store import open_store
 from engine.store.base import Store, StoreError
-from engine.store.models import Agent, CreateSessionPayload, Office
+from engine.store.models import Agent, CreateSessionPayload, Office, UserQuestion
 
 log = logging.getLogger("semo.engine")
 
@@ -64,6 +65,7 @@ class Engine:
         self.manager: SessionManager | None = None
         self.pool: SessionPoolManager | None = None
         self.dispatcher: CommandDispatcher | None = None
+        self.router: Router | None = None
         self._recovery: asyncio.Task[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -105,6 +107,16 @@ class Engine:
             folder_for=self._folder_for,
         )
         await self.pool.start()
+        self.router = Router(
+            self.store,
+            self.manager,
+            self.pool,
+            office_id=office_id,
+            agents=self.agents,
+            bus=self.bus,
+        )
+        self.router.start()
+        await self.router.resume()
         settings = self.config.engine
         self.dispatcher = CommandDispatcher(
             self.store,
@@ -129,6 +141,8 @@ class Engine:
         grace = self.config.engine.shutdown_grace
         if self.dispatcher is not None:
             await self.dispatcher.stop(grace)
+        if self.router is not None:
+            await self.router.stop()
         if self.pool is not None:
             await self.pool.close()
         if self.manager is not None:
@@ -148,6 +162,13 @@ class Engine:
 
     def sessions(self) -> list[AgentSession]:
         return list(self.manager.sessions.values()) if self.manager else []
+
+    async def answer(
+        self, question_id: str, *, text: str | None = None, option: int | None = None
+    ) -> UserQuestion:
+        """Answer a pending question; the answer is typed into the asking session."""
+        assert self.router is not None, "start() first"
+        return await self.router.answer(question_id, text=text, option=option)
 
     # -- wiring --------------------------------------------------------------------------------
 
