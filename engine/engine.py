@@ -20,6 +20,7 @@ from engine.config import AgentConfig, SemoConfig
 from engine.events import EngineStatus, EventBus, EventForwarder
 from engine.reconcile import ReconcileReport, reconcile
 from engine.routing.dispatcher import CommandDispatcher
+from engine.routing.jobs import JobRunner
 from engine.routing.router import Router
 from engine.session_events import bus_event
 from engine.sessions.agent_session import AgentSession, SessionEvent
@@ -66,6 +67,7 @@ class Engine:
         self.pool: SessionPoolManager | None = None
         self.dispatcher: CommandDispatcher | None = None
         self.router: Router | None = None
+        self.jobs: JobRunner | None = None
         self._recovery: asyncio.Task[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -117,6 +119,13 @@ class Engine:
         )
         self.router.start()
         await self.router.resume()
+        self.jobs = JobRunner(
+            self.store,
+            self.pool,
+            office_id=office_id,
+            agents_by_id={agent.id: agent for agent in self.agents.values()},
+            bus=self.bus,
+        )
         settings = self.config.engine
         self.dispatcher = CommandDispatcher(
             self.store,
@@ -125,6 +134,7 @@ class Engine:
             engine_id=self.engine_id,
             bus=self.bus,
             create_session=self._create_session,
+            run_job=self.jobs.run_job,
             command_timeout=settings.command_timeout,
             lease_seconds=settings.lease_seconds,
         )

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from engine.protocol.monitor import SignalKind
-from engine.store.models import SessionStatus, now
+from engine.store.models import JobStatus, SessionStatus, now
 
 if TYPE_CHECKING:
     from engine.store.base import Store
@@ -159,6 +159,24 @@ class RoutingStep(BaseEvent):
     detail: Text = ""
 
 
+JobStep = Literal["started", "session", "delivered", "turn", "retry", "done", "failed"]
+
+
+class JobEvent(BaseEvent):
+    """A step of a job: started, session (leased), delivered (the prompt), turn (a turn ended
+    without an outcome), retry, done, failed."""
+
+    kind: Literal["job"] = "job"
+    job_id: str
+    agent_id: str
+    step: JobStep
+    status: JobStatus
+    attempts: int = 0
+    session_id: str | None = None
+    needs_human: bool = False
+    detail: Text = ""
+
+
 class SessionSignal(BaseEvent):
     """A completion/error pattern seen in a session (engine.protocol.monitor.Signal)."""
 
@@ -180,7 +198,8 @@ Event = Annotated[
     | MalformedAgentMessage
     | EngineStatus
     | SessionSignal
-    | RoutingStep,
+    | RoutingStep
+    | JobEvent,
     Field(discriminator="kind"),
 ]
 EVENT_TYPES: tuple[type[BaseEvent], ...] = (
@@ -193,6 +212,7 @@ EVENT_TYPES: tuple[type[BaseEvent], ...] = (
     EngineStatus,
     SessionSignal,
     RoutingStep,
+    JobEvent,
 )
 EVENT_KINDS: frozenset[str] = frozenset(t.model_fields["kind"].default for t in EVENT_TYPES)
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

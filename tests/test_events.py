@@ -24,6 +24,7 @@ from engine.events import (
     EngineStatus,
     EventBus,
     EventForwarder,
+    JobEvent,
     MalformedAgentMessage,
     RoutingStep,
     SessionOutput,
@@ -88,6 +89,7 @@ ONE_OF_EACH: list[BaseEvent] = [
         text="[SEMO:DONE]",
     ),
     RoutingStep(office_id="o", step="invoked", ref_id="i1", session_id="s", detail="FE -> BE"),
+    JobEvent(office_id="o", job_id="j", agent_id="a", step="retry", status="running", attempts=1),
 ]
 
 

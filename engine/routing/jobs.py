@@ -1,0 +1,560 @@
+"""Jobs: one task run by one agent until it says ``[SEMO:DONE]`` or fails (seed 004).
+
+    runner = JobRunner(store, pool, office_id=office.id, agents_by_id=agents, bus=bus)
+    job = await runner.execute_job(job_id)          # -> the Job row, done or failed
+    dispatcher = CommandDispatcher(..., run_job=runner.run_job)
+
+`execute_job` takes a ``pending`` job row, marks it ``running``, leases a session of the job's
+agent from the pool (``acquire(agent_id=...)``), delivers the task as a prompt, then watches
+that session's events until the outcome:
+
+- **done**: a ``[SEMO:DONE]`` message (``Done``) from that session, or a decisive ``semo_done``
+  completion signal. A job may span several turns (the agent asks a question, invokes another
+  agent and gets the result as a later prompt, delivered by other code to the same session):
+  the job waits for ``Done`` across turns; a turn that ends without one is not an outcome.
+- **failed attempt**, judged when a turn ends: a decisive error signal in the turn
+  (``ENOENT:``, ``Permission denied``, ``fatal:``, ``Error:`` in the agent's own text; tool
+  output only informs, and ``Done`` in the same turn wins); the session ending during the job
+  (a crash, or terminated); no outcome in ``job_timeout`` seconds (the agent not taking the
+  prompt counts as a timeout too).
+
+Each failed attempt goes through :func:`engine.routing.policy.decide`: ENOENT -> failed;
+Permission denied -> failed and ``needs_human``; another error -> failed; timeout -> one retry
+(the running turn is interrupted first; the same session is used again if it is back at its
+prompt within ``cancel_grace``, else it is ended and a new one acquired); crash -> one retry in
+a new session (the pool replaces crashed sessions). The retry's prompt says it is a retry. A
+circuit breaker that is open (``BreakerOpen`` from the pool), like any other failure to get a
+session, fails the job with the pool's message. The row records ``attempts`` (attempts that
+got a session), ``session_id`` (the latest), ``failure_reason`` and ``needs_human``; the session
+is released to the pool at the end, whatever happened.
+
+**Generic agents** (screen only): the screen reader's signals see every line, including the
+echo of the prompt typed at the agent's prompt and lines inside code fences. For those sessions
+the runner re-reads each turn's lines itself when the turn ends, skipping the line the prompt was
+typed on and everything inside ````` / ``~~~`` fences, so neither a task that mentions
+``Error:`` nor a quoted marker decides a job. (Claude Code sessions' signals come from the
+model's own text, fence-aware, and are used as they are.)
+
+Every step is published on the bus as a :class:`JobEvent` (``kind="job"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.events import EventBus, JobEvent, JobStep
+from engine.protocol.messages import Done
+from engine.protocol.monitor import Signal, scan_line
+from engine.protocol.observer import MessageFound
+from engine.protocol.screen_text import text_width
+from engine.protocol.state import AgentState, StateChange
+from engine.routing.dispatcher import CommandFailed
+from engine.routing.policy import Decision, Failure, FailureKind, decide, kind_for_pattern
+from engine.sessions.agent_session import (
+    AgentSession,
+    DeliveryFailed,
+    SessionEnded,
+    SessionError,
+    SessionEvent,
+)
+from engine.sessions.manager import UnknownSession
+from engine.sessions.pool import PooledSession, PoolError, SessionPoolManager
+from engine.sessions.worktrees import WorktreeError, validate_task_id
+from engine.store.base import NotFound, Store, StoreError
+from engine.store.models import Agent, Job, RunJobPayload
+from engine.terminal.screen import TerminalScreen
+
+__all__ = [
+    "JobError",
+    "JobEvent",
+    "JobNotPending",
+    "JobRunner",
+    "JobStep",
+    "UnknownJob",
+    "build_prompt",
+]
+
+log = logging.getLogger("semo.jobs")
+
+#: pauses between attempts to write a job's final status that the store refused
+FINAL_WRITE_BACKOFF = (0.2, 1.0, 3.0)
+
+
+# the generic reader's gutter and the monitor's fence, as engine.protocol uses them
+_GUTTER = re.compile(r"^(● |  )")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+class JobError(Exception):
+    """A job that cannot be run; the message says why."""
+
+
+class UnknownJob(JobError, LookupError):
+    pass
+
+
+class JobNotPending(JobError):
+    pass
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """How one attempt ended: done, or a failure of `kind`."""
+
+    done: bool
+    kind: FailureKind | None = None
+    detail: str = ""
+
+
+# -- the prompt ---------------------------------------------------------------------------------
+
+
+def build_prompt(job: Job, agent: Agent, *, retry: str | None = None) -> str:
+    """The task as the agent gets it: the task, its context as JSON, a reminder of who the
+    agent is and how to finish, and for a retry why there is one.
+
+    Typed into a generic agent, this text is echoed on its screen; no line of it starts with a
+    protocol tag, and the runner's own words hold none of the completion/error patterns."""
+    lines = [job.task.strip()]
+    if job.context:
+        context = json.dumps(job.context, ensure_ascii=False, sort_keys=True)
+        lines.append(f"Context (JSON): {context}")
+    lines.append(
+        f"You are {agent.name}, the {agent.role} agent of this team. When the whole task is "
+        "done, and only then, finish with [SEMO:DONE] at the start of a line, optionally "
+        "followed by a one-line summary."
+    )
+    if retry:
+        lines.append(retry)
+    return "\n".join(lines)
+
+
+def _retry_note(kind: FailureKind | None, attempt: int) -> str:
+    why = {
+        "timeout": "the previous attempt timed out",
+        "crash": "the previous attempt's session ended unexpectedly; this is a new session",
+    }.get(kind or "", "the previous attempt did not finish")
+    return f"Retry (attempt {attempt}): {why}. Check what is already done before you continue."
+
+
+# -- watching a session -----------------------------------------------------------------------
+
+
+class _ScreenTurns:
+    """A generic session's lines, read turn by turn: logical lines (auto-wrapped rows joined)
+    from where the last read stopped up to the cursor row, without the line a prompt was typed
+    on and without anything inside code fences; returns their signals."""
+
+    def __init__(self, screen: TerminalScreen) -> None:
+        self.screen = screen
+        self.next_row = self.cursor_row()  # what is above was there before the job
+        self.echo_row: int | None = None
+        self.fence: str | None = None
+
+    def cursor_row(self) -> int:
+        return self.screen.scrollback.total_pushed + self.screen.cursor.y
+
+    def prompt_typed(self) -> None:
+        """A prompt is being typed on the cursor row: that line is its echo."""
+        self.echo_row = self.cursor_row()
+        self.fence = None
+
+    def read(self, at: float) -> list[Signal]:
+        screen = self.screen
+        if screen.alternate:
+            return []
+        pushed = screen.scrollback.total_pushed
+        end = pushed + screen.cursor.y
+        start = max(self.next_row, pushed - len(screen.scrollback))
+        signals: list[Signal] = []
+        first: int | None = None
+        parts: list[str] = []
+        for index in range(start, end):
+            line = (
+                screen.scrollback[index - pushed]
+                if index < pushed
+                else screen.row_line(index - pushed)
+            )
+            if first is None:
+                first = index
+            if line.wrapped:
+                parts.append(line.text + " " * max(0, screen.columns - text_width(line.text)))
+                continue
+            parts.append(line.text)
+            text, parts = "".join(parts), []
+            echo = self.echo_row is not None and first <= self.echo_row <= index
+            first = None
+            if not echo:
+                signals.extend(self._scan(text, at))
+        # a line still wrapping onto the cursor row is read whole next time
+        self.next_row = end if first is None else first
+        return signals
+
+    def _scan(self, text: str, at: float) -> list[Signal]:
+        text = _GUTTER.sub("", text)
+        opener = _FENCE.match(text)
+        if opener:
+            mark = opener.group(1)
+            if self.fence is None:
+                self.fence = mark
+            elif mark[0] == self.fence[0] and len(mark) >= len(self.fence):
+                self.fence = None
+            return []
+        if self.fence is not None:
+            return []
+        return scan_line(text, "screen", at)
+
+
+class _Watch:
+    """One attempt's view of its session's events (called from the session's listeners)."""
+
+    def __init__(self, session: AgentSession, on_turn: Callable[[str], None]) -> None:
+        self.session = session
+        self.on_turn = on_turn
+        self.outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
+        self.errors: list[Signal] = []
+        self.turns = 0  # turns that ended without an outcome
+        generic = session.profile.name == "generic"
+        self.screen = _ScreenTurns(session.terminal.screen) if generic else None
+
+    def on_event(self, event: SessionEvent) -> None:
+        if self.outcome.done():
+            return
+        if isinstance(event, MessageFound):
+            if isinstance(event.message, Done):
+                summary = event.message.text
+                self._finish(_Outcome(True, detail=summary))
+        elif isinstance(event, Signal):
+            if self.screen is not None or not event.decisive:
+                return  # generic: read again at the turn's end; tool output: informs only
+            if event.kind == "completion" and event.pattern == "semo_done":
+                self._finish(_Outcome(True, detail=event.text))
+            elif event.kind == "error":
+                self.errors.append(event)
+        elif isinstance(event, StateChange):
+            self._on_state(event)
+
+    def _on_state(self, change: StateChange) -> None:
+        if change.state == AgentState.TERMINATED:
+            # the process ended on its own (or the CLI quit): a crash; the engine ended it
+            crashed = change.source != "engine"
+            kind: FailureKind = "crash" if crashed else "terminated"
+            status = self.session.exit_status
+            detail = status.describe() if crashed and status is not None else change.reason
+            self._finish(_Outcome(False, kind, detail))
+            return
+        if change.state == AgentState.EXECUTING:
+            if self.screen is not None:
+                self.errors.extend(self.screen.read(change.at))
+                self.screen.prompt_typed()
+            return
+        turn_ended = change.previous == AgentState.EXECUTING and change.state in (
+            AgentState.READY,
+            AgentState.WAITING_INPUT,
+        )
+        if turn_ended:
+            self._turn_ended(change)
+
+    def _turn_ended(self, change: StateChange) -> None:
+        if self.screen is not None:
+            self.errors.extend(self.screen.read(change.at))
+        errors, self.errors = self.errors, []
+        if errors:
+            worst = max(errors, key=lambda signal: signal.priority)
+            self._finish(_Outcome(False, kind_for_pattern(worst.pattern), worst.text))
+        else:
+            self.turns += 1
+            self.on_turn(f"turn ended without [SEMO:DONE]: {change.state} ({change.reason})")
+
+    def _finish(self, outcome: _Outcome) -> None:
+        if not self.outcome.done():
+            self.outcome.set_result(outcome)
+
+
+# -- the runner ---------------------------------------------------------------------------------
+
+
+class JobRunner:
+    def __init__(
+        self,
+        store: Store,
+        pool: SessionPoolManager,
+        *,
+        office_id: str,
+        agents_by_id: Mapping[str, Agent],
+        bus: EventBus | None = None,
+        job_timeout: float = 1800.0,
+        acquire_wait: float = 30.0,
+        cancel_grace: float = 10.0,
+    ) -> None:
+        if not job_timeout > 0:
+            raise ValueError(f"job_timeout must be positive, not {job_timeout!r}")
+        if acquire_wait < 0 or cancel_grace < 0:
+            raise ValueError("acquire_wait and cancel_grace must not be negative")
+        self.store = store
+        self.pool = pool
+        self.office_id = office_id
+        self.agents_by_id = agents_by_id
+        self.bus = bus
+        #: seconds one attempt may take, from its prompt to its outcome
+        self.job_timeout = float(job_timeout)
+        #: seconds to wait for a session when the pool is full
+        self.acquire_wait = float(acquire_wait)
+        #: seconds an interrupted turn gets to return to the prompt after a timeout
+        self.cancel_grace = float(cancel_grace)
+        self._watches: dict[str, _Watch] = {}  # session id -> the attempt running in it
+        self._running: set[str] = set()  # job ids being run by this runner
+        pool.manager.add_listener(self._on_session_event)
+
+    @property
+    def running(self) -> frozenset[str]:
+        """Ids of the jobs this runner is running now."""
+        return frozenset(self._running)
+
+    # -- the dispatcher's entry ---------------------------------------------------------------
+
+    async def run_job(self, payload: RunJobPayload) -> dict[str, Any]:
+        """The `run_job` command: runs the job to its end; CommandFailed when it cannot be run
+        (unknown, not pending). A job that failed is a completed command whose result says so."""
+        try:
+            job = await self.execute_job(payload.job_id)
+        except JobError as error:
+            raise CommandFailed(str(error)) from error
+        result: dict[str, Any] = {
+            "job_id": job.id,
+            "status": job.status,
+            "attempts": job.attempts,
+            "needs_human": job.needs_human,
+        }
+        if job.failure_reason:
+            result["failure_reason"] = job.failure_reason
+        return result
+
+    # -- running a job ------------------------------------------------------------------------
+
+    async def execute_job(self, job_id: str) -> Job:
+        """Run the pending job `job_id` to its end; the final row (done or failed).
+
+        Raises UnknownJob, JobNotPending (also when this runner is running it already), or a
+        StoreError when the store cannot be read or written."""
+        if job_id in self._running:
+            raise JobNotPending(f"job {job_id} is already running on this engine")
+        try:
+            job = await self.store.get_job(job_id)
+        except NotFound:
+            raise UnknownJob(f"no job {job_id!r}") from None
+        if job.office_id != self.office_id:
+            raise UnknownJob(f"job {job_id} belongs to another office ({job.office_id})")
+        if job.status != "pending":
+            raise JobNotPending(f"job {job_id} is {job.status}; only a pending job can be run")
+        self._running.add(job_id)
+        try:
+            return await self._run(job)
+        finally:
+            self._running.discard(job_id)
+
+    async def _run(self, job: Job) -> Job:
+        job = await self.store.update_job(
+            job.id, status="running", attempts=0, failure_reason=None, needs_human=False
+        )
+        self._publish(job, "started", detail=job.task[:200])
+        agent = self.agents_by_id.get(job.agent_id)
+        if agent is None:
+            known = ", ".join(f"{a.role} ({a.id})" for a in self.agents_by_id.values()) or "none"
+            decision = decide(
+                Failure(
+                    kind="no_session",
+                    attempts=1,
+                    detail=f"no agent {job.agent_id!r} here (agents: {known})",
+                )
+            )
+            return await self._fail(job, decision)
+        lease: PooledSession | None = None
+        retry: str | None = None
+        attempts = 0
+        try:
+            while True:
+                if lease is None:
+                    try:
+                        lease = await self.pool.acquire(
+                            agent_id=agent.id, task_id=_task_id(job), wait=self.acquire_wait
+                        )
+                    except (PoolError, WorktreeError, ValueError, LookupError) as error:
+                        failure = Failure(
+                            kind="no_session", attempts=max(attempts, 1), detail=str(error)
+                        )
+                        return await self._fail(job, decide(failure))
+                attempts += 1
+                job = await self._update(job, attempts=attempts, session_id=lease.session_id)
+                self._publish(job, "session", detail=f"{lease.role} session, attempt {attempts}")
+                outcome = await self._attempt(job, agent, lease.session, retry)
+                if outcome.done:
+                    return await self._done(job, outcome.detail)
+                assert outcome.kind is not None
+                failure = Failure(kind=outcome.kind, attempts=attempts, detail=outcome.detail)
+                decision = decide(failure)
+                log.info("job %s: attempt %d failed: %s", job.id, attempts, decision.reason)
+                if not decision.retry:
+                    return await self._fail(job, decision)
+                self._publish(job, "retry", detail=decision.reason)
+                retry = _retry_note(outcome.kind, attempts + 1)
+                keep = not decision.recreate_session and await self._recover(job, lease, outcome)
+                if not keep:
+                    self._release(lease)
+                    lease = None
+        except asyncio.CancelledError:
+            decision = decide(
+                Failure(kind="cancelled", attempts=max(attempts, 1), detail="the run was cancelled")
+            )
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(self._fail(job, decision))
+            raise
+        finally:
+            if lease is not None:
+                self._release(lease)
+
+    async def _attempt(
+        self, job: Job, agent: Agent, session: AgentSession, retry: str | None
+    ) -> _Outcome:
+        """Deliver the task to `session` and wait for the attempt's outcome."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.job_timeout
+        watch = _Watch(
+            session,
+            lambda what: self._publish(job, "turn", session_id=session.session_id, detail=what),
+        )
+        self._watches[session.session_id] = watch
+        try:
+            try:
+                await session.deliver(
+                    build_prompt(job, agent, retry=retry), timeout=self.job_timeout
+                )
+            except SessionEnded as error:
+                if watch.outcome.done():
+                    return watch.outcome.result()
+                return _Outcome(False, "crash", str(error))
+            except DeliveryFailed as error:
+                return _Outcome(False, "timeout", f"the agent did not take the prompt ({error})")
+            except TimeoutError:
+                return _Outcome(
+                    False,
+                    "timeout",
+                    f"the agent was not at its prompt within {self.job_timeout:g} s",
+                )
+            self._publish(job, "delivered", session_id=session.session_id)
+            remaining = max(0.0, deadline - loop.time())
+            try:
+                return await asyncio.wait_for(asyncio.shield(watch.outcome), remaining)
+            except TimeoutError:
+                turns = f"; {watch.turns} turn(s) ended without it" if watch.turns else ""
+                return _Outcome(
+                    False, "timeout", f"no [SEMO:DONE] within {self.job_timeout:g} s{turns}"
+                )
+        finally:
+            if self._watches.get(session.session_id) is watch:
+                del self._watches[session.session_id]
+
+    async def _recover(self, job: Job, lease: PooledSession, outcome: _Outcome) -> bool:
+        """After a timeout: interrupt the turn; whether the session is back at its prompt and
+        can take the retry. One that is not is ended (it would hold its slot forever)."""
+        session = lease.session
+        if session.ended:
+            return False
+        if session.state == AgentState.EXECUTING:
+            with contextlib.suppress(SessionError):
+                await session.cancel()
+            with contextlib.suppress(TimeoutError, SessionEnded):
+                await session.wait_for_state(AgentState.READY, self.cancel_grace)
+        if session.state == AgentState.READY:
+            return True
+        if not session.ended:
+            reason = f"job {job.id}: not back at its prompt after a timeout ({outcome.detail})"
+            try:
+                await self.pool.manager.terminate(session.session_id, reason=reason)
+            except UnknownSession:
+                await session.terminate(reason)
+        return False
+
+    # -- store and bus ------------------------------------------------------------------------
+
+    async def _update(self, job: Job, **changes: Any) -> Job:
+        try:
+            return await self.store.update_job(job.id, **changes)
+        except StoreError as error:
+            log.warning("job %s: %s not recorded: %s", job.id, ", ".join(changes), error)
+            return job.model_copy(update=changes)
+
+    async def _done(self, job: Job, summary: str) -> Job:
+        job = await self._final(job, status="done", failure_reason=None, needs_human=False)
+        log.info("job %s done after %d attempt(s)", job.id, job.attempts)
+        self._publish(job, "done", detail=summary)
+        return job
+
+    async def _fail(self, job: Job, decision: Decision) -> Job:
+        job = await self._final(
+            job, status="failed", failure_reason=decision.reason, needs_human=decision.needs_human
+        )
+        log.info("job %s failed: %s", job.id, decision.reason)
+        self._publish(job, "failed", detail=decision.reason)
+        return job
+
+    async def _final(self, job: Job, **changes: Any) -> Job:
+        """Write the job's end; a store that refuses is asked again a few times."""
+        for delay in (*FINAL_WRITE_BACKOFF, None):
+            try:
+                return await self.store.update_job(job.id, **changes)
+            except StoreError as error:
+                if delay is None:
+                    raise
+                log.warning(
+                    "job %s: writing its end failed (%s); again in %g s", job.id, error, delay
+                )
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _publish(
+        self, job: Job, step: JobStep, *, session_id: str | None = None, detail: str = ""
+    ) -> None:
+        if self.bus is None:
+            return
+        self.bus.publish(
+            JobEvent(
+                office_id=job.office_id,
+                job_id=job.id,
+                agent_id=job.agent_id,
+                step=step,
+                status=job.status,
+                attempts=job.attempts,
+                session_id=session_id or job.session_id,
+                needs_human=job.needs_human,
+                detail=detail,
+            )
+        )
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
+        watch = self._watches.get(session.session_id)
+        if watch is not None:
+            watch.on_event(event)
+
+    def _release(self, lease: PooledSession) -> None:
+        try:
+            self.pool.release(lease.session_id)
+        except PoolError as error:
+            log.info("job runner: session %s not released: %s", lease.session_id, error)
+
+
+def _task_id(job: Job) -> str | None:
+    """The pool's task id for the job's session (its worktree's name), when the job id fits."""
+    try:
+        return validate_task_id(f"job-{job.id}")
+    except WorktreeError:
+        return None
