@@ -80,14 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="run the demo office: three scripted demo agents (FE, BE, QA) in terminals",
+        help="run the demo office: FE, BE and QA as scripted demo agents, in the console",
         description=(
-            "Start the bundled demo agents (scripted stand-ins, no network, no Claude Code) in "
-            "pseudo-terminals, give each a task and show their screens live."
+            "Start the demo office on the embedded store: FE, BE and QA are the bundled scripted "
+            "demo agent (no AI, no network, no Claude Code) in pseudo-terminals. FE gets a job, "
+            "asks you a question, invokes BE and QA and finishes. In a terminal the operator "
+            "console opens; with --headless (or without a terminal) the flow is printed and the "
+            "question answered with its first option."
         ),
     )
-    demo.add_argument("--seconds", type=float, default=6.0, help="how long to run (default 6)")
-    demo.add_argument("--no-live", action="store_true", help="print the final screens only")
+    demo.add_argument(
+        "--headless", action="store_true", help="no console: print the flow, answer for you"
+    )
+    demo.add_argument(
+        "--timeout", type=float, default=60.0, help="headless: give up after S seconds (60)"
+    )
+    console = commands.add_parser(
+        "console",
+        help="the operator console: the engine for semo.toml's office, with live panes",
+        description=(
+            "Run the engine in-process and open the operator console: agent panes, the pool, "
+            "commands and the question inbox. Keys: see the footer; ctrl+] leaves a pane."
+        ),
+    )
+    console.add_argument(
+        "--config", type=Path, default=Path("semo.toml"), help="config file (default ./semo.toml)"
+    )
+    console.set_defaults(handler=_console_needs_entry_point)
     demo.set_defaults(handler=_run_demo)
 
     parse = commands.add_parser(
@@ -219,10 +238,18 @@ def _run_parse(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from engine.demo.runner import run_demo
+    from engine.demo.runner import run_headless
 
-    live = sys.stdout.isatty() and not args.no_live
-    return asyncio.run(run_demo(args.seconds, live=live))
+    return asyncio.run(run_headless(args.timeout))
+
+
+def _console_needs_entry_point(_args: argparse.Namespace) -> int:
+    print(
+        "semo: the console is started by the `semo` entry point (console.cli); "
+        "run `semo console`, not python -m engine.cli",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _run_capture(args: argparse.Namespace) -> int:

@@ -1,0 +1,66 @@
+"""The demo office: FE, BE and QA played by the bundled scripted demo agent, on the embedded store.
+
+No git repository, no network, no Claude Code: each agent works in a folder under the user's
+state directory, and the store is whatever the environment selects (SQLite by default).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from engine.store.models import Agent
+
+DEMO_OFFICE = "demo"
+ROLES = ("FE", "BE", "QA")
+PERSONAS = {
+    "FE": "Demo front-end agent: builds pages, asks the operator, invokes BE and QA.",
+    "BE": "Demo back-end agent: adds API endpoints when invoked.",
+    "QA": "Demo QA agent: runs the tests when invoked.",
+}
+DEMO_TASK = "build the login page"
+
+
+def demo_workspace() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(base) / "semo" / "demo-workspace"
+
+
+def demo_config(*, steps: int = 2, delay: float = 0.3) -> SemoConfig:
+    agents = [
+        AgentConfig(
+            role=role,
+            name=f"demo {role}",
+            profile="generic",
+            command=[
+                sys.executable,
+                "-m",
+                "engine.demo.agent",
+                "--role",
+                role,
+                "--steps",
+                str(steps),
+                "--delay",
+                str(delay),
+            ],
+            prompt=PERSONAS[role],
+            cols=100,
+            rows=24,
+        )
+        for role in ROLES
+    ]
+    return SemoConfig(
+        office=OfficeConfig(name=DEMO_OFFICE, workspace_root=demo_workspace()),
+        engine=EngineConfig(command_timeout=30, shutdown_grace=2),
+        pool=PoolConfig(max_sessions=6, warm_roles=list(ROLES)),
+        agents=agents,
+    )
+
+
+def demo_folder(agent: Agent, _task_id: str) -> Path:
+    """Each demo agent works in its own folder (no repository needed)."""
+    folder = demo_workspace() / agent.role
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
