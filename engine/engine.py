@@ -31,11 +31,24 @@ from engine.sessions.profiles import profile_named
 from engine.sessions.worktrees import WorktreeManager
 from engine.store import open_store
 from engine.store.base import Store, StoreError
-from engine.store.models import Agent, CreateSessionPayload, Office, UserQuestion
+from engine.store.models import (
+    Agent,
+    AgentCommand,
+    CreateSessionPayload,
+    Office,
+    UserQuestion,
+)
 
 log = logging.getLogger("semo.engine")
 
 FolderFor = Callable[[Agent, str], Path | None]
+
+
+def default_record_dir() -> Path:
+    """Where the console's recordings go: beside the default SQLite store."""
+    from engine.store.sqlite import default_sqlite_path
+
+    return default_sqlite_path().with_name("recordings")
 
 
 class Engine:
@@ -172,6 +185,54 @@ class Engine:
 
     def sessions(self) -> list[AgentSession]:
         return list(self.manager.sessions.values()) if self.manager else []
+
+    def connection_state(self) -> str:
+        """How the engine hears about new rows: for the console's header."""
+        backend = self.store.backend
+        if backend == "supabase" and self.office is not None:
+            subscribed = getattr(self.store, "subscribed", None)
+            live = subscribed is not None and subscribed(self.office.id)
+            return "realtime: subscribed" if live else "realtime: reconnecting"
+        return "listen/notify" if backend == "postgres" else "local"
+
+    async def pending_questions(self) -> list[UserQuestion]:
+        return await self.store.list_questions(self.office_id)
+
+    async def recent_commands(self, limit: int = 20) -> list[AgentCommand]:
+        return await self.store.list_commands(self.office_id, limit=limit)
+
+    async def new_session(self, role: str) -> AgentSession:
+        """A session of `role` from the pool (an idle one, else a new one), left idle."""
+        assert self.pool is not None, "start() first"
+        pooled = await self.pool.acquire(role=role)
+        self.pool.release(pooled.session_id)
+        return pooled.session
+
+    def send_prompt(self, session_id: str, text: str) -> None:
+        assert self.manager is not None, "start() first"
+        self.manager.get(session_id).post(text)
+
+    async def cancel(self, session_id: str) -> None:
+        assert self.manager is not None, "start() first"
+        await self.manager.cancel(session_id)
+
+    async def terminate(self, session_id: str) -> None:
+        assert self.manager is not None, "start() first"
+        await self.manager.terminate(session_id, reason="terminated by the operator")
+
+    def start_recording(self, session_id: str) -> Path:
+        """Record the session's terminal into an asciicast file; returns its path."""
+        assert self.manager is not None, "start() first"
+        session = self.manager.get(session_id)
+        folder = self._record_dir or default_record_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{session.role}-{session_id[:8]}-{int(time.time())}.cast"
+        session.terminal.start_recording(path)
+        return path
+
+    def stop_recording(self, session_id: str) -> None:
+        assert self.manager is not None, "start() first"
+        self.manager.get(session_id).terminal.stop_recording()
 
     async def answer(
         self, question_id: str, *, text: str | None = None, option: int | None = None

@@ -33,7 +33,7 @@ from typing import Any
 from engine.events import EventBus, RoutingStep
 from engine.protocol.messages import AskUser, DeliverResult, Done, Invoke
 from engine.protocol.observer import MalformedMessage, MessageFound
-from engine.sessions.agent_session import AgentSession, PromptKind, SessionError, SessionEvent
+from engine.sessions.agent_session import AgentSession, SessionError, SessionEvent
 from engine.sessions.manager import SessionManager
 from engine.sessions.pool import PoolError, SessionPoolManager
 from engine.store.base import Store, StoreConflict, StoreError
@@ -186,7 +186,7 @@ class Router:
         self._answers_sent.add(question.id)
         options = f" (options were: {', '.join(question.options)})" if question.options else ""
         prompt = f"[semo] Answer to your question {question.id}: {question.answer}{options}"
-        _submit(session, prompt, kind="answer")
+        session.post(prompt, kind="answer")
         self._step("question_answered", session, question.answer, ref=question.id)
 
     # -- INVOKE --------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ class Router:
             f"When it is finished, reply with a [DELIVER_RESULT:{caller.role}] block whose JSON "
             f'has "invocation_id": "{invocation_id}" and a "summary".'
         )
-        _submit(session, prompt)
+        session.post(prompt)
         await self.store.update_invocation(invocation_id, status="running")
         self._step("invocation_sent", session, invocation.task, ref=invocation_id)
 
@@ -421,7 +421,7 @@ class Router:
 
     def _tell(self, session: AgentSession, text: str) -> None:
         if not session.ended:
-            _submit(session, text)
+            session.post(text)
 
     def _tell_agent(self, agent_id: str, text: str) -> None:
         session = self.manager.sessions.get(self._sessions_by_agent.get(agent_id, ""))
@@ -443,17 +443,3 @@ class Router:
                     detail=detail,
                 )
             )
-
-
-def _submit(session: AgentSession, text: str, kind: PromptKind = "prompt") -> None:
-    """Queue a prompt whose delivery nobody awaits; a failure is logged, never lost silently."""
-
-    def check(future: asyncio.Future[Any]) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            log.warning(
-                "session %s: a routed prompt was not delivered: %s",
-                session.session_id,
-                future.exception(),
-            )
-
-    session.submit(text, kind).add_done_callback(check)

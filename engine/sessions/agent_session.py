@@ -222,6 +222,15 @@ class AgentSession:
         self._queue_changed.set()
         return future
 
+    def post(self, text: str, kind: PromptKind = "prompt") -> None:
+        """`submit` for callers that do not wait: a failed delivery is logged, not lost."""
+
+        def check(future: asyncio.Future[PromptDelivered]) -> None:
+            if not future.cancelled() and (error := future.exception()) is not None:
+                log.warning("session %s: a prompt was not delivered: %s", self.session_id, error)
+
+        self.submit(text, kind).add_done_callback(check)
+
     @property
     def queued(self) -> int:
         return len(self._queue)

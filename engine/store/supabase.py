@@ -522,6 +522,11 @@ class SupabaseStore(Store):
             frozenset(r["id"] for r in answered),
         )
 
+    def subscribed(self, office_id: str) -> bool:
+        """Whether the office's Realtime channel is joined and receiving (for status displays)."""
+        watch = self._watches.get(office_id)
+        return bool(watch and watch.ready and watch.generation == self._generation)
+
     async def wait_for_change(self, office_id: str, timeout: float) -> bool:
         """True when a command was inserted or re-queued, a result written or a question
         updated for the office since the store opened or the last call that returned True;

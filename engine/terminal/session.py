@@ -113,6 +113,18 @@ class TerminalSession:
             self.recorder.close()
         return status
 
+    def start_recording(self, path: str | os.PathLike[str]) -> None:
+        """Record from now on into `path` (asciicast v2; the current screen is not replayed)."""
+        self.stop_recording()
+        self.recorder = AsciicastWriter(
+            path, self.screen.columns, self.screen.lines, title=" ".join(self.argv), env=self.env
+        )
+
+    def stop_recording(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
     # -- output -------------------------------------------------------------------------------
 
     def add_listener(self, listener: OutputListener) -> None:

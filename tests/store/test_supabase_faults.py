@@ -39,8 +39,7 @@ async def engine_and_client(stores: Stores, **options: Any) -> tuple[SupabaseSto
 
 
 def subscribed(store: SupabaseStore, office_id: str) -> bool:
-    watch = store._watches.get(office_id)
-    return bool(watch and watch.ready and watch.generation == store._generation)
+    return store.subscribed(office_id)
 
 
 async def drain(store: SupabaseStore, office_id: str, engine_id: str = "engine") -> list[str]:
