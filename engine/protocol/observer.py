@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from engine.protocol.state import AgentState, StateChange, StateSource, StateTra
 from engine.terminal.screen import TerminalScreen
 
 Profile = Literal["claude", "generic"]
+EVENT_HISTORY = 2000
 DEFAULT_PROMPT_PATTERN = r"(^|\s)[❯$#>%]$"  # matched against the cursor row, right-trimmed
 _DIALOG = re.compile(r"Do you want to (proceed|make this edit|create|allow|run)")
 _GUTTER = re.compile(r"^(● |  )")
@@ -81,7 +83,8 @@ class AgentObserver:
         self._hooks_seen = False
         self._session_started = False
         self._last_screen_turn: tuple[str, str] | None = None
-        self.events: list[ObserverEvent] = []
+        #: the most recent events (bounded: a session can live for days)
+        self.events: deque[ObserverEvent] = deque(maxlen=EVENT_HISTORY)
 
     @property
     def state(self) -> AgentState:

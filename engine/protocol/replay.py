@@ -79,7 +79,7 @@ def replay(
         elif event.kind == "m" and event.data.startswith(EXIT_PREFIX):
             status = json.loads(event.data.removeprefix(EXIT_PREFIX))
             observer.on_exit(status.get("code"), status.get("signal"), event.time)
-    return ReplayResult(chosen, observer.events, cols, header.height)
+    return ReplayResult(chosen, list(observer.events), cols, header.height)
 
 
 def describe_event(event: ObserverEvent) -> dict[str, object]:

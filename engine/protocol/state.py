@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -17,6 +18,7 @@ class AgentState(StrEnum):
 
 
 StateSource = Literal["hook", "screen", "process", "protocol", "engine"]
+HISTORY = 1000
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,8 @@ class StateTracker:
 
     def __init__(self, initial: AgentState = AgentState.CREATING) -> None:
         self.state = initial
-        self.history: list[StateChange] = []
+        #: the most recent changes (bounded)
+        self.history: deque[StateChange] = deque(maxlen=HISTORY)
 
     def set(
         self, state: AgentState, source: StateSource, reason: str, at: float

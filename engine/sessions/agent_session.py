@@ -50,8 +50,8 @@ PromptKind = Literal["prompt", "answer"]
 FRAME_SECONDS = 1 / 60
 #: How often the session checks for a stale (silent while busy) agent.
 TICK_SECONDS = 1.0
-#: A paste is given this long to show in the input box before Enter is pressed.
-PASTE_SETTLE_SECONDS = 0.05
+#: After a paste's first echo, this much quiet before Enter (the CLI may redraw in steps).
+PASTE_SETTLE_SECONDS = 0.01
 PASTE_SETTLE_TIMEOUT = 1.0
 #: Output chunks kept for late subscribers (bounded output history).
 OUTPUT_HISTORY_CHUNKS = 256
@@ -412,11 +412,9 @@ class AgentSession:
                 return
 
     async def _deliver(self, item: _Queued) -> int:
-        screen = self.terminal.screen
         self._submitted.clear()
         self._turn_start_line = self._absolute_cursor_line()
-        self.terminal.write(paste(item.text, bracketed=screen.modes.bracketed_paste))
-        await self.terminal.wait_quiet(PASTE_SETTLE_SECONDS, PASTE_SETTLE_TIMEOUT)
+        await self._paste(item.text)
         for attempt in (1, 2):
             before = self.terminal.bytes_out
             self.terminal.write("\r")
@@ -427,8 +425,7 @@ class AgentSession:
             if self.ended:
                 break
             if self.profile.uses_hooks and not _input_has_text(self):
-                self.terminal.write(paste(item.text, bracketed=screen.modes.bracketed_paste))
-                await self.terminal.wait_quiet(PASTE_SETTLE_SECONDS, PASTE_SETTLE_TIMEOUT)
+                await self._paste(item.text)
             log.warning(
                 "session %s: prompt %d not confirmed, retrying", self.session_id, item.prompt_id
             )
@@ -437,18 +434,29 @@ class AgentSession:
             f"(no confirmation in 2 x {self.profile.confirm_timeout:.0f} s)"
         )
 
-    async def _confirmed(self, output_before: int) -> bool:
-        timeout = self.profile.confirm_timeout
-        if self.profile.uses_hooks:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._submitted.wait(), timeout)
-            return self._submitted.is_set()
+    async def _paste(self, text: str) -> None:
+        """Paste `text`, then wait until the agent has drawn it: its first output, then a
+        short quiet (the CLI may redraw in several writes), never more than a second."""
+        before = self.terminal.bytes_out
+        self.terminal.write(paste(text, bracketed=self.terminal.screen.modes.bracketed_paste))
+        await self._output_after(before, PASTE_SETTLE_TIMEOUT)
+        await self.terminal.wait_quiet(PASTE_SETTLE_SECONDS, PASTE_SETTLE_TIMEOUT)
+
+    async def _output_after(self, output_before: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while self.terminal.bytes_out == output_before and time.monotonic() < deadline:
             self._output_seen.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._output_seen.wait(), deadline - time.monotonic())
         return self.terminal.bytes_out != output_before
+
+    async def _confirmed(self, output_before: int) -> bool:
+        timeout = self.profile.confirm_timeout
+        if self.profile.uses_hooks:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._submitted.wait(), timeout)
+            return self._submitted.is_set()
+        return await self._output_after(output_before, timeout)
 
     def _fail_queue(self, error: SessionError) -> None:
         queue, self._queue = self._queue, []
