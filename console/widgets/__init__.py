@@ -1,0 +1,1 @@
+"""The console's widgets: terminal panes and the side panels."""

@@ -1,0 +1,34 @@
+"""The pool panel: every session of the office by role, with its state, kind and age."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from console.widgets.badges import duration, state_badge
+from engine.sessions.pool import PoolStatus
+
+
+class PoolPanel(DataTable[object]):
+    BORDER_TITLE = "Pool"
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.add_columns("role", "state", "kind", "age")
+
+    def show(self, status: PoolStatus | None) -> None:
+        if status is None:
+            return
+        rows = sorted(status.sessions.values(), key=lambda s: (s.role, s.age_s))
+        self.clear()
+        for session in rows:
+            kind = ("warm" if session.warm else "cold") + (" ·leased" if session.leased else "")
+            self.add_row(
+                session.role,
+                state_badge(session.state),
+                kind,
+                duration(session.age_s),
+                key=session.session_id,
+            )
+        for role, reason in status.down.items():
+            self.add_row(role, state_badge("error"), reason[:20], "", key=f"down:{role}")
+        self.border_subtitle = f"{status.total}/{status.max_sessions}"

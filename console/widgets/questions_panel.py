@@ -1,0 +1,125 @@
+"""The question inbox: pending ASK_USER questions of every agent, answered from the keyboard.
+
+Keys while the panel has focus: up/down pick a question; 1-9 answer a choice (or confirm)
+question with that option; y/n answer a confirm question; Enter on a text question opens the
+answer line (Enter sends it, Escape closes it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from engine.store.models import UserQuestion
+
+
+class QuestionsPanel(Vertical, can_focus=False):
+    BORDER_TITLE = "Questions"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(Binding(str(n), f"pick({n})", show=False) for n in range(1, 10)),
+        Binding("y", "confirm('yes')", show=False),
+        Binding("n", "confirm('no')", show=False),
+    ]
+
+    @dataclass
+    class Answered(Message):
+        """The operator answered: exactly one of text / option is set."""
+
+        question_id: str
+        text: str | None = None
+        option: int | None = None
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.questions: list[UserQuestion] = []
+        self.agent_roles: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        yield OptionList(id="question-list")
+        yield Static("", id="question-detail", classes="empty")
+        yield Input(placeholder="your answer, Enter to send", id="answer-input")
+
+    @property
+    def selected(self) -> UserQuestion | None:
+        index = self.query_one(OptionList).highlighted
+        if index is None or index >= len(self.questions):
+            return None
+        return self.questions[index]
+
+    def show(self, questions: list[UserQuestion], agent_roles: dict[str, str]) -> None:
+        if [q.id for q in questions] == [q.id for q in self.questions]:
+            return
+        keep = self.selected.id if self.selected else None
+        self.questions, self.agent_roles = questions, agent_roles
+        options = self.query_one(OptionList)
+        options.clear_options()
+        options.add_options(
+            Option(Text.assemble((f"{agent_roles.get(q.agent_id, '?')} ", "bold"), q.question))
+            for q in questions
+        )
+        ids = [q.id for q in questions]
+        if questions:
+            options.highlighted = ids.index(keep) if keep in ids else 0
+        self.border_subtitle = f"{len(questions)} pending" if questions else ""
+        self._describe()
+
+    @on(OptionList.OptionHighlighted)
+    def _describe(self) -> None:
+        detail = self.query_one("#question-detail", Static)
+        question = self.selected
+        if question is None:
+            detail.update("no pending questions")
+            return
+        if question.question_type == "text":
+            hint = "Enter: type the answer"
+        elif question.question_type == "confirm":
+            hint = "y / n"
+        else:
+            hint = "  ".join(f"{n}:{o}" for n, o in enumerate(question.options, 1))
+        detail.update(hint)
+
+    @on(OptionList.OptionSelected)
+    def _open_input(self) -> None:
+        question = self.selected
+        if question is not None and question.question_type == "text":
+            field = self.query_one("#answer-input", Input)
+            field.add_class("visible")
+            field.focus()
+
+    @on(Input.Submitted, "#answer-input")
+    def _send_text(self, event: Input.Submitted) -> None:
+        question = self.selected
+        if question is not None and event.value.strip():
+            self.post_message(self.Answered(question.id, text=event.value))
+        event.input.value = ""
+        event.input.remove_class("visible")
+        self.query_one(OptionList).focus()
+
+    def key_escape(self) -> None:
+        field = self.query_one("#answer-input", Input)
+        if field.has_class("visible"):
+            field.value = ""
+            field.remove_class("visible")
+            self.query_one(OptionList).focus()
+
+    def action_pick(self, number: int) -> None:
+        question = self.selected
+        if question is None or question.question_type == "text":
+            return
+        options = question.options or ["yes", "no"]
+        if 1 <= number <= len(options):
+            self.post_message(self.Answered(question.id, option=number))
+
+    def action_confirm(self, answer: str) -> None:
+        question = self.selected
+        if question is not None and question.question_type == "confirm":
+            self.post_message(self.Answered(question.id, text=answer))

@@ -1,0 +1,554 @@
+"""TerminalPane: a live terminal session (a child in a PTY) shown and typed into in Textual.
+
+The pane draws the session's `TerminalScreen` line by line (`render_line`), the way Toad's
+terminal widget does: every screen row becomes a Strip built from the row's compact `Line`
+(text + style runs), kept in a bounded LRU cache keyed by the row's content, and only the rows
+the screen marked dirty (plus the rows the cursor left and entered) are refreshed, at most once
+per frame (~1/60 s). Output from the child does nothing in the UI beyond setting a flag; the
+frame callback reads the screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from rich.cells import cell_len
+from rich.color import Color
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.cache import LRUCache
+from textual.content import Content
+from textual.geometry import Region
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+from console.keys import key_to_bytes, paste_to_bytes
+from engine.terminal.cell import Cell
+from engine.terminal.pty_process import TerminalClosedError
+from engine.terminal.screen import ZWJ, TerminalScreen, char_width
+from engine.terminal.scrollback import Line
+
+CURSOR_STYLE = Style(reverse=True)
+_ANSI_INDEX = {
+    "black": 0,
+    "red": 1,
+    "green": 2,
+    "brown": 3,  # pyte's name for SGR 33
+    "yellow": 3,
+    "blue": 4,
+    "magenta": 5,
+    "cyan": 6,
+    "white": 7,
+}
+
+
+class TerminalSource(Protocol):
+    """What a pane needs: a `TerminalSession` or anything shaped like one."""
+
+    @property
+    def screen(self) -> TerminalScreen: ...
+
+    def write(self, text: str) -> None: ...
+
+    def resize(self, cols: int, rows: int) -> None: ...
+
+    def add_listener(self, listener: Callable[[str], None]) -> None: ...
+
+
+class TerminalPane(Widget, can_focus=True):
+    """A terminal session, live: what the child draws, and every key typed goes to it.
+
+    Keys: while the pane has focus, every key is sent to the child, translated to the bytes a
+    terminal sends (`console.keys`: arrows in CSI or SS3 form by the child's cursor-key mode,
+    xterm modifier forms, ctrl and alt chords), Tab, Shift+Tab and ctrl+c included. Two kinds of
+    keys are not sent:
+
+    - the escape chord `RELEASE_KEY`, **ctrl+]** (as in telnet), leaves the pane: it posts
+      `TerminalPane.Released` and moves focus to the next widget;
+    - shift+PageUp / shift+PageDown page through the scrollback (the border title shows
+      `scrollback -N`); any other key returns to the live view and is sent as usual.
+
+    The app's own *priority* bindings (by default Textual's ctrl+q quit and ctrl+p command
+    palette) are seen by the app before any widget, so they never reach the child.
+
+    Pastes go to the child wrapped in ESC[200~ ... ESC[201~ when it enabled bracketed paste
+    (mode 2004), raw otherwise. A BEL from the child rings the app's bell.
+
+    The pane owns `screen.dirty`: it clears the set each frame, after refreshing those rows.
+    The source's output listener must run on the app's event loop (sessions started by the
+    engine in the same process do).
+    """
+
+    RELEASE_KEY: ClassVar[str] = "ctrl+right_square_bracket"
+    """Textual's name for ctrl+] (byte 0x1d): the chord that moves focus out of the pane."""
+    RELEASE_KEY_DISPLAY: ClassVar[str] = "ctrl+]"
+    SCROLLBACK_UP_KEY: ClassVar[str] = "shift+pageup"
+    SCROLLBACK_DOWN_KEY: ClassVar[str] = "shift+pagedown"
+    FRAME_SECONDS: ClassVar[float] = 1 / 60
+    """At most one refresh per this many seconds."""
+    MOUSE_SCROLL_LINES: ClassVar[int] = 3
+    BELL_INTERVAL: ClassVar[float] = 0.2
+    """Seconds between two rings of the app's bell for one pane."""
+    CACHE_LINES: ClassVar[int] = 256
+
+    DEFAULT_CSS = """
+    TerminalPane {
+        width: 1fr;
+        height: 1fr;
+        border: round $panel-lighten-2;
+        border-title-color: $text-muted;
+        border-subtitle-color: $text-muted;
+        background: $background;
+        color: $foreground;
+    }
+    TerminalPane:focus {
+        border: round $accent;
+        border-title-color: $text;
+    }
+    """
+
+    @dataclass
+    class Released(Message):
+        """The operator left the pane with the escape chord (focus has moved on)."""
+
+        pane: TerminalPane
+
+        @property
+        def control(self) -> TerminalPane:
+            return self.pane
+
+    def __init__(
+        self,
+        source: TerminalSource,
+        *,
+        title: str = "",
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._source = source
+        self._title = title
+        self._view_offset = 0  # rows scrolled back into the scrollback; 0 = live
+        self._pushed_seen = 0  # scrollback.total_pushed when the view was last anchored
+        self._cache: LRUCache[tuple[object, ...], Strip] = LRUCache(self.CACHE_LINES)
+        self._frame_pending = False
+        self._last_frame = 0.0
+        self._attached = False
+        self._frame_loop: asyncio.AbstractEventLoop | None = None
+        self._frame_context: contextvars.Context | None = None
+        self._cursor_row: int | None = None  # the row the cursor was drawn on last frame
+        self._cursor_state: tuple[int, int, bool] = (-1, -1, True)
+        self._bells = source.screen.bells
+        self._last_bell = float("-inf")
+        self.frames = 0
+        """Frames that refreshed something (for benchmarks and tests)."""
+        self._update_border_title()
+
+    # -- public API ------------------------------------------------------------------------------
+
+    @property
+    def source(self) -> TerminalSource:
+        """The session shown."""
+        return self._source
+
+    @property
+    def terminal_screen(self) -> TerminalScreen:
+        return self._source.screen
+
+    @property
+    def view_offset(self) -> int:
+        """How many rows the view is scrolled back into the scrollback (0: live)."""
+        return self._view_offset
+
+    def set_title(self, title: str) -> None:
+        """The border title (e.g. "BE · busy"); a scrollback indicator is added while scrolled."""
+        if title != self._title:
+            self._title = title
+            self._update_border_title()
+
+    def send(self, text: str) -> None:
+        """Write `text` to the child as typed input (ignored if the child has gone)."""
+        if not text:
+            return
+        with contextlib.suppress(TerminalClosedError):
+            self._source.write(text)
+
+    def scroll_scrollback(self, rows: int) -> None:
+        """Move the view `rows` back (positive) or forward (negative) through the scrollback.
+
+        The alternate screen has no scrollback (as in tmux), so there the view stays live."""
+        screen = self._source.screen
+        limit = 0 if screen.alternate else len(screen.scrollback)
+        offset = max(0, min(self._view_offset + rows, limit))
+        if offset != self._view_offset:
+            self._view_offset = offset
+            self._pushed_seen = screen.scrollback.total_pushed
+            self._update_border_title()
+            self.refresh()
+
+    def live_view(self) -> None:
+        """Back to the live screen."""
+        self.scroll_scrollback(-self._view_offset)
+
+    def release(self) -> None:
+        """Leave the pane: post `Released` and move focus to the next widget (or none)."""
+        self.post_message(self.Released(self))
+        if not self.is_attached:
+            return
+        screen = self.screen
+        screen.focus_next()
+        if screen.focused is self:
+            screen.set_focus(None)
+
+    def refresh_from_screen(self) -> None:
+        """Refresh what changed on the screen since the last frame (the per-frame callback)."""
+        self._frame_pending = False
+        if not self._attached:
+            return
+        self._last_frame = time.monotonic()
+        screen = self._source.screen
+        if screen.bells != self._bells:
+            now = self._last_frame
+            if screen.bells > self._bells and now - self._last_bell >= self.BELL_INTERVAL:
+                self._last_bell = now
+                self.app.bell()  # (a full repaint in Textual: a bell storm rings once a while)
+            self._bells = screen.bells
+        dirty = screen.dirty
+        cursor = screen.cursor
+        cursor_state = (cursor.x, cursor.y, bool(cursor.hidden))
+        if self._view_offset and screen.alternate:
+            self.live_view()  # the child went full-screen: there is no scrollback to show
+        if self._view_offset:
+            self._refresh_scrolled_view(bool(dirty))
+            dirty.clear()
+            return
+        rows = set(dirty)
+        dirty.clear()
+        if cursor_state != self._cursor_state:
+            rows.add(cursor.y)
+            if self._cursor_row is not None:
+                rows.add(self._cursor_row)
+            self._cursor_state = cursor_state
+        self._cursor_row = cursor.y
+        regions = self._row_regions(rows)
+        if regions:
+            self.frames += 1
+            self.refresh(*regions)
+
+    # -- Textual hooks ---------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self._frame_loop = asyncio.get_running_loop()
+        self._frame_context = contextvars.copy_context()
+        self._attached = True
+        self._source.add_listener(self._on_output)
+        self._source.screen.dirty.clear()
+        self._note_cursor()
+
+    def on_unmount(self) -> None:
+        self._attached = False
+        remove = getattr(self._source, "remove_listener", None)
+        if remove is not None:
+            remove(self._on_output)
+
+    def on_resize(self, event: events.Resize) -> None:
+        cols, rows = self.size
+        if cols < 1 or rows < 1:
+            return
+        screen = self._source.screen
+        if (cols, rows) != (screen.columns, screen.lines):
+            self._view_offset = 0
+            self._update_border_title()
+            self._source.resize(cols, rows)
+        self._cache.grow(rows * 4)
+        screen.dirty.clear()
+        self._note_cursor()
+        self.refresh()
+
+    def on_focus(self, event: events.Focus) -> None:
+        self.border_subtitle = f"{self.RELEASE_KEY_DISPLAY} leaves"
+        self._refresh_cursor_row()
+
+    def on_blur(self, event: events.Blur) -> None:
+        self.border_subtitle = None
+        self._refresh_cursor_row()
+
+    def on_key(self, event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
+        key = event.key
+        if key == self.RELEASE_KEY:
+            self.release()
+            return
+        page = max(1, self.size.height - 1)
+        if key == self.SCROLLBACK_UP_KEY:
+            self.scroll_scrollback(page)
+            return
+        if key == self.SCROLLBACK_DOWN_KEY:
+            self.scroll_scrollback(-page)
+            return
+        if self._view_offset:
+            self.live_view()
+        screen = self._source.screen
+        data = key_to_bytes(
+            key, event.character, application_cursor=screen.modes.application_cursor_keys
+        )
+        if data:
+            self.send(data)
+
+    def on_paste(self, event: events.Paste) -> None:
+        event.stop()
+        event.prevent_default()
+        if self._view_offset:
+            self.live_view()
+        bracketed = self._source.screen.modes.bracketed_paste
+        self.send(paste_to_bytes(event.text, bracketed=bracketed))
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        event.stop()
+        self.scroll_scrollback(self.MOUSE_SCROLL_LINES)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.stop()
+        self.scroll_scrollback(-self.MOUSE_SCROLL_LINES)
+
+    # -- rendering -------------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.visual_style.rich_style
+        line, cursor_x = self._line_at(y)
+        key = (line, width, cursor_x, base)
+        strip = self._cache.get(key)
+        if strip is None:
+            strip = build_strip(line, width, cursor_x, base)
+            self._cache[key] = strip
+        return strip
+
+    def _line_at(self, y: int) -> tuple[Line, int]:
+        """The Line shown on content row y, and the cursor column on it (-1: none)."""
+        screen = self._source.screen
+        offset = self._view_offset
+        if offset:
+            scrollback = screen.scrollback
+            index = len(scrollback) - offset + y
+            if index < len(scrollback):
+                return (scrollback[index] if index >= 0 else _EMPTY), -1
+            y = index - len(scrollback)
+        if y >= screen.lines:
+            return _EMPTY, -1
+        cursor = screen.cursor
+        if offset or cursor.y != y or cursor.hidden or not self.has_focus:
+            return screen.row_line(y), -1
+        return screen.row_line(y), min(cursor.x, screen.columns - 1)
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _on_output(self, _chunk: str) -> None:
+        """Per chunk from the child: schedule one frame, nothing else."""
+        if self._frame_pending or not self._attached or self._frame_loop is None:
+            return
+        self._frame_pending = True
+        delay = self._last_frame + self.FRAME_SECONDS - time.monotonic()
+        if delay <= 0:
+            self._frame_loop.call_soon(self.refresh_from_screen, context=self._frame_context)
+        else:
+            self._frame_loop.call_later(
+                delay, self.refresh_from_screen, context=self._frame_context
+            )
+
+    def _refresh_scrolled_view(self, changed: bool) -> None:
+        """While scrolled back, keep the same history on screen as new lines arrive."""
+        screen = self._source.screen
+        pushed = screen.scrollback.total_pushed - self._pushed_seen
+        if pushed:
+            self._pushed_seen = screen.scrollback.total_pushed
+            self._view_offset = min(self._view_offset + pushed, len(screen.scrollback))
+            self._update_border_title()
+        if changed or pushed:
+            self.frames += 1
+            self.refresh()
+
+    def _row_regions(self, rows: Iterable[int]) -> list[Region]:
+        """Content regions for `rows`, consecutive rows merged."""
+        width, height = self.size
+        regions: list[Region] = []
+        start = previous = None
+        for y in sorted(y for y in rows if 0 <= y < height):
+            if previous is not None and y == previous + 1:
+                previous = y
+                continue
+            if start is not None and previous is not None:
+                regions.append(Region(0, start, width, previous - start + 1))
+            start = previous = y
+        if start is not None and previous is not None:
+            regions.append(Region(0, start, width, previous - start + 1))
+        return regions
+
+    def _note_cursor(self) -> None:
+        """Remember where the cursor is drawn after a full refresh."""
+        cursor = self._source.screen.cursor
+        self._cursor_state = (cursor.x, cursor.y, bool(cursor.hidden))
+        self._cursor_row = cursor.y
+
+    def _refresh_cursor_row(self) -> None:
+        if not self.is_mounted:
+            return
+        rows = {self._source.screen.cursor.y}
+        if self._cursor_row is not None:
+            rows.add(self._cursor_row)
+        regions = self._row_regions(rows)
+        if regions:
+            self.refresh(*regions)
+
+    def _update_border_title(self) -> None:
+        title = self._title
+        if self._view_offset:
+            indicator = f"scrollback -{self._view_offset}"
+            title = f"{title} · {indicator}" if title else indicator
+        self.border_title = Content(title) if title else None
+
+
+_EMPTY = Line("")
+
+
+# -- strips -------------------------------------------------------------------------------------
+
+
+def build_strip(line: Line, width: int, cursor_x: int, base: Style) -> Strip:
+    """A Strip `width` cells wide for `line`, with the cursor in reverse video at `cursor_x`
+    (-1: no cursor); default colours come from `base` (the widget's style)."""
+    text = line.text
+    segments: list[Segment] = []
+    pos = 0
+    for start, end, cell in line.runs:
+        if start > pos:
+            segments.append(Segment(_fit_cells(text[pos:start]), base))
+        segments.append(Segment(_fit_cells(text[start:end]), _on_base(base, cell)))
+        pos = end
+    if pos < len(text):
+        segments.append(Segment(_fit_cells(text[pos:]), base))
+    cells = len(text) if text.isascii() else sum(cell_len(segment.text) for segment in segments)
+    if cells < width:
+        segments.append(Segment(" " * (width - cells), base))
+        strip = Strip(segments, width)
+    else:  # wider than the pane until the resize reaches the screen
+        strip = Strip(segments).crop_extend(0, width, base)
+    if 0 <= cursor_x < width:
+        strip = _with_cursor(strip, cursor_x, width)
+    return strip
+
+
+def _with_cursor(strip: Strip, x: int, width: int) -> Strip:
+    left, rest = strip.divide([x, width])
+    first = next((segment.text for segment in rest if segment.text), " ")
+    cells = max(1, cell_len(first[0]))
+    under, right = rest.divide([cells, width - x])
+    cursor = Strip(
+        [
+            Segment(text, (style or Style()) + Style(reverse=not (style and style.reverse)))
+            for text, style, _ in under
+        ]
+    )
+    return Strip.join([left, cursor, right])
+
+
+_ON_BASE: dict[tuple[Style, Cell], Style] = {}
+
+
+def _on_base(base: Style, cell: Cell) -> Style:
+    """The widget's style with the cell's attributes over it."""
+    key = (base, cell)
+    style = _ON_BASE.get(key)
+    if style is None:
+        if len(_ON_BASE) > 4096:
+            _ON_BASE.clear()
+        style = _ON_BASE[key] = base + cell_style(cell)
+    return style
+
+
+_STYLE_CACHE: dict[Cell, Style] = {}
+
+
+def cell_style(cell: Cell) -> Style:
+    """The Rich style for a cell's attributes (its `data` is ignored)."""
+    style = _STYLE_CACHE.get(cell)
+    if style is None:
+        if len(_STYLE_CACHE) > 4096:
+            _STYLE_CACHE.clear()
+        style = _STYLE_CACHE[cell] = Style(
+            color=_color(cell.fg),
+            bgcolor=_color(cell.bg),
+            bold=cell.bold or None,
+            dim=cell.dim or None,
+            italic=cell.italics or None,
+            underline=cell.underscore or None,
+            strike=cell.strikethrough or None,
+            reverse=cell.reverse or None,
+            blink=cell.blink or None,
+        )
+    return style
+
+
+def _color(name: str) -> Color | None:
+    """pyte's colour vocabulary: "default", ANSI names ("red", "brightred") or "rrggbb"."""
+    if name == "default":
+        return None
+    index = _ANSI_INDEX.get(name)
+    if index is not None:
+        return Color.from_ansi(index)
+    if name.startswith("bright") and name[6:] in _ANSI_INDEX:
+        return Color.from_ansi(8 + _ANSI_INDEX[name[6:]])
+    if len(name) == 6:
+        try:
+            return Color.from_rgb(int(name[0:2], 16), int(name[2:4], 16), int(name[4:6], 16))
+        except ValueError:
+            return None
+    return None
+
+
+def _fit_cells(text: str) -> str:
+    """Text whose Rich cell width matches the screen's cells.
+
+    The screen counts widths as tmux 3.3a does; Rich measures grapheme clusters with its own
+    tables. Where they disagree for a cell (VS16 sequences, which tmux 3.3a keeps narrow; flag
+    halves), the cell's joined additions are dropped or it is padded, so columns stay aligned.
+    """
+    if text.isascii():
+        return text
+    out: list[str] = []
+    cluster = ""
+    previous = ""
+    for char in text:
+        if cluster and (previous == ZWJ or char_width(char) <= 0):
+            cluster += char
+        else:
+            if cluster:
+                out.append(_fit_cluster(cluster))
+            cluster = char
+        previous = char
+    if cluster:
+        out.append(_fit_cluster(cluster))
+    return "".join(out)
+
+
+def _fit_cluster(cluster: str) -> str:
+    base = cluster[0]
+    cells = max(char_width(base), 1)
+    if cell_len(cluster) == cells:
+        return cluster
+    base_cells = cell_len(base)
+    if base_cells == cells:
+        return base
+    if base_cells < cells:
+        return base + " " * (cells - base_cells)
+    return "?" * cells

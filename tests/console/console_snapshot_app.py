@@ -1,0 +1,78 @@
+"""The console over scripted agents, for snapshot tests and the screenshot script.
+
+Two generic agents (tests/support/script_agent.py) each ask a question as soon as they get
+their first prompt, so the console settles into one fixed picture: two panes, two sessions in
+the pool waiting for the operator, two questions in the inbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from console.app import SemoApp
+from console.widgets.questions_panel import QuestionsPanel
+from engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig
+from engine.engine import Engine
+from engine.store.models import Agent
+from tests.support.waiting import eventually
+
+REPO = Path(__file__).resolve().parents[2]
+CHOICE = {"type": "choice", "question": "Which DB?", "options": ["pg", "lite"]}
+SCRIPTS = {
+    "FE": [{"match": "go", "text": f"[ASK_USER]\n{json.dumps(CHOICE)}\n[/ASK_USER]"}],
+    "BE": [{"match": "go", "text": "[ASK_USER] Name the endpoint?"}],
+}
+
+
+def script_agent(
+    folder: Path, role: str, replies: list[object], cols: int, rows: int
+) -> AgentConfig:
+    script = folder / f"{role}.json"
+    script.write_text(json.dumps(replies))
+    command = [sys.executable, "-m", "tests.support.script_agent", "--script", str(script)]
+    return AgentConfig(
+        role=role,
+        profile="generic",
+        command=[*command, "--log", str(folder / f"{role}.log")],
+        cols=cols,
+        rows=rows,
+    )
+
+
+def console_engine(
+    folder: Path, runtime_dir: Path, *, scripts: dict[str, list[object]] | None = None
+) -> Engine:
+    scripts = SCRIPTS if scripts is None else scripts
+    agents = [script_agent(folder, role, replies, 60, 12) for role, replies in scripts.items()]
+    config = SemoConfig(
+        office=OfficeConfig(name="console-test", workspace_root=folder / "ws"),
+        store={"backend": "sqlite", "sqlite_path": folder / "semo.db"},
+        pool=PoolConfig(max_sessions=4, warm_roles=list(scripts)),
+        agents=agents,
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "HOME": str(folder)}
+
+    def folder_for(agent: Agent, _task: str) -> Path:
+        path = folder / "work" / agent.role
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    return Engine(config, agent_env=env, runtime_dir=runtime_dir, folder_for=folder_for)
+
+
+async def settle_with_questions(app: SemoApp, count: int = 2, timeout: float = 15.0) -> None:
+    """Start every session's task and wait until `count` questions are in the inbox."""
+    await eventually(lambda: getattr(app.screen, "started", False), timeout)
+    for session in app.engine.sessions():
+        app.engine.send_prompt(session.session_id, "go")
+    panel = app.screen.query_one(QuestionsPanel)
+    sessions = app.engine.sessions()
+    await eventually(
+        lambda: len(panel.questions) >= count and not any(s.queued for s in sessions), timeout
+    )
+    await asyncio.sleep(1.2)  # one more panel refresh, then a quiet screen
+    app.clear_notifications()

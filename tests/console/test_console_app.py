@@ -1,0 +1,96 @@
+"""The console over a real engine: scripted agents in real PTYs, the sqlite store, Textual's
+Pilot at the keyboard.
+
+Checked: a choice question and a text question answered from the keyboard (store row answered,
+the agent's next prompt is the answer); the pool panel lists the sessions; F2 and F3 change the
+visible panes; a prompt typed in the prompt line reaches the selected agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.app import SemoApp
+from console.widgets.pool_panel import PoolPanel
+from console.widgets.questions_panel import QuestionsPanel
+from console.widgets.terminal_pane import TerminalPane
+from tests.console.console_snapshot_app import console_engine, settle_with_questions
+
+TIMEOUT = 15.0
+
+
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="semo-con-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def prompts(folder: Path, role: str) -> list[str]:
+    log = folder / f"{role}.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def wait_for(condition: object, what: str) -> None:
+    for _ in range(int(TIMEOUT / 0.05)):
+        if condition():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.05)  # not pilot.pause: the app is never idle while agents print
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def answered(folder: Path, role: str) -> bool:
+    return any("Answer to your question" in p for p in prompts(folder, role))
+
+
+async def test_questions_are_answered_from_the_keyboard(tmp_path: Path, runtime_dir: Path) -> None:
+    engine = console_engine(tmp_path, runtime_dir)
+    app = SemoApp(engine)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle_with_questions(app)
+        panel = app.screen.query_one(QuestionsPanel)
+        assert app.screen.query_one(PoolPanel).row_count == 2
+
+        await pilot.press("f4")
+        by_role = {panel.agent_roles[q.agent_id]: i for i, q in enumerate(panel.questions)}
+        panel.query_one("#question-list").highlighted = by_role["FE"]  # type: ignore[attr-defined]
+        await pilot.press("2")  # option 2 of the choice question
+        await wait_for(lambda: answered(tmp_path, "FE"), "FE receiving its answer")
+        fe_prompt = next(p for p in prompts(tmp_path, "FE") if "Answer" in p)
+        assert fe_prompt.endswith(": lite (options were: pg, lite)")
+
+        await wait_for(lambda: len(panel.questions) == 1, "one question left")
+        await pilot.press("enter")  # the text question: opens the answer line
+        await pilot.press(*"/health", "enter")
+        await wait_for(lambda: answered(tmp_path, "BE"), "BE receiving its answer")
+        questions = await engine.store.list_questions(engine.office_id, status=None)
+        assert sorted((q.answer or "") for q in questions) == ["/health", "lite"]
+        assert all(q.status == "answered" for q in questions)
+
+
+async def test_layout_zoom_and_prompt_line(tmp_path: Path, runtime_dir: Path) -> None:
+    scripts = {"FE": [{"match": "hello", "text": "hi there"}], "BE": []}
+    engine = console_engine(tmp_path, runtime_dir, scripts=scripts)
+    app = SemoApp(engine)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
+        panes = list(app.screen.query(TerminalPane))
+        assert len(panes) == 2 and all(p.display for p in panes)
+        fe_pane = next(p for p in panes if "FE" in str(p.border_title))
+        fe_pane.focus()
+        await pilot.press("ctrl+right_square_bracket")  # the escape chord leaves the pane
+        await pilot.press("f3")  # zoom the selected (FE) pane
+        assert [p.display for p in panes] == [p is fe_pane for p in panes]
+        assert fe_pane.has_focus  # zoomed: every key goes to the agent again
+        await pilot.press("ctrl+right_square_bracket", "f3")
+        await pilot.press("f2")  # 4 -> 6 panes
+        assert all(p.display for p in panes)
+        await pilot.press("f6", *"hello", "enter")
+        await wait_for(lambda: "hello" in prompts(tmp_path, "FE"), "FE receiving the prompt")
