@@ -1,0 +1,101 @@
+"""Regenerate the console screenshots in screenshots/ (SVG), shown in the README.
+
+    .venv/bin/python scripts/screenshots.py
+
+Views: the demo office with FE's question pending (160x48 and 80x24), and a zoomed pane of the
+real Claude Code CLI answering a prompt (offline, against the tests' scripted Messages API; skipped
+with a message when `claude` is not installed). Everything runs in temporary folders: the user's
+store and state are not touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from console.app import SemoApp  # noqa: E402
+from console.widgets.questions_panel import QuestionsPanel  # noqa: E402
+from engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig  # noqa: E402
+from engine.engine import Engine  # noqa: E402
+from tests.support.waiting import eventually  # noqa: E402
+
+OUT = REPO / "screenshots"
+
+
+async def demo_view(size: tuple[int, int], name: str) -> None:
+    from engine.demo.office import demo_config, demo_folder
+
+    app = SemoApp(Engine(demo_config(), folder_for=demo_folder), demo_task=True)
+    async with app.run_test(size=size):
+        await eventually(lambda: getattr(app.screen, "started", False), 30)
+        panel = app.screen.query_one(QuestionsPanel)
+        await eventually(lambda: bool(panel.questions), 60)
+        await asyncio.sleep(1.5)
+        app.clear_notifications()
+        await asyncio.sleep(0.3)
+        app.save_screenshot(name, str(OUT))
+    print(f"wrote {OUT / name}")
+
+
+async def claude_view(size: tuple[int, int], name: str, folder: Path) -> None:
+    if shutil.which("claude") is None:
+        print("skipped the Claude Code view: `claude` is not installed (scripts/test installs it)")
+        return
+    from tests.support.claude_home import claude_env
+    from tests.support.scripted_api import ScriptedMessagesAPI
+
+    reply = (
+        "I added the endpoint.\n\n- `GET /health` returns `200 OK`\n- a test covers it\n\n"
+        "[STEP_COMPLETE] /health endpoint added"
+    )
+    with ScriptedMessagesAPI(replies=[reply]) as api:
+        work = folder / "work"
+        work.mkdir()
+        config = SemoConfig(
+            office=OfficeConfig(name="screenshots", workspace_root=folder / "ws"),
+            store={"backend": "sqlite", "sqlite_path": folder / "semo.db"},
+            pool=PoolConfig(max_sessions=2, warm_roles=["BE"]),
+            agents=[AgentConfig(role="BE", prompt="You build the HTTP API.")],
+        )
+        runtime = Path(tempfile.mkdtemp(prefix="semo-shot-"))
+        engine = Engine(
+            config,
+            agent_env=claude_env(folder / "elsewhere", folder / "home", api),
+            runtime_dir=runtime,
+            folder_for=lambda _agent, _task: work,
+        )
+        app = SemoApp(engine)
+        async with app.run_test(size=size) as pilot:
+            await eventually(lambda: getattr(app.screen, "started", False), 60)
+            (session,) = engine.sessions()
+            await session.execute("Add a GET /health endpoint", timeout=60)
+            await pilot.press("f3")
+            await asyncio.sleep(1.0)
+            app.clear_notifications()
+            await asyncio.sleep(0.3)
+            app.save_screenshot(name, str(OUT))
+        shutil.rmtree(runtime, ignore_errors=True)
+    print(f"wrote {OUT / name}")
+
+
+async def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="semo-screens-") as tmp:
+        folder = Path(tmp)
+        os.environ["XDG_STATE_HOME"] = str(folder / "state")
+        os.environ["SEMO_SQLITE_PATH"] = str(folder / "demo.db")
+        os.environ.pop("SEMO_STORE", None)
+        await demo_view((160, 48), "demo-160x48.svg")
+        await demo_view((80, 24), "demo-80x24.svg")
+        await claude_view((120, 36), "claude-zoomed.svg", folder)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
