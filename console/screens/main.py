@@ -2,7 +2,8 @@
 
 Keys (also in the footer and the command palette): F2 cycles the pane layout (1, 2, 4, 6
 visible), F3 zooms the selected pane, F4 goes to the question inbox, F6 sends a prompt to the
-selected session, F8 cancels its turn. In a pane every key goes to the agent; ctrl+] leaves it.
+selected session, F8 cancels its turn. These work from inside a pane too; every other key in a
+pane goes to the agent, and ctrl+] leaves it.
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ STORE_REFRESH_SECONDS = 1.0
 
 
 class MainScreen(Screen[None]):
+    # priority: these work from inside a pane too (the only keys a pane does not get, with ctrl+])
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f2", "cycle_layout", "Layout"),
-        Binding("f3", "zoom", "Zoom"),
-        Binding("f4", "questions", "Questions"),
-        Binding("f6", "prompt", "Prompt"),
-        Binding("f8", "cancel", "Cancel turn"),
+        Binding("f2", "cycle_layout", "Layout", priority=True),
+        Binding("f3", "zoom", "Zoom", priority=True),
+        Binding("f4", "questions", "Questions", priority=True),
+        Binding("f6", "prompt", "Prompt", priority=True),
+        Binding("f8", "cancel", "Cancel turn", priority=True),
     ]
 
     def __init__(self, engine: Engine, *, demo_task: bool = False) -> None:

@@ -392,7 +392,7 @@ EventCallback = Callable[[HookEvent], object]
 class HookServer:
     """Receives hook reports on a Unix socket and turns them into :class:`HookEvent` s.
 
-    ``socket_path``: default ``<runtime_dir>/hooks.sock`` with ``runtime_dir`` defaulting to
+    ``socket_path``: default ``<runtime_dir>/hooks-<pid>.sock`` with ``runtime_dir`` defaulting to
     :func:`default_runtime_dir` (created 0700). ``on_event`` is called (in the loop, not awaited)
     for each accepted event; events are also put on ``queue`` (default: a new unbounded
     ``self.events`` when no callback is given). ``events``: the accepted event names.
@@ -416,7 +416,8 @@ class HookServer:
     ) -> None:
         if socket_path is None:
             base = Path(runtime_dir) if runtime_dir is not None else default_runtime_dir()
-            socket_path = base / "hooks.sock"
+            # one socket per engine process: several engines (and test runs) share a machine
+            socket_path = base / f"hooks-{os.getpid()}.sock"
         self.path = Path(socket_path)
         if len(os.fsencode(self.path)) > _MAX_SOCKET_PATH:
             raise HookServerError(
@@ -474,7 +475,7 @@ class HookServer:
         if self._server is not None:
             return self
         _private_dir(self.path.parent)
-        await asyncio.to_thread(self._clear_stale_socket)
+        await asyncio.to_thread(self._clear_stale_sockets)
         self._server = await asyncio.start_unix_server(
             self._handle, path=str(self.path), limit=self.max_message_bytes + 2
         )
@@ -484,27 +485,14 @@ class HookServer:
         log.debug("hook server listening on %s", self.path)
         return self
 
-    def _clear_stale_socket(self) -> None:
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
-            return
-        if not stat.S_ISSOCK(st.st_mode):
-            raise HookServerError(f"{self.path} exists and is not a socket; not replacing it")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        probe.settimeout(1.0)
-        try:
-            probe.connect(str(self.path))
-        except OSError as exc:
-            if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-                raise HookServerError(f"cannot probe {self.path}: {exc}") from exc
-            log.info("replacing stale hook socket %s (no engine listens on it)", self.path)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
-        else:
-            raise HookServerError(f"{self.path} is in use by a running engine")
-        finally:
-            probe.close()
+    def _clear_stale_sockets(self) -> None:
+        """Our path must be free (a live engine on it is an error); other engines' sockets in
+        the same folder that nobody listens on any more are removed."""
+        _clear_stale_socket(self.path, live_is_error=True)
+        for sibling in self.path.parent.glob("hooks*.sock"):
+            if sibling != self.path:
+                with contextlib.suppress(HookServerError, OSError):
+                    _clear_stale_socket(sibling, live_is_error=False)
 
     async def close(self) -> None:
         """Stop listening, drop open connections, remove the socket file (if still ours)."""
@@ -650,6 +638,31 @@ class HookServer:
             _peer(writer),
         )
         return reason
+
+
+def _clear_stale_socket(path: Path, *, live_is_error: bool) -> None:
+    """Remove `path` if it is a socket no engine listens on."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise HookServerError(f"{path} exists and is not a socket; not replacing it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise HookServerError(f"cannot probe {path}: {exc}") from exc
+        log.info("removing stale hook socket %s (no engine listens on it)", path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    else:
+        if live_is_error:
+            raise HookServerError(f"{path} is in use by a running engine")
+    finally:
+        probe.close()
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:

@@ -708,3 +708,17 @@ def test_shim_imports_nothing_heavy(short_dir: Path) -> None:
     assert "_socket" in loaded
     for heavy in ("pydantic", "engine", "json", "socket", "asyncio", "selectors", "enum", "re"):
         assert heavy not in loaded, sorted(loaded)
+
+
+async def test_engines_sharing_a_runtime_dir_each_get_their_own_socket(short_dir: Path) -> None:
+    """Default paths are per process; a dead engine's socket beside ours is cleaned up, a live
+    one (another engine on the machine) is left alone."""
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(short_dir / "hooks-999999.sock"))
+    dead.close()
+    async with HookServer(short_dir / "hooks-other.sock") as other:
+        async with HookServer(runtime_dir=short_dir) as ours:
+            assert ours.path == short_dir / f"hooks-{os.getpid()}.sock"
+            assert other.serving and ours.serving
+            assert not (short_dir / "hooks-999999.sock").exists()
+            assert (short_dir / "hooks-other.sock").exists()

@@ -1,0 +1,66 @@
+"""`semo demo` in tmux, the reference terminal, at 80x24 under TERM=screen and
+TERM=xterm-256color: the console draws its panels, answers a question from the keyboard (F4,
+then a digit) and quits on ctrl+q, leaving the demo's rows answered in the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.tmux import TmuxServer
+
+TIMEOUT = 40.0
+
+
+def wait_screen(server: TmuxServer, predicate: object, what: str) -> str:
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        text = "\n".join(server.state()[0])
+        if predicate(text):  # type: ignore[operator]
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("term", ["screen", "xterm-256color"])
+def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
+    semo = Path(sys.executable).with_name("semo")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "SEMO_SQLITE_PATH": str(tmp_path / "semo.db"),
+        "TERM": term,
+    }
+    server = TmuxServer()
+    try:
+        server.start([str(semo), "demo"], cols=80, rows=24, env=env, cwd=tmp_path, term=term)
+        wait_screen(server, lambda s: "Questions" in s and "Pool" in s, "the console")
+        wait_screen(server, lambda s: "1:postgres" in s, "FE's question in the inbox")
+        server.send("<F4>")
+        server.send("1")
+        wait_screen(server, lambda s: "answered: postgres" in s, "the answer notification")
+        server.send("<C-q>")
+        deadline = time.monotonic() + TIMEOUT
+        while not server.dead() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.dead(), "semo demo did not quit on ctrl+q"
+    finally:
+        server.kill()
+    out = subprocess.run(
+        [str(semo), "questions", "--office", "demo", "--all", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=True,
+    ).stdout
+    assert [q["answer"] for q in json.loads(out)] == ["postgres"]
