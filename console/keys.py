@@ -52,7 +52,7 @@ def key_to_bytes(
     `application_cursor` is the child's DECCKM (`CSI ? 1 h`): arrows, Home and End go out as
     `ESC O A` instead of `ESC [ A`. Returns None for keys that send nothing.
     """
-    *modifier_names, base = key.split("+") if key != "+" else ["+"]
+    *modifier_names, base = key.split("+")
     modifiers = {_MODIFIERS[m] for m in modifier_names if m in _MODIFIERS}
     if len(modifier_names) != sum(m in _MODIFIERS for m in modifier_names):
         return None  # super/hyper chords: a terminal has no bytes for them

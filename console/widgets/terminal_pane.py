@@ -73,8 +73,9 @@ class TerminalPane(Widget, can_focus=True):
 
     - the escape chord `RELEASE_KEY`, **ctrl+]** (as in telnet), leaves the pane: it posts
       `TerminalPane.Released` and moves focus to the next widget;
-    - shift+PageUp / shift+PageDown page through the scrollback (the border title shows
-      `scrollback -N`); any other key returns to the live view and is sent as usual.
+    - shift+PageUp / shift+PageDown page through the scrollback (so does the mouse wheel; the
+      border title shows `scrollback -N`); any other key returns to the live view and is sent
+      as usual.
 
     The app's own *priority* bindings (by default Textual's ctrl+q quit and ctrl+p command
     palette) are seen by the app before any widget, so they never reach the child.
