@@ -60,6 +60,7 @@ from engine.routing.policy import Decision, Failure, FailureKind, decide, kind_f
 from engine.sessions.agent_session import (
     AgentSession,
     DeliveryFailed,
+    PromptDelivered,
     SessionEnded,
     SessionError,
     SessionEvent,
@@ -215,9 +216,16 @@ class _ScreenTurns:
 class _Watch:
     """One attempt's view of its session's events (called from the session's listeners)."""
 
-    def __init__(self, session: AgentSession, on_turn: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        session: AgentSession,
+        on_turn: Callable[[str], None],
+        on_delivered: Callable[[], None],
+    ) -> None:
         self.session = session
         self.on_turn = on_turn
+        self.on_delivered = on_delivered
+        self.delivered = False
         self.outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
         self.errors: list[Signal] = []
         self.turns = 0  # turns that ended without an outcome
@@ -227,7 +235,11 @@ class _Watch:
     def on_event(self, event: SessionEvent) -> None:
         if self.outcome.done():
             return
-        if isinstance(event, MessageFound):
+        if isinstance(event, PromptDelivered) and not self.delivered:
+            # published from the session's own event, so it always precedes the turn's end
+            self.delivered = True
+            self.on_delivered()
+        elif isinstance(event, MessageFound):
             if isinstance(event.message, Done):
                 summary = event.message.text
                 self._finish(_Outcome(True, detail=summary))
@@ -429,6 +441,7 @@ class JobRunner:
         watch = _Watch(
             session,
             lambda what: self._publish(job, "turn", session_id=session.session_id, detail=what),
+            lambda: self._publish(job, "delivered", session_id=session.session_id),
         )
         self._watches[session.session_id] = watch
         try:
@@ -448,7 +461,6 @@ class JobRunner:
                     "timeout",
                     f"the agent was not at its prompt within {self.job_timeout:g} s",
                 )
-            self._publish(job, "delivered", session_id=session.session_id)
             remaining = max(0.0, deadline - loop.time())
             try:
                 return await asyncio.wait_for(asyncio.shield(watch.outcome), remaining)

@@ -162,7 +162,7 @@ def test_the_prompt_holds_no_pattern_of_its_own() -> None:
 
 def claude_watch() -> _Watch:
     session = AgentSession("s-1", ["claude"], CLAUDE, role="BE", agent_id="a-1")
-    return _Watch(session, lambda _what: None)
+    return _Watch(session, lambda _what: None, lambda: None)
 
 
 def turn_end(state: AgentState = AgentState.READY) -> StateChange:
