@@ -174,7 +174,30 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="log lines as text or JSON (default: [engine] log_format, text)",
     )
+    engine.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="also serve the Sessions REST API there (default: [api] listen; docs/API.md)",
+    )
     engine.set_defaults(handler=_run_engine)
+
+    api = commands.add_parser(
+        "api",
+        help="serve the Sessions REST API of a store that engines serve (docs/API.md)",
+        description=(
+            "Serve the Sessions REST API for the store in the config file until SIGTERM/SIGINT: "
+            "writes become agent_commands rows that an engine runs, reads come from the store. "
+            "Tokens: SEMO_API_TOKEN (the config's office), SEMO_API_TOKENS (JSON object office "
+            "-> token), or [api] token / tokens. Exit 0 after a clean stop, 1 if it cannot "
+            "serve, 2 for a configuration error."
+        ),
+    )
+    api.add_argument(
+        "--config", type=Path, default=Path("semo.toml"), help="config file (default ./semo.toml)"
+    )
+    api.add_argument("--listen", metavar="HOST:PORT", help="address (default: [api] listen)")
+    api.add_argument("--log-format", choices=["text", "json"], default=None)
+    api.set_defaults(handler=_run_api)
 
     add_store_commands(commands)
     return parser
@@ -189,7 +212,13 @@ def _hook_main(argv: list[str]) -> int:
 def _run_engine(args: argparse.Namespace) -> int:
     from engine.daemon import main as engine_main
 
-    return engine_main(args.config, args.log_format)
+    return engine_main(args.config, args.log_format, args.http)
+
+
+def _run_api(args: argparse.Namespace) -> int:
+    from engine.api.server import main as api_main
+
+    return api_main(args.config, args.listen, args.log_format)
 
 
 def _run_init(args: argparse.Namespace) -> int:

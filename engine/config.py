@@ -40,6 +40,7 @@ from pydantic import (
     model_validator,
 )
 
+from engine.api.settings import ApiSection
 from engine.fsutil import atomic_write
 from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
 from engine.store import StoreConfig
@@ -334,6 +335,7 @@ class SemoConfig(_Section):
     store: StoreSection = Field(default_factory=StoreSection)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     pool: PoolConfig = Field(default_factory=PoolConfig)
+    api: ApiSection = Field(default_factory=ApiSection)
     agents: list[AgentConfig] = Field(default_factory=list)
 
     _source: Path | None = PrivateAttr(default=None)
@@ -386,6 +388,11 @@ class SemoConfig(_Section):
                 f"{where}[store] supabase_key is a secret; set SUPABASE_SERVICE_ROLE_KEY in the "
                 "environment instead and remove it from the file"
             )
+        if self.api.token is not None or self.api.tokens:
+            found.append(
+                f"{where}[api] token / tokens are secrets; set SEMO_API_TOKEN (this office) or "
+                "SEMO_API_TOKENS in the environment instead and remove them from the file"
+            )
         return found
 
     def agent(self, role: str) -> AgentConfig | None:
@@ -432,6 +439,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "store": StoreSection,
     "engine": EngineConfig,
     "pool": PoolConfig,
+    "api": ApiSection,
     "agents": AgentConfig,
 }
 
@@ -666,6 +674,20 @@ idle_timeout = 600.0
 restart_failures = 3
 restart_window = 60.0
 restart_cooldown = 30.0
+
+[api]
+# The Sessions REST API (docs/API.md). HOST:PORT that `semo engine` serves it on (also
+# `semo engine --http HOST:PORT`, or `semo api` alone). Default: "" = not served.
+listen = ""
+# Tokens: SEMO_API_TOKEN is this office's token, SEMO_API_TOKENS a JSON object
+# {"office name or id": "token"} for more offices of the store. Keep them in the environment:
+# a token written here gives a warning. At least 16 characters. Defaults: none.
+# token = "..."
+# tokens = { other-office = "..." }
+# Seconds a write waits for its command's result before answering 504. Default: 30.0.
+wait_timeout = 30.0
+# Larger request bodies get 413. Default: 1048576 (1 MiB).
+max_body_bytes = 1048576
 
 # One [[agents]] table per persona. Keys:
 #   role            required; a letter, then up to 31 letters, digits, _ or -; unique

@@ -35,20 +35,34 @@ def config_secrets(config: SemoConfig) -> list[str]:
             password = conninfo_to_dict(store.database_url.get_secret_value()).get("password")
             if password:
                 secrets.append(str(password))
-    return secrets
+    from engine.api.settings import token_secrets
+
+    return secrets + token_secrets(config.api)
 
 
-async def serve(engine: Engine, stop: asyncio.Event) -> None:
+async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) -> None:
     await engine.start()
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), STATUS_INTERVAL)
-        if not stop.is_set() and engine.pool is not None:
-            status = engine.pool.status()
-            log.info("status: %s", status.model_dump_json())
+    api = None
+    if http:  # the REST API beside the engine, on its own connection to the store
+        from engine.api.server import start_api
+        from engine.api.settings import parse_listen, resolve_settings
+
+        config = engine.config
+        settings = resolve_settings(config.api, config.office.name)
+        api = await start_api(config.store_config(), settings, *parse_listen(http))
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), STATUS_INTERVAL)
+            if not stop.is_set() and engine.pool is not None:
+                status = engine.pool.status()
+                log.info("status: %s", status.model_dump_json())
+    finally:
+        if api is not None:
+            await api.stop()
 
 
-async def run_engine(config: SemoConfig) -> int:
+async def run_engine(config: SemoConfig, http: str | None = None) -> int:
     engine = Engine(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -56,7 +70,7 @@ async def run_engine(config: SemoConfig) -> int:
         loop.add_signal_handler(signum, stop.set)
     reason = "stopped by signal"
     try:
-        await serve(engine, stop)
+        await serve(engine, stop, http)
     except (StoreError, OSError, ValueError) as error:
         log.error("engine cannot run: %s", error)
         reason = f"failed: {error}"
@@ -66,14 +80,20 @@ async def run_engine(config: SemoConfig) -> int:
     return 0
 
 
-def main(config_path: Path, log_format: LogFormat | None = None) -> int:
+def main(config_path: Path, log_format: LogFormat | None = None, http: str | None = None) -> int:
     try:
         config = load_config(config_path)
-    except ConfigError as error:
+        http = http or config.api.listen or None
+        if http:  # a bad address or no token: nothing starts
+            from engine.api.settings import parse_listen, resolve_settings
+
+            parse_listen(http)
+            resolve_settings(config.api, config.office.name)
+    except (ConfigError, ValueError) as error:
         print(f"semo engine: {error}", file=sys.stderr)
         return 2
     fmt = log_format or config.engine.log_format
     configure_logging(fmt, secrets=config_secrets(config))
     for warning in config.warnings:
         log.warning("%s", warning)
-    return asyncio.run(run_engine(config))
+    return asyncio.run(run_engine(config, http))

@@ -31,6 +31,7 @@ from engine.sessions.profiles import profile_named
 from engine.sessions.worktrees import WorktreeManager
 from engine.store import open_store
 from engine.store.base import Store, StoreError
+from engine.store.changes import ChangeFeed
 from engine.store.models import (
     Agent,
     AgentCommand,
@@ -81,6 +82,7 @@ class Engine:
         self.dispatcher: CommandDispatcher | None = None
         self.router: Router | None = None
         self.jobs: JobRunner | None = None
+        self._changes: ChangeFeed | None = None
         self._recovery: asyncio.Task[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -122,6 +124,8 @@ class Engine:
             folder_for=self._folder_for,
         )
         await self.pool.start()
+        self._changes = ChangeFeed(self.store, office_id)
+        self._changes.start()
         self.router = Router(
             self.store,
             self.manager,
@@ -129,6 +133,7 @@ class Engine:
             office_id=office_id,
             agents=self.agents,
             bus=self.bus,
+            wait_for_change=self._changes.cursor().wait_for_change,
         )
         self.router.start()
         await self.router.resume()
@@ -148,6 +153,7 @@ class Engine:
             bus=self.bus,
             create_session=self._create_session,
             run_job=self.jobs.run_job,
+            wait_for_change=self._changes.cursor().wait_for_change,
             command_timeout=settings.command_timeout,
             lease_seconds=settings.lease_seconds,
         )
@@ -166,6 +172,8 @@ class Engine:
             await self.dispatcher.stop(grace)
         if self.router is not None:
             await self.router.stop()
+        if self._changes is not None:
+            await self._changes.stop()
         if self.pool is not None:
             await self.pool.close()
         if self.manager is not None:

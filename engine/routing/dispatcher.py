@@ -54,6 +54,7 @@ from engine.sessions.agent_session import (
 from engine.sessions.claude_config import ClaudeConfigError
 from engine.sessions.manager import SessionManager, UnknownSession
 from engine.sessions.persona import PersonaError
+from engine.sessions.pool import PoolError
 from engine.sessions.worktrees import WorktreeError
 from engine.store.base import NotFound, Store, StoreConflict, StoreError
 from engine.store.models import (
@@ -101,6 +102,7 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     WorktreeError,
     ClaudeConfigError,
     TerminalSpawnError,
+    PoolError,
     OSError,
 )
 #: what the engine's create_session / run_job raise for a request they cannot serve (an
@@ -181,6 +183,7 @@ class CommandDispatcher:
         max_concurrent: int = 8,
         poll_interval: float = 5.0,
         job_timeout: float | None = None,
+        wait_for_change: Callable[[str, float], Awaitable[bool]] | None = None,
     ) -> None:
         if not command_timeout > 0:
             raise ValueError(f"command_timeout must be positive, not {command_timeout!r}")
@@ -193,6 +196,8 @@ class CommandDispatcher:
         if job_timeout is not None and not job_timeout > 0:
             raise ValueError(f"job_timeout must be positive or None, not {job_timeout!r}")
         self.store = store
+        #: whose wake-ups to wait on (a ChangeCursor when several loops share the store)
+        self._wait_for_change = wait_for_change or store.wait_for_change
         self.manager = manager
         self.office_id = office_id
         self.engine_id = engine_id
@@ -328,7 +333,7 @@ class CommandDispatcher:
                 await self._until(self._slot_free.wait())
                 continue
             try:
-                await self._until(self.store.wait_for_change(self.office_id, self.poll_interval))
+                await self._until(self._wait_for_change(self.office_id, self.poll_interval))
             except StoreError as error:
                 # cannot listen: fall back to polling (claims still work, or fail above)
                 failures += 1

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,8 +66,10 @@ class Router:
         office_id: str,
         agents: Mapping[str, Agent],
         bus: EventBus | None = None,
+        wait_for_change: Callable[[str, float], Awaitable[bool]] | None = None,
     ) -> None:
         self.store = store
+        self._wait_for_change = wait_for_change or store.wait_for_change
         self.manager = manager
         self.pool = pool
         self.office_id = office_id
@@ -363,7 +365,7 @@ class Router:
     async def _sweep_loop(self) -> None:
         while True:
             try:
-                await self.store.wait_for_change(self.office_id, SWEEP_SECONDS)
+                await self._wait_for_change(self.office_id, SWEEP_SECONDS)
                 await self.sweep()
             except asyncio.CancelledError:
                 raise

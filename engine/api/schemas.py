@@ -1,0 +1,106 @@
+"""Request and response bodies of the API.
+
+Requests are the store's command payload models (`CreateSessionPayload`, `SendPromptPayload`),
+strictly typed, so the API accepts exactly what `agent_commands` accepts; responses are the
+store's row models (`AgentSession`, `UserQuestion`, `AgentCommand`, `AgentCommandResult`), a
+session with its agent's role added.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engine.store.models import (
+    AgentCommand,
+    AgentCommandResult,
+    AgentSession,
+    CommandType,
+    CreateSessionPayload,
+    SendPromptPayload,
+    SessionStatus,
+)
+
+
+#: JSON Schema for "this property is given, as a string / an integer"
+def _given(name: str, kind: str) -> dict[str, Any]:
+    return {"required": [name], "properties": {name: {"type": kind}}}
+
+
+class CreateSession(CreateSessionPayload):
+    """The create_session payload, with "agent_id or role" stated in its JSON schema."""
+
+    model_config = ConfigDict(
+        title="CreateSession",
+        strict=True,
+        json_schema_extra={"anyOf": [_given("role", "string"), _given("agent_id", "string")]},
+    )
+
+
+class SendPrompt(SendPromptPayload):
+    """The send_prompt payload, strictly typed (`"wait": 0` is not a boolean)."""
+
+    model_config = ConfigDict(title="SendPrompt", strict=True)
+
+
+class Session(AgentSession):
+    """An `agent_sessions` row and the role / name of its agent."""
+
+    role: str | None = None
+    agent_name: str | None = None
+
+
+class SessionCreated(BaseModel):
+    command_id: str
+    session: Session
+
+
+class CommandDone(BaseModel):
+    """A command that completed: its id, type and the engine's result."""
+
+    command_id: str
+    command_type: CommandType
+    result: dict[str, Any] = Field(default_factory=dict)
+
+
+class Output(BaseModel):
+    """What the session's terminal shows (the screen, or the last `lines` lines)."""
+
+    command_id: str
+    lines: list[str]
+    cols: int
+    rows: int
+    cursor: list[int]
+    state: SessionStatus | str
+
+
+class CommandState(BaseModel):
+    """A command and, once it finished, its result (for polling after a 504)."""
+
+    command: AgentCommand
+    result: AgentCommandResult | None = None
+
+
+class Answer(BaseModel):
+    """The answer to a question: its text, or the 1-based number of an option."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"oneOf": [_given("text", "string"), _given("option", "integer")]},
+    )
+
+    text: str | None = Field(default=None, min_length=1, max_length=64 * 1024)
+    option: int | None = Field(default=None, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Answer:
+        if (self.text is None) == (self.option is None):
+            raise ValueError("give text or option, not both")
+        return self
+
+
+class Health(BaseModel):
+    status: str = "ok"
+    store: str
