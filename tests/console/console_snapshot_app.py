@@ -72,9 +72,11 @@ async def settle_with_questions(app: SemoApp, count: int = 2, timeout: float = 1
     panel = app.screen.query_one(QuestionsPanel)
     sessions = app.engine.sessions()
     await eventually(
-        lambda: len(panel.questions) >= count
-        and not any(s.queued for s in sessions)
-        and all(s.state.value == "waiting_input" for s in sessions),
+        lambda: (
+            len(panel.questions) >= count
+            and not any(s.queued for s in sessions)
+            and all(s.state.value == "waiting_input" for s in sessions)
+        ),
         timeout,
     )
     await asyncio.sleep(1.2)  # one more panel refresh, then a quiet screen

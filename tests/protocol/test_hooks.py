@@ -716,9 +716,11 @@ async def test_engines_sharing_a_runtime_dir_each_get_their_own_socket(short_dir
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(short_dir / "hooks-999999.sock"))
     dead.close()
-    async with HookServer(short_dir / "hooks-other.sock") as other:
-        async with HookServer(runtime_dir=short_dir) as ours:
-            assert ours.path == short_dir / f"hooks-{os.getpid()}.sock"
-            assert other.serving and ours.serving
-            assert not (short_dir / "hooks-999999.sock").exists()
-            assert (short_dir / "hooks-other.sock").exists()
+    async with (
+        HookServer(short_dir / "hooks-other.sock") as other,
+        HookServer(runtime_dir=short_dir) as ours,
+    ):
+        assert ours.path == short_dir / f"hooks-{os.getpid()}.sock"
+        assert other.serving and ours.serving
+        assert not (short_dir / "hooks-999999.sock").exists()
+        assert (short_dir / "hooks-other.sock").exists()
