@@ -38,6 +38,7 @@ STORE_REFRESH_SECONDS = 1.0
 
 
 class MainScreen(Screen[None]):
+    AUTO_FOCUS = "#question-list"  # keyboard first: the inbox, until the operator picks a pane
     # priority: these work from inside a pane too (the only keys a pane does not get, with ctrl+])
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f2", "cycle_layout", "Layout", priority=True),

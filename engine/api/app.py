@@ -334,6 +334,21 @@ class _Api:
 
     # -- commands --------------------------------------------------------------------------------
 
+    async def session_command(
+        self,
+        office: Office,
+        session_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        timeout: float | None,
+    ) -> CommandDone:
+        """A command for a live session of the office, run to its result."""
+        await self.live_session(office, session_id)
+        command_id, result = await self.run(
+            office, command_type, payload, session_id=session_id, timeout=timeout
+        )
+        return CommandDone(command_id=command_id, command_type=command_type, result=result.result)
+
     async def run(
         self,
         office: Office,
@@ -445,11 +460,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         office: OfficeDep, session_id: SessionId, timeout: Timeout = None
     ) -> CommandDone:
         """End the session: a terminate command."""
-        await api.live_session(office, session_id)
-        command_id, result = await api.run(
-            office, "terminate", {}, session_id=session_id, timeout=timeout
-        )
-        return CommandDone(command_id=command_id, command_type="terminate", result=result.result)
+        return await api.session_command(office, session_id, "terminate", {}, timeout)
 
     @app.post(
         f"{PREFIX}/sessions/{{session_id}}/prompt",
@@ -462,13 +473,11 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     ) -> CommandDone:
         """Queue a prompt; it is typed when the agent is ready. With `wait`, the result is the
         turn's (state, text, message kinds) and the API waits `timeout` + 5 s by default."""
-        await api.live_session(office, session_id)
         if timeout is None and body.wait:
             timeout = max(api.settings.wait_timeout, body.timeout + PROMPT_WAIT_MARGIN)
-        command_id, result = await api.run(
-            office, "send_prompt", body.model_dump(), session_id=session_id, timeout=timeout
+        return await api.session_command(
+            office, session_id, "send_prompt", body.model_dump(), timeout
         )
-        return CommandDone(command_id=command_id, command_type="send_prompt", result=result.result)
 
     @app.post(
         f"{PREFIX}/sessions/{{session_id}}/cancel",
@@ -480,11 +489,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         office: OfficeDep, session_id: SessionId, timeout: Timeout = None
     ) -> CommandDone:
         """Interrupt the agent's turn (Ctrl+C / Esc, per agent kind): a cancel command."""
-        await api.live_session(office, session_id)
-        command_id, result = await api.run(
-            office, "cancel", {}, session_id=session_id, timeout=timeout
-        )
-        return CommandDone(command_id=command_id, command_type="cancel", result=result.result)
+        return await api.session_command(office, session_id, "cancel", {}, timeout)
 
     @app.get(
         f"{PREFIX}/sessions/{{session_id}}/output",

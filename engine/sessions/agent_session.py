@@ -181,6 +181,7 @@ class AgentSession:
         """Spawn the CLI (TerminalSpawnError with the reason if it cannot start)."""
         self.terminal.add_listener(self._on_output)
         self.terminal.add_exit_listener(self._on_exit)
+        self.terminal.add_resize_listener(self._flush_screen)
         self.terminal.start()
         self._tasks = [
             asyncio.create_task(self._deliver_loop(), name=f"deliver {self.session_id}"),
@@ -317,15 +318,19 @@ class AgentSession:
             loop = asyncio.get_running_loop()
             self._frame = loop.call_later(FRAME_SECONDS, self._read_screen)
 
+    def _flush_screen(self) -> None:
+        """Read what the observer has not read yet, before a resize cuts the rows."""
+        if self._frame is not None:
+            self._frame.cancel()
+            self._read_screen()
+
     def _read_screen(self) -> None:
         self._frame = None
         if not self.ended:
             self._dispatch(self.observer.on_screen(self.terminal.screen, time.monotonic()))
 
     def _on_exit(self, status: ExitStatus) -> None:
-        if self._frame is not None:
-            self._frame.cancel()
-            self._read_screen()
+        self._flush_screen()
         if self._ending is not None:  # we ended it: not a crash
             self._set_state(AgentState.TERMINATED, self._ending)
             self._fail_queue(SessionEnded(f"session {self.session_id} ended: {self._ending}"))

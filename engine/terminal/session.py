@@ -70,6 +70,7 @@ class TerminalSession:
         self.last_input_at = self.last_output_at
         self._listeners: list[OutputListener] = []
         self._exit_listeners: list[ExitListener] = []
+        self._resize_listeners: list[Callable[[], None]] = []
         self._changed = asyncio.Event()
         self._record_path = Path(record) if record is not None else None
         self.recorder: AsciicastWriter | None = None
@@ -193,8 +194,14 @@ class TerminalSession:
             else:
                 self.write(action)
 
+    def add_resize_listener(self, listener: Callable[[], None]) -> None:
+        """Called just before the screen changes size (rows may be cut: read them first)."""
+        self._resize_listeners.append(listener)
+
     def resize(self, cols: int, rows: int) -> None:
         """New size for the screen and the PTY (the child gets SIGWINCH)."""
+        for listener in self._resize_listeners:
+            listener()
         self.screen.resize(rows, cols)
         if self.process is not None and self.process.running:
             self.process.resize(cols, rows)

@@ -67,6 +67,10 @@ def console_engine(
 async def settle_with_questions(app: SemoApp, count: int = 2, timeout: float = 15.0) -> None:
     """Start every session's task and wait until `count` questions are in the inbox."""
     await eventually(lambda: getattr(app.screen, "started", False), timeout)
+    # the panes give the agents their size before the agents print (agents start at 60x12)
+    await eventually(
+        lambda: all(s.terminal.screen.columns != 60 for s in app.engine.sessions()), timeout
+    )
     for session in app.engine.sessions():
         app.engine.send_prompt(session.session_id, "go")
     panel = app.screen.query_one(QuestionsPanel)
@@ -79,5 +83,6 @@ async def settle_with_questions(app: SemoApp, count: int = 2, timeout: float = 1
         ),
         timeout,
     )
+    app.screen.query_one("#question-list").focus()
     await asyncio.sleep(1.2)  # one more panel refresh, then a quiet screen
     app.clear_notifications()

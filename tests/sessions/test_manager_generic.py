@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.protocol.messages import AskUser
+from engine.protocol.observer import MessageFound
 from engine.protocol.state import AgentState, StateChange
 from engine.sessions.agent_session import AgentSession, SessionEnded, SessionError
 from engine.sessions.manager import SessionManager, UnknownSession
@@ -210,3 +212,32 @@ async def test_a_prompt_whose_caller_gave_up_is_never_typed(
     result = await session.execute("echo still-here", timeout=TIMEOUT)
     assert "still-here" in result.text
     assert not any("gave-up" in line for line in session.last_lines(30))
+
+
+async def test_a_resize_does_not_cut_lines_the_observer_has_not_read(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """The console resizes a session as soon as its pane is laid out; a line printed at the old
+    width just before must still be read whole (pyte cuts rows on a resize)."""
+    session = await start(manager, tmp_path)
+    found: list[AskUser] = []
+    session.add_listener(
+        lambda _s, e: (
+            found.append(e.message)
+            if isinstance(e, MessageFound) and isinstance(e.message, AskUser)
+            else None
+        )
+    )
+
+    def shrink_on_output(chunk: str) -> None:
+        printed = "[ASK_USER] Name" in chunk and "printf" not in chunk  # not the echo
+        if printed and session.terminal.screen.columns == 80:
+            session.resize(20, 24)  # before the observer's next frame
+
+    session.terminal.add_listener(shrink_on_output)
+    # a styled gutter keeps the row off the plain fast path (whose deferred rows keep their text)
+    session.post(
+        "printf '\\033[1m●\\033[0m %s\\n' '[ASK_USER] Name the endpoint for the health check?'"
+    )
+    await session.wait_for_state(AgentState.WAITING_INPUT, TIMEOUT)
+    assert [m.question for m in found] == ["Name the endpoint for the health check?"]
