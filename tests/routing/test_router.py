@@ -156,8 +156,14 @@ async def test_ask_invoke_deliver_done(tmp_path: Path, runtime_dir: Path) -> Non
         assert len(be) == 1 and "Add /health" in be[0] and '"db": "pg"' in be[0]
         assert len(qa) == 1 and "Run the tests" in qa[0]
 
-        invocations = await store.list_invocations(office_id)
-        assert sorted(i.status for i in invocations) == ["delivered", "delivered"]
+        async def both_delivered() -> list[Any] | None:
+            # marked once each agent confirmed the prompt: a moment after the agent read it
+            invocations = await store.list_invocations(office_id)
+            done = [i.status for i in invocations] == ["delivered", "delivered"]
+            return invocations if done else None
+
+        invocations = await eventually_value(both_delivered, "both invocations delivered")
+        assert len(invocations) == 2
         results = await store.list_results(office_id)
         assert sorted(r.summary for r in results) == ["12 passed", "health added"]
         assert all(r.status == "delivered" for r in results)
