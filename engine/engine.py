@@ -204,7 +204,11 @@ class Engine:
         return "listen/notify" if backend == "postgres" else "local"
 
     async def pending_questions(self) -> list[UserQuestion]:
-        return await self.store.list_questions(self.office_id)
+        """Pending questions of this engine's live sessions (a question whose session ended,
+        e.g. in an earlier run, can no longer be answered: it is not shown)."""
+        live = {s.session_id for s in self.sessions() if not s.ended}
+        questions = await self.store.list_questions(self.office_id)
+        return [q for q in questions if q.session_id is None or q.session_id in live]
 
     async def recent_commands(self, limit: int = 20) -> list[AgentCommand]:
         return await self.store.list_commands(self.office_id, limit=limit)

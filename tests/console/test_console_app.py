@@ -21,6 +21,7 @@ from console.app import SemoApp
 from console.widgets.pool_panel import PoolPanel
 from console.widgets.questions_panel import QuestionsPanel
 from console.widgets.terminal_pane import TerminalPane
+from engine.store.models import UserQuestion
 from tests.console.console_snapshot_app import console_engine, settle_with_questions
 
 TIMEOUT = 15.0
@@ -54,9 +55,19 @@ async def test_questions_are_answered_from_the_keyboard(tmp_path: Path, runtime_
     engine = console_engine(tmp_path, runtime_dir)
     app = SemoApp(engine)
     async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
+        # a question left by a session of an earlier run cannot be answered: not in the inbox
+        stale = UserQuestion(
+            office_id=engine.office_id,
+            agent_id=engine.agents["FE"].id,
+            session_id="session-of-an-earlier-run",
+            question="stale?",
+        )
+        await engine.store.create_question(stale)
         await settle_with_questions(app)
         panel = app.screen.query_one(QuestionsPanel)
         assert app.screen.query_one(PoolPanel).row_count == 2
+        assert "stale?" not in [q.question for q in panel.questions]
 
         await pilot.press("f4")
         by_role = {panel.agent_roles[q.agent_id]: i for i, q in enumerate(panel.questions)}
@@ -71,8 +82,9 @@ async def test_questions_are_answered_from_the_keyboard(tmp_path: Path, runtime_
         await pilot.press(*"/health", "enter")
         await wait_for(lambda: answered(tmp_path, "BE"), "BE receiving its answer")
         questions = await engine.store.list_questions(engine.office_id, status=None)
-        assert sorted((q.answer or "") for q in questions) == ["/health", "lite"]
-        assert all(q.status == "answered" for q in questions)
+        answered_ones = [q for q in questions if q.id != stale.id]
+        assert sorted((q.answer or "") for q in answered_ones) == ["/health", "lite"]
+        assert all(q.status == "answered" for q in answered_ones)
 
 
 async def test_layout_zoom_and_prompt_line(tmp_path: Path, runtime_dir: Path) -> None:
