@@ -272,7 +272,8 @@ async def test_no_result_in_time_is_504_with_the_command_to_poll(
     error = error_of(slow, 504, "timeout")
     command_id = error["command_id"]
     assert command_id and f"/commands/{command_id}" in error["message"]
-    for _ in range(200):
+    deadline = asyncio.get_running_loop().time() + 30  # generous: CI machines are shared
+    while asyncio.get_running_loop().time() < deadline:
         polled = (await client.get(f"{live.base()}/commands/{command_id}")).json()
         if polled["result"] is not None:
             break
