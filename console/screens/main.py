@@ -8,7 +8,6 @@ pane goes to the agent, and ctrl+] leaves it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from typing import ClassVar
@@ -57,7 +56,6 @@ class MainScreen(Screen[None]):
         self.zoomed: str | None = None
         self.selected: str | None = None
         self._results: dict[str, str] = {}
-        self._question_ids: set[str] = set()
         self.started = False  # the engine is running and the panes are shown
 
     def compose(self) -> ComposeResult:
@@ -285,7 +283,6 @@ class MainScreen(Screen[None]):
         session = self._selected_session()
         if session is not None:
             await self.engine.terminate(session.session_id)
-            await asyncio.sleep(0)
             self.sync_panes()
 
     def start_recording(self) -> None:
