@@ -1,6 +1,7 @@
 """The console's terminal panes: keystroke -> echo on the pane, and the cost of live panes.
 
     python bench/console.py [--keys 300] [--mb 20] [--windows 5] [--window-seconds 2]
+                            [--only latency|cost] [--compare-gc]
 
 Everything runs in one headless Textual app (`App.run_test`), on one asyncio loop with the
 sessions, as in `semo console`.
@@ -10,6 +11,8 @@ sessions, as in `semo console`.
    the pane's key handler to the PTY; the tty echoes it; the time counted ends when the pane's
    `render_line` returns a strip with that character in the cursor's cell. Measured twice:
    with the other pane idle (baseline) and while it floods (`cat` of a --mb MB file, in a loop).
+   The start-up heap is frozen first, as `semo console` does (engine/heap.py); --compare-gc
+   measures the same without that before it.
 2. Cost: six panes in a 200x50 app, each child printing ~20 coloured lines/s (steady agents),
    against the same six panes idle (baseline): process CPU time per wall second (this process
    only: the UI, the PTY reads, the screens), pane frames (refreshes) per second and
@@ -39,6 +42,7 @@ if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from console.widgets.terminal_pane import TerminalPane
+from engine.heap import freeze_startup_heap, thaw_heap
 from engine.terminal.session import TerminalSession
 
 LINE_CHARS = string.ascii_letters + string.digits + "     "
@@ -195,7 +199,7 @@ def describe(name: str, values: list[float]) -> str:
 FLOODS = (("lines that fit (20-70 chars)", 70), ("lines that wrap (20-110 chars)", 110))
 
 
-async def latency(args: argparse.Namespace) -> None:
+async def latency(args: argparse.Namespace, *, frozen: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         echo = TerminalSession(["cat"])
         floods = []
@@ -213,6 +217,8 @@ async def latency(args: argparse.Namespace) -> None:
                 echo_pane = app.panes[0]
                 echo_pane.focus()
                 await pilot.pause(0.3)
+                if frozen:
+                    freeze_startup_heap()  # as `semo console` does once its engine has started
                 size = "x".join(map(str, echo_pane.size))
                 stages = Stages(echo)
                 baseline = await keystroke_latencies(app, echo_pane, echo, stages, args.keys)
@@ -230,12 +236,14 @@ async def latency(args: argparse.Namespace) -> None:
                     rows.extend(report(f"flood, {name}", flooded))
                     rows.append(f"    the flooding pane: {ingest:.1f} MB/s, {frames:.0f} frames/s")
         finally:
+            thaw_heap()
             for session in (echo, *floods):
                 await session.close(grace=0.5)
+    heap = "start-up heap frozen (as semo console runs)" if frozen else "collector as is"
     print(
         f"keystroke -> echo in the pane's render_line, {args.keys} keys per row; three {size} "
         f"panes in a 240x30 app; flood: cat of a {args.mb:g} MB file in a loop in another pane; "
-        f"a pane refreshes at most every {TerminalPane.FRAME_SECONDS * 1000:.1f} ms"
+        f"a pane refreshes at most every {TerminalPane.FRAME_SECONDS * 1000:.1f} ms; {heap}"
     )
     print("\n".join(rows))
 
@@ -252,6 +260,7 @@ async def live_panes_cost(
     try:
         async with app.run_test(size=(200, 50)) as pilot:
             await pilot.pause(1.0)  # start-up and first frames
+            freeze_startup_heap()
             app.pane_size = "x".join(map(str, app.panes[0].size))
             for _ in range(args.windows):
                 cpu, wall = time.process_time(), time.perf_counter()
@@ -266,6 +275,7 @@ async def live_panes_cost(
                 lines = sum(s.screen.scrollback.total_pushed for s in sessions) - pushed
                 windows["lines"].append(lines / wall)
     finally:
+        thaw_heap()
         for session in sessions:
             await session.close(grace=0.5)
     figures = {name: statistics.median(values) for name, values in windows.items()}
@@ -288,7 +298,9 @@ async def cost(args: argparse.Namespace) -> None:
 
 async def main_async(args: argparse.Namespace) -> None:
     if args.only in (None, "latency"):
-        await latency(args)
+        if args.compare_gc:
+            await latency(args, frozen=False)
+        await latency(args, frozen=True)
     if args.only in (None, "cost"):
         await cost(args)
 
@@ -300,6 +312,11 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window-seconds", type=float, default=2.0)
     parser.add_argument("--only", choices=("latency", "cost"))
+    parser.add_argument(
+        "--compare-gc",
+        action="store_true",
+        help="also measure latency without freezing the start-up heap (engine/heap.py)",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -2,7 +2,8 @@
 
     python bench/terminal.py [--mb 4] [--repeat 5] [--cols 120] [--rows 40]
 
-Three streams: plain scrolling text (a log being cat'ed), coloured output (SGR every few words,
+Four streams: plain scrolling text (a log being cat'ed), the same with lines of up to 300
+characters that wrap at the margin, coloured output (SGR every few words,
 like `ls --color` or `git log --color`), and cursor-addressed redraws (Ink-style: erase the
 previous frame line by line, draw the next one, as Claude Code does). Each is fed in 64 KiB
 chunks (one PTY read each) through an incremental UTF-8 decoder. Prints MB/s medians.
@@ -34,6 +35,21 @@ def plain_stream(size: int, rng: random.Random) -> bytes:
         out.append(line + "\r\n")
         total += len(line) + 2
         n += 1
+    return "".join(out).encode()
+
+
+def wrapping_stream(size: int, rng: random.Random) -> bytes:
+    """Plain lines of 20 to 300 characters: most are wider than the screen and wrap."""
+    out: list[str] = []
+    total = 0
+    while total < size:
+        words: list[str] = []
+        length = rng.randint(20, 300)
+        while sum(len(w) + 1 for w in words) < length:
+            words.append(rng.choice(WORDS))
+        line = " ".join(words) + "\r\n"
+        out.append(line)
+        total += len(line)
     return "".join(out).encode()
 
 
@@ -116,6 +132,7 @@ def main() -> None:
     size = int(args.mb * 1e6)
     streams = {
         "plain scrolling": plain_stream(size, rng),
+        "plain, lines that wrap": wrapping_stream(size, rng),
         "coloured (SGR)": coloured_stream(size, rng),
         "cursor-addressed redraw": redraw_stream(size, rng),
     }

@@ -12,6 +12,7 @@ from textual.app import App
 from console.commands import SemoCommands
 from console.screens.main import MainScreen
 from engine.engine import Engine
+from engine.heap import thaw_heap
 
 
 class SemoApp(App[None]):
@@ -31,3 +32,4 @@ class SemoApp(App[None]):
     async def on_unmount(self) -> None:
         if self.start_engine:
             await self.engine.stop("console closed")
+        thaw_heap()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engine.config import ConfigError, SemoConfig, load_config
 from engine.engine import Engine
+from engine.heap import freeze_startup_heap, thaw_heap
 from engine.logs import LogFormat, configure_logging
 from engine.store.base import StoreError
 
@@ -50,6 +51,7 @@ async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) ->
         config = engine.config
         settings = resolve_settings(config.api, config.office.name)
         api = await start_api(config.store_config(), settings, *parse_listen(http))
+    log.info("started; %d start-up objects kept out of garbage collection", freeze_startup_heap())
     try:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -58,6 +60,7 @@ async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) ->
                 status = engine.pool.status()
                 log.info("status: %s", status.model_dump_json())
     finally:
+        thaw_heap()
         if api is not None:
             await api.stop()
 

@@ -26,6 +26,7 @@ from console.widgets.terminal_pane import TerminalPane
 from engine.demo.office import DEMO_TASK
 from engine.engine import Engine
 from engine.events import Event, JobEvent, RoutingStep, SessionStatusChanged
+from engine.heap import freeze_startup_heap
 from engine.sessions.agent_session import AgentSession
 from engine.store.models import Job
 
@@ -98,6 +99,7 @@ class MainScreen(Screen[None]):
         self.refresh_panels()
         self.refresh_from_store()
         self.started = True
+        freeze_startup_heap()
         if self.demo_task:
             self.run_demo_job()
 

@@ -34,43 +34,50 @@ class PlainBatch:
         """Apply a prefix of `run`; return its length (0 = declined, nothing changed).
 
         The first piece (before the first LF) must be CRs only, or text that continues the
-        bottom row while that row is still deferred; later pieces become fresh rows.
+        bottom row while that row is still deferred (wrapping onto new rows at the margin);
+        later pieces become fresh rows.
         """
         pieces = run.split("\n")
         bodies = [piece.rstrip("\r") for piece in pieces]
-        if not self._continue_bottom_row(pieces[0], bodies[0]):
+        overflow = self._continue_bottom_row(pieces[0], bodies[0])
+        if overflow is None:
             return 0
-        first = len(pieces[0])
-        if len(pieces) == 1:
-            return first
-        if self.screen.cursor.x != 0:  # LF without CR: the next row would not start at 0
-            return first
-        taken = self._valid_prefix(pieces, bodies)
-        if taken < 1:
-            return first
-        rows = self._layout(bodies[1 : taken + 1])
-        self._apply(rows, ends_with_cr=bodies[taken] != pieces[taken])
+        taken = 0
+        if len(pieces) > 1 and self.screen.cursor.x == 0:  # else LF without CR: not at column 0
+            taken = self._valid_prefix(pieces, bodies)
+        rows = overflow + self._layout(bodies[1 : taken + 1])
+        if rows:
+            self._apply(rows, ends_with_cr=bodies[taken] != pieces[taken])
         if taken == len(pieces) - 1:
             return len(run)
         return sum(len(p) for p in pieces[: taken + 1]) + taken
 
-    def _continue_bottom_row(self, piece: str, body: str) -> bool:
-        """Handle the text before the first LF; False (and no change) if the batch cannot."""
+    def _continue_bottom_row(self, piece: str, body: str) -> list[Row] | None:
+        """Handle the text before the first LF: None (and no change) if the batch cannot, else
+        the rows that text wrapped onto past the right margin (still to be scrolled in)."""
         screen = self.screen
         if "\r" in body:
-            return False
+            return None
+        overflow: list[Row] = []
         if body:
-            row = screen.deferred_rows.get(screen.lines - 1)
+            bottom = screen.lines - 1
+            row = screen.deferred_rows.get(bottom)
             if row is None or screen.cursor.x != sum(len(text) for _, text in row):
-                return False
-            if screen.cursor.x + len(_SGR_SPLIT.sub("", body)) > screen.columns:
-                return False
+                return None
             segments = self._segments(body)
-            row.extend(segments)
-            screen.cursor.x += sum(len(text) for _, text in segments)
+            room = screen.columns - screen.cursor.x
+            if sum(len(text) for _, text in segments) <= room:
+                row.extend(segments)
+                screen.cursor.x += sum(len(text) for _, text in segments)
+            else:
+                head, tail = _split_segments(segments, room)
+                screen.deferred_rows[bottom] = WrappedSegments([*row, *head])
+                overflow = self._wrap(tail, screen.columns)
+                last = overflow[-1]
+                screen.cursor.x = sum(len(text) for _, text in last)
         if len(body) != len(piece):
             screen.cursor.x = 0
-        return True
+        return overflow
 
     @staticmethod
     def _valid_prefix(pieces: list[str], bodies: list[str]) -> int:
@@ -192,3 +199,17 @@ class PlainBatch:
         if isinstance(row, list):
             return line_from_segments(row, default)
         return line_from_row({} if row is None else row, columns, default)
+
+
+def _split_segments(segments: list[Segment], cells: int) -> tuple[list[Segment], list[Segment]]:
+    """The first `cells` characters of `segments`, and the rest."""
+    head: list[Segment] = []
+    for index, (attrs, text) in enumerate(segments):
+        if len(text) >= cells:
+            if cells:
+                head.append((attrs, text[:cells]))
+            rest = [(attrs, text[cells:])] if len(text) > cells else []
+            return head, rest + segments[index + 1 :]
+        head.append((attrs, text))
+        cells -= len(text)
+    return head, []

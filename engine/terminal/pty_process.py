@@ -34,9 +34,9 @@ __all__ = [
 logger = logging.getLogger("semo.terminal")
 
 _POLL_INTERVAL = 0.05
-# Reads allowed when draining output left in the PTY after the child was reaped; a descendant
-# that outlives the child and keeps writing must not keep us in the drain loop forever.
-_MAX_DRAIN_READS = 64
+# Bytes read when draining output left in the PTY after the child was reaped (more than a PTY
+# buffers); a descendant that outlives the child and keeps writing must not keep us there.
+_MAX_DRAIN_BYTES = 1 << 20
 
 
 class TerminalSpawnError(Exception):
@@ -354,12 +354,14 @@ class TerminalProcess:
         self._deliver(self._decoder.decode(b"", final=True))
 
     def _drain_output(self) -> None:
-        for _ in range(_MAX_DRAIN_READS):
+        drained = 0
+        while drained < _MAX_DRAIN_BYTES:
             if self._eof:
                 return
             chunk = self._read_once()
             if not chunk:
                 break
+            drained += len(chunk)
             self._deliver(self._decoder.decode(chunk))
         self._on_eof()
 

@@ -132,6 +132,46 @@ def _compact_segments(segments: Sequence[tuple[Cell, str]], blank: Cell) -> Line
     return Line(text, tuple(runs))
 
 
+Record = str | tuple[str, tuple[tuple[int, int, tuple[object, ...]], ...], bool]
+"""A Line as the scrollback stores it: its text alone when it has no styles and did not wrap,
+else an exact tuple of text, (start, end, style fields) runs and the wrap flag."""
+
+
+def _pack(line: Line) -> Record:
+    """Only str, int, bool and exact tuples of them: CPython's collector stops tracking such
+    tuples after one pass, so ten thousand lines of scrollback add nothing to its full
+    collections (NamedTuples stay tracked, and a full collection walks every one of them)."""
+    if not line.runs and not line.wrapped:
+        return line.text
+    return (
+        line.text,
+        tuple((run.start, run.end, _fields(run.style)) for run in line.runs),
+        line.wrapped,
+    )
+
+
+_FIELDS: dict[Cell, tuple[object, ...]] = {}
+
+
+def _fields(style: Cell) -> tuple[object, ...]:
+    """One shared plain tuple per style (lines of one colour share it)."""
+    fields = _FIELDS.get(style)
+    if fields is None:
+        if len(_FIELDS) >= 4096:
+            _FIELDS.clear()
+        fields = _FIELDS[style] = tuple(style)
+    return fields
+
+
+def _unpack(record: Record) -> Line:
+    if type(record) is str:
+        return Line(record)
+    text, runs, wrapped = record
+    return Line(
+        text, tuple(StyleRun(start, end, Cell._make(style)) for start, end, style in runs), wrapped
+    )
+
+
 class Scrollback:
     """The most recent `limit` lines that scrolled off the top of the primary screen."""
 
@@ -139,16 +179,16 @@ class Scrollback:
         if limit < 0:
             raise ValueError(f"scrollback limit must be >= 0, got {limit}")
         self.limit = limit
-        self._lines: deque[Line] = deque(maxlen=limit)
+        self._lines: deque[Record] = deque(maxlen=limit)
         self.total_pushed = 0
 
     def push(self, line: Line) -> None:
-        self._lines.append(line)
+        self._lines.append(_pack(line))
         self.total_pushed += 1
 
     def extend(self, lines: list[Line], *, skipped: int = 0) -> None:
         """Append `lines`; `skipped` counts older lines that would have been evicted at once."""
-        self._lines.extend(lines)
+        self._lines.extend(map(_pack, lines))
         self.total_pushed += len(lines) + skipped
 
     def clear(self) -> None:
@@ -158,10 +198,10 @@ class Scrollback:
         return len(self._lines)
 
     def __getitem__(self, index: int) -> Line:
-        return self._lines[index]
+        return _unpack(self._lines[index])
 
     def __iter__(self) -> Iterator[Line]:
-        return iter(self._lines)
+        return map(_unpack, self._lines)
 
     def text(self) -> list[str]:
-        return [line.text for line in self._lines]
+        return [record if type(record) is str else record[0] for record in self._lines]

@@ -3,12 +3,14 @@ Pilot at the keyboard.
 
 Checked: a choice question and a text question answered from the keyboard (store row answered,
 the agent's next prompt is the answer); the pool panel lists the sessions; F2 and F3 change the
-visible panes; a prompt typed in the prompt line reaches the selected agent.
+visible panes; a prompt typed in the prompt line reaches the selected agent; the start-up heap
+is frozen while the console runs (engine/heap.py) and thawed when it closes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import shutil
 import tempfile
@@ -106,3 +108,5 @@ async def test_layout_zoom_and_prompt_line(tmp_path: Path, runtime_dir: Path) ->
         assert all(p.display for p in panes)
         await pilot.press("f6", *"hello", "enter")
         await wait_for(lambda: "hello" in prompts(tmp_path, "FE"), "FE receiving the prompt")
+        assert gc.get_freeze_count() > 0  # start-up objects kept out of the collector's passes
+    assert gc.get_freeze_count() == 0  # and given back when the console closes

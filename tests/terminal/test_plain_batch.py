@@ -118,3 +118,27 @@ def test_a_line_continued_across_reads_keeps_every_segment(cut):
     fast, _ = _run([text[:cut], text[cut:]], True, 12, 4, 100)
     slow, _ = _run([text[:cut], text[cut:]], False, 12, 4, 100)
     assert _state(fast) == _state(slow)
+
+
+@pytest.mark.parametrize("cut", range(1, 60))
+def test_a_wrapping_line_continued_across_reads_stays_on_the_batch_path(cut):
+    """A read that ends inside a line longer than the screen is wide: the next read continues
+    that line past the margin. The batch wraps it (it used to hand the read to the slow path)."""
+    text = "".join(f"row {i} " + "x\x1b[32my\x1b[0m" * (i % 9) + "\r\n" for i in range(14))
+    text = "\x1b[0m" + text + "z" * 25 + "\r\nend"
+    cut = len(text) - cut
+    fast, stream = _run([text[:cut]], True, 7, 4, 100)
+    declined = []
+    original = stream._batch.feed
+
+    def spy(run: str) -> int:
+        consumed = original(run)
+        if not consumed:
+            declined.append(run)
+        return consumed
+
+    stream._batch.feed = spy  # type: ignore[method-assign]
+    stream.feed(text[cut:])
+    slow, _ = _run([text[:cut], text[cut:]], False, 7, 4, 100)
+    assert _state(fast) == _state(slow)
+    assert not declined

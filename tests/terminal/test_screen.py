@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pyte
 import pytest
 
@@ -107,6 +109,30 @@ def test_scrollback_keeps_styles():
     assert first.text == "red plain"
     assert first.runs[0].style.fg == "red"
     assert (first.runs[0].start, first.runs[0].end) == (0, 3)
+
+
+def test_scrollback_gives_back_every_line_as_it_was_pushed():
+    styled = "\x1b[1;38;2;1;2;3mbold rgb\x1b[0m \x1b[4:3mcurly\x1b[0m plain"
+    screen = screen_for(styled + "\r\n" + "w" * 25 + "\r\nplain\r\n" * 3, cols=10, rows=2)
+    lines = list(screen.scrollback)
+    assert [line.text for line in lines] == screen.scrollback.text()
+    assert lines[0].runs[0].style.bold and lines[0].runs[0].style.fg == "010203"
+    assert [line.wrapped for line in lines[:5]] == [True, False, True, True, False]
+    assert lines[-1] == screen.scrollback[-1] and lines[-1].runs == ()
+
+
+def test_scrollback_lines_cost_the_garbage_collector_nothing():
+    """A full collection walks every tracked object; 10,000 lines per session must not be."""
+    screen = screen_for(
+        "".join(f"\x1b[3{i % 8}mline\x1b[0m {i} " + "x" * (i % 30) + "\r\n" for i in range(500)),
+        cols=20,
+        rows=4,
+    )
+    for _ in range(3):  # the collector untracks one level of nested tuples per pass
+        gc.collect()
+    records = list(screen.scrollback._lines)
+    assert len(records) > 500
+    assert not [record for record in records if gc.is_tracked(record)]
 
 
 def test_erase_saved_lines_clears_only_scrollback():
