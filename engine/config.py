@@ -42,6 +42,7 @@ from pydantic import (
 
 from engine.api.settings import ApiSection
 from engine.fsutil import atomic_write
+from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
 from engine.store import StoreConfig
 from engine.store.models import Agent, Office
@@ -180,6 +181,8 @@ class EngineConfig(_Section):
     command_timeout: float = Field(default=30.0, gt=0, le=86_400)
     lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     shutdown_grace: float = Field(default=10.0, ge=0, le=3600)
+    #: Seconds a busy agent may print nothing before it is reported `stale` (never "done").
+    stale_after: float = Field(default=DEFAULT_STALE_AFTER, gt=0, le=86_400)
 
     @field_validator("id")
     @classmethod
@@ -239,6 +242,7 @@ class AgentConfig(_Section):
     env: dict[str, str] = Field(default_factory=dict)
     cols: int = Field(default=120, ge=20, le=1000)
     rows: int = Field(default=40, ge=5, le=500)
+    stale_after: float | None = Field(default=None, gt=0, le=86_400)  # None: [engine]'s
 
     @model_validator(mode="before")
     @classmethod
@@ -659,6 +663,10 @@ command_timeout = 30.0
 lease_seconds = 30.0
 # Seconds agents get to exit on shutdown before they are killed. Default: 10.0.
 shutdown_grace = 10.0
+# Seconds a busy agent may print nothing before it is reported "stale" (a warning in the
+# console and the logs, never taken as "done"). [[agents]] stale_after overrides it.
+# Default: 30.0.
+stale_after = 30.0
 
 [pool]
 # At most this many agent sessions run at once in this office (1-64). Default: 6.
@@ -704,6 +712,7 @@ max_body_bytes = 1048576
 #   env             extra environment variables; names starting with SEMO_ or SUPABASE_ are
 #                   refused (agents never get the engine's credentials). Default: {}
 #   cols, rows      the terminal size. Defaults: 120, 40
+#   stale_after     seconds of silence while busy before "stale". Default: [engine]'s
 
 [[agents]]
 role = "FE"

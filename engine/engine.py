@@ -277,13 +277,15 @@ class Engine:
 
     def _launch_options(self, agent: Agent) -> LaunchOptions:
         config: AgentConfig | None = self.config.agent(agent.role)
+        stale_after = self.config.engine.stale_after
         if config is None:
-            return LaunchOptions()
+            return LaunchOptions(stale_after=stale_after)
         return LaunchOptions(
             profile=profile_named(config.profile, prompt_pattern=config.prompt_pattern),
             env=config.env,
             cols=config.cols,
             rows=config.rows,
+            stale_after=config.stale_after or stale_after,
         )
 
     async def _create_session(self, payload: CreateSessionPayload) -> AgentSession:

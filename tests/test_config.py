@@ -25,9 +25,11 @@ from engine.config import (
     init_config,
     load_config,
 )
+from engine.engine import Engine
 from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
 from engine.store import StoreConfig
 from engine.store.models import Agent
+from engine.store.sqlite import SqliteStore
 
 OFFICE = '[office]\nname = "shop"\n'
 
@@ -532,3 +534,19 @@ def test_semo_init_defaults_to_semo_toml_here(
     assert main(["init", "ops/"]) == 0
     assert (tmp_path / "ops" / "semo.toml").read_text() == EXAMPLE_CONFIG
     assert "semo engine --config ops/semo.toml" in capsys.readouterr().out
+
+
+def test_stale_after_comes_from_the_engine_unless_the_agent_sets_it(tmp_path: Path) -> None:
+    text = (
+        OFFICE
+        + "[engine]\nstale_after = 5.0\n[pool]\nwarm_roles = []\n"
+        + '[[agents]]\nrole = "FE"\n[[agents]]\nrole = "BE"\nstale_after = 2.5\n'
+    )
+    engine = Engine(load_config(write(tmp_path, text)), store=SqliteStore(tmp_path / "s.db"))
+    options = {
+        role: engine._launch_options(Agent(office_id="o", name=role, role=role, command=["x"]))
+        for role in ("FE", "BE", "QA")  # QA has no [[agents]] entry
+    }
+    assert {role: o.stale_after for role, o in options.items()} == {"FE": 5.0, "BE": 2.5, "QA": 5.0}
+    with pytest.raises(ConfigError, match="stale_after"):
+        load_config(write(tmp_path, OFFICE + "[engine]\nstale_after = 0\n"))

@@ -13,6 +13,8 @@ from typing import Literal
 
 SignalKind = Literal["completion", "error", "stale"]
 Source = Literal["model_text", "tool_output", "screen"]
+DEFAULT_STALE_AFTER = 30.0
+"""Seconds a busy agent may print nothing before it is reported `stale`."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class OutputMonitor:
     thinking, stuck, or done; the caller decides.
     """
 
-    def __init__(self, stale_after: float = 30.0) -> None:
+    def __init__(self, stale_after: float = DEFAULT_STALE_AFTER) -> None:
         if stale_after <= 0:
             raise ValueError(f"stale_after must be > 0 seconds, got {stale_after}")
         self.stale_after = stale_after

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.protocol.messages import AskUser, ProtocolError, ProtocolMessage
-from engine.protocol.monitor import OutputMonitor, Signal, Source
+from engine.protocol.monitor import DEFAULT_STALE_AFTER, OutputMonitor, Signal, Source
 from engine.protocol.parser import MarkerParser, parse_reply
 from engine.protocol.screen_text import (
     FinalLines,
@@ -66,7 +66,7 @@ class AgentObserver:
         self,
         profile: Profile = "claude",
         *,
-        stale_after: float = 30.0,
+        stale_after: float = DEFAULT_STALE_AFTER,
         prompt_pattern: str = DEFAULT_PROMPT_PATTERN,
         read_transcript: Callable[[str], str | None] | None = None,
         screen: TerminalScreen | None = None,

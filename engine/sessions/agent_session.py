@@ -32,6 +32,7 @@ from typing import Literal
 
 from engine.protocol.hooks import HookEvent
 from engine.protocol.messages import ProtocolMessage
+from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.observer import (
     AgentObserver,
     MessageFound,
@@ -121,7 +122,7 @@ class AgentSession:
         cols: int = 120,
         rows: int = 40,
         record: str | os.PathLike[str] | None = None,
-        stale_after: float = 30.0,
+        stale_after: float = DEFAULT_STALE_AFTER,
     ) -> None:
         self.session_id = session_id
         self.role = role

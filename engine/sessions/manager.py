@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
+from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.state import AgentState, StateChange
 from engine.sessions.agent_session import (
     AgentSession,
@@ -80,6 +81,7 @@ class LaunchOptions:
     env: Mapping[str, str] | None = None
     cols: int = DEFAULT_COLS
     rows: int = DEFAULT_ROWS
+    stale_after: float = DEFAULT_STALE_AFTER
 
 
 def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -207,6 +209,7 @@ class SessionManager:
             cols=cols,
             rows=rows,
             record=record,
+            stale_after=options.stale_after,
         )
         session.add_listener(self._on_session_event)
         try:

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from engine.protocol.messages import AskUser
+from engine.protocol.monitor import Signal
 from engine.protocol.observer import MessageFound
 from engine.protocol.state import AgentState, StateChange
 from engine.sessions.agent_session import AgentSession, SessionEnded, SessionError
-from engine.sessions.manager import SessionManager, UnknownSession
+from engine.sessions.manager import LaunchOptions, SessionManager, UnknownSession
 from engine.sessions.profiles import GENERIC
 from engine.store.models import Agent, Office
 from engine.store.sqlite import SqliteStore
@@ -241,3 +242,27 @@ async def test_a_resize_does_not_cut_lines_the_observer_has_not_read(
     )
     await session.wait_for_state(AgentState.WAITING_INPUT, TIMEOUT)
     assert [m.question for m in found] == ["Name the endpoint for the health check?"]
+
+
+async def test_a_busy_silent_agent_is_reported_stale_after_the_configured_time(
+    tmp_path: Path,
+) -> None:
+    """[engine] stale_after / [[agents]] stale_after reach the session (LaunchOptions)."""
+    options = LaunchOptions(stale_after=0.5)
+    async with SessionManager(
+        agent_env=bash_env(), runtime_dir=tmp_path / "run", launch_options=lambda _a: options
+    ) as manager:
+        session = await start(manager, tmp_path)
+        signals: list[Signal] = []
+        session.add_listener(
+            lambda _session, event: signals.append(event) if isinstance(event, Signal) else None
+        )
+        started = asyncio.get_running_loop().time()
+        session.post("sleep 4")
+        await session.wait_for_state(AgentState.EXECUTING, TIMEOUT)
+        while not any(s.kind == "stale" for s in signals):
+            assert asyncio.get_running_loop().time() - started < 3.5, "no stale signal"
+            await asyncio.sleep(0.05)
+        stale = next(s for s in signals if s.kind == "stale")
+        assert stale.source == "screen" and "no output" in stale.text
+        assert session.state == AgentState.EXECUTING  # stale is a warning, never "done"
