@@ -1,13 +1,22 @@
 """What an engine does on start about what an earlier run left behind.
 
 An engine that died (SIGKILL, power loss) leaves `agent_sessions` rows that say a session is
-alive and `agent_commands` rows it had claimed. On start the engine finds the runs that are
-certainly dead: its own configured id (it cannot be running twice), or a default id
-``<this host>-<pid>`` whose process no longer exists. Their sessions are marked terminated, their
-in-flight commands fail with a reason, and commands whose lease expired (any engine's) go
-back to pending or fail, as `Store.recover_expired` decides. Pending commands are simply picked
-up by the dispatcher afterwards. Runs on other hosts, or still alive here, are left alone: their
-leases expire if they are really gone.
+alive, `agent_commands` rows it had claimed, `jobs` it was running, and questions its sessions
+asked. On start the engine finds the runs that are certainly dead: its own configured id (it
+cannot be running twice), or a default id ``<this host>-<pid>`` whose process no longer exists.
+
+- Their sessions are marked terminated (which cancels the sessions' pending questions).
+- Pending questions of any ended session of the office (left by an earlier run, whatever ended
+  it) are cancelled with the session's end reason: nobody can answer them any more.
+- Their in-flight commands fail with a reason; commands whose lease expired (any engine's) go
+  back to pending or fail, as `Store.recover_expired` decides.
+- Their running jobs fail with a reason (jobs are not re-run: the `run_job` command that ran
+  one is not safe to repeat, and fails too). A job's engine is `jobs.engine_id`, or for rows
+  written without it the engine of the job's session.
+
+Pending commands are picked up by the dispatcher afterwards; one addressed to a session that
+has ended is failed by the claim ("session X has ended ...; the command was not run"). Runs on
+other hosts, or still alive here, are left alone: their leases expire if they are really gone.
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ import socket
 
 from pydantic import BaseModel
 
-from engine.store.base import Store, StoreConflict
+from engine.store._shared import session_ended
+from engine.store.base import NotFound, Store, StoreConflict
+from engine.store.models import AgentSession
 
 log = logging.getLogger("semo.engine")
 
@@ -28,14 +39,24 @@ class ReconcileReport(BaseModel):
     sessions_ended: int = 0
     commands_failed: int = 0
     commands_recovered: int = 0
+    jobs_failed: int = 0
+    questions_cancelled: int = 0
 
     def describe(self) -> str:
-        if not (self.sessions_ended or self.commands_failed or self.commands_recovered):
+        counts = (
+            self.sessions_ended,
+            self.commands_failed,
+            self.commands_recovered,
+            self.jobs_failed,
+            self.questions_cancelled,
+        )
+        if not any(counts):
             return "nothing left over from earlier runs"
         return (
             f"{self.sessions_ended} session(s) marked terminated, {self.commands_failed} "
-            f"in-flight command(s) failed, {self.commands_recovered} expired lease(s) recovered"
-            f" (dead engines: {', '.join(self.dead_engines) or 'none'})"
+            f"in-flight command(s) failed, {self.commands_recovered} expired lease(s) recovered, "
+            f"{self.jobs_failed} running job(s) failed, {self.questions_cancelled} pending "
+            f"question(s) cancelled (dead engines: {', '.join(self.dead_engines) or 'none'})"
         )
 
 
@@ -60,34 +81,106 @@ def is_dead_run(engine_id: str, me: str, host: str | None = None) -> bool:
     return pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid))
 
 
-async def reconcile(store: Store, office_id: str, me: str) -> ReconcileReport:
-    report = ReconcileReport()
-    dead: set[str] = set()
+class DeadRuns:
+    """Which engine ids are certainly dead runs, as seen by engine `me` (remembered)."""
 
-    def dead_run(engine_id: str | None) -> bool:
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self.found: set[str] = set()
+
+    def __call__(self, engine_id: str | None) -> bool:
         if not engine_id:
             return False
-        if engine_id in dead:
+        if engine_id in self.found:
             return True
-        if is_dead_run(engine_id, me):
-            dead.add(engine_id)
+        if is_dead_run(engine_id, self.me):
+            self.found.add(engine_id)
             return True
         return False
 
-    for row in await store.list_sessions(office_id):
-        if dead_run(row.engine_id):
-            reason = f"engine {row.engine_id} stopped without ending it (found by {me} on start)"
-            await store.set_session_status(row.session_id, "terminated", reason=reason)
-            report.sessions_ended += 1
+
+async def reconcile(store: Store, office_id: str, me: str) -> ReconcileReport:
+    dead = DeadRuns(me)
+    report = ReconcileReport()
+    ending = {
+        row.session_id: f"engine {row.engine_id} stopped without ending it (found by {me} on start)"
+        for row in await store.list_sessions(office_id)
+        if dead(row.engine_id)
+    }
+    report.questions_cancelled = await _cancel_questions(store, office_id, ending)
+    for session_id, reason in ending.items():
+        await store.set_session_status(session_id, "terminated", reason=reason)
+    report.sessions_ended = len(ending)
+    report.commands_failed = await _fail_commands(store, office_id, dead)
+    report.jobs_failed = await _fail_jobs(store, office_id, dead)
+    report.commands_recovered = len(await store.recover_expired())
+    report.dead_engines = sorted(dead.found)
+    return report
+
+
+async def _session(store: Store, session_id: str | None) -> AgentSession | None:
+    if not session_id:
+        return None
+    try:
+        return await store.get_session(session_id)
+    except NotFound:
+        return None
+
+
+async def _cancel_questions(store: Store, office_id: str, ending: dict[str, str]) -> int:
+    """Cancel the pending questions of sessions that have ended or are being ended (`ending`:
+    session id -> the end reason about to be written); how many."""
+    sessions: dict[str, AgentSession | None] = {}
+    cancelled = 0
+    for question in await store.list_questions(office_id, status="pending"):
+        session_id = question.session_id
+        if not session_id:
+            continue
+        if session_id in ending:
+            reason = session_ended(session_id, ending[session_id])
+        else:
+            if session_id not in sessions:
+                sessions[session_id] = await _session(store, session_id)
+            session = sessions[session_id]
+            if session is None or session.status != "terminated":
+                continue
+            reason = session_ended(session_id, session.end_reason)
+        try:
+            await store.cancel_question(question.id, reason)
+        except StoreConflict:
+            continue  # answered or cancelled meanwhile
+        cancelled += 1
+    return cancelled
+
+
+async def _fail_commands(store: Store, office_id: str, dead: DeadRuns) -> int:
+    """Fail the commands dead runs were running; how many."""
+    failed = 0
     for command in await store.list_commands(office_id, status="processing", limit=10_000):
         holder = command.claimed_by
-        if holder and dead_run(holder):
-            error = f"engine {holder} stopped while running this command (found by {me} on start)"
-            try:
-                await store.complete_command(command.id, holder, success=False, error=error)
-            except StoreConflict:
-                continue  # finished or recovered meanwhile
-            report.commands_failed += 1
-    report.commands_recovered = len(await store.recover_expired())
-    report.dead_engines = sorted(dead)
-    return report
+        if not (holder and dead(holder)):
+            continue
+        error = f"engine {holder} stopped while running this command (found by {dead.me} on start)"
+        try:
+            await store.complete_command(command.id, holder, success=False, error=error)
+        except StoreConflict:
+            continue  # finished or recovered meanwhile
+        failed += 1
+    return failed
+
+
+async def _fail_jobs(store: Store, office_id: str, dead: DeadRuns) -> int:
+    """Fail the jobs dead runs were running; how many."""
+    failed = 0
+    for job in await store.list_jobs(office_id, status="running"):
+        engine = job.engine_id
+        if engine is None:  # a row written before jobs recorded their engine
+            session = await _session(store, job.session_id)
+            engine = session.engine_id if session is not None else None
+        if not dead(engine):
+            continue
+        reason = f"engine {engine} stopped while running this job (found by {dead.me} on start)"
+        await store.update_job(job.id, status="failed", failure_reason=reason, needs_human=False)
+        log.info("job %s failed: %s", job.id, reason)
+        failed += 1
+    return failed

@@ -25,6 +25,12 @@ Every claimed command ends in exactly one `complete_command` call:
   "engine stopping", and "internal error: ..." for anything unexpected (logged with its
   traceback).
 
+Several engines can serve one office: the store hands a command for a session only to the
+engine recorded as running it (`agent_sessions.engine_id`), and fails one whose session has
+ended at claim ("session X has ended: ...; the command was not run"), so "no session 'X' on
+this engine" is left for sessions the store does not tie to a live engine (a row written by
+hand, a session whose row was never recorded).
+
 A `StoreError` while writing the result is retried with backoff (the lease keeps the command
 ours meanwhile); if the store still refuses, the command is left to `recover_expired`, which
 requeues or fails it once the lease has run out. `stop(grace)` stops claiming, gives running

@@ -4,7 +4,8 @@
     job = await runner.execute_job(job_id)          # -> the Job row, done or failed
     dispatcher = CommandDispatcher(..., run_job=runner.run_job)
 
-`execute_job` takes a ``pending`` job row, marks it ``running``, leases a session of the job's
+`execute_job` takes a ``pending`` job row, marks it ``running`` (with this engine's id, so that
+a later engine's reconcile fails it if this one dies), leases a session of the job's
 agent from the pool (``acquire(agent_id=...)``), delivers the task as a prompt, then watches
 that session's events until the outcome:
 
@@ -305,6 +306,7 @@ class JobRunner:
         job_timeout: float = 1800.0,
         acquire_wait: float = 30.0,
         cancel_grace: float = 10.0,
+        engine_id: str | None = None,
     ) -> None:
         if not job_timeout > 0:
             raise ValueError(f"job_timeout must be positive, not {job_timeout!r}")
@@ -315,6 +317,9 @@ class JobRunner:
         self.office_id = office_id
         self.agents_by_id = agents_by_id
         self.bus = bus
+        #: written on the rows of the jobs this runner runs (default: the session manager's),
+        #: so that reconcile can fail them if this engine dies
+        self.engine_id = engine_id if engine_id is not None else pool.manager.engine_id
         #: seconds one attempt may take, from its prompt to its outcome
         self.job_timeout = float(job_timeout)
         #: seconds to wait for a session when the pool is full
@@ -374,7 +379,12 @@ class JobRunner:
 
     async def _run(self, job: Job) -> Job:
         job = await self.store.update_job(
-            job.id, status="running", attempts=0, failure_reason=None, needs_human=False
+            job.id,
+            status="running",
+            engine_id=self.engine_id,
+            attempts=0,
+            failure_reason=None,
+            needs_human=False,
         )
         self._publish(job, "started", detail=job.task[:200])
         agent = self.agents_by_id.get(job.agent_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -15,6 +16,7 @@ from engine.store.models import (
     InvalidCommand,
     InvocationStatus,
     Job,
+    JobStatus,
     SessionStatus,
     validate_command,
 )
@@ -28,6 +30,7 @@ MAX_ATTEMPTS = 5
 INVOCATION_STATUSES: tuple[str, ...] = InvocationStatus.__args__  # type: ignore[attr-defined]
 SESSION_STATUSES: tuple[str, ...] = SessionStatus.__args__  # type: ignore[attr-defined]
 RESULT_STATUSES = ("pending", "delivered")
+JOB_STATUSES: tuple[str, ...] = JobStatus.__args__  # type: ignore[attr-defined]
 #: Fields `update_job` may change (id, office_id and created_at are fixed; updated_at is set).
 JOB_FIELDS = frozenset(Job.model_fields) - {"id", "office_id", "created_at", "updated_at"}
 
@@ -69,6 +72,40 @@ def claimed_row_problem(row: dict[str, Any]) -> str | None:
     return None
 
 
+def session_ended(session_id: str, end_reason: str | None) -> str:
+    """`session X has ended: <why>`, the reason a command of an ended session fails at claim
+    and the cancel reason of the session's pending questions."""
+    return f"session {session_id} has ended" + (f": {end_reason}" if end_reason else "")
+
+
+def ended_session_problem(session_id: str | None, session: Mapping[str, Any] | None) -> str | None:
+    """Why a claimed command must not run because its session has ended (`session`: the
+    session's row, or None when the store has none), or None."""
+    if not session_id or session is None or session.get("status") != "terminated":
+        return None
+    return f"{session_ended(session_id, session.get('end_reason'))}; the command was not run"
+
+
+def claim_problem(row: Mapping[str, Any], session: Mapping[str, Any] | None) -> str | None:
+    """Why a command just claimed must be failed at once instead of run (a row inserted around
+    `insert_command`, or a session that has ended), or None. `session` is the row of the
+    command's session (None when it has none, or the store does not know it)."""
+    return claimed_row_problem(dict(row)) or ended_session_problem(row.get("session_id"), session)
+
+
+def question_not_pending(
+    question_id: str, status: str, cancel_reason: str | None, *, answering: bool
+) -> str:
+    """Why question `question_id` cannot be answered (`answering`) or cancelled: its status."""
+    text = f"question {question_id} is already {status}"
+    if status == "cancelled":
+        if cancel_reason:
+            text += f" ({cancel_reason})"
+        if answering:
+            text += "; it can no longer be answered"
+    return text
+
+
 def recovery_reason(
     claimed_by: str | None, command_type: str, expired: datetime | None, attempts: int, safe: bool
 ) -> str:
@@ -101,6 +138,12 @@ def check_session_status(status: str) -> None:
         raise StoreError(
             f"unknown session status {status!r} (known: {', '.join(SESSION_STATUSES)})"
         )
+
+
+def check_job_status(status: str | None) -> None:
+    """A status to list jobs by (None: all)."""
+    if status is not None and status not in JOB_STATUSES:
+        raise StoreError(f"unknown job status {status!r} (known: {', '.join(JOB_STATUSES)})")
 
 
 def updated_job(job: Job, changes: dict[str, Any], at: datetime) -> Job:

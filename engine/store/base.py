@@ -2,11 +2,16 @@
 
 Guarantees all backends give, checked by one conformance suite (tests/store/):
 - `claim_next_command` is atomic: a pending command is handed to exactly one engine, which
-  holds it under a lease (`lease_seconds`) that it renews with `renew_leases`.
+  holds it under a lease (`lease_seconds`) that it renews with `renew_leases`. A command for a
+  session that the store knows to be live and run by an engine (`agent_sessions.engine_id`)
+  is handed only to that engine; one for a session that has ended is failed at claim, by
+  whichever engine meets it first, with a result saying so.
 - `complete_command` writes exactly one `agent_command_results` row per command; completing a
   command twice, or one whose claim the engine lost, raises `StoreConflict`.
 - `recover_expired` handles claims whose lease ran out (the engine died): commands safe to
   repeat go back to pending, the others are failed with a reason and a result row.
+- Ending a session (`set_session_status(..., "terminated")`) cancels its pending questions,
+  with the session's end reason; a cancelled question cannot be answered (`StoreConflict`).
 - `wait_for_change` wakes on a new command or an answered question within the backend's
   latency (sqlite: polling a data-version counter; postgres: LISTEN/NOTIFY; supabase:
   Realtime), and also returns on timeout: a wake-up is only a hint, callers then read rows.
@@ -30,6 +35,7 @@ from engine.store.models import (
     AgentSession,
     CommandStatus,
     Job,
+    JobStatus,
     Office,
     QuestionStatus,
     SessionStatus,
@@ -110,7 +116,9 @@ class Store(ABC):
     @abstractmethod
     async def set_session_status(
         self, session_id: str, status: SessionStatus, *, reason: str | None = None
-    ) -> AgentSession: ...
+    ) -> AgentSession:
+        """Change the session's status (a terminated session stays terminated: StoreConflict).
+        Terminating it records `reason` and cancels its pending questions."""
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -138,7 +146,11 @@ class Store(ABC):
     async def claim_next_command(
         self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
     ) -> AgentCommand | None:
-        """Oldest pending command of the office, now `processing` and leased to `engine_id`."""
+        """Oldest pending command of the office that `engine_id` may run, now `processing` and
+        leased to it: one without a session, or whose session is unknown to the store, has no
+        engine, or is run by `engine_id`. Commands for sessions run by other engines are left
+        to them; one whose session has ended is failed (its one result says why) and the next
+        is claimed instead."""
 
     @abstractmethod
     async def renew_leases(
@@ -179,7 +191,13 @@ class Store(ABC):
 
     @abstractmethod
     async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
-        """pending -> answered (StoreConflict if it is not pending)."""
+        """pending -> answered (StoreConflict if it is not pending, with the cancel reason of a
+        cancelled one)."""
+
+    @abstractmethod
+    async def cancel_question(self, question_id: str, reason: str) -> UserQuestion:
+        """pending -> cancelled, with `reason` and `cancelled_at` (StoreConflict if it is not
+        pending, NotFound)."""
 
     # -- invocations, results, jobs -----------------------------------------------------------
 
@@ -213,6 +231,10 @@ class Store(ABC):
 
     @abstractmethod
     async def get_job(self, job_id: str) -> Job: ...
+
+    @abstractmethod
+    async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
+        """The office's jobs (of one status, or all), oldest first."""
 
     # -- wake-ups ----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Store commands of `semo`: migrate, command, sessions, questions, answer.
+"""Store commands of `semo`: migrate, command, sessions, end-session, questions, answer.
 
 Each handler opens the configured store (SEMO_STORE, SEMO_DATABASE_URL, ...), does one thing,
 prints a row or a table (or JSON with --json) and returns an exit code: 0 done, 2 bad input,
@@ -19,7 +19,12 @@ from pydantic import BaseModel
 from engine.store import open_store
 from engine.store.base import Store, StoreError, StoreUnavailable
 from engine.store.models import COMMAND_TYPES, InvalidCommand
-from engine.store.operations import answer_question, resolve_office, wait_for_result
+from engine.store.operations import (
+    answer_question,
+    end_session,
+    resolve_office,
+    wait_for_result,
+)
 
 Handler = Callable[[Store, argparse.Namespace], Awaitable[int]]
 
@@ -51,6 +56,23 @@ def add_store_commands(commands: Any) -> None:
     sessions.add_argument("--all", action="store_true", help="include terminated sessions")
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(handler=_run(_sessions))
+
+    end = commands.add_parser(
+        "end-session",
+        help="record a session whose engine is gone as ended",
+        description=(
+            "Mark a session terminated in the store, for one whose engine died and will not "
+            "come back (an engine that restarts with the same id ends its old sessions itself). "
+            "Its pending questions are cancelled and commands queued for it fail. It does not "
+            "stop a process: end a live engine's session with `semo command terminate`."
+        ),
+    )
+    end.add_argument("session_id")
+    end.add_argument(
+        "--reason", default="ended by an operator (semo end-session)", help="the end reason"
+    )
+    end.add_argument("--json", action="store_true")
+    end.set_defaults(handler=_run(_end_session))
 
     questions = commands.add_parser("questions", help="list pending ASK_USER questions")
     questions.add_argument("--office")
@@ -149,6 +171,12 @@ async def _sessions(store: Store, args: argparse.Namespace) -> int:
     office = await resolve_office(store, args.office)
     rows = await store.list_sessions(office.id, include_terminated=args.all)
     _emit(rows, args.json, ["session_id", "agent_id", "status", "last_activity_at"])
+    return 0
+
+
+async def _end_session(store: Store, args: argparse.Namespace) -> int:
+    session = await end_session(store, args.session_id, args.reason)
+    _emit(session, args.json, ["session_id", "status", "engine_id", "end_reason"])
     return 0
 
 

@@ -123,6 +123,9 @@ class UserQuestion(Row):
     answer: str | None = None
     created_at: datetime = Field(default_factory=now)
     answered_at: datetime | None = None
+    #: why a question was cancelled (its session ended, ...): it can no longer be answered
+    cancel_reason: str | None = None
+    cancelled_at: datetime | None = None
 
 
 class AgentInvocation(Row):
@@ -160,6 +163,9 @@ class Job(Row):
     context: dict[str, Any] | None = None
     status: JobStatus = "pending"
     session_id: str | None = None
+    #: the engine running (or that last ran) the job; reconcile fails the running jobs of a
+    #: dead engine
+    engine_id: str | None = None
     attempts: int = 0
     failure_reason: str | None = None
     needs_human: bool = False

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 
+from engine.store._shared import question_not_pending
 from engine.store.base import NotFound, Store, StoreConflict, StoreError
-from engine.store.models import AgentCommandResult, Office, UserQuestion
+from engine.store.models import AgentCommandResult, AgentSession, Office, UserQuestion
 
 YES = {"y", "yes", "true", "1"}
 NO = {"n", "no", "false", "0"}
@@ -64,7 +65,11 @@ async def answer_question(
     """Answer a pending question whose session is still alive (StoreConflict otherwise)."""
     question = await store.get_question(question_id)
     if question.status != "pending":
-        raise StoreConflict(f"question {question_id} is already {question.status}")
+        raise StoreConflict(
+            question_not_pending(
+                question_id, question.status, question.cancel_reason, answering=True
+            )
+        )
     if question.session_id:
         try:
             session = await store.get_session(question.session_id)
@@ -75,6 +80,18 @@ async def answer_question(
                 f"question {question_id} belongs to session {question.session_id}, which has ended"
             )
     return await store.answer_question(question_id, answer_text(question, text, option))
+
+
+async def end_session(store: Store, session_id: str, reason: str) -> AgentSession:
+    """Record a session as terminated with `reason`, for one whose engine is gone for good (a
+    live engine's sessions are ended with a `terminate` command): its pending questions are
+    cancelled, and commands still queued for it fail at their claim. StoreConflict when it has
+    ended already, NotFound when there is no such session."""
+    session = await store.get_session(session_id)
+    if session.status == "terminated":
+        why = f" ({session.end_reason})" if session.end_reason else ""
+        raise StoreConflict(f"session {session_id} has already ended{why}")
+    return await store.set_session_status(session_id, "terminated", reason=reason)
 
 
 async def wait_for_result(

@@ -1,9 +1,9 @@
 """The Postgres store: one database shared by several engines (e.g. a Supabase project's
 direct connection string). Needs the schema from `migrations/` (`semo migrate`).
 
-- Claims, lease renewal, completion and recovery run in the SQL functions of
-  migrations/0001_core.sql (`semo_claim_command` uses `FOR UPDATE SKIP LOCKED`), so the
-  supabase backend gets the same behaviour through RPC.
+- Claims, lease renewal, completion and recovery run in the SQL functions of `migrations/`
+  (`semo_claim_command` uses `FOR UPDATE SKIP LOCKED` and skips commands for live sessions of
+  other engines), so the supabase backend gets the same behaviour through RPC.
 - Wake-ups: triggers `pg_notify('semo_changes', {"office_id": ...})`; a dedicated connection
   LISTENs from `open()` on, so a change made while nobody was waiting is reported by the next
   `wait_for_change` for that office.
@@ -32,12 +32,15 @@ from engine.store._shared import (
     MAX_ATTEMPTS,
     RESULT_STATUSES,
     check_invocation_status,
+    check_job_status,
     check_lease,
     check_new_command,
     check_session_status,
-    claimed_row_problem,
+    claim_problem,
     no_nul,
+    question_not_pending,
     redact_dsn,
+    session_ended,
     updated_job,
     utc,
 )
@@ -59,6 +62,7 @@ from engine.store.models import (
     AgentSession,
     CommandStatus,
     Job,
+    JobStatus,
     Office,
     QuestionStatus,
     Row,
@@ -313,10 +317,16 @@ class PostgresStore(Store):
         try:
             row = await self._one(
                 "select to_regclass('agent_commands') is not null"
-                " and to_regproc('semo_claim_command') is not null as ready"
+                " and to_regproc('semo_claim_command') is not null as ready,"
+                " exists (select 1 from pg_attribute where attrelid = to_regclass('jobs')"
+                " and attname = 'engine_id' and not attisdropped) as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
+            if not row["current"]:
+                raise StoreError(
+                    f"{self.where} has an older semo schema than this semo: run `semo migrate`"
+                )
             await self._start_listener()
         except BaseException:
             await self.close()
@@ -519,7 +529,15 @@ class PostgresStore(Store):
                         where session_id = %(id)s returning *""",
                     {"status": status, "reason": no_nul(reason), "id": session_id},
                 )
-                return await cur.fetchone()  # type: ignore[return-value]
+                changed: dict[str, Any] = await cur.fetchone()  # type: ignore[assignment]
+                if status == "terminated":
+                    why = session_ended(session_id, changed["end_reason"])
+                    await conn.execute(
+                        "update user_questions set status = 'cancelled', cancel_reason = %s,"
+                        " cancelled_at = now() where session_id = %s and status = 'pending'",
+                        (no_nul(why), session_id),
+                    )
+                return changed
 
         return AgentSession.model_validate(await self._op(change))
 
@@ -579,10 +597,18 @@ class PostgresStore(Store):
                     row = await cur.fetchone()
                     if row is None:
                         return None
-                    problem = claimed_row_problem(row)
+                    session = None
+                    if row["session_id"]:
+                        cur = await conn.execute(
+                            "select status, end_reason from agent_sessions where session_id = %s",
+                            (row["session_id"],),
+                        )
+                        session = await cur.fetchone()
+                    problem = claim_problem(row, session)
                     if problem is None:
                         return row
-                    # inserted around insert_command with a bad payload: fail it, claim the next
+                    # a bad row inserted around insert_command, or an ended session: fail it,
+                    # and claim the next
                     await conn.execute(
                         "select * from semo_complete_command(%s, %s, false, null, %s)",
                         (row["id"], engine_id, no_nul(problem)),
@@ -660,33 +686,62 @@ class PostgresStore(Store):
         )
 
     async def _transition(
-        self, table: str, row_id: str, what: str, sql: str, params: dict[str, Any]
+        self,
+        table: str,
+        row_id: str,
+        what: str,
+        sql: str,
+        params: dict[str, Any],
+        conflict: Callable[[dict[str, Any]], str] | None = None,
     ) -> dict[str, Any]:
         """Run a `... where id = %(id)s and status = 'pending' returning *` update; when it
-        changes nothing, say why (NotFound or StoreConflict)."""
+        changes nothing, say why (NotFound, or StoreConflict with `conflict(current row)`)."""
 
         async def run(conn: Conn) -> dict[str, Any]:
             row = await (await conn.execute(sql, {**params, "id": row_id})).fetchone()
             if row is not None:
                 return row
-            cur = await conn.execute(f"select status from {table} where id = %s", (row_id,))
+            cur = await conn.execute(f"select * from {table} where id = %s", (row_id,))
             current = await cur.fetchone()
             if current is None:
                 raise NotFound(f"no {what} {row_id}")
+            if conflict is not None:
+                raise StoreConflict(conflict(current))
             raise StoreConflict(f"{what} {row_id} is already {current['status']}")
 
         return await self._op(run)
 
-    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
+    async def _close_question(
+        self, question_id: str, sets: str, params: dict[str, Any], *, answering: bool
+    ) -> UserQuestion:
         row = await self._transition(
             "user_questions",
             question_id,
             "question",
-            "update user_questions set status = 'answered', answer = %(answer)s,"
-            " answered_at = now() where id = %(id)s and status = 'pending' returning *",
-            {"answer": no_nul(answer)},
+            f"update user_questions set {sets} where id = %(id)s and status = 'pending'"
+            " returning *",
+            params,
+            lambda current: question_not_pending(
+                question_id, current["status"], current["cancel_reason"], answering=answering
+            ),
         )
         return UserQuestion.model_validate(row)
+
+    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
+        return await self._close_question(
+            question_id,
+            "status = 'answered', answer = %(answer)s, answered_at = now()",
+            {"answer": no_nul(answer)},
+            answering=True,
+        )
+
+    async def cancel_question(self, question_id: str, reason: str) -> UserQuestion:
+        return await self._close_question(
+            question_id,
+            "status = 'cancelled', cancel_reason = %(reason)s, cancelled_at = now()",
+            {"reason": no_nul(reason)},
+            answering=False,
+        )
 
     # -- invocations, results, jobs -----------------------------------------------------------
 
@@ -764,3 +819,12 @@ class PostgresStore(Store):
 
     async def get_job(self, job_id: str) -> Job:
         return await self._get(Job, "jobs", "id", job_id, "job")
+
+    async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
+        check_job_status(status)
+        where = "" if status is None else " and status = %(status)s"
+        return await self._list(
+            Job,
+            f"select * from jobs where office_id = %(office)s{where} order by created_at, id",
+            {"office": office_id, "status": status},
+        )

@@ -4,6 +4,8 @@
 - Every operation runs as one function on a dedicated thread that owns the connection; writes
   run inside `BEGIN IMMEDIATE`, so a claim (read the oldest pending row, mark it processing) is
   atomic across connections and processes.
+- The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`): a new file gets `SCHEMA`,
+  an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql`).
 - Datetimes are ISO-8601 UTC text of fixed width (so text order is time order); JSON fields
   are TEXT.
 - Wake-ups: triggers bump a per-office counter in `semo_wakeups` on a new command, a command
@@ -32,12 +34,15 @@ from engine.store._shared import (
     MAX_ATTEMPTS,
     RESULT_STATUSES,
     check_invocation_status,
+    check_job_status,
     check_lease,
     check_new_command,
     check_session_status,
-    claimed_row_problem,
+    claim_problem,
     no_nul,
+    question_not_pending,
     recovery_reason,
+    session_ended,
     updated_job,
     utc,
 )
@@ -59,6 +64,7 @@ from engine.store.models import (
     AgentSession,
     CommandStatus,
     Job,
+    JobStatus,
     Office,
     QuestionStatus,
     Row,
@@ -67,7 +73,7 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS offices (
@@ -150,10 +156,14 @@ CREATE TABLE IF NOT EXISTS user_questions (
                        CHECK (status IN ('pending', 'answered', 'cancelled')),
     answer         TEXT,
     created_at     TEXT NOT NULL,
-    answered_at    TEXT
+    answered_at    TEXT,
+    cancel_reason  TEXT,
+    cancelled_at   TEXT
 );
 CREATE INDEX IF NOT EXISTS user_questions_office_id_idx
     ON user_questions (office_id, status, created_at);
+CREATE INDEX IF NOT EXISTS user_questions_session_idx
+    ON user_questions (session_id) WHERE status = 'pending';
 
 CREATE TABLE IF NOT EXISTS agent_invocations (
     id                 TEXT PRIMARY KEY,
@@ -200,9 +210,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     failure_reason  TEXT,
     needs_human     INTEGER NOT NULL DEFAULT 0,
     created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    updated_at      TEXT NOT NULL,
+    engine_id       TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_office_id_idx ON jobs (office_id, status, created_at);
+CREATE INDEX IF NOT EXISTS jobs_running_engine_idx
+    ON jobs (office_id, engine_id) WHERE status = 'running';
 
 CREATE TABLE IF NOT EXISTS semo_wakeups (
     office_id  TEXT PRIMARY KEY,
@@ -239,6 +252,33 @@ BEGIN
     INSERT INTO semo_wakeups (office_id, seq) VALUES (NEW.office_id, 1)
         ON CONFLICT (office_id) DO UPDATE SET seq = seq + 1;
 END;
+"""
+
+#: What turns a file of schema version N into N + 1 (`SCHEMA`, all IF NOT EXISTS, runs after).
+UPGRADES: dict[int, str] = {
+    1: """
+ALTER TABLE jobs ADD COLUMN engine_id TEXT;
+ALTER TABLE user_questions ADD COLUMN cancel_reason TEXT;
+ALTER TABLE user_questions ADD COLUMN cancelled_at TEXT;
+""",
+}
+
+#: The oldest pending command of an office that :engine may run: none for a live session of
+#: another engine (a session unknown here, without an engine or ended is anybody's).
+CLAIM_SQL = """
+UPDATE agent_commands
+   SET status = 'processing', claimed_by = :engine,
+       lease_expires_at = :lease, attempts = attempts + 1, updated_at = :at
+ WHERE id = (SELECT p.id FROM agent_commands p
+              WHERE p.office_id = :office AND p.status = 'pending'
+                AND NOT EXISTS (SELECT 1 FROM agent_sessions s
+                                 WHERE s.session_id = p.session_id
+                                   AND s.status <> 'terminated'
+                                   AND s.engine_id IS NOT NULL
+                                   AND s.engine_id <> :engine)
+              ORDER BY p.created_at, p.rowid LIMIT 1)
+   AND status = 'pending'
+RETURNING *
 """
 
 #: Columns holding JSON text, per table.
@@ -389,20 +429,33 @@ class SqliteStore(Store):
                     f"{SCHEMA_VERSION}: upgrade semo"
                 )
             if version < SCHEMA_VERSION:
-                try:
-                    # every statement is IF NOT EXISTS: two processes creating it at once is fine
-                    conn.executescript(
-                        f"BEGIN IMMEDIATE;\n{SCHEMA}\n"
-                        f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
-                    )
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
+                self._create_schema(conn, version)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    @staticmethod
+    def _create_schema(conn: sqlite3.Connection, version: int) -> None:
+        """Create the schema (version 0: a new file) or upgrade it from `version`."""
+        steps = "".join(UPGRADES[v] for v in range(version, SCHEMA_VERSION)) if version else ""
+        try:
+            # every SCHEMA statement is IF NOT EXISTS: two processes creating it at once is fine
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\n{steps}{SCHEMA}\n"
+                f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
+            )
+        except sqlite3.OperationalError:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            # another process upgraded the file between our look at its version and our lock
+            # (its ALTER TABLEs ran first: "duplicate column name")
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                raise
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -537,7 +590,7 @@ class SqliteStore(Store):
                     f"session {session_id} is terminated; it cannot become {status}"
                 )
             at = ts(now())
-            return c.execute(
+            changed = c.execute(
                 """UPDATE agent_sessions
                       SET status = :status, last_activity_at = :at,
                           end_reason = coalesce(:reason, end_reason),
@@ -546,6 +599,14 @@ class SqliteStore(Store):
                     WHERE session_id = :id RETURNING *""",
                 {"status": status, "at": at, "reason": no_nul(reason), "id": session_id},
             ).fetchone()
+            if status == "terminated":
+                why = session_ended(session_id, changed["end_reason"])
+                c.execute(
+                    "UPDATE user_questions SET status = 'cancelled', cancel_reason = ?,"
+                    " cancelled_at = ? WHERE session_id = ? AND status = 'pending'",
+                    (no_nul(why), at, session_id),
+                )
+            return changed
 
         return _model(AgentSession, await self._run(change, write=True))  # type: ignore[return-value]
 
@@ -592,14 +653,7 @@ class SqliteStore(Store):
             while True:
                 at = now()
                 row = c.execute(
-                    """UPDATE agent_commands
-                          SET status = 'processing', claimed_by = :engine,
-                              lease_expires_at = :lease, attempts = attempts + 1, updated_at = :at
-                        WHERE id = (SELECT id FROM agent_commands
-                                     WHERE office_id = :office AND status = 'pending'
-                                     ORDER BY created_at, rowid LIMIT 1)
-                          AND status = 'pending'
-                    RETURNING *""",
+                    CLAIM_SQL,
                     {
                         "engine": engine_id,
                         "lease": ts(at + lease),
@@ -609,10 +663,17 @@ class SqliteStore(Store):
                 ).fetchone()
                 if row is None:
                     return None
-                problem = claimed_row_problem(_decode(row))
+                session = None
+                if row["session_id"]:
+                    session = c.execute(
+                        "SELECT status, end_reason FROM agent_sessions WHERE session_id = ?",
+                        (row["session_id"],),
+                    ).fetchone()
+                problem = claim_problem(_decode(row), None if session is None else dict(session))
                 if problem is None:
                     return row
-                # inserted around insert_command with a bad payload: fail it, claim the next
+                # a bad row inserted around insert_command, or an ended session: fail it, and
+                # claim the next
                 self._finish(c, row["id"], success=False, result=None, error=problem)
 
         return _model(AgentCommand, await self._run(claim, write=True))
@@ -752,22 +813,42 @@ class SqliteStore(Store):
             params,
         )
 
-    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
-        def answer_it(c: sqlite3.Connection) -> sqlite3.Row:
+    async def _close_question(
+        self, question_id: str, changes: dict[str, Any], *, answering: bool
+    ) -> UserQuestion:
+        """pending -> `changes` (with their status); NotFound or StoreConflict saying why not."""
+
+        def close(c: sqlite3.Connection) -> sqlite3.Row:
             row = c.execute(
-                "SELECT status FROM user_questions WHERE id = ?", (question_id,)
+                "SELECT status, cancel_reason FROM user_questions WHERE id = ?", (question_id,)
             ).fetchone()
             if row is None:
                 raise NotFound(f"no question {question_id}")
             if row["status"] != "pending":
-                raise StoreConflict(f"question {question_id} is already {row['status']}")
+                raise StoreConflict(
+                    question_not_pending(
+                        question_id, row["status"], row["cancel_reason"], answering=answering
+                    )
+                )
+            sets = ", ".join(f"{k} = :{k}" for k in changes)
             return c.execute(
-                "UPDATE user_questions SET status = 'answered', answer = ?, answered_at = ?"
-                " WHERE id = ? RETURNING *",
-                (no_nul(answer), ts(now()), question_id),
+                f"UPDATE user_questions SET {sets} WHERE id = :id RETURNING *",
+                {**changes, "id": question_id},
             ).fetchone()
 
-        return _model(UserQuestion, await self._run(answer_it, write=True))  # type: ignore[return-value]
+        return _model(UserQuestion, await self._run(close, write=True))  # type: ignore[return-value]
+
+    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
+        changes = {"status": "answered", "answer": no_nul(answer), "answered_at": ts(now())}
+        return await self._close_question(question_id, changes, answering=True)
+
+    async def cancel_question(self, question_id: str, reason: str) -> UserQuestion:
+        changes = {
+            "status": "cancelled",
+            "cancel_reason": no_nul(reason),
+            "cancelled_at": ts(now()),
+        }
+        return await self._close_question(question_id, changes, answering=False)
 
     # -- invocations, results, jobs -----------------------------------------------------------
 
@@ -847,6 +928,14 @@ class SqliteStore(Store):
 
     async def get_job(self, job_id: str) -> Job:
         return await self._get(Job, "jobs", "id", job_id, "job")
+
+    async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
+        check_job_status(status)
+        where = "" if status is None else " AND status = ?"
+        params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
+        return await self._list(
+            Job, f"SELECT * FROM jobs WHERE office_id = ?{where} ORDER BY created_at, rowid", params
+        )
 
     # -- wake-ups ----------------------------------------------------------------------------
 

@@ -2,9 +2,11 @@
 `supabase` async client (2.34.1) used unmodified. Needs the schema from `migrations/`.
 
 - Rows: the PostgREST table API. Claims, lease renewal, completion and recovery: RPC of the SQL
-  functions of migrations/0001_core.sql (the same ones the postgres backend calls), so every
-  backend hands a command to exactly one engine. Updates that the postgres backend runs under
-  `SELECT ... FOR UPDATE` (session status, jobs) are compare-and-set PATCHes here.
+  functions of `migrations/` (the same ones the postgres backend calls), so every backend hands
+  a command to exactly one engine, and a session's commands to the engine that runs it.
+  Updates that the postgres backend runs under `SELECT ... FOR UPDATE` (session status, jobs)
+  are compare-and-set PATCHes here; ending a session cancels its pending questions with a
+  second PATCH (a failure there is logged; `reconcile` cancels them on the next start).
 - Errors: SQLSTATE PT404/PT409 (raised by those functions; PostgREST answers 404/409) become
   NotFound/StoreConflict, a foreign-key violation NotFound, a duplicate key StoreConflict, a
   network error, a timeout or an HTTP 5xx StoreUnavailable. Messages never contain the key.
@@ -59,11 +61,14 @@ from engine.store._shared import (
     MAX_ATTEMPTS,
     RESULT_STATUSES,
     check_invocation_status,
+    check_job_status,
     check_lease,
     check_new_command,
     check_session_status,
-    claimed_row_problem,
+    claim_problem,
     no_nul,
+    question_not_pending,
+    session_ended,
     updated_job,
     utc,
 )
@@ -85,6 +90,7 @@ from engine.store.models import (
     AgentSession,
     CommandStatus,
     Job,
+    JobStatus,
     Office,
     QuestionStatus,
     Row,
@@ -299,6 +305,10 @@ class SupabaseStore(Store):
             return StoreConflict(duplicate or message)
         if code in ("PGRST202", "PGRST205", "42P01", "42883"):
             return StoreError(f"{self.url} lacks the semo schema, run `semo migrate`: {message}")
+        if code in ("PGRST204", "42703"):
+            return StoreError(
+                f"{self.url} has an older semo schema than this semo, run `semo migrate`: {message}"
+            )
         if status in (401, 403) or code in ("PGRST301", "PGRST302", "42501"):
             return StoreError(
                 f"{self.url} refused the key (use the project's service-role key as "
@@ -407,6 +417,8 @@ class SupabaseStore(Store):
         self._forced, self._failures = None, 0
         try:
             await self._rows(lambda c: c.table("agent_commands").select("id").limit(1))
+            # a column of the latest migration: the schema is current
+            await self._rows(lambda c: c.table("jobs").select("engine_id").limit(1))
             # the functions exist too (renews nothing: no engine has an empty id)
             await self._run(
                 lambda c: c.rpc("semo_renew_leases", {"p_engine_id": "", "p_lease_seconds": 1})
@@ -1027,8 +1039,35 @@ class SupabaseStore(Store):
                 )
             )
             if rows:
-                return AgentSession.model_validate(rows[0])
+                session = AgentSession.model_validate(rows[0])
+                if status == "terminated":
+                    await self._cancel_session_questions(session)
+                return session
         raise StoreConflict(f"session {session_id} kept changing; try again")
+
+    async def _cancel_session_questions(self, session: AgentSession) -> None:
+        """The pending questions of an ended session: cancelled (best effort: the session has
+        ended whatever happens here, and reconcile cancels what is left on the next start)."""
+        changes = {
+            "status": "cancelled",
+            "cancel_reason": no_nul(session_ended(session.session_id, session.end_reason)),
+            "cancelled_at": now().isoformat(),
+        }
+        try:
+            await self._run(
+                lambda c: (
+                    c.table("user_questions")
+                    .update(changes)
+                    .eq("session_id", session.session_id)
+                    .eq("status", "pending")
+                )
+            )
+        except StoreError as error:
+            log.warning(
+                "session %s ended, but its pending questions were not cancelled: %s",
+                session.session_id,
+                error,
+            )
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -1088,10 +1127,11 @@ class SupabaseStore(Store):
                 return None
             row = rows[0]
             self._remember(row.get("id"), office_id)
-            problem = claimed_row_problem(row)
+            problem = claim_problem(row, await self._session_state(row.get("session_id")))
             if problem is None:
                 return AgentCommand.model_validate(row)
-            # inserted around insert_command with a bad payload: fail it, claim the next
+            # a bad row inserted around insert_command, or an ended session: fail it, and
+            # claim the next
             await self._run(
                 lambda c, row=row, problem=problem: c.rpc(
                     "semo_complete_command",
@@ -1104,6 +1144,20 @@ class SupabaseStore(Store):
                     },
                 )
             )
+
+    async def _session_state(self, session_id: Any) -> dict[str, Any] | None:
+        """The status and end reason of a command's session (None: no session, or unknown)."""
+        if not isinstance(session_id, str) or not session_id:
+            return None
+        rows = await self._rows(
+            lambda c: (
+                c.table("agent_sessions")
+                .select("status,end_reason")
+                .eq("session_id", session_id)
+                .limit(1)
+            )
+        )
+        return rows[0] if rows else None
 
     async def renew_leases(
         self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
@@ -1177,30 +1231,52 @@ class SupabaseStore(Store):
         return await self._list(UserQuestion, build)
 
     async def _transition(
-        self, table: str, row_id: str, what: str, changes: dict[str, Any]
+        self,
+        table: str,
+        row_id: str,
+        what: str,
+        changes: dict[str, Any],
+        conflict: Callable[[dict[str, Any]], str] | None = None,
     ) -> dict[str, Any]:
         """pending -> something, by a PATCH filtered on status=pending; when it changes
-        nothing, say why (NotFound or StoreConflict)."""
+        nothing, say why (NotFound, or StoreConflict with `conflict(current row)`)."""
         rows = await self._rows(
             lambda c: c.table(table).update(changes).eq("id", row_id).eq("status", "pending")
         )
         if rows:
             return rows[0]
-        current = await self._rows(
-            lambda c: c.table(table).select("status").eq("id", row_id).limit(1)
-        )
+        current = await self._rows(lambda c: c.table(table).select("*").eq("id", row_id).limit(1))
         if not current:
             raise NotFound(f"no {what} {row_id}")
+        if conflict is not None:
+            raise StoreConflict(conflict(current[0]))
         raise StoreConflict(f"{what} {row_id} is already {current[0]['status']}")
 
-    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
+    async def _close_question(
+        self, question_id: str, changes: dict[str, Any], *, answering: bool
+    ) -> UserQuestion:
         row = await self._transition(
             "user_questions",
             question_id,
             "question",
-            {"status": "answered", "answer": no_nul(answer), "answered_at": now().isoformat()},
+            changes,
+            lambda current: question_not_pending(
+                question_id, current["status"], current.get("cancel_reason"), answering=answering
+            ),
         )
         return UserQuestion.model_validate(row)
+
+    async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
+        changes = {"status": "answered", "answer": no_nul(answer), "answered_at": now().isoformat()}
+        return await self._close_question(question_id, changes, answering=True)
+
+    async def cancel_question(self, question_id: str, reason: str) -> UserQuestion:
+        changes = {
+            "status": "cancelled",
+            "cancel_reason": no_nul(reason),
+            "cancelled_at": now().isoformat(),
+        }
+        return await self._close_question(question_id, changes, answering=False)
 
     # -- invocations, results, jobs -----------------------------------------------------------
 
@@ -1279,6 +1355,17 @@ class SupabaseStore(Store):
 
     async def get_job(self, job_id: str) -> Job:
         return await self._get(Job, "jobs", "id", job_id, "job")
+
+    async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
+        check_job_status(status)
+
+        def build(c: AsyncClient) -> Any:
+            query = c.table("jobs").select("*").eq("office_id", office_id)
+            if status is not None:
+                query = query.eq("status", status)
+            return query.order("created_at").order("id")
+
+        return await self._list(Job, build)
 
 
 def from_config(config: StoreConfig) -> SupabaseStore:

@@ -11,8 +11,10 @@ cannot serve the request and one that raises unexpectedly all end in one failed 
 clear message; stop() lets a command finish within its grace and fails the rest "engine
 stopping"; leases are renewed while a command runs; a result the store refuses is retried, and
 one it keeps refusing is left to the lease (recover_expired requeues it, then it runs once);
-two dispatchers (two engines) on one office never run a command twice. Events on the bus:
-one CommandClaimed and one CommandFinished per command.
+two dispatchers (two engines) on one office never run a command twice, and with sessions
+recorded in the store each runs only the commands of its own sessions (a command for an ended
+session fails at claim). Events on the bus: one CommandClaimed and one CommandFinished per
+command.
 """
 
 from __future__ import annotations
@@ -531,3 +533,70 @@ async def test_two_engines_on_one_office_never_run_a_command_twice(rig: Rig) -> 
     assert all(kinds == ["command_claimed", "command_finished"] for kinds in events.values())
     assert first.stats.claimed + second.stats.claimed == 50
     assert handled[sid] == 25
+
+
+async def test_each_engine_runs_the_commands_of_its_own_sessions(rig: Rig, tmp_path: Path) -> None:
+    """Two engines on one office, each with a session it records in the store: every command
+    for a session runs on the engine that runs it (none fails "no session ... on this
+    engine"), office-level commands on either, and a command for a session that has ended
+    fails at claim with the session's end reason."""
+    agent = Agent(office_id=rig.office.id, name="shell", role="SH", command=BASH)
+    owners: dict[str, str] = {}
+    dispatchers = []
+    for engine_id in ("engine-1", "engine-2"):
+        manager = SessionManager(
+            store=await rig.stores.new(),
+            office_id=rig.office.id,
+            engine_id=engine_id,
+            agent_env=bash_env(),
+            runtime_dir=tmp_path / f"run-{engine_id}",
+        )
+        await manager.start()
+        session = await manager.create(agent, working_dir=rig.folder, cols=80, rows=24)
+        await session.wait_ready(TIMEOUT)
+        owners[session.session_id] = engine_id
+        dispatcher = CommandDispatcher(
+            manager.store,  # type: ignore[arg-type]
+            manager,
+            office_id=rig.office.id,
+            engine_id=engine_id,
+            bus=rig.bus,
+            create_session=rig.create,
+            poll_interval=NO_POLL,
+            max_concurrent=4,
+        )
+        rig.dispatchers.append(dispatcher)
+        dispatchers.append((manager, dispatcher))
+    try:
+        for session_id in owners:  # recorded with the engine that runs it
+            assert (await rig.store.get_session(session_id)).engine_id == owners[session_id]
+        for _, dispatcher in dispatchers:
+            dispatcher.start()
+        sessions = list(owners)
+        ids = [await rig.insert("get_output", {"lines": 3}, sessions[i % 2]) for i in range(20)]
+        office_level = await rig.insert("run_job", {"job_id": "j"})
+        for command_id in ids:
+            result = await rig.result(command_id)
+            assert result.success, result.error
+        assert (await rig.result(office_level)).error.startswith("jobs are not enabled")  # type: ignore[union-attr]
+        await check_one_result_each(rig, [*ids, office_level])
+        for command_id in ids:
+            command = await rig.store.get_command(command_id)
+            assert command.claimed_by == owners[command.session_id or ""]
+
+        # engine-2 ends its session; a command for it fails at claim, run by nobody
+        manager_2 = dispatchers[1][0]
+        ended = sessions[1]
+        await manager_2.terminate(ended, reason="operator ended it")
+        assert (await rig.store.get_session(ended)).status == "terminated"
+        late = await rig.insert("send_text", {"text": "echo late"}, ended)
+        result = await rig.result(late)
+        assert result.error == (
+            f"session {ended} has ended: operator ended it; the command was not run"
+        )
+        claimed = sum(d.stats.claimed for _, d in dispatchers)
+        assert claimed == len(ids) + 1  # the failed-at-claim command reached no dispatcher
+    finally:
+        for manager, dispatcher in dispatchers:
+            await dispatcher.stop(grace=0)
+            await manager.close()

@@ -338,6 +338,7 @@ async def test_a_job_is_done_when_the_agent_says_done(rig: Rig) -> None:
     assert job.attempts == 1
     assert job.failure_reason is None and not job.needs_human
     assert job.session_id is not None
+    assert job.engine_id == rig.manager.engine_id  # so that reconcile knows whose job it was
     assert await rig.store.get_job(job.id) == job
     [prompt] = setup.prompts()
     assert prompt.startswith("Add a GET /health endpoint")

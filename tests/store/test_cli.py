@@ -194,3 +194,26 @@ async def test_unreachable_postgres_is_exit_code_3(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 3 and "store unavailable" in result.stderr
     assert "secret" not in result.stderr
+
+
+async def test_end_session_ends_a_gone_engines_session(backend: Stores) -> None:
+    store = await backend.new()
+    office, session, choice, _ = await seed(store)
+    queued = await store.insert_command(office.id, "get_output", session_id=session.session_id)
+    ended = await semo(
+        backend, "end-session", session.session_id, "--reason", "host lost", "--json"
+    )
+    assert ended.returncode == 0, ended.stderr
+    row = json.loads(ended.stdout)
+    assert (row["status"], row["end_reason"]) == ("terminated", "host lost")
+    question = await store.get_question(choice.id)
+    assert question.status == "cancelled"
+    assert question.cancel_reason == f"session {session.session_id} has ended: host lost"
+    # the queued command fails at the next claim, whichever engine makes it
+    assert await store.claim_next_command(office.id, "any-engine") is None
+    result = await store.get_result(queued.id)
+    assert result is not None and result.error is not None and "host lost" in result.error
+    again = await semo(backend, "end-session", session.session_id)
+    assert again.returncode == 2 and "has already ended (host lost)" in again.stderr
+    missing = await semo(backend, "end-session", "no-such-session")
+    assert missing.returncode == 2 and "no session no-such-session" in missing.stderr

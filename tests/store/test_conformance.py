@@ -1,4 +1,5 @@
-"""One suite for every Store backend (see conftest.py: each test runs on sqlite and postgres).
+"""One suite for every Store backend (see conftest.py: each test runs on sqlite, postgres and
+supabase through the emulator).
 
 Latency is not asserted here (budgets live in bench/); wake-ups are checked to arrive, with
 generous timeouts.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -29,6 +31,7 @@ from engine.store.models import (
     Office,
     UserQuestion,
 )
+from engine.store.operations import answer_question
 from tests.store.conftest import ADMIN_DSN, Stores
 
 REPO = Path(__file__).resolve().parents[2]
@@ -227,6 +230,101 @@ async def test_two_engines_drain_a_queue_exactly_once(stores: Stores) -> None:
         assert result is not None and result.result == {"by": names[0]}
 
 
+# -- sessions and their engines ------------------------------------------------------------------
+
+
+async def live_session(store: Store, office_id: str, engine_id: str | None) -> AgentSession:
+    return await store.upsert_session(
+        AgentSession(office_id=office_id, agent_id="a", engine_id=engine_id, status="ready")
+    )
+
+
+async def test_a_session_command_goes_only_to_the_engine_that_runs_the_session(
+    stores: Stores,
+) -> None:
+    a, b = await stores.new(), await stores.new()
+    o = await office(a)
+    mine = await live_session(a, o.id, "engine-a")
+    first = await a.insert_command(o.id, "get_output", session_id=mine.session_id)
+    office_level = await a.insert_command(o.id, "create_session", {"role": "BE"})
+    second = await a.insert_command(o.id, "send_text", {"text": "x"}, session_id=mine.session_id)
+
+    # engine B skips A's session's commands, older or not, and takes the office-level one
+    taken = await b.claim_next_command(o.id, "engine-b")
+    assert taken is not None and taken.id == office_level.id and taken.claimed_by == "engine-b"
+    assert await b.claim_next_command(o.id, "engine-b") is None
+    assert (await b.get_command(first.id)).status == "pending"
+    # engine A gets them, oldest first
+    assert (await a.claim_next_command(o.id, "engine-a")).id == first.id  # type: ignore[union-attr]
+    assert (await a.claim_next_command(o.id, "engine-a")).id == second.id  # type: ignore[union-attr]
+    assert await a.claim_next_command(o.id, "engine-a") is None
+
+    # a command without a session is anybody's; so is one whose session the store does not
+    # know, or that no engine is recorded to run (the dispatcher then says what it has)
+    nobodys = await live_session(a, o.id, None)
+    for engine, store in (("engine-a", a), ("engine-b", b)):
+        job = await store.insert_command(o.id, "run_job", {"job_id": "j"})
+        assert (await store.claim_next_command(o.id, engine)).id == job.id  # type: ignore[union-attr]
+        for session_id in ("unknown-session", nobodys.session_id):
+            command = await store.insert_command(o.id, "get_output", session_id=session_id)
+            assert (await store.claim_next_command(o.id, engine)).id == command.id  # type: ignore[union-attr]
+
+
+async def test_a_command_for_an_ended_session_fails_at_claim(store: Store) -> None:
+    o = await office(store)
+    gone = await live_session(store, o.id, "engine-a")
+    orphan = await store.insert_command(
+        o.id, "send_prompt", {"prompt": "hi"}, session_id=gone.session_id
+    )
+    follower = await store.insert_command(o.id, "create_session", {"role": "BE"})
+    await store.set_session_status(gone.session_id, "terminated", reason="operator ended it")
+
+    # any engine meets it, fails it with a reason, and claims the next one instead
+    claimed = await store.claim_next_command(o.id, "engine-b")
+    assert claimed is not None and claimed.id == follower.id
+    failed = await store.get_command(orphan.id)
+    assert failed.status == "failed" and failed.lease_expires_at is None
+    result = await store.get_result(orphan.id)
+    assert result is not None and not result.success and result.result is None
+    assert result.error == (
+        f"session {gone.session_id} has ended: operator ended it; the command was not run"
+    )
+    assert await store.claim_next_command(o.id, "engine-a") is None
+
+
+async def test_two_engines_drain_their_own_sessions_commands(stores: Stores) -> None:
+    engines = {name: await stores.new() for name in ("engine-0", "engine-1", "engine-2")}
+    o = await office(engines["engine-0"])
+    owner_of: dict[str, str] = {}
+    sessions = {
+        name: (await live_session(store, o.id, name)).session_id for name, store in engines.items()
+    }
+    for index in range(30):
+        name = f"engine-{index % 3}"
+        session_id = sessions[name] if index % 5 else None  # every fifth: office-level
+        command = await engines[name].insert_command(
+            o.id,
+            "run_job" if session_id is None else "get_output",
+            {"job_id": "j"} if session_id is None else {},
+            session_id=session_id,
+        )
+        owner_of[command.id] = name if session_id else ""
+    claims: dict[str, list[str]] = {}
+
+    async def drain(name: str) -> None:
+        store = engines[name]
+        while (command := await store.claim_next_command(o.id, name)) is not None:
+            claims.setdefault(command.id, []).append(name)
+            await store.complete_command(command.id, name, success=True)
+
+    await asyncio.gather(*(drain(name) for name in engines))
+    assert set(claims) == set(owner_of)
+    assert all(len(names) == 1 for names in claims.values())
+    for command_id, owner in owner_of.items():
+        if owner:
+            assert claims[command_id] == [owner]
+
+
 async def test_renew_leases(store: Store) -> None:
     o = await office(store)
     await store.insert_command(o.id, "get_output", session_id="s")
@@ -419,6 +517,59 @@ async def test_questions(store: Store) -> None:
         )
 
 
+async def test_cancel_question(store: Store) -> None:
+    o = await office(store)
+    asked = await store.create_question(
+        UserQuestion(office_id=o.id, agent_id="a", session_id="s", question="Which?")
+    )
+    other = await store.create_question(UserQuestion(office_id=o.id, agent_id="a", question="?"))
+    cancelled = await store.cancel_question(asked.id, "nobody needs it 이제")
+    assert cancelled.status == "cancelled" and cancelled.cancel_reason == "nobody needs it 이제"
+    assert cancelled.cancelled_at is not None and cancelled.answer is None
+    assert cancelled.answered_at is None
+    assert await store.get_question(asked.id) == cancelled
+    assert [q.id for q in await store.list_questions(o.id)] == [other.id]
+    assert [q.id for q in await store.list_questions(o.id, status="cancelled")] == [asked.id]
+
+    refused = f"question {asked.id} is already cancelled (nobody needs it 이제); it can no longer"
+    with pytest.raises(StoreConflict, match=re.escape(refused)):
+        await store.answer_question(asked.id, "this one")
+    with pytest.raises(StoreConflict, match=re.escape(refused)):
+        await answer_question(store, asked.id, text="this one")
+    with pytest.raises(StoreConflict, match="is already cancelled"):
+        await store.cancel_question(asked.id, "again")
+    assert await store.get_question(asked.id) == cancelled  # nothing changed
+    await store.answer_question(other.id, "yes")
+    with pytest.raises(StoreConflict, match="already answered"):
+        await store.cancel_question(other.id, "too late")
+    with pytest.raises(NotFound):
+        await store.cancel_question("no-such-question", "x")
+
+
+async def test_ending_a_session_cancels_its_pending_questions(store: Store) -> None:
+    o = await office(store)
+    ending = await live_session(store, o.id, "engine-a")
+    staying = await live_session(store, o.id, "engine-a")
+
+    async def ask(session_id: str | None) -> UserQuestion:
+        return await store.create_question(
+            UserQuestion(office_id=o.id, agent_id="a", session_id=session_id, question="?")
+        )
+
+    pending, answered = await ask(ending.session_id), await ask(ending.session_id)
+    await store.answer_question(answered.id, "done")
+    elsewhere, loose = await ask(staying.session_id), await ask(None)
+    await store.set_session_status(ending.session_id, "executing")
+    assert (await store.get_question(pending.id)).status == "pending"
+
+    await store.set_session_status(ending.session_id, "terminated", reason="the CLI quit")
+    row = await store.get_question(pending.id)
+    assert row.status == "cancelled" and row.cancelled_at is not None
+    assert row.cancel_reason == f"session {ending.session_id} has ended: the CLI quit"
+    assert (await store.get_question(answered.id)).status == "answered"
+    assert [q.id for q in await store.list_questions(o.id)] == [elsewhere.id, loose.id]
+
+
 # -- invocations, results, jobs ----------------------------------------------------------------
 
 
@@ -505,6 +656,30 @@ async def test_jobs(store: Store) -> None:
         await store.get_job("no-such-job")
     with pytest.raises(StoreConflict):
         await store.create_job(job)
+
+
+async def test_list_jobs(store: Store) -> None:
+    o = await office(store)
+    other = await office(store, "other")
+    jobs = [
+        await store.create_job(Job(office_id=o.id, agent_id="a", task=f"task {i}"))
+        for i in range(4)
+    ]
+    await store.create_job(Job(office_id=other.id, agent_id="a", task="elsewhere"))
+    running = await store.update_job(jobs[1].id, status="running", engine_id="engine-1")
+    assert running.engine_id == "engine-1"
+    await store.update_job(jobs[3].id, status="running", engine_id="engine-2")
+    await store.update_job(jobs[2].id, status="done")
+    assert [j.id for j in await store.list_jobs(o.id)] == [j.id for j in jobs]
+    listed = await store.list_jobs(o.id, status="running")
+    assert [(j.id, j.engine_id) for j in listed] == [
+        (jobs[1].id, "engine-1"),
+        (jobs[3].id, "engine-2"),
+    ]
+    assert [j.id for j in await store.list_jobs(o.id, status="pending")] == [jobs[0].id]
+    assert await store.list_jobs("no-such-office") == []
+    with pytest.raises(StoreError, match="unknown job status"):
+        await store.list_jobs(o.id, status="exploded")  # type: ignore[arg-type]
 
 
 # -- wake-ups ----------------------------------------------------------------------------------

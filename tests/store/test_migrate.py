@@ -1,10 +1,13 @@
-"""`migrate`: applies migrations/*.sql once each, safely when run concurrently; what they set up."""
+"""`migrate`: applies migrations/*.sql once each, safely when run concurrently; what they set up;
+stores opened on an older schema (postgres, supabase: refused with what to do; sqlite:
+upgraded)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import shutil
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -13,7 +16,12 @@ import pytest
 
 from engine.store.base import StoreError, StoreUnavailable
 from engine.store.migrate import migrate, migration_files, migrations_dir
-from tests.store.conftest import admin_connection, fresh_database
+from engine.store.models import Job, Office, UserQuestion
+from engine.store.postgres import PostgresStore
+from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
+from engine.store.supabase import SupabaseStore
+from tests.store.conftest import ADMIN_DSN, admin_connection, fresh_database
+from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = [
@@ -183,3 +191,72 @@ async def test_plain_postgres_without_the_publication_is_fine() -> None:
     async with fresh_database() as dsn:
         assert await migrate(dsn) == ALL
         assert await fetch(dsn, "select pubname from pg_publication") == []
+
+
+async def test_postgres_store_asks_for_the_migrations_it_lacks(tmp_path: Path) -> None:
+    """A database migrated by an older semo (0001 only) is refused with what to do; after
+    `migrate`, 0002 has added its columns to the rows already there."""
+    (tmp_path / ALL[0]).write_text((REPO / "migrations" / ALL[0]).read_text())
+    async with fresh_database() as dsn:
+        assert await migrate(dsn, folder=tmp_path) == [ALL[0]]
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await conn.execute(
+                "insert into offices (id, name) values ('o', 'o');"
+                "insert into jobs (id, office_id, agent_id, task) values ('j', 'o', 'a', 't')"
+            )
+        with pytest.raises(StoreError, match=r"older semo schema.*semo migrate"):
+            await PostgresStore(dsn).open()
+        assert await migrate(dsn) == ALL[1:]
+        async with PostgresStore(dsn) as store:
+            job = await store.get_job("j")
+            assert job.engine_id is None and job.task == "t"
+
+
+def _downgrade_to_v1(path: Path) -> None:
+    """Turn a current sqlite file into what semo with schema version 1 created."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(
+            "DROP INDEX jobs_running_engine_idx; DROP INDEX user_questions_session_idx;"
+            "ALTER TABLE jobs DROP COLUMN engine_id;"
+            "ALTER TABLE user_questions DROP COLUMN cancel_reason;"
+            "ALTER TABLE user_questions DROP COLUMN cancelled_at;"
+            "PRAGMA user_version = 1;"
+        )
+    finally:
+        conn.close()
+
+
+async def test_sqlite_store_upgrades_a_version_1_file(tmp_path: Path) -> None:
+    path = tmp_path / "semo.db"
+    async with SqliteStore(path) as store:
+        office = await store.create_office(Office(name="o"))
+        job = await store.create_job(Job(office_id=office.id, agent_id="a", task="t"))
+    _downgrade_to_v1(path)
+    # two processes opening the old file at once: one upgrades it, the other finds it done
+    stores = [SqliteStore(path), SqliteStore(path)]
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        assert await stores[1].get_job(job.id) == job
+        running = await stores[0].update_job(job.id, status="running", engine_id="e1")
+        assert running.engine_id == "e1"
+        question = await stores[1].create_question(
+            UserQuestion(office_id=office.id, agent_id="a", question="?")
+        )
+        assert (await stores[0].cancel_question(question.id, "why")).cancel_reason == "why"
+    finally:
+        for store in stores:
+            await store.close()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    finally:
+        conn.close()
+
+
+async def test_supabase_store_asks_for_the_migrations_it_lacks() -> None:
+    with temporary_database(ADMIN_DSN, migrations=[REPO / "migrations" / ALL[0]]) as dsn:
+        async with SupabaseEmulator(dsn) as emulator:
+            store = SupabaseStore(emulator.url, emulator.service_role_key)
+            with pytest.raises(StoreError, match=r"older semo schema.*semo migrate"):
+                await store.open()
