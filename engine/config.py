@@ -179,6 +179,7 @@ class EngineConfig(_Section):
     id: str = ""
     log_format: Literal["text", "json"] = "text"
     command_timeout: float = Field(default=30.0, gt=0, le=86_400)
+    #: Also the heartbeat: a beat every lease_seconds / 3, dead after 3 x lease_seconds.
     lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     shutdown_grace: float = Field(default=10.0, ge=0, le=3600)
     #: Seconds a busy agent may print nothing before it is reported `stale` (never "done").
@@ -659,6 +660,8 @@ log_format = "text"
 command_timeout = 30.0
 # Seconds a claimed command stays this engine's without renewal; the engine renews its
 # leases well before that, and another engine takes over a command whose lease expired.
+# Also the heartbeat: the engine records that it is alive every lease_seconds / 3, and
+# counts as dead (its sessions ended by the others) after 3 x lease_seconds without one.
 # Default: 30.0.
 lease_seconds = 30.0
 # Seconds agents get to exit on shutdown before they are killed. Default: 10.0.

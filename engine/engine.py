@@ -1,9 +1,10 @@
 """The Engine facade: wires store, sessions, pool, dispatcher and the event bus for one office.
 
     engine = Engine(load_config(Path("semo.toml")))
-    await engine.start()          # store open, office + agents synced, reconcile, warm pool,
-    ...                           # dispatcher claiming commands; events on engine.bus
-    await engine.stop()           # stop claiming, finish or fail in-flight work, end sessions
+    await engine.start()          # store open, office + agents synced, heartbeat, reconcile,
+    ...                           # warm pool, dispatcher claiming commands; events on engine.bus
+    await engine.stop()           # stop claiming, finish or fail in-flight work, end sessions,
+                                  # record the engine stopped
 
 The console and `semo engine` talk to this class only.
 """
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from engine.config import AgentConfig, SemoConfig
 from engine.events import EngineStatus, EventBus, EventForwarder
-from engine.reconcile import ReconcileReport, reconcile
+from engine.heartbeat import Heartbeat
+from engine.reconcile import ReconcileReport, end_silent_engines, reconcile
 from engine.routing.dispatcher import CommandDispatcher
 from engine.routing.jobs import JobRunner
 from engine.routing.router import Router
@@ -83,6 +85,7 @@ class Engine:
         self.router: Router | None = None
         self.jobs: JobRunner | None = None
         self._changes: ChangeFeed | None = None
+        self.heartbeat: Heartbeat | None = None
         self._recovery: asyncio.Task[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -93,6 +96,10 @@ class Engine:
         self.office = await self._sync_office()
         office_id = self.office.id
         self._status("starting", f"office {self.office.name}, store {self.store.backend}")
+        self.heartbeat = Heartbeat(
+            self.store, office_id, self.engine_id, lease_seconds=self.config.engine.lease_seconds
+        )
+        await self.heartbeat.start()
         self.reconciled = await reconcile(self.store, office_id, self.engine_id)
         log.info("reconciled: %s", self.reconciled.describe())
         self.manager = SessionManager(
@@ -178,6 +185,8 @@ class Engine:
             await self.pool.close()
         if self.manager is not None:
             await self.manager.close(reason)
+        if self.heartbeat is not None:
+            await self.heartbeat.stop()  # after its sessions ended: recorded stopped
         self._status("stopped", reason)
         if self._forwarder is not None:
             await self._forwarder.stop()
@@ -294,16 +303,31 @@ class Engine:
         return pooled.session
 
     async def _recover_expired(self) -> None:
-        """Commands whose engine died (any engine of the office) go back to pending or fail."""
+        """Every `lease_seconds`: what dead engines of the office (on any host) left behind."""
         while True:
             await asyncio.sleep(self.config.engine.lease_seconds)
-            try:
-                recovered = await self.store.recover_expired()
-            except StoreError as error:
-                log.warning("recovering expired leases failed: %s", error)
-                continue
+            await self._recover_once()
+
+    async def _recover_once(self) -> None:
+        """Commands whose lease expired (any engine's) go back to pending or fail; and, while
+        this engine's own heartbeat is steady, the sessions of engines whose heartbeat ran out
+        are ended, their running jobs failed and their questions cancelled."""
+        try:
+            recovered = await self.store.recover_expired()
+        except StoreError as error:
+            log.warning("recovering expired leases failed: %s", error)
+        else:
             for command in recovered:
                 log.warning("command %s: lease expired, now %s", command.id, command.status)
+        if self.heartbeat is None or self.office is None or not self.heartbeat.steady():
+            return
+        try:
+            report = await end_silent_engines(self.store, self.office.id, self.engine_id)
+        except StoreError as error:
+            log.warning("ending what silent engines left failed: %s", error)
+            return
+        if report.dead_engines:
+            log.warning("engines that stopped answering: %s", report.describe())
 
     def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
         if self.office is not None and (bus := bus_event(self.office.id, session, event)):

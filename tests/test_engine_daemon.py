@@ -5,8 +5,10 @@ The office's agent is bash as a `generic` agent, in a worktree of a real git rep
 Checked: the warm session comes up and is recorded; a send_prompt command runs in it and the
 result holds the output; the agent does not see the engine's SEMO_* credentials; a command for
 an unknown session fails with a clear error; logs are JSON lines without the database secret;
-SIGTERM fails the in-flight command ("engine stopping"), ends the sessions and exits 0; after a
-SIGKILL the next start marks the dead run's sessions terminated and fails its in-flight command.
+SIGTERM fails the in-flight command ("engine stopping"), ends the sessions, records the engine
+stopped (its heartbeat row) and exits 0; after a SIGKILL the engine's heartbeat row still says
+running, and the next start marks the dead run's sessions terminated and fails its in-flight
+command.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -147,6 +150,9 @@ async def test_engine_runs_commands_and_stops_cleanly_on_sigterm(tmp_path: Path)
         assert "engine stopping" in (stopped.error or "")
         row = await store.get_session(session.session_id)
         assert row.status == "terminated"
+        [heartbeat] = await store.list_engines(office)
+        assert heartbeat.engine_id == f"{socket.gethostname()}-{engine.pid}"
+        assert (heartbeat.status, heartbeat.alive) == ("stopped", False)
 
     log = stderr.decode()
     assert SECRET not in log
@@ -172,6 +178,8 @@ async def test_next_start_reconciles_what_a_killed_engine_left(tmp_path: Path) -
             engine.kill()
             await engine.wait()
         assert (await store.get_session(first.session_id)).status != "terminated"
+        [heartbeat] = await store.list_engines(first.office_id)
+        assert heartbeat.status == "running"  # no clean stop recorded
 
         async with engine_process(config) as engine:
             await ready_session(store, other_than=first.session_id)

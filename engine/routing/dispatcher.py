@@ -26,10 +26,12 @@ Every claimed command ends in exactly one `complete_command` call:
   traceback).
 
 Several engines can serve one office: the store hands a command for a session only to the
-engine recorded as running it (`agent_sessions.engine_id`), and fails one whose session has
-ended at claim ("session X has ended: ...; the command was not run"), so "no session 'X' on
-this engine" is left for sessions the store does not tie to a live engine (a row written by
-hand, a session whose row was never recorded).
+engine recorded as running it (`agent_sessions.engine_id`) while that engine is alive (its
+heartbeat, `engine/heartbeat.py`), and fails at claim one whose session has ended ("session X
+has ended: ...; the command was not run") or whose engine is not alive ("session X's engine Y
+stopped answering (last seen ...); the command was not run"), so "no session 'X' on this
+engine" is left for sessions the store does not tie to an engine (a row written by hand, a
+session whose row was never recorded).
 
 A `StoreError` while writing the result is retried with backoff (the lease keeps the command
 ours meanwhile); if the store still refuses, the command is left to `recover_expired`, which

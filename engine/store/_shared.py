@@ -26,6 +26,13 @@ T = TypeVar("T")
 #: A command safe to repeat is re-queued after an expired lease at most until it has been
 #: claimed this many times; then it fails (a command that kills every engine must not loop).
 MAX_ATTEMPTS = 5
+#: the limit (seconds) of the heartbeat rows that migration 0003 (sqlite: schema version 3)
+#: writes for the engines that held sessions, claims or jobs before engines recorded heartbeats:
+#: an engine of an older semo still running then has this long to be restarted with this one,
+#: and one that had died is found this long after the upgrade
+LEGACY_GRACE_SECONDS = 3600.0
+#: heartbeat rows of engines dead for this long are deleted (on an engine's start)
+FORGET_ENGINES_AFTER = 7 * 86_400.0
 
 INVOCATION_STATUSES: tuple[str, ...] = InvocationStatus.__args__  # type: ignore[attr-defined]
 SESSION_STATUSES: tuple[str, ...] = SessionStatus.__args__  # type: ignore[attr-defined]
@@ -86,11 +93,78 @@ def ended_session_problem(session_id: str | None, session: Mapping[str, Any] | N
     return f"{session_ended(session_id, session.get('end_reason'))}; the command was not run"
 
 
-def claim_problem(row: Mapping[str, Any], session: Mapping[str, Any] | None) -> str | None:
-    """Why a command just claimed must be failed at once instead of run (a row inserted around
-    `insert_command`, or a session that has ended), or None. `session` is the row of the
-    command's session (None when it has none, or the store does not know it)."""
-    return claimed_row_problem(dict(row)) or ended_session_problem(row.get("session_id"), session)
+def when(value: datetime | str | None) -> str:
+    """A timestamp for a message (ISO-8601 UTC), from a datetime or a row's text; "?" if none."""
+    if value is None:
+        return "?"
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    return utc(value).isoformat()
+
+
+def engine_silence(
+    status: str | None, last_seen: datetime | str | None, stopped_at: datetime | str | None
+) -> str:
+    """What became of an engine that no longer counts as alive, from its heartbeat row (status,
+    last_seen, stopped_at; status None: it has no row)."""
+    if status is None:
+        return "never recorded a heartbeat (an engine of an older semo, or a row written by hand)"
+    if status == "stopped":
+        return f"stopped at {when(stopped_at)}"
+    return f"stopped answering (last seen {when(last_seen)})"
+
+
+def _owned_elsewhere(session: Mapping[str, Any] | None, engine_id: str) -> bool:
+    """Whether `session` (a session state row) is live and recorded to run on another engine."""
+    if session is None or session.get("status") == "terminated":
+        return False
+    owner = session.get("engine_id")
+    return bool(owner) and owner != engine_id
+
+
+def silent_owner_problem(
+    session_id: str | None, session: Mapping[str, Any] | None, engine_id: str
+) -> str | None:
+    """Why engine `engine_id` must not run a command it claimed because the command's live
+    session belongs to another engine that is no longer alive (its heartbeat ran out, it
+    stopped, or it never recorded one), or None. `session` is the session's state row
+    (`semo_session_state`: status, end_reason, engine_id and its heartbeat's engine_status,
+    engine_last_seen, engine_stopped_at, engine_alive)."""
+    if not session_id or session is None or not _owned_elsewhere(session, engine_id):
+        return None
+    if session.get("engine_alive"):
+        return None
+    silence = engine_silence(
+        session.get("engine_status"),
+        session.get("engine_last_seen"),
+        session.get("engine_stopped_at"),
+    )
+    owner = session["engine_id"]
+    return f"session {session_id}'s engine {owner} {silence}; the command was not run"
+
+
+def owner_came_back(session: Mapping[str, Any] | None, engine_id: str) -> bool:
+    """Whether a command just claimed belongs to a live session of another engine that is alive
+    after all (it beat between the claim and the look at its session): hand it back."""
+    return _owned_elsewhere(session, engine_id) and bool(session and session.get("engine_alive"))
+
+
+def claim_problem(
+    row: Mapping[str, Any], session: Mapping[str, Any] | None, engine_id: str
+) -> str | None:
+    """Why a command just claimed by `engine_id` must be failed at once instead of run (a row
+    inserted around `insert_command`, a session that has ended, or a session whose engine is no
+    longer alive), or None. `session` is the state row of the command's session (None when it
+    has none, or the store does not know it)."""
+    session_id = row.get("session_id")
+    return (
+        claimed_row_problem(dict(row))
+        or ended_session_problem(session_id, session)
+        or silent_owner_problem(session_id, session, engine_id)
+    )
 
 
 def question_not_pending(
@@ -117,6 +191,28 @@ def recovery_reason(
     if safe:
         return f"{head}; given up after {attempts} attempts"
     return f"{head}; {command_type} is not safe to repeat, so it was not run again"
+
+
+def check_heartbeat(engine_id: str, dead_after: float) -> float:
+    """The limit after which an engine that stops beating counts as dead (ValueError)."""
+    if not isinstance(engine_id, str) or not engine_id:
+        raise ValueError(f"an engine id must be a non-empty string, not {engine_id!r}")
+    limit = float(dead_after)
+    if not limit > 0:
+        raise ValueError(f"dead_after must be positive, not {dead_after!r}")
+    return limit
+
+
+def check_dead_for(dead_for: float) -> float:
+    """How long an engine must have been dead for its row to be forgotten (ValueError)."""
+    seconds = float(dead_for)
+    if not seconds >= 0:
+        raise ValueError(f"dead_for must be zero or more seconds, not {dead_for!r}")
+    return seconds
+
+
+def no_heartbeat(office_id: str, engine_id: str) -> str:
+    return f"engine {engine_id} has no heartbeat in office {office_id}"
 
 
 def check_lease(lease_seconds: float) -> float:

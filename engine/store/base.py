@@ -4,8 +4,11 @@ Guarantees all backends give, checked by one conformance suite (tests/store/):
 - `claim_next_command` is atomic: a pending command is handed to exactly one engine, which
   holds it under a lease (`lease_seconds`) that it renews with `renew_leases`. A command for a
   session that the store knows to be live and run by an engine (`agent_sessions.engine_id`)
-  is handed only to that engine; one for a session that has ended is failed at claim, by
+  that is alive (its heartbeat in `engines` has not run out) is handed only to that engine;
+  one for a session that has ended, or whose engine is no longer alive, is failed at claim, by
   whichever engine meets it first, with a result saying so.
+- Heartbeats (`record_heartbeat`, `mark_engine_stopped`, `list_engines`) use the database's
+  clock (postgres, supabase), so engines on several machines agree on who is alive.
 - `complete_command` writes exactly one `agent_command_results` row per command; completing a
   command twice, or one whose claim the engine lost, raises `StoreConflict`.
 - `recover_expired` handles claims whose lease ran out (the engine died): commands safe to
@@ -34,6 +37,7 @@ from engine.store.models import (
     AgentResult,
     AgentSession,
     CommandStatus,
+    EngineHeartbeat,
     Job,
     JobStatus,
     Office,
@@ -148,9 +152,10 @@ class Store(ABC):
     ) -> AgentCommand | None:
         """Oldest pending command of the office that `engine_id` may run, now `processing` and
         leased to it: one without a session, or whose session is unknown to the store, has no
-        engine, or is run by `engine_id`. Commands for sessions run by other engines are left
-        to them; one whose session has ended is failed (its one result says why) and the next
-        is claimed instead."""
+        engine, or is run by `engine_id`. Commands for live sessions of other engines that are
+        alive are left to them; one whose session has ended, or whose session's engine is no
+        longer alive (heartbeat run out, stopped, or none recorded), is failed (its one result
+        says why) and the next is claimed instead."""
 
     @abstractmethod
     async def renew_leases(
@@ -175,6 +180,32 @@ class Store(ABC):
 
     @abstractmethod
     async def get_result(self, command_id: str) -> AgentCommandResult | None: ...
+
+    # -- engines -----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def record_heartbeat(
+        self, office_id: str, engine_id: str, *, dead_after: float, starting: bool = False
+    ) -> EngineHeartbeat:
+        """Engine `engine_id` of the office is alive: `last_seen` now, `alive_until` now plus
+        `dead_after` seconds (the database's clock), status running; `starting` also sets
+        `started_at` and clears `stopped_at`. NotFound for an unknown office, ValueError for
+        an empty engine id or a limit that is not positive."""
+
+    @abstractmethod
+    async def mark_engine_stopped(self, office_id: str, engine_id: str) -> EngineHeartbeat:
+        """A clean stop: status stopped, `stopped_at` now; the engine no longer counts as alive.
+        NotFound when the engine has no heartbeat in the office."""
+
+    @abstractmethod
+    async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
+        """The office's engines, oldest start first, each with `alive` by the database's clock
+        (an unknown office has none)."""
+
+    @abstractmethod
+    async def forget_engines(self, office_id: str, *, dead_for: float) -> int:
+        """Delete the heartbeat rows of the office's engines that have not been alive for
+        `dead_for` seconds (a dead engine's row and no row are treated alike); how many."""
 
     # -- questions ---------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Store commands of `semo`: migrate, command, sessions, end-session, questions, answer.
+"""Store commands of `semo`: migrate, command, sessions, engines, end-session, questions,
+answer.
 
 Each handler opens the configured store (SEMO_STORE, SEMO_DATABASE_URL, ...), does one thing,
 prints a row or a table (or JSON with --json) and returns an exit code: 0 done, 2 bad input,
@@ -57,12 +58,20 @@ def add_store_commands(commands: Any) -> None:
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(handler=_run(_sessions))
 
+    engines = commands.add_parser(
+        "engines", help="list the office's engines, their heartbeats and whether each is alive"
+    )
+    engines.add_argument("--office")
+    engines.add_argument("--json", action="store_true")
+    engines.set_defaults(handler=_run(_engines))
+
     end = commands.add_parser(
         "end-session",
         help="record a session whose engine is gone as ended",
         description=(
             "Mark a session terminated in the store, for one whose engine died and will not "
-            "come back (an engine that restarts with the same id ends its old sessions itself). "
+            "come back (an engine that restarts with the same id ends its old sessions itself, "
+            "and the other engines end them once its heartbeat has run out). "
             "Its pending questions are cancelled and commands queued for it fail. It does not "
             "stop a process: end a live engine's session with `semo command terminate`."
         ),
@@ -171,6 +180,13 @@ async def _sessions(store: Store, args: argparse.Namespace) -> int:
     office = await resolve_office(store, args.office)
     rows = await store.list_sessions(office.id, include_terminated=args.all)
     _emit(rows, args.json, ["session_id", "agent_id", "status", "last_activity_at"])
+    return 0
+
+
+async def _engines(store: Store, args: argparse.Namespace) -> int:
+    office = await resolve_office(store, args.office)
+    rows = await store.list_engines(office.id)
+    _emit(rows, args.json, ["engine_id", "status", "alive", "last_seen", "alive_until"])
     return 0
 
 

@@ -29,6 +29,7 @@ QuestionStatus = Literal["pending", "answered", "cancelled"]
 InvocationStatus = Literal["pending", "running", "delivered", "failed"]
 ResultStatus = Literal["pending", "delivered"]
 JobStatus = Literal["pending", "running", "done", "failed"]
+EngineState = Literal["running", "stopped"]
 
 COMMAND_TYPES: tuple[str, ...] = CommandType.__args__  # type: ignore[attr-defined]
 #: Re-run after an engine died mid-command: repeating these cannot do harm.
@@ -171,6 +172,24 @@ class Job(Row):
     needs_human: bool = False
     created_at: datetime = Field(default_factory=now)
     updated_at: datetime = Field(default_factory=now)
+
+
+class EngineHeartbeat(Row):
+    """An engine of an office and when it last said it was alive (table `engines`, one row per
+    engine id). A running engine writes it every `lease_seconds / 3`; it counts as dead once
+    `alive_until` (its last beat plus the limit it wrote, by the database's clock) has passed,
+    and at once when it stopped cleanly."""
+
+    office_id: str
+    engine_id: str = Field(min_length=1)
+    status: EngineState = "running"
+    started_at: datetime = Field(default_factory=now)
+    last_seen: datetime = Field(default_factory=now)
+    alive_until: datetime
+    stopped_at: datetime | None = None
+    #: running and `alive_until` not passed, by the store's clock when the row was read (not a
+    #: column)
+    alive: bool
 
 
 # -- command payloads -----------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """The Postgres store: one database shared by several engines (e.g. a Supabase project's
 direct connection string). Needs the schema from `migrations/` (`semo migrate`).
 
-- Claims, lease renewal, completion and recovery run in the SQL functions of `migrations/`
-  (`semo_claim_command` uses `FOR UPDATE SKIP LOCKED` and skips commands for live sessions of
-  other engines), so the supabase backend gets the same behaviour through RPC.
+- Claims, lease renewal, completion, recovery and heartbeats run in the SQL functions of
+  `migrations/` (`semo_claim_command` uses `FOR UPDATE SKIP LOCKED` and skips commands for live
+  sessions of other engines that are alive), so the supabase backend gets the same behaviour
+  through RPC, and every engine judges heartbeats by the database's clock.
 - Wake-ups: triggers `pg_notify('semo_changes', {"office_id": ...})`; a dedicated connection
   LISTENs from `open()` on, so a change made while nobody was waiting is reported by the next
   `wait_for_change` for that office.
@@ -31,13 +32,17 @@ from psycopg.types.json import Jsonb
 from engine.store._shared import (
     MAX_ATTEMPTS,
     RESULT_STATUSES,
+    check_dead_for,
+    check_heartbeat,
     check_invocation_status,
     check_job_status,
     check_lease,
     check_new_command,
     check_session_status,
     claim_problem,
+    no_heartbeat,
     no_nul,
+    owner_came_back,
     question_not_pending,
     redact_dsn,
     session_ended,
@@ -61,6 +66,7 @@ from engine.store.models import (
     AgentResult,
     AgentSession,
     CommandStatus,
+    EngineHeartbeat,
     Job,
     JobStatus,
     Office,
@@ -80,6 +86,10 @@ JSON_COLUMNS = frozenset(
 T = TypeVar("T")
 M = TypeVar("M", bound=Row)
 Conn = psycopg.AsyncConnection[dict[str, Any]]
+
+
+class _HandBack(Exception):
+    """A claimed command's session belongs to an engine that beat meanwhile: roll back."""
 
 
 def _params(model: Row) -> dict[str, Any]:
@@ -315,11 +325,11 @@ class PostgresStore(Store):
             return
         self._open = True
         try:
+            # a function of the latest migration: the schema is current
             row = await self._one(
                 "select to_regclass('agent_commands') is not null"
                 " and to_regproc('semo_claim_command') is not null as ready,"
-                " exists (select 1 from pg_attribute where attrelid = to_regclass('jobs')"
-                " and attname = 'engine_id' and not attisdropped) as current"
+                " to_regproc('semo_session_state') is not null as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
@@ -589,33 +599,41 @@ class PostgresStore(Store):
 
         async def claim(conn: Conn) -> dict[str, Any] | None:
             while True:
-                async with conn.transaction():
-                    cur = await conn.execute(
-                        "select * from semo_claim_command(%s, %s, %s)",
-                        (office_id, engine_id, lease),
-                    )
-                    row = await cur.fetchone()
-                    if row is None:
-                        return None
-                    session = None
-                    if row["session_id"]:
+                try:
+                    async with conn.transaction():
                         cur = await conn.execute(
-                            "select status, end_reason from agent_sessions where session_id = %s",
-                            (row["session_id"],),
+                            "select * from semo_claim_command(%s, %s, %s)",
+                            (office_id, engine_id, lease),
                         )
-                        session = await cur.fetchone()
-                    problem = claim_problem(row, session)
-                    if problem is None:
-                        return row
-                    # a bad row inserted around insert_command, or an ended session: fail it,
-                    # and claim the next
-                    await conn.execute(
-                        "select * from semo_complete_command(%s, %s, false, null, %s)",
-                        (row["id"], engine_id, no_nul(problem)),
-                    )
+                        row = await cur.fetchone()
+                        if row is None:
+                            return None
+                        session = await self._session_state(conn, row["session_id"])
+                        if owner_came_back(session, engine_id):
+                            raise _HandBack
+                        problem = claim_problem(row, session, engine_id)
+                        if problem is None:
+                            return row
+                        # a bad row inserted around insert_command, an ended session, or one
+                        # whose engine is gone: fail it, and claim the next
+                        await conn.execute(
+                            "select * from semo_complete_command(%s, %s, false, null, %s)",
+                            (row["id"], engine_id, no_nul(problem)),
+                        )
+                except _HandBack:
+                    continue  # rolled back: the command is pending again, for its engine
 
         row = await self._op(claim)
         return None if row is None else AgentCommand.model_validate(row)
+
+    @staticmethod
+    async def _session_state(conn: Conn, session_id: str | None) -> dict[str, Any] | None:
+        """A command's session as the claim needs it (`semo_session_state`: status, end reason,
+        engine and whether it is alive); None: no session, or unknown."""
+        if not session_id:
+            return None
+        cur = await conn.execute("select * from semo_session_state(%s)", (session_id,))
+        return await cur.fetchone()
 
     async def renew_leases(
         self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
@@ -663,6 +681,38 @@ class PostgresStore(Store):
         if row is None:
             raise NotFound(f"command {command_id} not found")
         return None if row["id"] is None else AgentCommandResult.model_validate(row)
+
+    # -- engines -----------------------------------------------------------------------------
+
+    async def record_heartbeat(
+        self, office_id: str, engine_id: str, *, dead_after: float, starting: bool = False
+    ) -> EngineHeartbeat:
+        row = await self._one(
+            "select * from semo_record_heartbeat(%s, %s, %s, %s)",
+            (office_id, engine_id, check_heartbeat(engine_id, dead_after), starting),
+            missing=f"office {office_id} not found",
+        )
+        return EngineHeartbeat.model_validate(row)
+
+    async def mark_engine_stopped(self, office_id: str, engine_id: str) -> EngineHeartbeat:
+        row = await self._one(
+            "select * from semo_mark_engine_stopped(%s, %s)", (office_id, engine_id)
+        )
+        if row is None:
+            raise NotFound(no_heartbeat(office_id, engine_id))
+        return EngineHeartbeat.model_validate(row)
+
+    async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
+        return await self._list(
+            EngineHeartbeat, "select * from semo_list_engines(%s)", (office_id,)
+        )
+
+    async def forget_engines(self, office_id: str, *, dead_for: float) -> int:
+        row = await self._one(
+            "select semo_forget_engines(%s, %s) as forgotten",
+            (office_id, check_dead_for(dead_for)),
+        )
+        return int(row["forgotten"]) if row else 0
 
     # -- questions ---------------------------------------------------------------------------
 

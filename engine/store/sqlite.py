@@ -5,7 +5,9 @@
   run inside `BEGIN IMMEDIATE`, so a claim (read the oldest pending row, mark it processing) is
   atomic across connections and processes.
 - The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`): a new file gets `SCHEMA`,
-  an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql`).
+  an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql` and
+  `0003_*.sql`).
+- Heartbeats (`engines`) and claims use this machine's clock: one machine, one clock.
 - Datetimes are ISO-8601 UTC text of fixed width (so text order is time order); JSON fields
   are TEXT.
 - Wake-ups: triggers bump a per-office counter in `semo_wakeups` on a new command, a command
@@ -31,14 +33,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.store._shared import (
+    LEGACY_GRACE_SECONDS,
     MAX_ATTEMPTS,
     RESULT_STATUSES,
+    check_dead_for,
+    check_heartbeat,
     check_invocation_status,
     check_job_status,
     check_lease,
     check_new_command,
     check_session_status,
     claim_problem,
+    no_heartbeat,
     no_nul,
     question_not_pending,
     recovery_reason,
@@ -63,6 +69,7 @@ from engine.store.models import (
     AgentResult,
     AgentSession,
     CommandStatus,
+    EngineHeartbeat,
     Job,
     JobStatus,
     Office,
@@ -73,9 +80,43 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-SCHEMA = """
+#: strftime format of `ts()` (fixed width, so text order is time order)
+_NOW_SQL = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'{})"
+
+#: engines and their heartbeats (migrations/0003_engine_heartbeats.sql)
+ENGINES_TABLE = """
+CREATE TABLE IF NOT EXISTS engines (
+    office_id    TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    engine_id    TEXT NOT NULL CHECK (length(engine_id) > 0),
+    status       TEXT NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'stopped')),
+    started_at   TEXT NOT NULL,
+    last_seen    TEXT NOT NULL,
+    alive_until  TEXT NOT NULL,
+    stopped_at   TEXT,
+    PRIMARY KEY (office_id, engine_id)
+);
+"""
+
+#: engines that held sessions, claims or running jobs before heartbeats: alive for a grace
+#: period (`LEGACY_GRACE_SECONDS`), as migration 0003 does
+SEED_LEGACY_ENGINES = f"""
+INSERT OR IGNORE INTO engines (office_id, engine_id, status, started_at, last_seen, alive_until)
+SELECT legacy.office_id, legacy.engine_id, 'running', {_NOW_SQL.format("")},
+       {_NOW_SQL.format("")}, {_NOW_SQL.format(f", '+{int(LEGACY_GRACE_SECONDS)} seconds'")}
+  FROM (SELECT office_id, engine_id FROM agent_sessions
+         WHERE status <> 'terminated' AND engine_id IS NOT NULL
+        UNION
+        SELECT office_id, engine_id FROM jobs WHERE status = 'running' AND engine_id IS NOT NULL
+        UNION
+        SELECT office_id, claimed_by FROM agent_commands
+         WHERE status = 'processing' AND claimed_by IS NOT NULL) AS legacy
+ WHERE legacy.engine_id <> '';
+"""
+
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS offices (
     id              TEXT PRIMARY KEY,
     name            TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
@@ -253,6 +294,8 @@ BEGIN
         ON CONFLICT (office_id) DO UPDATE SET seq = seq + 1;
 END;
 """
+    + ENGINES_TABLE
+)
 
 #: What turns a file of schema version N into N + 1 (`SCHEMA`, all IF NOT EXISTS, runs after).
 UPGRADES: dict[int, str] = {
@@ -261,31 +304,51 @@ ALTER TABLE jobs ADD COLUMN engine_id TEXT;
 ALTER TABLE user_questions ADD COLUMN cancel_reason TEXT;
 ALTER TABLE user_questions ADD COLUMN cancelled_at TEXT;
 """,
+    2: ENGINES_TABLE + SEED_LEGACY_ENGINES,
 }
 
+#: Whether engine row `e` is alive at :at (running, and its heartbeat has not run out).
+ALIVE_SQL = "(e.status = 'running' AND e.alive_until > :at)"
+
 #: The oldest pending command of an office that :engine may run: none for a live session of
-#: another engine (a session unknown here, without an engine or ended is anybody's).
-CLAIM_SQL = """
+#: another engine that is alive (a session unknown here, without an engine, ended, or whose
+#: engine is not alive is anybody's).
+CLAIM_SQL = f"""
 UPDATE agent_commands
    SET status = 'processing', claimed_by = :engine,
        lease_expires_at = :lease, attempts = attempts + 1, updated_at = :at
  WHERE id = (SELECT p.id FROM agent_commands p
               WHERE p.office_id = :office AND p.status = 'pending'
                 AND NOT EXISTS (SELECT 1 FROM agent_sessions s
+                                  JOIN engines e
+                                    ON e.office_id = s.office_id AND e.engine_id = s.engine_id
                                  WHERE s.session_id = p.session_id
                                    AND s.status <> 'terminated'
-                                   AND s.engine_id IS NOT NULL
-                                   AND s.engine_id <> :engine)
+                                   AND s.engine_id <> :engine
+                                   AND {ALIVE_SQL})
               ORDER BY p.created_at, p.rowid LIMIT 1)
    AND status = 'pending'
 RETURNING *
 """
 
+#: A command's session as a claim needs it (as `semo_session_state` in migrations/0003).
+SESSION_STATE_SQL = f"""
+SELECT s.status, s.end_reason, s.engine_id, e.status AS engine_status,
+       e.last_seen AS engine_last_seen, e.stopped_at AS engine_stopped_at,
+       coalesce({ALIVE_SQL}, 0) AS engine_alive
+  FROM agent_sessions s
+  LEFT JOIN engines e ON e.office_id = s.office_id AND e.engine_id = s.engine_id
+ WHERE s.session_id = :session
+"""
+
+#: An engine row with whether it is alive at :at.
+ENGINE_ROW_SQL = f"SELECT e.*, {ALIVE_SQL} AS alive FROM engines e"
+
 #: Columns holding JSON text, per table.
 JSON_COLUMNS = frozenset(
     {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context"}
 )
-BOOL_COLUMNS = frozenset({"success", "needs_human"})
+BOOL_COLUMNS = frozenset({"success", "needs_human", "alive", "engine_alive"})
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Row)
@@ -528,7 +591,9 @@ class SqliteStore(Store):
             raise NotFound(f"no {what} {value}")
         return _model(cls, row)  # type: ignore[return-value]
 
-    async def _list(self, cls: type[M], sql: str, params: tuple[Any, ...]) -> list[M]:
+    async def _list(
+        self, cls: type[M], sql: str, params: tuple[Any, ...] | dict[str, Any]
+    ) -> list[M]:
         rows = await self._run(lambda c: c.execute(sql, params).fetchall())
         return [cls.model_validate(_decode(r)) for r in rows]
 
@@ -665,15 +730,17 @@ class SqliteStore(Store):
                     return None
                 session = None
                 if row["session_id"]:
+                    # the same transaction and clock as the claim: its owner cannot have come
+                    # back in between (postgres and supabase check for that)
                     session = c.execute(
-                        "SELECT status, end_reason FROM agent_sessions WHERE session_id = ?",
-                        (row["session_id"],),
+                        SESSION_STATE_SQL, {"session": row["session_id"], "at": ts(at)}
                     ).fetchone()
-                problem = claim_problem(_decode(row), None if session is None else dict(session))
+                state = None if session is None else _decode(session)
+                problem = claim_problem(_decode(row), state, engine_id)
                 if problem is None:
                     return row
-                # a bad row inserted around insert_command, or an ended session: fail it, and
-                # claim the next
+                # a bad row inserted around insert_command, an ended session, or one whose
+                # engine is gone: fail it, and claim the next
                 self._finish(c, row["id"], success=False, result=None, error=problem)
 
         return _model(AgentCommand, await self._run(claim, write=True))
@@ -791,6 +858,82 @@ class SqliteStore(Store):
             return row
 
         return _model(AgentCommandResult, await self._run(read))
+
+    # -- engines -----------------------------------------------------------------------------
+
+    async def record_heartbeat(
+        self, office_id: str, engine_id: str, *, dead_after: float, starting: bool = False
+    ) -> EngineHeartbeat:
+        limit = timedelta(seconds=check_heartbeat(engine_id, dead_after))
+
+        def beat(c: sqlite3.Connection) -> sqlite3.Row:
+            at = now()
+            c.execute(
+                """INSERT INTO engines AS e (office_id, engine_id, status, started_at, last_seen,
+                                             alive_until, stopped_at)
+                   VALUES (:office, :engine, 'running', :at, :at, :until, NULL)
+                   ON CONFLICT (office_id, engine_id) DO UPDATE
+                      SET status = 'running', last_seen = :at, alive_until = :until,
+                          started_at = CASE WHEN :starting THEN :at ELSE e.started_at END,
+                          stopped_at = NULL""",
+                {
+                    "office": office_id,
+                    "engine": engine_id,
+                    "at": ts(at),
+                    "until": ts(at + limit),
+                    "starting": int(starting),
+                },
+            )
+            return self._engine_row(c, office_id, engine_id, at)
+
+        row = await self._run(beat, write=True, missing=f"office {office_id} not found")
+        return _model(EngineHeartbeat, row)  # type: ignore[return-value]
+
+    @staticmethod
+    def _engine_row(
+        c: sqlite3.Connection, office_id: str, engine_id: str, at: datetime
+    ) -> sqlite3.Row | None:
+        return c.execute(
+            f"{ENGINE_ROW_SQL} WHERE e.office_id = :office AND e.engine_id = :engine",
+            {"office": office_id, "engine": engine_id, "at": ts(at)},
+        ).fetchone()
+
+    async def mark_engine_stopped(self, office_id: str, engine_id: str) -> EngineHeartbeat:
+        def stop(c: sqlite3.Connection) -> sqlite3.Row | None:
+            at = now()
+            c.execute(
+                "UPDATE engines SET status = 'stopped', stopped_at = :at, last_seen = :at"
+                " WHERE office_id = :office AND engine_id = :engine",
+                {"office": office_id, "engine": engine_id, "at": ts(at)},
+            )
+            return self._engine_row(c, office_id, engine_id, at)
+
+        row = await self._run(stop, write=True)
+        if row is None:
+            raise NotFound(no_heartbeat(office_id, engine_id))
+        return _model(EngineHeartbeat, row)  # type: ignore[return-value]
+
+    async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
+        return await self._list(
+            EngineHeartbeat,
+            f"{ENGINE_ROW_SQL} WHERE e.office_id = :office ORDER BY e.started_at, e.engine_id",
+            {"office": office_id, "at": ts(now())},
+        )
+
+    async def forget_engines(self, office_id: str, *, dead_for: float) -> int:
+        seconds = check_dead_for(dead_for)
+
+        def forget(c: sqlite3.Connection) -> int:
+            at = now()
+            return c.execute(
+                f"""DELETE FROM engines AS e
+                     WHERE e.office_id = :office AND NOT {ALIVE_SQL}
+                       AND (CASE WHEN e.status = 'stopped' THEN e.stopped_at
+                                 ELSE e.alive_until END) < :cutoff""",
+                {"office": office_id, "at": ts(at), "cutoff": ts(at - timedelta(seconds=seconds))},
+            ).rowcount
+
+        return await self._run(forget, write=True)
 
     # -- questions ---------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """The Supabase store: rows through PostgREST, wake-ups through Realtime, with the official
 `supabase` async client (2.34.1) used unmodified. Needs the schema from `migrations/`.
 
-- Rows: the PostgREST table API. Claims, lease renewal, completion and recovery: RPC of the SQL
-  functions of `migrations/` (the same ones the postgres backend calls), so every backend hands
-  a command to exactly one engine, and a session's commands to the engine that runs it.
+- Rows: the PostgREST table API. Claims, lease renewal, completion, recovery and heartbeats:
+  RPC of the SQL functions of `migrations/` (the same ones the postgres backend calls), so
+  every backend hands a command to exactly one engine, and a session's commands to the engine
+  that runs it while that engine is alive (judged by the database's clock).
   Updates that the postgres backend runs under `SELECT ... FOR UPDATE` (session status, jobs)
   are compare-and-set PATCHes here; ending a session cancels its pending questions with a
   second PATCH (a failure there is logged; `reconcile` cancels them on the next start).
@@ -60,13 +61,17 @@ from supabase import AsyncClient, AsyncClientOptions, acreate_client
 from engine.store._shared import (
     MAX_ATTEMPTS,
     RESULT_STATUSES,
+    check_dead_for,
+    check_heartbeat,
     check_invocation_status,
     check_job_status,
     check_lease,
     check_new_command,
     check_session_status,
     claim_problem,
+    no_heartbeat,
     no_nul,
+    owner_came_back,
     question_not_pending,
     session_ended,
     updated_job,
@@ -89,6 +94,7 @@ from engine.store.models import (
     AgentResult,
     AgentSession,
     CommandStatus,
+    EngineHeartbeat,
     Job,
     JobStatus,
     Office,
@@ -423,12 +429,25 @@ class SupabaseStore(Store):
             await self._run(
                 lambda c: c.rpc("semo_renew_leases", {"p_engine_id": "", "p_lease_seconds": 1})
             )
+            await self._check_latest_migration()
         except BaseException:
             await self.close()
             raise
         self._supervisor = asyncio.get_running_loop().create_task(
             self._supervise(), name="semo-supabase-watchdog"
         )
+
+    async def _check_latest_migration(self) -> None:
+        """A function of the latest migration (0003) exists (lists nobody: no office has an
+        empty id); StoreError saying to migrate when it does not."""
+        try:
+            await self._rows(lambda c: c.rpc("semo_list_engines", {"p_office_id": ""}))
+        except StoreUnavailable:
+            raise
+        except StoreError as error:
+            raise StoreError(
+                f"{self.url} has an older semo schema than this semo, run `semo migrate`: {error}"
+            ) from None
 
     async def close(self) -> None:
         self._open = False
@@ -1127,11 +1146,15 @@ class SupabaseStore(Store):
                 return None
             row = rows[0]
             self._remember(row.get("id"), office_id)
-            problem = claim_problem(row, await self._session_state(row.get("session_id")))
+            session = await self._session_state(row.get("session_id"))
+            if owner_came_back(session, engine_id):
+                await self._hand_back(row, engine_id)
+                continue
+            problem = claim_problem(row, session, engine_id)
             if problem is None:
                 return AgentCommand.model_validate(row)
-            # a bad row inserted around insert_command, or an ended session: fail it, and
-            # claim the next
+            # a bad row inserted around insert_command, an ended session, or one whose engine
+            # is gone: fail it, and claim the next
             await self._run(
                 lambda c, row=row, problem=problem: c.rpc(
                     "semo_complete_command",
@@ -1146,18 +1169,31 @@ class SupabaseStore(Store):
             )
 
     async def _session_state(self, session_id: Any) -> dict[str, Any] | None:
-        """The status and end reason of a command's session (None: no session, or unknown)."""
+        """A command's session as the claim needs it (`semo_session_state`: status, end reason,
+        engine and whether it is alive); None: no session, or unknown."""
         if not isinstance(session_id, str) or not session_id:
             return None
-        rows = await self._rows(
+        rows = await self._rows(lambda c: c.rpc("semo_session_state", {"p_session_id": session_id}))
+        return rows[0] if rows else None
+
+    async def _hand_back(self, row: dict[str, Any], engine_id: str) -> None:
+        """Undo the claim of `row`: its session's engine beat between the claim and the look at
+        the session (the claim and that look are two transactions here)."""
+        changes = {
+            "status": "pending",
+            "claimed_by": None,
+            "lease_expires_at": None,
+            "attempts": max(0, int(row.get("attempts") or 1) - 1),
+        }
+        await self._run(
             lambda c: (
-                c.table("agent_sessions")
-                .select("status,end_reason")
-                .eq("session_id", session_id)
-                .limit(1)
+                c.table("agent_commands")
+                .update(changes)
+                .eq("id", row["id"])
+                .eq("status", "processing")
+                .eq("claimed_by", engine_id)
             )
         )
-        return rows[0] if rows else None
 
     async def renew_leases(
         self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
@@ -1208,6 +1244,41 @@ class SupabaseStore(Store):
         if not exists:
             raise NotFound(f"command {command_id} not found")
         return None
+
+    # -- engines -----------------------------------------------------------------------------
+
+    async def record_heartbeat(
+        self, office_id: str, engine_id: str, *, dead_after: float, starting: bool = False
+    ) -> EngineHeartbeat:
+        args = {
+            "p_office_id": office_id,
+            "p_engine_id": engine_id,
+            "p_dead_after": check_heartbeat(engine_id, dead_after),
+            "p_starting": starting,
+        }
+        rows = await self._rows(
+            lambda c: c.rpc("semo_record_heartbeat", args), missing=f"office {office_id} not found"
+        )
+        if not rows:
+            raise StoreError(f"recording the heartbeat of engine {engine_id} returned no row")
+        return EngineHeartbeat.model_validate(rows[0])
+
+    async def mark_engine_stopped(self, office_id: str, engine_id: str) -> EngineHeartbeat:
+        args = {"p_office_id": office_id, "p_engine_id": engine_id}
+        rows = await self._rows(lambda c: c.rpc("semo_mark_engine_stopped", args))
+        if not rows:
+            raise NotFound(no_heartbeat(office_id, engine_id))
+        return EngineHeartbeat.model_validate(rows[0])
+
+    async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
+        return await self._list(
+            EngineHeartbeat, lambda c: c.rpc("semo_list_engines", {"p_office_id": office_id})
+        )
+
+    async def forget_engines(self, office_id: str, *, dead_for: float) -> int:
+        args = {"p_office_id": office_id, "p_dead_for": check_dead_for(dead_for)}
+        value = await self._run(lambda c: c.rpc("semo_forget_engines", args))
+        return int(value or 0)
 
     # -- questions ---------------------------------------------------------------------------
 

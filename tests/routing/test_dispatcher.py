@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -538,12 +539,15 @@ async def test_two_engines_on_one_office_never_run_a_command_twice(rig: Rig) -> 
 async def test_each_engine_runs_the_commands_of_its_own_sessions(rig: Rig, tmp_path: Path) -> None:
     """Two engines on one office, each with a session it records in the store: every command
     for a session runs on the engine that runs it (none fails "no session ... on this
-    engine"), office-level commands on either, and a command for a session that has ended
-    fails at claim with the session's end reason."""
+    engine"), office-level commands on either, a command for a session that has ended
+    fails at claim with the session's end reason, and once an engine stops beating (it died
+    on another host) the other fails its sessions' commands at claim, saying so."""
     agent = Agent(office_id=rig.office.id, name="shell", role="SH", command=BASH)
     owners: dict[str, str] = {}
     dispatchers = []
     for engine_id in ("engine-1", "engine-2"):
+        # alive, as Engine.start records (engine.heartbeat)
+        await rig.store.record_heartbeat(rig.office.id, engine_id, dead_after=60, starting=True)
         manager = SessionManager(
             store=await rig.stores.new(),
             office_id=rig.office.id,
@@ -596,6 +600,20 @@ async def test_each_engine_runs_the_commands_of_its_own_sessions(rig: Rig, tmp_p
         )
         claimed = sum(d.stats.claimed for _, d in dispatchers)
         assert claimed == len(ids) + 1  # the failed-at-claim command reached no dispatcher
+
+        # engine-1 dies where nobody can see its pid: it claims nothing more, and its heartbeat
+        # runs out; engine-2 fails the commands of its live session at claim
+        await dispatchers[0][1].stop(grace=0)
+        await rig.stores.age_heartbeat(rig.office.id, "engine-1", 61)
+        [silent] = [e for e in await rig.store.list_engines(rig.office.id) if not e.alive]
+        orphan = await rig.insert("send_text", {"text": "echo orphan"}, sessions[0])
+        result = await rig.result(orphan)
+        assert result.error == (
+            f"session {sessions[0]}'s engine engine-1 stopped answering (last seen "
+            f"{silent.last_seen.astimezone(UTC).isoformat()}); the command was not run"
+        )
+        assert (await rig.store.get_command(orphan)).claimed_by == "engine-2"
+        assert dispatchers[1][1].stats.claimed + dispatchers[0][1].stats.claimed == claimed
     finally:
         for manager, dispatcher in dispatchers:
             await dispatcher.stop(grace=0)

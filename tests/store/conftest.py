@@ -20,6 +20,7 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,49 @@ class Stores:
                     (command_id, office_id, session_id, command_type, text),
                 )
         return command_id
+
+    async def age_heartbeat(self, office_id: str, engine_id: str, seconds: float) -> None:
+        """Move an engine's heartbeat `seconds` into the past (last_seen, alive_until and
+        stopped_at), around the store: as if it had not beaten for that long."""
+        if self.backend == "sqlite":
+            await asyncio.to_thread(
+                _age_sqlite_heartbeat, self.target, office_id, engine_id, seconds
+            )
+            return
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            cur = await conn.execute(
+                "update engines set last_seen = last_seen - make_interval(secs => %(s)s),"
+                " alive_until = alive_until - make_interval(secs => %(s)s),"
+                " stopped_at = stopped_at - make_interval(secs => %(s)s)"
+                " where office_id = %(o)s and engine_id = %(e)s",
+                {"s": seconds, "o": office_id, "e": engine_id},
+            )
+            assert cur.rowcount == 1, f"no heartbeat of {engine_id}"
+
+
+def _age_sqlite_heartbeat(path: str, office_id: str, engine_id: str, seconds: float) -> None:
+    def earlier(text: str | None) -> str | None:
+        if text is None:
+            return None
+        moved = datetime.fromisoformat(text) - timedelta(seconds=seconds)
+        return moved.strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            row = conn.execute(
+                "SELECT last_seen, alive_until, stopped_at FROM engines"
+                " WHERE office_id = ? AND engine_id = ?",
+                (office_id, engine_id),
+            ).fetchone()
+            assert row is not None, f"no heartbeat of {engine_id}"
+            conn.execute(
+                "UPDATE engines SET last_seen = ?, alive_until = ?, stopped_at = ?"
+                " WHERE office_id = ? AND engine_id = ?",
+                (*(earlier(v) for v in row), office_id, engine_id),
+            )
+    finally:
+        conn.close()
 
 
 @asynccontextmanager

@@ -83,6 +83,26 @@ async def test_sessions_and_questions_list_rows(backend: Stores) -> None:
     assert {r["id"] for r in rows} >= {choice.id}
 
 
+async def test_engines_lists_heartbeats(backend: Stores) -> None:
+    store = await backend.new()
+    office, *_ = await seed(store)
+    await store.record_heartbeat(office.id, "engine-1", dead_after=60, starting=True)
+    await store.record_heartbeat(office.id, "engine-2", dead_after=60, starting=True)
+    await store.mark_engine_stopped(office.id, "engine-2")
+    listing = await semo(backend, "engines")
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.splitlines()[0].split() == [
+        "engine_id", "status", "alive", "last_seen", "alive_until"
+    ]  # fmt: skip
+    rows = json.loads((await semo(backend, "engines", "--json")).stdout)
+    assert [(r["engine_id"], r["status"], r["alive"]) for r in rows] == [
+        ("engine-1", "running", True),
+        ("engine-2", "stopped", False),
+    ]
+    unknown = await semo(backend, "engines", "--office", "nope")
+    assert unknown.returncode == 2 and "no office 'nope'" in unknown.stderr
+
+
 async def test_answer_by_option_and_by_text_then_twice_is_refused(backend: Stores) -> None:
     store = await backend.new()
     _, _, choice, text = await seed(store)

@@ -26,6 +26,7 @@ from engine.store.models import (
     AgentInvocation,
     AgentResult,
     AgentSession,
+    EngineHeartbeat,
     InvalidCommand,
     Job,
     Office,
@@ -233,10 +234,27 @@ async def test_two_engines_drain_a_queue_exactly_once(stores: Stores) -> None:
 # -- sessions and their engines ------------------------------------------------------------------
 
 
-async def live_session(store: Store, office_id: str, engine_id: str | None) -> AgentSession:
+#: the heartbeat limit the tests' engines write (an engine is dead that long after its last beat)
+DEAD_AFTER = 60.0
+
+
+async def beat(store: Store, office_id: str, engine_id: str, **kw: bool) -> EngineHeartbeat:
+    return await store.record_heartbeat(office_id, engine_id, dead_after=DEAD_AFTER, **kw)
+
+
+async def live_session(
+    store: Store, office_id: str, engine_id: str | None, *, alive: bool = True
+) -> AgentSession:
+    """A ready session run by `engine_id`, which has just beaten (unless not `alive`)."""
+    if engine_id is not None and alive:
+        await beat(store, office_id, engine_id)
     return await store.upsert_session(
         AgentSession(office_id=office_id, agent_id="a", engine_id=engine_id, status="ready")
     )
+
+
+def last_seen(row: EngineHeartbeat) -> str:
+    return row.last_seen.astimezone(UTC).isoformat()
 
 
 async def test_a_session_command_goes_only_to_the_engine_that_runs_the_session(
@@ -323,6 +341,200 @@ async def test_two_engines_drain_their_own_sessions_commands(stores: Stores) -> 
     for command_id, owner in owner_of.items():
         if owner:
             assert claims[command_id] == [owner]
+
+
+# -- engines and their heartbeats -------------------------------------------------------------
+
+
+async def test_heartbeats(store: Store) -> None:
+    o = await office(store)
+    first = await beat(store, o.id, "engine-a", starting=True)
+    assert (first.office_id, first.engine_id, first.status) == (o.id, "engine-a", "running")
+    assert first.alive and first.stopped_at is None
+    assert first.started_at == first.last_seen
+    assert first.alive_until == first.last_seen + timedelta(seconds=DEAD_AFTER)
+
+    again = await store.record_heartbeat(o.id, "engine-a", dead_after=5)
+    assert again.alive and again.started_at == first.started_at
+    assert again.last_seen >= first.last_seen
+    assert again.alive_until == again.last_seen + timedelta(seconds=5)
+    other = await beat(store, o.id, "engine-b", starting=True)
+    assert [e.engine_id for e in await store.list_engines(o.id)] == ["engine-a", "engine-b"]
+
+    # a clean stop: no longer alive; a new start makes it running again
+    stopped = await store.mark_engine_stopped(o.id, "engine-b")
+    assert stopped.status == "stopped" and not stopped.alive
+    assert stopped.stopped_at is not None and stopped.stopped_at >= other.last_seen
+    assert stopped.started_at == other.started_at
+    listed = {e.engine_id: e for e in await store.list_engines(o.id)}
+    assert (listed["engine-a"].alive, listed["engine-b"].alive) == (True, False)
+    assert listed["engine-b"] == stopped
+    restarted = await beat(store, o.id, "engine-b", starting=True)
+    assert restarted.status == "running" and restarted.alive and restarted.stopped_at is None
+    assert restarted.started_at >= stopped.stopped_at
+
+    # the same engine id in another office is another row
+    elsewhere = await office(store, "elsewhere")
+    await beat(store, elsewhere.id, "engine-a")
+    assert [e.engine_id for e in await store.list_engines(elsewhere.id)] == ["engine-a"]
+    assert len(await store.list_engines(o.id)) == 2
+
+
+async def test_heartbeat_bad_input(store: Store) -> None:
+    o = await office(store)
+    with pytest.raises(NotFound, match="office no-such-office not found"):
+        await beat(store, "no-such-office", "engine-a")
+    with pytest.raises(NotFound, match="engine engine-a has no heartbeat in office"):
+        await store.mark_engine_stopped(o.id, "engine-a")
+    await beat(store, o.id, "engine-a")
+    with pytest.raises(NotFound, match="has no heartbeat in office no-such-office"):
+        await store.mark_engine_stopped("no-such-office", "engine-a")
+    with pytest.raises(ValueError, match="engine id"):
+        await beat(store, o.id, "")
+    for limit in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="dead_after must be positive"):
+            await store.record_heartbeat(o.id, "engine-a", dead_after=limit)
+    with pytest.raises(ValueError, match="dead_for"):
+        await store.forget_engines(o.id, dead_for=-1)
+    assert await store.list_engines("no-such-office") == []
+    assert await store.forget_engines("no-such-office", dead_for=0) == 0
+    assert [e.engine_id for e in await store.list_engines(o.id)] == ["engine-a"]
+
+
+async def test_an_engine_whose_heartbeat_is_older_than_its_limit_is_not_alive(
+    stores: Stores,
+) -> None:
+    store = await stores.new()
+    o = await office(store)
+    await beat(store, o.id, "engine-a")
+    await stores.age_heartbeat(o.id, "engine-a", DEAD_AFTER / 2)
+    [half] = await store.list_engines(o.id)
+    assert half.alive
+    await stores.age_heartbeat(o.id, "engine-a", DEAD_AFTER)
+    [late] = await store.list_engines(o.id)
+    assert not late.alive and late.status == "running"
+    assert (await beat(store, o.id, "engine-a")).alive  # beating again brings it back
+
+
+async def test_forget_engines(stores: Stores) -> None:
+    store = await stores.new()
+    o = await office(store)
+    for engine in ("alive", "stopped", "silent", "long-silent", "long-stopped"):
+        await beat(store, o.id, engine)
+    for engine in ("stopped", "long-stopped"):
+        await store.mark_engine_stopped(o.id, engine)
+    await stores.age_heartbeat(o.id, "silent", DEAD_AFTER + 10)
+    await stores.age_heartbeat(o.id, "long-silent", DEAD_AFTER + 7200)
+    await stores.age_heartbeat(o.id, "long-stopped", 7200)
+
+    assert await store.forget_engines(o.id, dead_for=3600) == 2
+    left = {e.engine_id for e in await store.list_engines(o.id)}
+    assert left == {"alive", "stopped", "silent"}
+    assert await store.forget_engines(o.id, dead_for=0) == 2  # every dead one
+    assert [e.engine_id for e in await store.list_engines(o.id)] == ["alive"]
+
+
+async def test_an_alive_engine_keeps_its_sessions_commands_and_a_silent_one_loses_them(
+    stores: Stores,
+) -> None:
+    a, b = await stores.new(), await stores.new()
+    o = await office(a)
+    session = await live_session(a, o.id, "engine-a")
+    first = await a.insert_command(
+        o.id, "send_prompt", {"prompt": "hi"}, session_id=session.session_id
+    )
+
+    # a fresh heartbeat: engine B leaves the command to engine A
+    await stores.age_heartbeat(o.id, "engine-a", DEAD_AFTER - 10)
+    assert await b.claim_next_command(o.id, "engine-b") is None
+    assert (await a.get_command(first.id)).status == "pending"
+
+    # older than its limit: B claims the command and fails it, saying why; it never runs
+    await stores.age_heartbeat(o.id, "engine-a", 20)
+    [silent] = await a.list_engines(o.id)
+    assert not silent.alive
+    follower = await a.insert_command(o.id, "create_session", {"role": "BE"})
+    claimed = await b.claim_next_command(o.id, "engine-b")
+    assert claimed is not None and claimed.id == follower.id
+    failed = await b.get_command(first.id)
+    assert (failed.status, failed.claimed_by, failed.lease_expires_at) == (
+        "failed",
+        "engine-b",
+        None,
+    )
+    result = await b.get_result(first.id)
+    assert result is not None and not result.success and result.result is None
+    assert result.error == (
+        f"session {session.session_id}'s engine engine-a stopped answering "
+        f"(last seen {last_seen(silent)}); the command was not run"
+    )
+    # the session itself is left to the periodic pass (engine.reconcile.end_silent_engines)
+    assert (await b.get_session(session.session_id)).status == "ready"
+
+    # the engine itself, still running after all, claims its own session's commands
+    mine = await a.insert_command(o.id, "get_output", session_id=session.session_id)
+    assert (await a.claim_next_command(o.id, "engine-a")).id == mine.id  # type: ignore[union-attr]
+    # once it beats again, its sessions are its own again
+    await beat(a, o.id, "engine-a")
+    again = await a.insert_command(o.id, "get_output", session_id=session.session_id)
+    assert await b.claim_next_command(o.id, "engine-b") is None
+    assert (await a.get_command(again.id)).status == "pending"
+
+
+async def test_a_command_whose_engine_beats_during_the_claim_is_handed_back(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim saw the engine silent, the look at the session finds it alive: the command is
+    handed back to it, not failed (sqlite: one transaction and one clock, it cannot happen)."""
+    if stores.backend == "sqlite":
+        pytest.skip("the claim and the look at the session are one transaction")
+    a, b = await stores.new(), await stores.new()
+    o = await office(a)
+    session = await live_session(a, o.id, "engine-a")
+    command = await a.insert_command(o.id, "get_output", session_id=session.session_id)
+    await stores.age_heartbeat(o.id, "engine-a", DEAD_AFTER + 1)
+    look = b._session_state  # type: ignore[attr-defined]
+
+    async def beat_first(*args: object) -> object:
+        await beat(a, o.id, "engine-a")  # the engine comes back just then
+        return await look(*args)
+
+    monkeypatch.setattr(b, "_session_state", beat_first)
+    assert await b.claim_next_command(o.id, "engine-b") is None
+    row = await a.get_command(command.id)
+    assert (row.status, row.claimed_by, row.lease_expires_at, row.attempts) == (
+        "pending",
+        None,
+        None,
+        0,
+    )
+    assert await a.get_result(command.id) is None
+    claimed = await a.claim_next_command(o.id, "engine-a")
+    assert claimed is not None and claimed.id == command.id and claimed.attempts == 1
+
+
+async def test_commands_of_a_stopped_engine_or_one_that_never_beat_fail_at_claim(
+    store: Store,
+) -> None:
+    o = await office(store)
+    stopped_session = await live_session(store, o.id, "engine-stopped")
+    stopped = await store.mark_engine_stopped(o.id, "engine-stopped")
+    ghost_session = await live_session(store, o.id, "engine-ghost", alive=False)
+    commands = [
+        await store.insert_command(o.id, "send_text", {"text": "x"}, session_id=s.session_id)
+        for s in (stopped_session, ghost_session)
+    ]
+
+    assert await store.claim_next_command(o.id, "engine-b") is None
+    errors = [(await store.get_result(c.id)).error for c in commands]  # type: ignore[union-attr]
+    assert stopped.stopped_at is not None
+    assert errors == [
+        f"session {stopped_session.session_id}'s engine engine-stopped stopped at "
+        f"{stopped.stopped_at.astimezone(UTC).isoformat()}; the command was not run",
+        f"session {ghost_session.session_id}'s engine engine-ghost never recorded a heartbeat "
+        "(an engine of an older semo, or a row written by hand); the command was not run",
+    ]
+    assert [(await store.get_command(c.id)).status for c in commands] == ["failed", "failed"]
 
 
 async def test_renew_leases(store: Store) -> None:

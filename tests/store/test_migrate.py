@@ -9,14 +9,16 @@ import json
 import shutil
 import sqlite3
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from engine.store.base import StoreError, StoreUnavailable
+from engine.store._shared import LEGACY_GRACE_SECONDS
+from engine.store.base import Store, StoreError, StoreUnavailable
 from engine.store.migrate import migrate, migration_files, migrations_dir
-from engine.store.models import Job, Office, UserQuestion
+from engine.store.models import AgentSession, Job, Office, UserQuestion
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
 from engine.store.supabase import SupabaseStore
@@ -34,6 +36,7 @@ TABLES = [
     "agent_invocations",
     "agent_results",
     "jobs",
+    "engines",
 ]
 ALL = [p.name for p in migration_files()]
 
@@ -212,8 +215,18 @@ async def test_postgres_store_asks_for_the_migrations_it_lacks(tmp_path: Path) -
             assert job.engine_id is None and job.task == "t"
 
 
+def _downgrade_to_v2(path: Path) -> None:
+    """Turn a current sqlite file into what semo with schema version 2 created."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript("DROP TABLE engines; PRAGMA user_version = 2;")
+    finally:
+        conn.close()
+
+
 def _downgrade_to_v1(path: Path) -> None:
     """Turn a current sqlite file into what semo with schema version 1 created."""
+    _downgrade_to_v2(path)
     conn = sqlite3.connect(path)
     try:
         conn.executescript(
@@ -249,13 +262,85 @@ async def test_sqlite_store_upgrades_a_version_1_file(tmp_path: Path) -> None:
             await store.close()
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     finally:
         conn.close()
 
 
 async def test_supabase_store_asks_for_the_migrations_it_lacks() -> None:
     with temporary_database(ADMIN_DSN, migrations=[REPO / "migrations" / ALL[0]]) as dsn:
+        async with SupabaseEmulator(dsn) as emulator:
+            store = SupabaseStore(emulator.url, emulator.service_role_key)
+            with pytest.raises(StoreError, match=r"older semo schema.*semo migrate"):
+                await store.open()
+
+
+async def _legacy_rows(store: Store) -> str:
+    """What engines of a semo without heartbeats left: a live session, a running job and a
+    claim each (engines old-session, old-job, old-claim), and an ended session; the office."""
+    office = await store.create_office(Office(name="o"))
+    for engine, status in (("old-session", "ready"), ("gone", "terminated")):
+        await store.upsert_session(
+            AgentSession(office_id=office.id, agent_id="a", engine_id=engine, status=status)
+        )
+    job = await store.create_job(Job(office_id=office.id, agent_id="a", task="t"))
+    await store.update_job(job.id, status="running", engine_id="old-job")
+    await store.insert_command(office.id, "run_job", {"job_id": job.id})
+    await store.claim_next_command(office.id, "old-claim")
+    return office.id
+
+
+async def _check_legacy_engines(store: Store, office_id: str) -> None:
+    """Each engine that held something got a heartbeat alive for the grace period."""
+    engines = {e.engine_id: e for e in await store.list_engines(office_id)}
+    assert set(engines) == {"old-session", "old-job", "old-claim"}
+    for row in engines.values():
+        assert row.alive and row.status == "running"
+        assert row.alive_until - row.last_seen == timedelta(seconds=LEGACY_GRACE_SECONDS)
+    # the old engine's session is still its own during the grace period
+    [session] = await store.list_sessions(office_id)
+    await store.insert_command(office_id, "get_output", session_id=session.session_id)
+    assert await store.claim_next_command(office_id, "new-engine") is None
+
+
+async def test_sqlite_store_upgrades_a_version_2_file_with_heartbeats(tmp_path: Path) -> None:
+    path = tmp_path / "semo.db"
+    async with SqliteStore(path) as store:
+        office_id = await _legacy_rows(store)
+    _downgrade_to_v2(path)
+    async with SqliteStore(path) as store:
+        await _check_legacy_engines(store, office_id)
+        assert (await store.record_heartbeat(office_id, "new", dead_after=1)).alive
+
+
+async def test_migration_0003_gives_engines_from_before_heartbeats_a_grace(
+    tmp_path: Path,
+) -> None:
+    for name in ALL[:2]:
+        (tmp_path / name).write_text((REPO / "migrations" / name).read_text())
+    async with fresh_database() as dsn:
+        assert await migrate(dsn, folder=tmp_path) == ALL[:2]
+        with pytest.raises(StoreError, match=r"older semo schema.*semo migrate"):
+            await PostgresStore(dsn).open()
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await conn.execute(
+                "insert into offices (id, name) values ('o', 'o');"
+                "insert into agent_sessions (office_id, agent_id, engine_id, status) values"
+                " ('o', 'a', 'old-session', 'ready'), ('o', 'a', 'gone', 'terminated');"
+                "insert into jobs (id, office_id, agent_id, task, status, engine_id)"
+                " values ('j', 'o', 'a', 't', 'running', 'old-job');"
+                "insert into agent_commands (office_id, command_type, payload, status, claimed_by)"
+                " values ('o', 'run_job', '{\"job_id\": \"j\"}', 'processing', 'old-claim')"
+            )
+        assert await migrate(dsn) == ALL[2:]
+        async with PostgresStore(dsn) as store:
+            await _check_legacy_engines(store, "o")
+
+
+async def test_supabase_store_asks_for_migration_0003() -> None:
+    with temporary_database(
+        ADMIN_DSN, migrations=[REPO / "migrations" / n for n in ALL[:2]]
+    ) as dsn:
         async with SupabaseEmulator(dsn) as emulator:
             store = SupabaseStore(emulator.url, emulator.service_role_key)
             with pytest.raises(StoreError, match=r"older semo schema.*semo migrate"):

@@ -1,20 +1,23 @@
-"""Reconciling on start, on every backend: what a dead earlier run left is ended and failed
-(sessions, in-flight commands, running jobs; questions of ended sessions are cancelled, and
-commands for them fail at the next claim); what a live engine (here or elsewhere) holds is
-left alone."""
+"""Reconciling, on every backend: what a dead earlier run (on start) or an engine whose heartbeat
+ran out (the periodic pass) left is ended and failed (sessions, in-flight commands, running
+jobs; questions of ended sessions are cancelled, and commands for them fail at the next claim);
+what a live engine (here or elsewhere) holds is left alone."""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
+from datetime import UTC
 
 import pytest
 
-from engine.reconcile import is_dead_run, reconcile
+from engine.reconcile import end_silent_engines, is_dead_run, reconcile
+from engine.store._shared import FORGET_ENGINES_AFTER
 from engine.store.base import Store, StoreConflict
 from engine.store.models import Agent, AgentSession, Job, Office, UserQuestion
 from engine.store.operations import answer_question
+from tests.store.conftest import Stores
 
 
 def dead_pid() -> int:
@@ -161,13 +164,16 @@ async def test_commands_for_a_dead_engines_session_fail_once_it_is_ended(store: 
     host = socket.gethostname()
     dead = f"{host}-{dead_pid()}"
     office = await store.create_office(Office(name="o"))
+    # it died a moment ago: its heartbeat has not run out yet
+    await store.record_heartbeat(office.id, dead, dead_after=60)
     orphaned = await store.upsert_session(
         AgentSession(office_id=office.id, agent_id="a", engine_id=dead, status="ready")
     )
     waiting = await store.insert_command(
         office.id, "send_prompt", {"prompt": "hi"}, session_id=orphaned.session_id
     )
-    # while the store says the dead engine runs the session, nobody else may take its commands
+    # while the store says the dead engine runs the session (and it looks alive), nobody else
+    # may take its commands
     assert await store.claim_next_command(office.id, "me") is None
 
     await reconcile(store, office.id, "me")
@@ -181,3 +187,121 @@ async def test_commands_for_a_dead_engines_session_fail_once_it_is_ended(store: 
         f"session {orphaned.session_id} has ended: engine {dead} stopped without ending it "
         "(found by me on start); the command was not run"
     )
+
+
+# -- the periodic pass: engines whose heartbeat ran out, on any host ------------------------------
+
+
+async def test_the_periodic_pass_ends_what_silent_engines_left(stores: Stores) -> None:
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    for engine in ("fresh", "silent", "stopped", "me"):
+        await store.record_heartbeat(office.id, engine, dead_after=60, starting=True)
+    await stores.age_heartbeat(office.id, "silent", 61)
+    await store.mark_engine_stopped(office.id, "stopped")
+    heartbeats = {e.engine_id: e for e in await store.list_engines(office.id)}
+    seen = heartbeats["silent"].last_seen.astimezone(UTC).isoformat()
+    stopped_at = heartbeats["stopped"].stopped_at
+    assert stopped_at is not None
+    what = {
+        "silent": f"stopped answering (last seen {seen})",
+        "stopped": f"stopped at {stopped_at.astimezone(UTC).isoformat()}",
+        # an engine id in the store that never beat (an older semo, a row written by hand)
+        "ghost": "never recorded a heartbeat (an engine of an older semo, or a row written by "
+        "hand)",
+    }
+    engines = ["fresh", "silent", "stopped", "ghost", "me"]
+    sessions = {
+        engine: await store.upsert_session(
+            AgentSession(office_id=office.id, agent_id="a", engine_id=engine, status="ready")
+        )
+        for engine in engines
+    }
+    questions = {
+        engine: await store.create_question(
+            UserQuestion(
+                office_id=office.id,
+                agent_id="a",
+                session_id=sessions[engine].session_id,
+                question="?",
+            )
+        )
+        for engine in engines
+    }
+
+    async def running_job(engine_id: str | None, session_id: str | None = None) -> Job:
+        row = await store.create_job(Job(office_id=office.id, agent_id="a", task="t"))
+        return await store.update_job(
+            row.id, status="running", engine_id=engine_id, session_id=session_id
+        )
+
+    jobs = {engine: await running_job(engine) for engine in engines}
+    # a row from before jobs recorded their engine: its session's engine runs it
+    legacy_job = await running_job(None, sessions["silent"].session_id)
+    await store.insert_command(office.id, "run_job", {"job_id": jobs["silent"].id})
+    in_flight = await store.claim_next_command(office.id, "silent")
+    assert in_flight is not None
+    queued = await store.insert_command(
+        office.id, "send_prompt", {"prompt": "hi"}, session_id=sessions["fresh"].session_id
+    )
+
+    report = await end_silent_engines(store, office.id, "me")
+
+    dead = ["ghost", "silent", "stopped"]
+    assert report.dead_engines == dead
+    assert (report.sessions_ended, report.questions_cancelled) == (3, 3)
+    assert (report.jobs_failed, report.commands_failed) == (4, 1)
+    for engine in engines:
+        session = await store.get_session(sessions[engine].session_id)
+        question = await store.get_question(questions[engine].id)
+        job = await store.get_job(jobs[engine].id)
+        if engine not in dead:
+            assert (session.status, question.status, job.status) == ("ready", "pending", "running")
+            continue
+        ended = f"engine {engine} {what[engine]} without ending it (found by me)"
+        assert (session.status, session.end_reason) == ("terminated", ended)
+        assert (question.status, question.cancel_reason) == (
+            "cancelled",
+            f"session {session.session_id} has ended: {ended}",
+        )
+        assert (job.status, job.failure_reason) == (
+            "failed",
+            f"engine {engine} {what[engine]} while running this job (found by me)",
+        )
+    legacy = await store.get_job(legacy_job.id)
+    assert legacy.status == "failed" and "engine silent stopped answering" in (
+        legacy.failure_reason or ""
+    )
+    result = await store.get_result(in_flight.id)
+    assert result is not None and result.error == (
+        f"engine silent {what['silent']} while running this command (found by me)"
+    )
+    assert (await store.get_command(queued.id)).status == "pending"  # fresh keeps its own
+
+    # a command still queued for a silent engine's session fails at the next claim
+    late = await store.insert_command(
+        office.id, "send_text", {"text": "x"}, session_id=sessions["silent"].session_id
+    )
+    assert await store.claim_next_command(office.id, "me") is None
+    late_result = await store.get_result(late.id)
+    assert late_result is not None and late_result.error == (
+        f"session {sessions['silent'].session_id} has ended: engine silent {what['silent']} "
+        "without ending it (found by me); the command was not run"
+    )
+
+    again = await end_silent_engines(store, office.id, "me")
+    assert again.dead_engines == [] and again.describe() == "nothing left over by dead engines"
+
+
+async def test_the_start_pass_forgets_engines_dead_for_a_week(stores: Stores) -> None:
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    for engine in ("recent", "old"):
+        await store.record_heartbeat(office.id, engine, dead_after=60)
+    await stores.age_heartbeat(office.id, "recent", 3600)
+    await stores.age_heartbeat(office.id, "old", FORGET_ENGINES_AFTER + 60)
+
+    report = await reconcile(store, office.id, "me")
+
+    assert report.engines_forgotten == 1
+    assert [e.engine_id for e in await store.list_engines(office.id)] == ["recent"]

@@ -1,0 +1,129 @@
+"""An engine's heartbeat: the store row (`engines`) saying that this engine is alive.
+
+    heartbeat = Heartbeat(store, office_id, engine_id, lease_seconds=30)
+    await heartbeat.start()        # row running, alive until now + 90 s; a beat every 10 s
+    ...
+    heartbeat.steady()             # True once beats have succeeded without a gap for 90 s
+    await heartbeat.stop()         # no more beats; row stopped
+
+Every beat writes `last_seen` and `alive_until = now + dead_after` (the database's clock for
+postgres and supabase). Other engines treat this engine as dead once `alive_until` has passed:
+they claim (and fail) the commands of its sessions, and their periodic pass
+(`engine.reconcile.end_silent_engines`) ends its sessions, fails its running jobs and cancels
+its sessions' questions. The interval and the limit derive from `[engine] lease_seconds`:
+a beat every lease_seconds / 3, dead after 3 x lease_seconds (nine missed beats).
+
+A failed beat is logged and retried sooner (`RETRY_SECONDS`), so after a database outage
+every engine is seen again quickly. `steady()` says whether this engine may judge others: only
+once its own beats have gone through for a whole limit without a gap, so that an outage (when
+nobody could beat) is not taken for the death of every other engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from engine.store.base import Store, StoreError
+from engine.store.models import EngineHeartbeat
+
+log = logging.getLogger("semo.engine")
+
+#: beats per lease: a beat every lease_seconds / 3 (the dispatcher renews leases as often)
+BEATS_PER_LEASE = 3
+#: an engine is dead after this many leases without a beat
+LEASES_UNTIL_DEAD = 3
+#: the pause before another try after a failed beat (at most the interval)
+RETRY_SECONDS = 1.0
+
+
+class Heartbeat:
+    def __init__(
+        self,
+        store: Store,
+        office_id: str,
+        engine_id: str,
+        *,
+        lease_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be positive, not {lease_seconds!r}")
+        self.store = store
+        self.office_id = office_id
+        self.engine_id = engine_id
+        #: seconds between beats
+        self.interval = lease_seconds / BEATS_PER_LEASE
+        #: seconds after the last beat from which others count this engine dead
+        self.dead_after = lease_seconds * LEASES_UNTIL_DEAD
+        self.last: EngineHeartbeat | None = None
+        self._clock = clock
+        #: clock() at the first beat of the current run of successful beats
+        self._steady_since: float | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> EngineHeartbeat:
+        """Record this engine as started and alive (StoreError when the store refuses), then
+        beat every `interval` seconds."""
+        row = await self._beat(starting=True)
+        self._task = asyncio.get_running_loop().create_task(
+            self._loop(), name=f"semo-heartbeat {self.engine_id}"
+        )
+        return row
+
+    async def stop(self, *, mark_stopped: bool = True) -> None:
+        """No more beats; with `mark_stopped`, record a clean stop (logged if it fails: the
+        row then runs out like a dead engine's)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._steady_since = None
+        if not mark_stopped or self.last is None:
+            return
+        try:
+            self.last = await self.store.mark_engine_stopped(self.office_id, self.engine_id)
+        except StoreError as error:
+            log.warning("could not record engine %s as stopped: %s", self.engine_id, error)
+
+    def steady(self) -> bool:
+        """Whether beats have gone through without a gap for at least `dead_after` seconds:
+        only then may this engine take another's silence for its death."""
+        since = self._steady_since
+        return since is not None and self._clock() - since >= self.dead_after
+
+    async def _beat(self, *, starting: bool = False) -> EngineHeartbeat:
+        try:
+            row = await self.store.record_heartbeat(
+                self.office_id, self.engine_id, dead_after=self.dead_after, starting=starting
+            )
+        except Exception:
+            self._steady_since = None
+            raise
+        if self._steady_since is None:
+            self._steady_since = self._clock()
+        self.last = row
+        return row
+
+    async def _loop(self) -> None:
+        delay = self.interval
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self._beat()
+            except StoreError as error:
+                delay = min(self.interval, RETRY_SECONDS)
+                log.warning("heartbeat of engine %s failed: %s", self.engine_id, error)
+            except Exception:
+                delay = min(self.interval, RETRY_SECONDS)
+                log.exception("heartbeat of engine %s failed", self.engine_id)
+            else:
+                delay = self.interval
