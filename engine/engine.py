@@ -12,9 +12,10 @@ The console and `semo engine` talk to this class only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from engine.config import AgentConfig, SemoConfig
@@ -87,10 +88,15 @@ class Engine:
         self._changes: ChangeFeed | None = None
         self.heartbeat: Heartbeat | None = None
         self._recovery: asyncio.Task[None] | None = None
+        #: stop() has run (a second call does nothing: e.g. after a start that failed)
+        self._stopped = False
 
     # -- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start everything; if a step fails once the heartbeat runs, what had started is
+        stopped (`stop`) before the error is raised."""
+        self._stopped = False
         if self._owns_store:
             await self.store.open()
         self.office = await self._sync_office()
@@ -100,6 +106,19 @@ class Engine:
             self.store, office_id, self.engine_id, lease_seconds=self.config.engine.lease_seconds
         )
         await self.heartbeat.start()
+        try:
+            await self._start_running(office_id)
+        except BaseException as error:
+            # whatever had started stops (the heartbeat too: recorded stopped, not left to run
+            # out while nothing runs), then the caller learns why the start failed
+            try:
+                await self.stop(f"start failed: {error!r}")
+            except BaseException:
+                log.exception("stopping engine %s after a failed start failed", self.engine_id)
+            raise
+
+    async def _start_running(self, office_id: str) -> None:
+        """What `start` does once the heartbeat runs: reconcile, sessions, routing, claims."""
         self.reconciled = await reconcile(self.store, office_id, self.engine_id)
         log.info("reconciled: %s", self.reconciled.describe())
         self.manager = SessionManager(
@@ -170,28 +189,50 @@ class Engine:
         self._status("running", f"{len(self.manager.sessions)} session(s)")
 
     async def stop(self, reason: str = "engine stopped") -> None:
-        """Stop taking commands, finish or fail what is in flight, end every session."""
+        """Stop taking commands, finish or fail what is in flight, end every session, record
+        the engine stopped. Every step runs even when an earlier one fails (the first failure
+        is raised at the end); the heartbeat is stopped and the store closed whatever
+        happens. A second call does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._status("stopping", reason)
-        if self._recovery is not None:
-            self._recovery.cancel()
-        grace = self.config.engine.shutdown_grace
-        if self.dispatcher is not None:
-            await self.dispatcher.stop(grace)
-        if self.router is not None:
-            await self.router.stop()
-        if self._changes is not None:
-            await self._changes.stop()
-        if self.pool is not None:
-            await self.pool.close()
-        if self.manager is not None:
-            await self.manager.close(reason)
-        if self.heartbeat is not None:
-            await self.heartbeat.stop()  # after its sessions ended: recorded stopped
-        self._status("stopped", reason)
-        if self._forwarder is not None:
-            await self._forwarder.stop()
-        if self._owns_store:
-            await self.store.close()
+        try:
+            if self._recovery is not None:
+                self._recovery.cancel()
+            grace = self.config.engine.shutdown_grace
+            steps: list[tuple[str, Callable[[], Awaitable[object]]]] = []
+            if self.dispatcher is not None:
+                steps.append(("dispatcher", functools.partial(self.dispatcher.stop, grace)))
+            if self.router is not None:
+                steps.append(("router", self.router.stop))
+            if self._changes is not None:
+                steps.append(("change feed", self._changes.stop))
+            if self.pool is not None:
+                steps.append(("pool", self.pool.close))
+            if self.manager is not None:
+                steps.append(("sessions", functools.partial(self.manager.close, reason)))
+            failure: Exception | None = None
+            for name, step in steps:
+                try:
+                    await step()
+                except Exception as error:
+                    log.exception("engine %s: stopping the %s failed", self.engine_id, name)
+                    failure = failure or error
+            if failure is not None:
+                raise failure
+        finally:
+            try:
+                if self.heartbeat is not None:
+                    await self.heartbeat.stop()  # after its sessions ended: recorded stopped
+            finally:
+                self._status("stopped", reason)
+                try:
+                    if self._forwarder is not None:
+                        await self._forwarder.stop()
+                finally:
+                    if self._owns_store:
+                        await self.store.close()
 
     # -- the facade ----------------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ nobody could beat) is not taken for the death of every other engine.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -80,14 +79,17 @@ class Heartbeat:
 
     async def stop(self, *, mark_stopped: bool = True) -> None:
         """No more beats; with `mark_stopped`, record a clean stop (logged if it fails: the
-        row then runs out like a dead engine's)."""
+        row then runs out like a dead engine's). Once recorded, another call records nothing.
+        A cancellation of the caller while it waits for the beats to end propagates (the beats
+        are cancelled all the same)."""
         task, self._task = self._task, None
+        self._steady_since = None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._steady_since = None
-        if not mark_stopped or self.last is None:
+            # wait for the beat task without taking its cancellation for ours: asyncio.wait
+            # neither raises the task's CancelledError nor swallows the caller's
+            await asyncio.wait({task})
+        if not mark_stopped or self.last is None or self.last.status == "stopped":
             return
         try:
             self.last = await self.store.mark_engine_stopped(self.office_id, self.engine_id)

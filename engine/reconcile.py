@@ -11,16 +11,23 @@ asked. Two passes find dead engines and clean up after them, the same way:
   office, on any host, that are not alive by their heartbeat (`engines`: it ran out, they
   stopped, or they never recorded one).
 
-What is done about them:
+What is done about them, per engine in one store transaction (`Store.end_engine`):
 
 - Their sessions are marked terminated (which cancels the sessions' pending questions).
-- Pending questions of any ended session of the office (left by an earlier run, whatever ended
-  it) are cancelled with the session's end reason: nobody can answer them any more.
 - Their in-flight commands fail with a reason; commands whose lease expired (any engine's) go
   back to pending or fail, as `Store.recover_expired` decides.
 - Their running jobs fail with a reason (jobs are not re-run: the `run_job` command that ran
   one is not safe to repeat, and fails too). A job's engine is `jobs.engine_id`, or for rows
   written without it the engine of the job's session.
+- Pending questions of any ended session of the office (left by an earlier run, whatever ended
+  it) are cancelled with the session's end reason: nobody can answer them any more.
+
+The periodic pass reads the heartbeats once, to find the candidates and word the reasons, but
+the decision that an engine is dead is taken again by the store with the writes
+(`end_engine(..., unless_alive=True)`): an engine that beats again after the reading, or starts
+after it (an id the reading did not have), keeps its sessions, commands and jobs. The start-up
+pass ends the runs it knows to be dead whatever their heartbeat says (a process that is gone,
+or this engine's own id).
 
 Pending commands are picked up by the dispatcher afterwards; one addressed to a session that
 has ended, or whose engine is not alive, is failed by the claim ("session X has ended ...; the
@@ -38,7 +45,7 @@ from pydantic import BaseModel
 
 from engine.store._shared import FORGET_ENGINES_AFTER, engine_silence, session_ended
 from engine.store.base import NotFound, Store, StoreConflict
-from engine.store.models import AgentSession, EngineHeartbeat
+from engine.store.models import AgentSession, EngineHeartbeat, Job
 
 log = logging.getLogger("semo.engine")
 
@@ -94,6 +101,10 @@ def is_dead_run(engine_id: str, me: str, host: str | None = None) -> bool:
 class DeadRuns:
     """Which engine ids are certainly dead runs, as seen by engine `me` on start (remembered)."""
 
+    #: whether the store must check that the engine is still not alive when it writes (the
+    #: runs found here are dead whatever their heartbeat says)
+    unless_alive = False
+
     def __init__(self, me: str) -> None:
         self.me = me
         self.found: set[str] = set()
@@ -119,7 +130,10 @@ class DeadRuns:
 class SilentEngines(DeadRuns):
     """Which engine ids are not alive by their heartbeat, as seen by engine `me` (never itself):
     their heartbeat ran out, they stopped, or they have none (`heartbeats`: the office's rows,
-    read once)."""
+    read once). Only candidates: the store ends what one left only if it is still not alive
+    when it writes (`unless_alive`)."""
+
+    unless_alive = True
 
     def __init__(self, me: str, heartbeats: list[EngineHeartbeat]) -> None:
         super().__init__(me)
@@ -161,25 +175,55 @@ async def end_silent_engines(store: Store, office_id: str, me: str) -> Reconcile
 
 
 async def end_dead_engines(store: Store, office_id: str, dead: DeadRuns) -> ReconcileReport:
-    """End the sessions of the engines `dead` says are dead (cancelling the pending questions
-    of every ended session), fail their in-flight commands and their running jobs."""
+    """End what the engines `dead` says are dead left (their sessions, with their pending
+    questions, in-flight commands and running jobs: one `Store.end_engine` per engine), then
+    cancel the pending questions every other ended session left."""
     report = ReconcileReport()
-    ending = {
-        row.session_id: _reason(dead, row.engine_id, "without ending it")
-        for row in await store.list_sessions(office_id)
-        if row.engine_id and dead(row.engine_id)
-    }
-    report.questions_cancelled = await _cancel_questions(store, office_id, ending)
-    for session_id, reason in ending.items():
-        try:
-            await store.set_session_status(session_id, "terminated", reason=reason)
-        except (NotFound, StoreConflict):
-            continue  # deleted or ended meanwhile (another engine's pass)
-        report.sessions_ended += 1
-    report.commands_failed = await _fail_commands(store, office_id, dead)
-    report.jobs_failed = await _fail_jobs(store, office_id, dead)
-    report.dead_engines = sorted(dead.found)
+    for engine_id in await _holders(store, office_id):
+        if not dead(engine_id):
+            continue
+        ended = await store.end_engine(
+            office_id,
+            engine_id,
+            session_reason=_reason(dead, engine_id, "without ending it"),
+            command_error=_reason(dead, engine_id, "while running this command"),
+            job_reason=_reason(dead, engine_id, "while running this job"),
+            unless_alive=dead.unless_alive,
+        )
+        if not ended.dead:
+            log.info("engine %s is alive again: what it runs is left to it", engine_id)
+            continue
+        report.dead_engines.append(engine_id)
+        report.sessions_ended += ended.sessions_ended
+        report.questions_cancelled += ended.questions_cancelled
+        report.commands_failed += ended.commands_failed
+        report.jobs_failed += ended.jobs_failed
+        if ended.jobs_failed:
+            log.info("%d job(s) of engine %s failed", ended.jobs_failed, engine_id)
+    report.questions_cancelled += await _cancel_questions(store, office_id)
     return report
+
+
+async def _holders(store: Store, office_id: str) -> list[str]:
+    """The engine ids that hold something in the office, sorted: a live session, a claimed
+    command or a running job (a job without an engine: the engine of its session)."""
+    holders = {row.engine_id for row in await store.list_sessions(office_id) if row.engine_id}
+    for command in await store.list_commands(office_id, status="processing", limit=10_000):
+        if command.claimed_by:
+            holders.add(command.claimed_by)
+    for job in await store.list_jobs(office_id, status="running"):
+        engine = await _job_engine(store, job)
+        if engine:
+            holders.add(engine)
+    return sorted(holders)
+
+
+async def _job_engine(store: Store, job: Job) -> str | None:
+    if job.engine_id is not None:
+        return job.engine_id
+    # a row written before jobs recorded their engine: the engine of its session
+    session = await _session(store, job.session_id)
+    return session.engine_id if session is not None else None
 
 
 def _reason(dead: DeadRuns, engine_id: str, doing: str) -> str:
@@ -196,61 +240,23 @@ async def _session(store: Store, session_id: str | None) -> AgentSession | None:
         return None
 
 
-async def _cancel_questions(store: Store, office_id: str, ending: dict[str, str]) -> int:
-    """Cancel the pending questions of sessions that have ended or are being ended (`ending`:
-    session id -> the end reason about to be written); how many."""
+async def _cancel_questions(store: Store, office_id: str) -> int:
+    """Cancel the pending questions of sessions that have ended (left by an earlier run, or
+    by a store that could not cancel them when the session ended); how many."""
     sessions: dict[str, AgentSession | None] = {}
     cancelled = 0
     for question in await store.list_questions(office_id, status="pending"):
         session_id = question.session_id
         if not session_id:
             continue
-        if session_id in ending:
-            reason = session_ended(session_id, ending[session_id])
-        else:
-            if session_id not in sessions:
-                sessions[session_id] = await _session(store, session_id)
-            session = sessions[session_id]
-            if session is None or session.status != "terminated":
-                continue
-            reason = session_ended(session_id, session.end_reason)
+        if session_id not in sessions:
+            sessions[session_id] = await _session(store, session_id)
+        session = sessions[session_id]
+        if session is None or session.status != "terminated":
+            continue
         try:
-            await store.cancel_question(question.id, reason)
+            await store.cancel_question(question.id, session_ended(session_id, session.end_reason))
         except StoreConflict:
             continue  # answered or cancelled meanwhile
         cancelled += 1
     return cancelled
-
-
-async def _fail_commands(store: Store, office_id: str, dead: DeadRuns) -> int:
-    """Fail the commands dead runs were running; how many."""
-    failed = 0
-    for command in await store.list_commands(office_id, status="processing", limit=10_000):
-        holder = command.claimed_by
-        if not (holder and dead(holder)):
-            continue
-        error = _reason(dead, holder, "while running this command")
-        try:
-            await store.complete_command(command.id, holder, success=False, error=error)
-        except StoreConflict:
-            continue  # finished or recovered meanwhile
-        failed += 1
-    return failed
-
-
-async def _fail_jobs(store: Store, office_id: str, dead: DeadRuns) -> int:
-    """Fail the jobs dead runs were running; how many."""
-    failed = 0
-    for job in await store.list_jobs(office_id, status="running"):
-        engine = job.engine_id
-        if engine is None:  # a row written before jobs recorded their engine
-            session = await _session(store, job.session_id)
-            engine = session.engine_id if session is not None else None
-        if not dead(engine):
-            continue
-        assert engine is not None
-        reason = _reason(dead, engine, "while running this job")
-        await store.update_job(job.id, status="failed", failure_reason=reason, needs_human=False)
-        log.info("job %s failed: %s", job.id, reason)
-        failed += 1
-    return failed

@@ -44,7 +44,7 @@ from engine.sessions.claude_config import ensure_trusted_async
 from engine.sessions.persona import PersonaInjector
 from engine.sessions.profiles import AgentProfile, profile_for_command
 from engine.sessions.worktrees import WorktreeManager
-from engine.store.base import Store, StoreError
+from engine.store.base import Store, StoreConflict, StoreError
 from engine.store.models import Agent, new_id
 from engine.store.models import AgentSession as SessionRow
 from engine.terminal.session import ENGINE_ONLY_PREFIXES
@@ -357,6 +357,11 @@ class SessionManager:
             try:
                 if session_id in self.rows:
                     await self.store.set_session_status(session_id, status, reason=reason)  # type: ignore[arg-type]
+            except StoreConflict as error:
+                if status != "terminated":
+                    log.warning("session %s: state %s not recorded: %s", session_id, status, error)
+                else:  # recorded ended already (its state change, or another engine): kept
+                    log.debug("session %s: %s", session_id, error)
             except StoreError as error:
                 log.warning("session %s: state %s not recorded: %s", session_id, status, error)
             except Exception:

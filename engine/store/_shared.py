@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -26,11 +26,15 @@ T = TypeVar("T")
 #: A command safe to repeat is re-queued after an expired lease at most until it has been
 #: claimed this many times; then it fails (a command that kills every engine must not loop).
 MAX_ATTEMPTS = 5
-#: the limit (seconds) of the heartbeat rows that migration 0003 (sqlite: schema version 3)
-#: writes for the engines that held sessions, claims or jobs before engines recorded heartbeats:
-#: an engine of an older semo still running then has this long to be restarted with this one,
-#: and one that had died is found this long after the upgrade
+#: how long after the upgrade to heartbeats (migration 0003; sqlite: schema version 3) an engine
+#: without a heartbeat row still counts as alive (and the limit of the rows 0003 wrote for the
+#: engines that then held sessions, claims or jobs): an engine of an older semo still running
+#: has this long to be restarted with this one, and one that had died is found this long after
+#: the upgrade. Postgres and Supabase count it from `semo_migrations.applied_at` of
+#: `HEARTBEATS_MIGRATION`; sqlite from the time it recorded when it upgraded the file.
 LEGACY_GRACE_SECONDS = 3600.0
+#: the migration that introduced heartbeats (see LEGACY_GRACE_SECONDS)
+HEARTBEATS_MIGRATION = "0003_engine_heartbeats.sql"
 #: heartbeat rows of engines dead for this long are deleted (on an engine's start)
 FORGET_ENGINES_AFTER = 7 * 86_400.0
 
@@ -146,25 +150,42 @@ def silent_owner_problem(
     return f"session {session_id}'s engine {owner} {silence}; the command was not run"
 
 
-def owner_came_back(session: Mapping[str, Any] | None, engine_id: str) -> bool:
-    """Whether a command just claimed belongs to a live session of another engine that is alive
-    after all (it beat between the claim and the look at its session): hand it back."""
-    return _owned_elsewhere(session, engine_id) and bool(session and session.get("engine_alive"))
-
-
-def claim_problem(
-    row: Mapping[str, Any], session: Mapping[str, Any] | None, engine_id: str
+def session_claim_problem(
+    session_id: str | None, session: Mapping[str, Any] | None, engine_id: str
 ) -> str | None:
-    """Why a command just claimed by `engine_id` must be failed at once instead of run (a row
-    inserted around `insert_command`, a session that has ended, or a session whose engine is no
-    longer alive), or None. `session` is the state row of the command's session (None when it
-    has none, or the store does not know it)."""
-    session_id = row.get("session_id")
-    return (
-        claimed_row_problem(dict(row))
-        or ended_session_problem(session_id, session)
-        or silent_owner_problem(session_id, session, engine_id)
+    """Why a command just claimed by `engine_id` must be failed at once instead of run because
+    of its session (it has ended, or its engine is no longer alive), or None. `session` is the
+    state row of the command's session (None when it has none, or the store does not know it),
+    read in the same transaction as the claim. The sqlite backend's twin of what
+    `semo_claim_next` (migrations/0004) does on the server."""
+    return ended_session_problem(session_id, session) or silent_owner_problem(
+        session_id, session, engine_id
     )
+
+
+async def claim_runnable(
+    claim_one: Callable[[], Awaitable[Mapping[str, Any] | None]],
+    reject: Callable[[Mapping[str, Any], str], Awaitable[object]],
+) -> Mapping[str, Any] | None:
+    """The claim loop of the backends whose claims run in the database (`semo_claim_next`):
+    `claim_one()` claims the next command the engine may take (the database has already failed
+    those of ended sessions and of engines that are not alive), or returns None when there is
+    none; a claimed row that fails its model (inserted around `insert_command`) is failed with
+    `reject(row, "rejected: ...")` and the next one claimed. Returns the row to run, or None."""
+    while True:
+        row = await claim_one()
+        if row is None:
+            return None
+        problem = claimed_row_problem(dict(row))
+        if problem is None:
+            return row
+        await reject(row, problem)
+
+
+def already_ended(session_id: str, end_reason: str | None) -> str:
+    """Why a session that has ended cannot be ended again (StoreConflict)."""
+    why = f" ({end_reason})" if end_reason else ""
+    return f"session {session_id} has already ended{why}"
 
 
 def question_not_pending(

@@ -8,13 +8,21 @@ Guarantees all backends give, checked by one conformance suite (tests/store/):
   one for a session that has ended, or whose engine is no longer alive, is failed at claim, by
   whichever engine meets it first, with a result saying so.
 - Heartbeats (`record_heartbeat`, `mark_engine_stopped`, `list_engines`) use the database's
-  clock (postgres, supabase), so engines on several machines agree on who is alive.
+  clock (postgres, supabase), so engines on several machines agree on who is alive. An engine
+  id without a heartbeat row counts as alive only during the hour after the upgrade to
+  heartbeats (`LEGACY_GRACE_SECONDS`), as not alive afterwards.
+- A claim, and the failing of the commands it meets for ended sessions or engines that are not
+  alive, is one transaction (postgres, supabase: `semo_claim_next`).
 - `complete_command` writes exactly one `agent_command_results` row per command; completing a
   command twice, or one whose claim the engine lost, raises `StoreConflict`.
 - `recover_expired` handles claims whose lease ran out (the engine died): commands safe to
   repeat go back to pending, the others are failed with a reason and a result row.
 - Ending a session (`set_session_status(..., "terminated")`) cancels its pending questions,
   with the session's end reason; a cancelled question cannot be answered (`StoreConflict`).
+  Ending a session that has ended already changes nothing (`StoreConflict`).
+- `end_engine` ends what a dead engine left (sessions, their questions, in-flight commands,
+  running jobs) in one transaction, and, when asked, only while that engine is not alive,
+  decided with the writes: an engine that beat again meanwhile keeps everything.
 - `wait_for_change` wakes on a new command or an answered question within the backend's
   latency (sqlite: polling a data-version counter; postgres: LISTEN/NOTIFY; supabase:
   Realtime), and also returns on timeout: a wake-up is only a hint, callers then read rows.
@@ -37,6 +45,7 @@ from engine.store.models import (
     AgentResult,
     AgentSession,
     CommandStatus,
+    EngineEnded,
     EngineHeartbeat,
     Job,
     JobStatus,
@@ -121,8 +130,10 @@ class Store(ABC):
     async def set_session_status(
         self, session_id: str, status: SessionStatus, *, reason: str | None = None
     ) -> AgentSession:
-        """Change the session's status (a terminated session stays terminated: StoreConflict).
-        Terminating it records `reason` and cancels its pending questions."""
+        """Change the session's status. Terminating it records `reason` (and `ended_at`) and
+        cancels its pending questions. A terminated session stays as it is: StoreConflict, for
+        another status ("... cannot become X") and for ending it again ("session X has
+        already ended (<its reason>)"), so its end reason is the first one."""
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -196,6 +207,26 @@ class Store(ABC):
     async def mark_engine_stopped(self, office_id: str, engine_id: str) -> EngineHeartbeat:
         """A clean stop: status stopped, `stopped_at` now; the engine no longer counts as alive.
         NotFound when the engine has no heartbeat in the office."""
+
+    @abstractmethod
+    async def end_engine(
+        self,
+        office_id: str,
+        engine_id: str,
+        *,
+        session_reason: str,
+        command_error: str,
+        job_reason: str,
+        unless_alive: bool = True,
+    ) -> EngineEnded:
+        """End what engine `engine_id` of the office left, in one transaction: its live sessions
+        are terminated with `session_reason` (their pending questions cancelled, "session X has
+        ended: <reason>"), its in-flight commands failed with `command_error` (one result
+        each), its running jobs (and running jobs without an engine whose session it ran)
+        failed with `job_reason`. Only rows still in that state are changed (a job done
+        meanwhile stays done). With `unless_alive`, nothing is changed while the engine counts
+        as alive (its heartbeat, or no row during the upgrade grace), decided in the same
+        transaction as the writes (`dead` False in the answer)."""
 
     @abstractmethod
     async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:

@@ -192,6 +192,21 @@ class EngineHeartbeat(Row):
     alive: bool
 
 
+class EngineEnded(BaseModel):
+    """What `Store.end_engine` did about what one engine left (not a table)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    engine_id: str
+    #: whether the engine counted as dead when its rows were written (False: it was alive, e.g.
+    #: it beat again since the caller looked, and nothing was changed)
+    dead: bool
+    sessions_ended: int = 0
+    questions_cancelled: int = 0
+    commands_failed: int = 0
+    jobs_failed: int = 0
+
+
 # -- command payloads -----------------------------------------------------------------------
 
 

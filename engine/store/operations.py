@@ -86,11 +86,8 @@ async def end_session(store: Store, session_id: str, reason: str) -> AgentSessio
     """Record a session as terminated with `reason`, for one whose engine is gone for good (a
     live engine's sessions are ended with a `terminate` command): its pending questions are
     cancelled, and commands still queued for it fail at their claim. StoreConflict when it has
-    ended already, NotFound when there is no such session."""
-    session = await store.get_session(session_id)
-    if session.status == "terminated":
-        why = f" ({session.end_reason})" if session.end_reason else ""
-        raise StoreConflict(f"session {session_id} has already ended{why}")
+    ended already (the store keeps its first end reason), NotFound when there is no such
+    session."""
     return await store.set_session_status(session_id, "terminated", reason=reason)
 
 

@@ -1,10 +1,11 @@
 """The Postgres store: one database shared by several engines (e.g. a Supabase project's
 direct connection string). Needs the schema from `migrations/` (`semo migrate`).
 
-- Claims, lease renewal, completion, recovery and heartbeats run in the SQL functions of
-  `migrations/` (`semo_claim_command` uses `FOR UPDATE SKIP LOCKED` and skips commands for live
-  sessions of other engines that are alive), so the supabase backend gets the same behaviour
-  through RPC, and every engine judges heartbeats by the database's clock.
+- Claims, lease renewal, completion, recovery, heartbeats and the end of a dead engine's work
+  run in the SQL functions of `migrations/` (`semo_claim_next` uses `FOR UPDATE SKIP LOCKED`,
+  skips commands for live sessions of other engines that are alive and fails those of ended
+  sessions and of engines that are not alive; `semo_end_engine`), so the supabase backend gets
+  the same behaviour through RPC, and every engine judges heartbeats by the database's clock.
 - Wake-ups: triggers `pg_notify('semo_changes', {"office_id": ...})`; a dedicated connection
   LISTENs from `open()` on, so a change made while nobody was waiting is reported by the next
   `wait_for_change` for that office.
@@ -32,6 +33,7 @@ from psycopg.types.json import Jsonb
 from engine.store._shared import (
     MAX_ATTEMPTS,
     RESULT_STATUSES,
+    already_ended,
     check_dead_for,
     check_heartbeat,
     check_invocation_status,
@@ -39,10 +41,9 @@ from engine.store._shared import (
     check_lease,
     check_new_command,
     check_session_status,
-    claim_problem,
+    claim_runnable,
     no_heartbeat,
     no_nul,
-    owner_came_back,
     question_not_pending,
     redact_dsn,
     session_ended,
@@ -66,6 +67,7 @@ from engine.store.models import (
     AgentResult,
     AgentSession,
     CommandStatus,
+    EngineEnded,
     EngineHeartbeat,
     Job,
     JobStatus,
@@ -86,10 +88,6 @@ JSON_COLUMNS = frozenset(
 T = TypeVar("T")
 M = TypeVar("M", bound=Row)
 Conn = psycopg.AsyncConnection[dict[str, Any]]
-
-
-class _HandBack(Exception):
-    """A claimed command's session belongs to an engine that beat meanwhile: roll back."""
 
 
 def _params(model: Row) -> dict[str, Any]:
@@ -329,7 +327,7 @@ class PostgresStore(Store):
             row = await self._one(
                 "select to_regclass('agent_commands') is not null"
                 " and to_regproc('semo_claim_command') is not null as ready,"
-                " to_regproc('semo_session_state') is not null as current"
+                " to_regproc('semo_end_engine') is not null as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
@@ -520,13 +518,16 @@ class PostgresStore(Store):
         async def change(conn: Conn) -> dict[str, Any]:
             async with conn.transaction():
                 cur = await conn.execute(
-                    "select status from agent_sessions where session_id = %s for update",
+                    "select status, end_reason from agent_sessions where session_id = %s"
+                    " for update",
                     (session_id,),
                 )
                 row = await cur.fetchone()
                 if row is None:
                     raise NotFound(f"no session {session_id}")
-                if row["status"] == "terminated" and status != "terminated":
+                if row["status"] == "terminated":
+                    if status == "terminated":
+                        raise StoreConflict(already_ended(session_id, row["end_reason"]))
                     raise StoreConflict(
                         f"session {session_id} is terminated; it cannot become {status}"
                     )
@@ -598,42 +599,23 @@ class PostgresStore(Store):
         lease = check_lease(lease_seconds)
 
         async def claim(conn: Conn) -> dict[str, Any] | None:
-            while True:
-                try:
-                    async with conn.transaction():
-                        cur = await conn.execute(
-                            "select * from semo_claim_command(%s, %s, %s)",
-                            (office_id, engine_id, lease),
-                        )
-                        row = await cur.fetchone()
-                        if row is None:
-                            return None
-                        session = await self._session_state(conn, row["session_id"])
-                        if owner_came_back(session, engine_id):
-                            raise _HandBack
-                        problem = claim_problem(row, session, engine_id)
-                        if problem is None:
-                            return row
-                        # a bad row inserted around insert_command, an ended session, or one
-                        # whose engine is gone: fail it, and claim the next
-                        await conn.execute(
-                            "select * from semo_complete_command(%s, %s, false, null, %s)",
-                            (row["id"], engine_id, no_nul(problem)),
-                        )
-                except _HandBack:
-                    continue  # rolled back: the command is pending again, for its engine
+            async def claim_one() -> dict[str, Any] | None:
+                cur = await conn.execute(
+                    "select * from semo_claim_next(%s, %s, %s)", (office_id, engine_id, lease)
+                )
+                return await cur.fetchone()
+
+            async def reject(row: Any, problem: str) -> None:
+                await conn.execute(
+                    "select * from semo_complete_command(%s, %s, false, null, %s)",
+                    (row["id"], engine_id, no_nul(problem)),
+                )
+
+            async with conn.transaction():
+                return await claim_runnable(claim_one, reject)  # type: ignore[return-value]
 
         row = await self._op(claim)
         return None if row is None else AgentCommand.model_validate(row)
-
-    @staticmethod
-    async def _session_state(conn: Conn, session_id: str | None) -> dict[str, Any] | None:
-        """A command's session as the claim needs it (`semo_session_state`: status, end reason,
-        engine and whether it is alive); None: no session, or unknown."""
-        if not session_id:
-            return None
-        cur = await conn.execute("select * from semo_session_state(%s)", (session_id,))
-        return await cur.fetchone()
 
     async def renew_leases(
         self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
@@ -706,6 +688,29 @@ class PostgresStore(Store):
         return await self._list(
             EngineHeartbeat, "select * from semo_list_engines(%s)", (office_id,)
         )
+
+    async def end_engine(
+        self,
+        office_id: str,
+        engine_id: str,
+        *,
+        session_reason: str,
+        command_error: str,
+        job_reason: str,
+        unless_alive: bool = True,
+    ) -> EngineEnded:
+        row = await self._one(
+            "select * from semo_end_engine(%s, %s, %s, %s, %s, %s)",
+            (
+                office_id,
+                engine_id,
+                no_nul(session_reason),
+                no_nul(command_error),
+                no_nul(job_reason),
+                unless_alive,
+            ),
+        )
+        return EngineEnded.model_validate({**(row or {"dead": False}), "engine_id": engine_id})
 
     async def forget_engines(self, office_id: str, *, dead_for: float) -> int:
         row = await self._one(

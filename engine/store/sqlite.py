@@ -5,9 +5,12 @@
   run inside `BEGIN IMMEDIATE`, so a claim (read the oldest pending row, mark it processing) is
   atomic across connections and processes.
 - The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`): a new file gets `SCHEMA`,
-  an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql` and
-  `0003_*.sql`).
+  an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql`,
+  `0003_*.sql` and `0004_*.sql`). Upgrading a file from before heartbeats records when
+  (`semo_meta`): engine ids without a heartbeat row count as alive for an hour after that.
 - Heartbeats (`engines`) and claims use this machine's clock: one machine, one clock.
+- Claims and the end of a dead engine's work are each one transaction, with the same rules as
+  `semo_claim_next` and `semo_end_engine` (migrations/0004).
 - Datetimes are ISO-8601 UTC text of fixed width (so text order is time order); JSON fields
   are TEXT.
 - Wake-ups: triggers bump a per-office counter in `semo_wakeups` on a new command, a command
@@ -36,6 +39,7 @@ from engine.store._shared import (
     LEGACY_GRACE_SECONDS,
     MAX_ATTEMPTS,
     RESULT_STATUSES,
+    already_ended,
     check_dead_for,
     check_heartbeat,
     check_invocation_status,
@@ -43,11 +47,12 @@ from engine.store._shared import (
     check_lease,
     check_new_command,
     check_session_status,
-    claim_problem,
+    claimed_row_problem,
     no_heartbeat,
     no_nul,
     question_not_pending,
     recovery_reason,
+    session_claim_problem,
     session_ended,
     updated_job,
     utc,
@@ -69,6 +74,7 @@ from engine.store.models import (
     AgentResult,
     AgentSession,
     CommandStatus,
+    EngineEnded,
     EngineHeartbeat,
     Job,
     JobStatus,
@@ -80,7 +86,7 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: strftime format of `ts()` (fixed width, so text order is time order)
 _NOW_SQL = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'{})"
@@ -98,6 +104,19 @@ CREATE TABLE IF NOT EXISTS engines (
     PRIMARY KEY (office_id, engine_id)
 );
 """
+
+#: facts about the file (key, value): `heartbeat_grace_until`, until when engine ids without a
+#: heartbeat row count as alive (set when a file from before heartbeats is upgraded)
+META_TABLE = """
+CREATE TABLE IF NOT EXISTS semo_meta (
+    key    TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+);
+"""
+
+#: until when engine ids without a heartbeat row count as alive (`LEGACY_GRACE_SECONDS` after
+#: the upgrade to heartbeats; as `semo_heartbeat_grace_until` in migrations/0004)
+GRACE_KEY = "heartbeat_grace_until"
 
 #: engines that held sessions, claims or running jobs before heartbeats: alive for a grace
 #: period (`LEGACY_GRACE_SECONDS`), as migration 0003 does
@@ -295,6 +314,7 @@ BEGIN
 END;
 """
     + ENGINES_TABLE
+    + META_TABLE
 )
 
 #: What turns a file of schema version N into N + 1 (`SCHEMA`, all IF NOT EXISTS, runs after).
@@ -304,11 +324,39 @@ ALTER TABLE jobs ADD COLUMN engine_id TEXT;
 ALTER TABLE user_questions ADD COLUMN cancel_reason TEXT;
 ALTER TABLE user_questions ADD COLUMN cancelled_at TEXT;
 """,
-    2: ENGINES_TABLE + SEED_LEGACY_ENGINES,
+    # a file from before heartbeats: engines of that semo get the grace from now
+    2: ENGINES_TABLE
+    + SEED_LEGACY_ENGINES
+    + META_TABLE
+    + f"""
+INSERT OR REPLACE INTO semo_meta (key, value)
+VALUES ('{GRACE_KEY}', {_NOW_SQL.format(f", '+{int(LEGACY_GRACE_SECONDS)} seconds'")});
+""",
+    # a file upgraded to heartbeats by a semo that did not record when: from the first engine
+    # row (the rows schema version 3 wrote on upgrade start then), or now
+    3: META_TABLE
+    + f"""
+INSERT OR IGNORE INTO semo_meta (key, value)
+SELECT '{GRACE_KEY}',
+       strftime('%Y-%m-%dT%H:%M:%f000+00:00', coalesce(min(started_at), 'now'),
+                '+{int(LEGACY_GRACE_SECONDS)} seconds')
+  FROM engines;
+""",
 }
 
 #: Whether engine row `e` is alive at :at (running, and its heartbeat has not run out).
 ALIVE_SQL = "(e.status = 'running' AND e.alive_until > :at)"
+
+
+def engine_id_alive_sql(office: str, engine: str) -> str:
+    """Whether engine id `engine` of office `office` (SQL expressions) counts as alive at :at:
+    its row is alive, or it has no row and the grace after the upgrade to heartbeats is running
+    (as `semo_engine_id_alive` in migrations/0004)."""
+    return f"""coalesce(nullif({engine}, '') IS NOT NULL
+       AND coalesce((SELECT {ALIVE_SQL} FROM engines e
+                      WHERE e.office_id = {office} AND e.engine_id = {engine}),
+                    :at < (SELECT m.value FROM semo_meta m WHERE m.key = '{GRACE_KEY}')), 0)"""
+
 
 #: The oldest pending command of an office that :engine may run: none for a live session of
 #: another engine that is alive (a session unknown here, without an engine, ended, or whose
@@ -320,22 +368,20 @@ UPDATE agent_commands
  WHERE id = (SELECT p.id FROM agent_commands p
               WHERE p.office_id = :office AND p.status = 'pending'
                 AND NOT EXISTS (SELECT 1 FROM agent_sessions s
-                                  JOIN engines e
-                                    ON e.office_id = s.office_id AND e.engine_id = s.engine_id
                                  WHERE s.session_id = p.session_id
                                    AND s.status <> 'terminated'
                                    AND s.engine_id <> :engine
-                                   AND {ALIVE_SQL})
+                                   AND {engine_id_alive_sql("s.office_id", "s.engine_id")})
               ORDER BY p.created_at, p.rowid LIMIT 1)
    AND status = 'pending'
 RETURNING *
 """
 
-#: A command's session as a claim needs it (as `semo_session_state` in migrations/0003).
+#: A command's session as a claim needs it (as `semo_claim_next` reads it in migrations/0004).
 SESSION_STATE_SQL = f"""
 SELECT s.status, s.end_reason, s.engine_id, e.status AS engine_status,
        e.last_seen AS engine_last_seen, e.stopped_at AS engine_stopped_at,
-       coalesce({ALIVE_SQL}, 0) AS engine_alive
+       {engine_id_alive_sql("s.office_id", "s.engine_id")} AS engine_alive
   FROM agent_sessions s
   LEFT JOIN engines e ON e.office_id = s.office_id AND e.engine_id = s.engine_id
  WHERE s.session_id = :session
@@ -646,11 +692,13 @@ class SqliteStore(Store):
 
         def change(c: sqlite3.Connection) -> sqlite3.Row:
             row = c.execute(
-                "SELECT status FROM agent_sessions WHERE session_id = ?", (session_id,)
+                "SELECT status, end_reason FROM agent_sessions WHERE session_id = ?", (session_id,)
             ).fetchone()
             if row is None:
                 raise NotFound(f"no session {session_id}")
-            if row["status"] == "terminated" and status != "terminated":
+            if row["status"] == "terminated":
+                if status == "terminated":
+                    raise StoreConflict(already_ended(session_id, row["end_reason"]))
                 raise StoreConflict(
                     f"session {session_id} is terminated; it cannot become {status}"
                 )
@@ -730,17 +778,19 @@ class SqliteStore(Store):
                     return None
                 session = None
                 if row["session_id"]:
-                    # the same transaction and clock as the claim: its owner cannot have come
-                    # back in between (postgres and supabase check for that)
+                    # the same transaction and clock as the claim (semo_claim_next: the same
+                    # statement)
                     session = c.execute(
                         SESSION_STATE_SQL, {"session": row["session_id"], "at": ts(at)}
                     ).fetchone()
                 state = None if session is None else _decode(session)
-                problem = claim_problem(_decode(row), state, engine_id)
+                problem = session_claim_problem(
+                    row["session_id"], state, engine_id
+                ) or claimed_row_problem(_decode(row))
                 if problem is None:
                     return row
-                # a bad row inserted around insert_command, an ended session, or one whose
-                # engine is gone: fail it, and claim the next
+                # an ended session, one whose engine is gone, or a bad row inserted around
+                # insert_command: fail it, and claim the next
                 self._finish(c, row["id"], success=False, result=None, error=problem)
 
         return _model(AgentCommand, await self._run(claim, write=True))
@@ -912,6 +962,78 @@ class SqliteStore(Store):
         if row is None:
             raise NotFound(no_heartbeat(office_id, engine_id))
         return _model(EngineHeartbeat, row)  # type: ignore[return-value]
+
+    async def end_engine(
+        self,
+        office_id: str,
+        engine_id: str,
+        *,
+        session_reason: str,
+        command_error: str,
+        job_reason: str,
+        unless_alive: bool = True,
+    ) -> EngineEnded:
+        session_reason, command_error = no_nul(session_reason), no_nul(command_error)
+        job_reason = no_nul(job_reason)
+
+        def end(c: sqlite3.Connection) -> EngineEnded:
+            at = ts(now())
+            params = {"office": office_id, "engine": engine_id, "at": at}
+            alive_sql = engine_id_alive_sql(":office", ":engine")
+            if unless_alive and c.execute(f"SELECT {alive_sql}", params).fetchone()[0]:
+                return EngineEnded(engine_id=engine_id, dead=False)
+            ended = [
+                r[0]
+                for r in c.execute(
+                    """UPDATE agent_sessions
+                          SET status = 'terminated', end_reason = :reason,
+                              last_activity_at = :at, ended_at = coalesce(ended_at, :at)
+                        WHERE office_id = :office AND engine_id = :engine
+                          AND status <> 'terminated'
+                    RETURNING session_id""",
+                    {**params, "reason": session_reason},
+                ).fetchall()
+            ]
+            questions = 0
+            for session_id in ended:
+                questions += c.execute(
+                    "UPDATE user_questions SET status = 'cancelled', cancel_reason = ?,"
+                    " cancelled_at = ? WHERE session_id = ? AND status = 'pending'",
+                    (session_ended(session_id, session_reason), at, session_id),
+                ).rowcount
+            commands = [
+                r[0]
+                for r in c.execute(
+                    "SELECT id FROM agent_commands WHERE office_id = :office"
+                    " AND status = 'processing' AND claimed_by = :engine"
+                    " ORDER BY created_at, rowid",
+                    params,
+                ).fetchall()
+            ]
+            for command_id in commands:
+                self._finish(c, command_id, success=False, result=None, error=command_error)
+            jobs = c.execute(
+                """UPDATE jobs
+                      SET status = 'failed', failure_reason = :reason, needs_human = 0,
+                          updated_at = :at
+                    WHERE office_id = :office AND status = 'running'
+                      AND (engine_id = :engine
+                           OR (engine_id IS NULL
+                               AND EXISTS (SELECT 1 FROM agent_sessions s
+                                            WHERE s.session_id = jobs.session_id
+                                              AND s.engine_id = :engine)))""",
+                {**params, "reason": job_reason},
+            ).rowcount
+            return EngineEnded(
+                engine_id=engine_id,
+                dead=True,
+                sessions_ended=len(ended),
+                questions_cancelled=questions,
+                commands_failed=len(commands),
+                jobs_failed=jobs,
+            )
+
+        return await self._run(end, write=True)
 
     async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
         return await self._list(

@@ -1,10 +1,13 @@
 """The Supabase store: rows through PostgREST, wake-ups through Realtime, with the official
 `supabase` async client (2.34.1) used unmodified. Needs the schema from `migrations/`.
 
-- Rows: the PostgREST table API. Claims, lease renewal, completion, recovery and heartbeats:
-  RPC of the SQL functions of `migrations/` (the same ones the postgres backend calls), so
-  every backend hands a command to exactly one engine, and a session's commands to the engine
-  that runs it while that engine is alive (judged by the database's clock).
+- Rows: the PostgREST table API. Claims, lease renewal, completion, recovery, heartbeats and
+  the end of a dead engine's work: RPC of the SQL functions of `migrations/` (the same ones the
+  postgres backend calls), so every backend hands a command to exactly one engine, and a
+  session's commands to the engine that runs it while that engine is alive (judged by the
+  database's clock). A claim is one request (`semo_claim_next`: it also fails the commands of
+  ended sessions and of engines that are not alive); only a claimed row that fails its model
+  (inserted around `insert_command`) takes a second request, to fail it.
   Updates that the postgres backend runs under `SELECT ... FOR UPDATE` (session status, jobs)
   are compare-and-set PATCHes here; ending a session cancels its pending questions with a
   second PATCH (a failure there is logged; `reconcile` cancels them on the next start).
@@ -61,6 +64,7 @@ from supabase import AsyncClient, AsyncClientOptions, acreate_client
 from engine.store._shared import (
     MAX_ATTEMPTS,
     RESULT_STATUSES,
+    already_ended,
     check_dead_for,
     check_heartbeat,
     check_invocation_status,
@@ -68,10 +72,9 @@ from engine.store._shared import (
     check_lease,
     check_new_command,
     check_session_status,
-    claim_problem,
+    claim_runnable,
     no_heartbeat,
     no_nul,
-    owner_came_back,
     question_not_pending,
     session_ended,
     updated_job,
@@ -94,6 +97,7 @@ from engine.store.models import (
     AgentResult,
     AgentSession,
     CommandStatus,
+    EngineEnded,
     EngineHeartbeat,
     Job,
     JobStatus,
@@ -438,10 +442,10 @@ class SupabaseStore(Store):
         )
 
     async def _check_latest_migration(self) -> None:
-        """A function of the latest migration (0003) exists (lists nobody: no office has an
-        empty id); StoreError saying to migrate when it does not."""
+        """A function of the latest migration (0004) exists (it only reads); StoreError saying
+        to migrate when it does not."""
         try:
-            await self._rows(lambda c: c.rpc("semo_list_engines", {"p_office_id": ""}))
+            await self._run(lambda c: c.rpc("semo_heartbeat_grace_until", {}))
         except StoreUnavailable:
             raise
         except StoreError as error:
@@ -1038,7 +1042,9 @@ class SupabaseStore(Store):
         check_session_status(status)
         for _ in range(CAS_ATTEMPTS):
             current = await self.get_session(session_id)
-            if current.status == "terminated" and status != "terminated":
+            if current.status == "terminated":
+                if status == "terminated":
+                    raise StoreConflict(already_ended(session_id, current.end_reason))
                 raise StoreConflict(
                     f"session {session_id} is terminated; it cannot become {status}"
                 )
@@ -1140,23 +1146,17 @@ class SupabaseStore(Store):
     ) -> AgentCommand | None:
         lease = check_lease(lease_seconds)
         args = {"p_office_id": office_id, "p_engine_id": engine_id, "p_lease_seconds": lease}
-        while True:
-            rows = await self._rows(lambda c: c.rpc("semo_claim_command", args))
+
+        async def claim_one() -> dict[str, Any] | None:
+            rows = await self._rows(lambda c: c.rpc("semo_claim_next", args))
             if not rows:
                 return None
-            row = rows[0]
-            self._remember(row.get("id"), office_id)
-            session = await self._session_state(row.get("session_id"))
-            if owner_came_back(session, engine_id):
-                await self._hand_back(row, engine_id)
-                continue
-            problem = claim_problem(row, session, engine_id)
-            if problem is None:
-                return AgentCommand.model_validate(row)
-            # a bad row inserted around insert_command, an ended session, or one whose engine
-            # is gone: fail it, and claim the next
+            self._remember(rows[0].get("id"), office_id)
+            return rows[0]
+
+        async def reject(row: Any, problem: str) -> None:
             await self._run(
-                lambda c, row=row, problem=problem: c.rpc(
+                lambda c: c.rpc(
                     "semo_complete_command",
                     {
                         "p_command_id": row["id"],
@@ -1168,32 +1168,8 @@ class SupabaseStore(Store):
                 )
             )
 
-    async def _session_state(self, session_id: Any) -> dict[str, Any] | None:
-        """A command's session as the claim needs it (`semo_session_state`: status, end reason,
-        engine and whether it is alive); None: no session, or unknown."""
-        if not isinstance(session_id, str) or not session_id:
-            return None
-        rows = await self._rows(lambda c: c.rpc("semo_session_state", {"p_session_id": session_id}))
-        return rows[0] if rows else None
-
-    async def _hand_back(self, row: dict[str, Any], engine_id: str) -> None:
-        """Undo the claim of `row`: its session's engine beat between the claim and the look at
-        the session (the claim and that look are two transactions here)."""
-        changes = {
-            "status": "pending",
-            "claimed_by": None,
-            "lease_expires_at": None,
-            "attempts": max(0, int(row.get("attempts") or 1) - 1),
-        }
-        await self._run(
-            lambda c: (
-                c.table("agent_commands")
-                .update(changes)
-                .eq("id", row["id"])
-                .eq("status", "processing")
-                .eq("claimed_by", engine_id)
-            )
-        )
+        row = await claim_runnable(claim_one, reject)
+        return None if row is None else AgentCommand.model_validate(row)
 
     async def renew_leases(
         self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
@@ -1269,6 +1245,29 @@ class SupabaseStore(Store):
         if not rows:
             raise NotFound(no_heartbeat(office_id, engine_id))
         return EngineHeartbeat.model_validate(rows[0])
+
+    async def end_engine(
+        self,
+        office_id: str,
+        engine_id: str,
+        *,
+        session_reason: str,
+        command_error: str,
+        job_reason: str,
+        unless_alive: bool = True,
+    ) -> EngineEnded:
+        args = {
+            "p_office_id": office_id,
+            "p_engine_id": engine_id,
+            "p_session_reason": no_nul(session_reason),
+            "p_command_error": no_nul(command_error),
+            "p_job_reason": no_nul(job_reason),
+            "p_unless_alive": unless_alive,
+        }
+        rows = await self._rows(lambda c: c.rpc("semo_end_engine", args))
+        if not rows:
+            raise StoreError(f"ending what engine {engine_id} left returned no row")
+        return EngineEnded.model_validate({**rows[0], "engine_id": engine_id})
 
     async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
         return await self._list(

@@ -4,6 +4,9 @@
 - postgres: a fresh database `semo_test_<uuid>` on $SEMO_TEST_POSTGRES (default
   postgresql://postgres@127.0.0.1:5432/postgres), migrated with `migrate`, dropped afterwards.
   A test fails with the reason when that server cannot be reached.
+- on postgres and supabase the upgrade to heartbeats (migration 0003) is dated two hours back,
+  so that, as in a new sqlite file, an engine id without a heartbeat row counts as dead
+  (`Stores.date_upgrade` dates it otherwise).
 - supabase: a fresh database on the same server (the `supabase_realtime` publication, then
   `migrations/*.sql`), served by the Supabase emulator (`tests/support/supabase_emulator`);
   stores are `SupabaseStore(emulator.url, service_role_key)`, and rows written around the store
@@ -20,7 +23,7 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +31,11 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from engine.store._shared import HEARTBEATS_MIGRATION, LEGACY_GRACE_SECONDS
 from engine.store.base import Store
 from engine.store.migrate import migrate
 from engine.store.postgres import PostgresStore
-from engine.store.sqlite import SqliteStore
+from engine.store.sqlite import GRACE_KEY, SqliteStore
 from engine.store.supabase import SupabaseStore
 from tests.support.supabase_emulator import (
     SupabaseEmulator,
@@ -145,13 +149,45 @@ class Stores:
             )
             assert cur.rowcount == 1, f"no heartbeat of {engine_id}"
 
+    async def date_upgrade(self, seconds_ago: float) -> None:
+        """As if the upgrade to heartbeats (migration 0003; sqlite: the file's upgrade to
+        schema version 3) had happened `seconds_ago` seconds ago: engine ids without a
+        heartbeat row count as alive until `LEGACY_GRACE_SECONDS` after it."""
+        if self.backend == "sqlite":
+            until = datetime.now(UTC) + timedelta(seconds=LEGACY_GRACE_SECONDS - seconds_ago)
+            await asyncio.to_thread(
+                _set_sqlite_meta, self.target, GRACE_KEY, until.strftime(SQLITE_TIME)
+            )
+            return
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            cur = await conn.execute(
+                "update semo_migrations set applied_at = now() - make_interval(secs => %s)"
+                " where name = %s",
+                (seconds_ago, HEARTBEATS_MIGRATION),
+            )
+            assert cur.rowcount == 1, f"no {HEARTBEATS_MIGRATION} in semo_migrations"
+
+
+SQLITE_TIME = "%Y-%m-%dT%H:%M:%S.%f+00:00"
+
+
+def _set_sqlite_meta(path: str, key: str, value: str) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO semo_meta (key, value) VALUES (?, ?)", (key, value)
+            )
+    finally:
+        conn.close()
+
 
 def _age_sqlite_heartbeat(path: str, office_id: str, engine_id: str, seconds: float) -> None:
     def earlier(text: str | None) -> str | None:
         if text is None:
             return None
         moved = datetime.fromisoformat(text) - timedelta(seconds=seconds)
-        return moved.strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+        return moved.strftime(SQLITE_TIME)
 
     conn = sqlite3.connect(path)
     try:
@@ -201,6 +237,7 @@ async def open_stores(backend: str, tmp_path: Path) -> AsyncIterator[Stores]:
     if backend == "supabase":
         async with emulated_supabase() as (dsn, emulator):
             factory = Stores("supabase", emulator.url, dsn=dsn, emulator=emulator)
+            await factory.date_upgrade(2 * LEGACY_GRACE_SECONDS)
             try:
                 yield factory
             finally:
@@ -209,6 +246,7 @@ async def open_stores(backend: str, tmp_path: Path) -> AsyncIterator[Stores]:
     async with fresh_database() as dsn:
         await migrate(dsn)
         factory = Stores("postgres", dsn)
+        await factory.date_upgrade(2 * LEGACY_GRACE_SECONDS)
         try:
             yield factory
         finally:

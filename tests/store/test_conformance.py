@@ -18,14 +18,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from engine.store._shared import MAX_ATTEMPTS
+from engine.store._shared import LEGACY_GRACE_SECONDS, MAX_ATTEMPTS
 from engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
 from engine.store.models import (
     MAX_PAYLOAD_BYTES,
     Agent,
+    AgentCommand,
     AgentInvocation,
     AgentResult,
     AgentSession,
+    EngineEnded,
     EngineHeartbeat,
     InvalidCommand,
     Job,
@@ -481,36 +483,46 @@ async def test_an_alive_engine_keeps_its_sessions_commands_and_a_silent_one_lose
     assert (await a.get_command(again.id)).status == "pending"
 
 
-async def test_a_command_whose_engine_beats_during_the_claim_is_handed_back(
-    stores: Stores, monkeypatch: pytest.MonkeyPatch
+async def test_a_supabase_claim_is_one_request_that_leaves_nothing_held(
+    supabase_stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The claim saw the engine silent, the look at the session finds it alive: the command is
-    handed back to it, not failed (sqlite: one transaction and one clock, it cannot happen)."""
-    if stores.backend == "sqlite":
-        pytest.skip("the claim and the look at the session are one transaction")
-    a, b = await stores.new(), await stores.new()
+    """The claim and the failing of what it meets for an ended session or an engine that is not
+    alive are one request (`semo_claim_next`): when the network goes away right after it, no
+    command is left claimed by an engine that never ran it (nor handed back half-way)."""
+    a, b = await supabase_stores.new(), await supabase_stores.new()
     o = await office(a)
-    session = await live_session(a, o.id, "engine-a")
-    command = await a.insert_command(o.id, "get_output", session_id=session.session_id)
-    await stores.age_heartbeat(o.id, "engine-a", DEAD_AFTER + 1)
-    look = b._session_state  # type: ignore[attr-defined]
+    ended = await live_session(a, o.id, "engine-a")
+    await a.set_session_status(ended.session_id, "terminated", reason="operator ended it")
+    silent = await live_session(a, o.id, "engine-s")
+    await supabase_stores.age_heartbeat(o.id, "engine-s", DEAD_AFTER + 1)
+    commands = [
+        await a.insert_command(o.id, "get_output", session_id=s.session_id) for s in (ended, silent)
+    ]
+    run = b._run  # type: ignore[attr-defined]
+    requests: list[object] = []
 
-    async def beat_first(*args: object) -> object:
-        await beat(a, o.id, "engine-a")  # the engine comes back just then
-        return await look(*args)
+    async def cut_after_the_first(build: object, **kw: object) -> object:
+        requests.append(build)
+        if len(requests) > 1:
+            raise StoreUnavailable("cannot reach the emulator: the network went away")
+        return await run(build, **kw)
 
-    monkeypatch.setattr(b, "_session_state", beat_first)
+    monkeypatch.setattr(b, "_run", cut_after_the_first)
     assert await b.claim_next_command(o.id, "engine-b") is None
-    row = await a.get_command(command.id)
-    assert (row.status, row.claimed_by, row.lease_expires_at, row.attempts) == (
-        "pending",
-        None,
-        None,
-        0,
+    assert len(requests) == 1
+    monkeypatch.undo()
+    rows = [await a.get_command(c.id) for c in commands]
+    assert [(r.status, r.claimed_by, r.lease_expires_at) for r in rows] == [
+        ("failed", "engine-b", None),
+        ("failed", "engine-b", None),
+    ]
+    errors = [(await a.get_result(c.id)).error for c in commands]  # type: ignore[union-attr]
+    assert errors[0] == (
+        f"session {ended.session_id} has ended: operator ended it; the command was not run"
     )
-    assert await a.get_result(command.id) is None
-    claimed = await a.claim_next_command(o.id, "engine-a")
-    assert claimed is not None and claimed.id == command.id and claimed.attempts == 1
+    assert errors[1] is not None and errors[1].startswith(
+        f"session {silent.session_id}'s engine engine-s stopped answering (last seen "
+    )
 
 
 async def test_commands_of_a_stopped_engine_or_one_that_never_beat_fail_at_claim(
@@ -535,6 +547,171 @@ async def test_commands_of_a_stopped_engine_or_one_that_never_beat_fail_at_claim
         "(an engine of an older semo, or a row written by hand); the command was not run",
     ]
     assert [(await store.get_command(c.id)).status for c in commands] == ["failed", "failed"]
+
+
+async def test_an_engine_without_a_heartbeat_row_is_alive_for_an_hour_after_the_upgrade(
+    stores: Stores,
+) -> None:
+    """An engine of a semo from before heartbeats that was idle when the store was upgraded
+    (no row was written for it) keeps the sessions it starts afterwards for the grace period."""
+    store = await stores.new()
+    o = await office(store)
+    await stores.date_upgrade(60)
+    old = await live_session(store, o.id, "engine-old", alive=False)
+    command = await store.insert_command(o.id, "get_output", session_id=old.session_id)
+    assert await store.claim_next_command(o.id, "engine-b") is None
+    assert (await store.get_command(command.id)).status == "pending"
+    reasons = {"session_reason": "gone", "command_error": "gone", "job_reason": "gone"}
+    left = await store.end_engine(o.id, "engine-old", **reasons)
+    assert left == EngineEnded(engine_id="engine-old", dead=False)
+    assert (await store.get_session(old.session_id)).status == "ready"
+    # the engine itself claims its commands
+    claimed = await store.claim_next_command(o.id, "engine-old")
+    assert claimed is not None and claimed.id == command.id
+    await store.complete_command(command.id, "engine-old", success=True)
+
+    # the hour is over: no row means dead
+    await stores.date_upgrade(LEGACY_GRACE_SECONDS + 1)
+    late = await store.insert_command(o.id, "get_output", session_id=old.session_id)
+    assert await store.claim_next_command(o.id, "engine-b") is None
+    result = await store.get_result(late.id)
+    assert result is not None and result.error == (
+        f"session {old.session_id}'s engine engine-old never recorded a heartbeat (an engine of "
+        "an older semo, or a row written by hand); the command was not run"
+    )
+    ended = await store.end_engine(o.id, "engine-old", **reasons)
+    assert (ended.dead, ended.sessions_ended) == (True, 1)
+
+
+async def _running_job(
+    store: Store, office_id: str, engine_id: str | None, session_id: str | None = None
+) -> Job:
+    row = await store.create_job(Job(office_id=office_id, agent_id="a", task="t"))
+    return await store.update_job(
+        row.id, status="running", engine_id=engine_id, session_id=session_id
+    )
+
+
+async def _claimed(store: Store, office_id: str, engine_id: str) -> AgentCommand:
+    await store.insert_command(office_id, "run_job", {"job_id": "j"})
+    command = await store.claim_next_command(office_id, engine_id)
+    assert command is not None
+    return command
+
+
+async def test_end_engine_ends_what_a_dead_engine_left(store: Store) -> None:
+    o = await office(store)
+    elsewhere = await office(store, "elsewhere")
+    await beat(store, o.id, "engine-d")
+    await store.mark_engine_stopped(o.id, "engine-d")
+    earlier = await live_session(store, o.id, "engine-d", alive=False)
+    await store.set_session_status(earlier.session_id, "terminated", reason="the CLI quit")
+    sessions = [await live_session(store, o.id, "engine-d", alive=False) for _ in range(2)]
+    kept = await live_session(store, o.id, "engine-k")
+    other_office = await live_session(store, elsewhere.id, "engine-d", alive=False)
+    questions = [
+        await store.create_question(
+            UserQuestion(office_id=o.id, agent_id="a", session_id=s.session_id, question="?")
+        )
+        for s in (*sessions, kept)
+    ]
+    answered = await store.create_question(
+        UserQuestion(office_id=o.id, agent_id="a", session_id=sessions[0].session_id, question="?")
+    )
+    await store.answer_question(answered.id, "yes")
+    dead_job = await _running_job(store, o.id, "engine-d")
+    legacy_job = await _running_job(store, o.id, None, sessions[1].session_id)
+    done_job = await store.update_job(
+        (await _running_job(store, o.id, "engine-d")).id, status="done"
+    )
+    kept_job = await _running_job(store, o.id, "engine-k")
+    dead_command = await _claimed(store, o.id, "engine-d")
+    kept_command = await _claimed(store, o.id, "engine-k")
+    finished = await _claimed(store, o.id, "engine-d")
+    await store.complete_command(finished.id, "engine-d", success=True)
+
+    ended = await store.end_engine(
+        o.id,
+        "engine-d",
+        session_reason="engine engine-d stopped without ending it",
+        command_error="engine engine-d stopped while running this command",
+        job_reason="engine engine-d stopped while running this job",
+    )
+
+    assert ended == EngineEnded(
+        engine_id="engine-d",
+        dead=True,
+        sessions_ended=2,
+        questions_cancelled=2,
+        commands_failed=1,
+        jobs_failed=2,
+    )
+    for session in sessions:
+        row = await store.get_session(session.session_id)
+        assert (row.status, row.end_reason) == (
+            "terminated",
+            "engine engine-d stopped without ending it",
+        )
+        assert row.ended_at is not None
+    assert (await store.get_session(earlier.session_id)).end_reason == "the CLI quit"
+    assert (await store.get_session(kept.session_id)).status == "ready"
+    assert (await store.get_session(other_office.session_id)).status == "ready"
+    for question, session in zip(questions[:2], sessions, strict=True):
+        row = await store.get_question(question.id)
+        assert (row.status, row.cancel_reason) == (
+            "cancelled",
+            f"session {session.session_id} has ended: engine engine-d stopped without ending it",
+        )
+    assert (await store.get_question(questions[2].id)).status == "pending"
+    assert (await store.get_question(answered.id)).status == "answered"
+    for job in (dead_job, legacy_job):
+        row = await store.get_job(job.id)
+        assert (row.status, row.failure_reason, row.needs_human) == (
+            "failed",
+            "engine engine-d stopped while running this job",
+            False,
+        )
+    assert await store.get_job(done_job.id) == done_job
+    assert await store.get_job(kept_job.id) == kept_job
+    failed = await store.get_command(dead_command.id)
+    assert (failed.status, failed.lease_expires_at) == ("failed", None)
+    result = await store.get_result(dead_command.id)
+    assert result is not None and not result.success
+    assert result.error == "engine engine-d stopped while running this command"
+    assert (await store.get_command(kept_command.id)).status == "processing"
+    assert (await store.get_result(finished.id)).success  # type: ignore[union-attr]
+
+    again = await store.end_engine(
+        o.id, "engine-d", session_reason="x", command_error="x", job_reason="x"
+    )
+    assert again == EngineEnded(engine_id="engine-d", dead=True)
+
+
+async def test_end_engine_leaves_an_engine_that_is_alive_when_it_writes(stores: Stores) -> None:
+    store = await stores.new()
+    o = await office(store)
+    session = await live_session(store, o.id, "engine-a")
+    job = await _running_job(store, o.id, "engine-a")
+    command = await _claimed(store, o.id, "engine-a")
+    reasons = {"session_reason": "r", "command_error": "c", "job_reason": "j"}
+
+    assert await store.end_engine(o.id, "engine-a", **reasons) == EngineEnded(
+        engine_id="engine-a", dead=False
+    )
+    assert (await store.get_session(session.session_id)).status == "ready"
+    assert (await store.get_job(job.id)).status == "running"
+    assert (await store.get_command(command.id)).status == "processing"
+
+    # silent: ended; or, for a run known to be dead (unless_alive=False), whatever its row says
+    await stores.age_heartbeat(o.id, "engine-a", DEAD_AFTER + 1)
+    silent = await store.end_engine(o.id, "engine-a", **reasons)
+    assert (silent.dead, silent.sessions_ended, silent.jobs_failed) == (True, 1, 1)
+    assert silent.commands_failed == 1
+    await beat(store, o.id, "engine-a")
+    again = await live_session(store, o.id, "engine-a")
+    forced = await store.end_engine(o.id, "engine-a", unless_alive=False, **reasons)
+    assert (forced.dead, forced.sessions_ended) == (True, 1)
+    assert (await store.get_session(again.session_id)).end_reason == "r"
 
 
 async def test_renew_leases(store: Store) -> None:
@@ -756,6 +933,24 @@ async def test_cancel_question(store: Store) -> None:
         await store.cancel_question(other.id, "too late")
     with pytest.raises(NotFound):
         await store.cancel_question("no-such-question", "x")
+
+
+async def test_ending_an_ended_session_changes_nothing(store: Store) -> None:
+    """The first end reason stays; a second end (a concurrent pass, an operator, the engine's
+    own late write) is a StoreConflict saying how the session ended."""
+    o = await office(store)
+    session = await live_session(store, o.id, "engine-a")
+    first = await store.set_session_status(session.session_id, "terminated", reason="the CLI quit")
+    assert first.ended_at is not None
+    for reason in ("engine engine-a stopped answering", None):
+        with pytest.raises(
+            StoreConflict,
+            match=re.escape(f"session {session.session_id} has already ended (the CLI quit)"),
+        ):
+            await store.set_session_status(session.session_id, "terminated", reason=reason)
+    with pytest.raises(StoreConflict, match="is terminated; it cannot become ready"):
+        await store.set_session_status(session.session_id, "ready")
+    assert await store.get_session(session.session_id) == first
 
 
 async def test_ending_a_session_cancels_its_pending_questions(store: Store) -> None:

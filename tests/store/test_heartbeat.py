@@ -5,6 +5,7 @@ No timing is asserted: beats are waited for, and `steady()` runs on a hand-drive
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,60 @@ async def test_the_engine_beats_while_running_and_records_a_clean_stop(
         await engine.stop("test over")
     [row] = await store.list_engines(engine.office_id)
     assert (row.status, row.alive) == ("stopped", False)
+
+
+async def test_a_start_that_fails_after_the_first_beat_stops_the_heartbeat(
+    stores: Stores, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await stores.new()
+    engine = engine_for(store, tmp_path)
+
+    async def reconcile_fails(*args: Any) -> None:
+        raise StoreUnavailable("the database went away while reconciling")
+
+    monkeypatch.setattr("engine.engine.reconcile", reconcile_fails)
+    with pytest.raises(StoreUnavailable, match="while reconciling"):
+        await engine.start()
+    assert engine.heartbeat is not None and not engine.heartbeat.running
+    [row] = await store.list_engines(engine.office_id)
+    assert (row.engine_id, row.status, row.alive) == ("me", "stopped", False)
+    await engine.stop("the caller stops it too")  # as `semo engine` does: nothing more happens
+    [again] = await store.list_engines(engine.office_id)
+    assert again == row
+
+
+class BrokenDispatcher:
+    async def stop(self, grace: float) -> None:
+        raise RuntimeError("the dispatcher would not stop")
+
+
+async def test_a_failing_stop_step_still_stops_the_heartbeat(
+    stores: Stores, tmp_path: Path
+) -> None:
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    engine = engine_for(store, tmp_path)
+    engine.office = office
+    engine.heartbeat = Heartbeat(store, office.id, "me", lease_seconds=30)
+    await engine.heartbeat.start()
+    engine.dispatcher = BrokenDispatcher()  # type: ignore[assignment]
+
+    with pytest.raises(RuntimeError, match="would not stop"):
+        await engine.stop()
+    assert not engine.heartbeat.running
+    [row] = await store.list_engines(office.id)
+    assert row.status == "stopped"
+
+
+async def test_stopping_the_heartbeat_keeps_the_callers_cancellation(stores: Stores) -> None:
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    heartbeat = Heartbeat(store, office.id, "engine-1", lease_seconds=30)
+    await heartbeat.start()
+    stopping = asyncio.create_task(heartbeat.stop())
+    await asyncio.sleep(0)  # it has cancelled the beats and waits for them to end
+    assert not stopping.done()
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert not heartbeat.running

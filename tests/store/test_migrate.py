@@ -9,7 +9,7 @@ import json
 import shutil
 import sqlite3
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -196,6 +196,18 @@ async def test_plain_postgres_without_the_publication_is_fine() -> None:
         assert await fetch(dsn, "select pubname from pg_publication") == []
 
 
+async def test_postgres_store_asks_for_migration_0004(tmp_path: Path) -> None:
+    for name in ALL[:3]:
+        (tmp_path / name).write_text((REPO / "migrations" / name).read_text())
+    async with fresh_database() as dsn:
+        assert await migrate(dsn, folder=tmp_path) == ALL[:3]
+        with pytest.raises(StoreError, match=r"older semo schema.*semo migrate"):
+            await PostgresStore(dsn).open()
+        assert await migrate(dsn) == ALL[3:]
+        async with PostgresStore(dsn):
+            pass
+
+
 async def test_postgres_store_asks_for_the_migrations_it_lacks(tmp_path: Path) -> None:
     """A database migrated by an older semo (0001 only) is refused with what to do; after
     `migrate`, 0002 has added its columns to the rows already there."""
@@ -215,8 +227,18 @@ async def test_postgres_store_asks_for_the_migrations_it_lacks(tmp_path: Path) -
             assert job.engine_id is None and job.task == "t"
 
 
+def _downgrade_to_v3(path: Path) -> None:
+    """Turn a current sqlite file into what semo with schema version 3 created."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript("DROP TABLE semo_meta; PRAGMA user_version = 3;")
+    finally:
+        conn.close()
+
+
 def _downgrade_to_v2(path: Path) -> None:
     """Turn a current sqlite file into what semo with schema version 2 created."""
+    _downgrade_to_v3(path)
     conn = sqlite3.connect(path)
     try:
         conn.executescript("DROP TABLE engines; PRAGMA user_version = 2;")
@@ -262,7 +284,7 @@ async def test_sqlite_store_upgrades_a_version_1_file(tmp_path: Path) -> None:
             await store.close()
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     finally:
         conn.close()
 
@@ -291,7 +313,8 @@ async def _legacy_rows(store: Store) -> str:
 
 
 async def _check_legacy_engines(store: Store, office_id: str) -> None:
-    """Each engine that held something got a heartbeat alive for the grace period."""
+    """Each engine that held something got a heartbeat alive for the grace period; an engine
+    that held nothing (it has no row) keeps the sessions it starts after the upgrade too."""
     engines = {e.engine_id: e for e in await store.list_engines(office_id)}
     assert set(engines) == {"old-session", "old-job", "old-claim"}
     for row in engines.values():
@@ -301,6 +324,18 @@ async def _check_legacy_engines(store: Store, office_id: str) -> None:
     [session] = await store.list_sessions(office_id)
     await store.insert_command(office_id, "get_output", session_id=session.session_id)
     assert await store.claim_next_command(office_id, "new-engine") is None
+    # so is the session an old engine idle at the upgrade starts afterwards
+    idle = await store.upsert_session(
+        AgentSession(office_id=office_id, agent_id="a", engine_id="old-idle", status="ready")
+    )
+    command = await store.insert_command(office_id, "get_output", session_id=idle.session_id)
+    assert await store.claim_next_command(office_id, "new-engine") is None
+    assert (await store.get_command(command.id)).status == "pending"
+    ended = await store.end_engine(
+        office_id, "old-idle", session_reason="r", command_error="c", job_reason="j"
+    )
+    assert not ended.dead
+    assert (await store.get_session(idle.session_id)).status == "ready"
 
 
 async def test_sqlite_store_upgrades_a_version_2_file_with_heartbeats(tmp_path: Path) -> None:
@@ -311,6 +346,43 @@ async def test_sqlite_store_upgrades_a_version_2_file_with_heartbeats(tmp_path: 
     async with SqliteStore(path) as store:
         await _check_legacy_engines(store, office_id)
         assert (await store.record_heartbeat(office_id, "new", dead_after=1)).alive
+
+
+async def test_sqlite_store_upgrades_a_version_3_file(tmp_path: Path) -> None:
+    """A file a semo with heartbeats but no record of its upgrade wrote: the grace is counted
+    from its first heartbeat row (written when it was upgraded, or started after)."""
+    path = tmp_path / "semo.db"
+    async with SqliteStore(path) as store:
+        office = await store.create_office(Office(name="o"))
+        first = await store.record_heartbeat(office.id, "new", dead_after=60, starting=True)
+    _downgrade_to_v3(path)
+    async with SqliteStore(path) as store:
+        idle = await store.upsert_session(
+            AgentSession(office_id=office.id, agent_id="a", engine_id="old-idle", status="ready")
+        )
+        await store.insert_command(office.id, "get_output", session_id=idle.session_id)
+        assert await store.claim_next_command(office.id, "new") is None
+    conn = sqlite3.connect(path)
+    try:
+        [(until,)] = conn.execute(
+            "SELECT value FROM semo_meta WHERE key = 'heartbeat_grace_until'"
+        ).fetchall()
+    finally:
+        conn.close()
+    grace = datetime.fromisoformat(until) - first.started_at
+    assert abs(grace - timedelta(seconds=LEGACY_GRACE_SECONDS)) < timedelta(milliseconds=1)
+
+
+async def test_a_new_sqlite_file_gives_no_grace(tmp_path: Path) -> None:
+    """No semo from before heartbeats ever wrote to a new file: no row means dead at once."""
+    async with SqliteStore(tmp_path / "semo.db") as store:
+        office = await store.create_office(Office(name="o"))
+        ghost = await store.upsert_session(
+            AgentSession(office_id=office.id, agent_id="a", engine_id="ghost", status="ready")
+        )
+        command = await store.insert_command(office.id, "get_output", session_id=ghost.session_id)
+        assert await store.claim_next_command(office.id, "new") is None
+        assert (await store.get_command(command.id)).status == "failed"
 
 
 async def test_migration_0003_gives_engines_from_before_heartbeats_a_grace(
@@ -337,9 +409,10 @@ async def test_migration_0003_gives_engines_from_before_heartbeats_a_grace(
             await _check_legacy_engines(store, "o")
 
 
-async def test_supabase_store_asks_for_migration_0003() -> None:
+@pytest.mark.parametrize("applied", [2, 3])
+async def test_supabase_store_asks_for_the_latest_migrations(applied: int) -> None:
     with temporary_database(
-        ADMIN_DSN, migrations=[REPO / "migrations" / n for n in ALL[:2]]
+        ADMIN_DSN, migrations=[REPO / "migrations" / n for n in ALL[:applied]]
     ) as dsn:
         async with SupabaseEmulator(dsn) as emulator:
             store = SupabaseStore(emulator.url, emulator.service_role_key)

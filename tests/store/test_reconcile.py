@@ -5,17 +5,19 @@ what a live engine (here or elsewhere) holds is left alone."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 from datetime import UTC
+from typing import Any
 
 import pytest
 
 from engine.reconcile import end_silent_engines, is_dead_run, reconcile
 from engine.store._shared import FORGET_ENGINES_AFTER
 from engine.store.base import Store, StoreConflict
-from engine.store.models import Agent, AgentSession, Job, Office, UserQuestion
+from engine.store.models import Agent, AgentSession, EngineHeartbeat, Job, Office, UserQuestion
 from engine.store.operations import answer_question
 from tests.store.conftest import Stores
 
@@ -305,3 +307,122 @@ async def test_the_start_pass_forgets_engines_dead_for_a_week(stores: Stores) ->
 
     assert report.engines_forgotten == 1
     assert [e.engine_id for e in await store.list_engines(office.id)] == ["recent"]
+
+
+async def _work_of(store: Store, office_id: str, engine_id: str) -> dict[str, str]:
+    """A live session with a pending question, a claimed command and a running job of
+    `engine_id`: their ids by kind."""
+    session = await store.upsert_session(
+        AgentSession(office_id=office_id, agent_id="a", engine_id=engine_id, status="ready")
+    )
+    question = await store.create_question(
+        UserQuestion(office_id=office_id, agent_id="a", session_id=session.session_id, question="?")
+    )
+    job = await store.create_job(Job(office_id=office_id, agent_id="a", task="t"))
+    await store.update_job(job.id, status="running", engine_id=engine_id)
+    await store.insert_command(office_id, "run_job", {"job_id": job.id})
+    command = await store.claim_next_command(office_id, engine_id)
+    assert command is not None
+    return {
+        "session": session.session_id,
+        "question": question.id,
+        "job": job.id,
+        "command": command.id,
+    }
+
+
+async def _state_of(store: Store, work: dict[str, str]) -> tuple[str, str, str, str]:
+    return (
+        (await store.get_session(work["session"])).status,
+        (await store.get_question(work["question"])).status,
+        (await store.get_job(work["job"])).status,
+        (await store.get_command(work["command"])).status,
+    )
+
+
+async def test_an_engine_that_beats_after_the_pass_read_the_heartbeats_keeps_its_work(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass reads the heartbeats once; an engine silent in that reading that beats again
+    right after it ("back"), or that had no row then and starts right after it ("new"), keeps
+    its session, question, command and job: the store decides with the writes."""
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    await store.record_heartbeat(office.id, "back", dead_after=60)
+    await stores.age_heartbeat(office.id, "back", 61)
+    work = {engine: await _work_of(store, office.id, engine) for engine in ("back", "new", "gone")}
+    read = store.list_engines
+
+    async def read_then_they_beat(office_id: str) -> list[EngineHeartbeat]:
+        rows = await read(office_id)
+        assert {row.engine_id: row.alive for row in rows} == {"back": False}
+        await store.record_heartbeat(office_id, "back", dead_after=60)
+        await store.record_heartbeat(office_id, "new", dead_after=60, starting=True)
+        return rows
+
+    monkeypatch.setattr(store, "list_engines", read_then_they_beat)
+    report = await end_silent_engines(store, office.id, "me")
+
+    assert report.dead_engines == ["gone"]
+    assert (report.sessions_ended, report.questions_cancelled) == (1, 1)
+    assert (report.commands_failed, report.jobs_failed) == (1, 1)
+    for engine in ("back", "new"):
+        assert await _state_of(store, work[engine]) == (
+            "ready",
+            "pending",
+            "running",
+            "processing",
+        ), engine
+        assert await store.get_result(work[engine]["command"]) is None
+    assert await _state_of(store, work["gone"]) == ("terminated", "cancelled", "failed", "failed")
+
+
+async def test_a_job_finished_while_the_pass_runs_stays_done(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    await store.record_heartbeat(office.id, "silent", dead_after=60)
+    await stores.age_heartbeat(office.id, "silent", 61)
+    job = await store.create_job(Job(office_id=office.id, agent_id="a", task="t"))
+    await store.update_job(job.id, status="running", engine_id="silent")
+    list_jobs = store.list_jobs
+
+    async def list_then_it_finishes(office_id: str, **kw: Any) -> list[Job]:
+        rows = await list_jobs(office_id, **kw)
+        await store.update_job(job.id, status="done")  # its engine finished it just then
+        return rows
+
+    monkeypatch.setattr(store, "list_jobs", list_then_it_finishes)
+    report = await end_silent_engines(store, office.id, "me")
+
+    assert report.jobs_failed == 0
+    done = await store.get_job(job.id)
+    assert (done.status, done.failure_reason) == ("done", None)
+
+
+async def test_passes_running_at_once_end_each_session_once(stores: Stores) -> None:
+    """Two engines' passes meet the same dead engine: each session is ended once, with the
+    first reason, and counted once."""
+    first, second = await stores.new(), await stores.new()
+    office = await first.create_office(Office(name="o"))
+    await first.record_heartbeat(office.id, "silent", dead_after=60)
+    await stores.age_heartbeat(office.id, "silent", 61)
+    sessions = [
+        await first.upsert_session(
+            AgentSession(office_id=office.id, agent_id="a", engine_id="silent", status="ready")
+        )
+        for _ in range(5)
+    ]
+
+    reports = await asyncio.gather(
+        end_silent_engines(first, office.id, "engine-1"),
+        end_silent_engines(second, office.id, "engine-2"),
+    )
+
+    assert sum(r.sessions_ended for r in reports) == len(sessions)
+    for session in sessions:
+        row = await first.get_session(session.session_id)
+        assert row.status == "terminated" and row.end_reason is not None
+        finder = row.end_reason.rsplit("(found by ", 1)[1]
+        assert finder in ("engine-1)", "engine-2)")
