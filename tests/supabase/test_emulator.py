@@ -318,6 +318,7 @@ async def test_rpc(emulator: SupabaseEmulator) -> None:
 
         assert (await client.rpc("emu_add", {"a": 2, "b": 3}).execute()).data == 5
         assert (await client.rpc("emu_add", {"a": 2}).execute()).data == 12  # default b
+        assert (await client.rpc("emu_add", {"a": 2, "b": None}).execute()).data is None  # NULL
         rows = (await client.rpc("emu_commands", {"p_office_id": office}).execute()).data
         assert [r["attempts"] for r in rows] == [1]
         done = await client.rpc(

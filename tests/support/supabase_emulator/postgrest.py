@@ -1006,7 +1006,7 @@ class Postgrest:
                         200, rows[0].encode(), [("Content-Type", OBJECT_MEDIA + "; charset=utf-8")]
                     )
                 return Response(200, json_array(rows), json_type)
-            value = rows[0] if rows else "null"
+            value = rows[0] if rows and rows[0] is not None else "null"  # a NULL scalar too
             return Response(200, value.encode(), json_type)
 
         return await self._run(request, auth, work, read_only=read_only)
