@@ -415,7 +415,8 @@ class CommandDispatcher:
             if not self._in_flight:
                 continue
             try:
-                await self.store.renew_leases(self.engine_id, self.lease_seconds)
+                held = [entry.command.id for entry in self._in_flight]
+                await self.store.renew_leases(self.engine_id, self.lease_seconds, held)
             except StoreError as error:
                 log.warning("dispatcher: renewing leases of %s failed: %s", self.engine_id, error)
             except Exception:

@@ -35,6 +35,7 @@ Guarantees all backends give, checked by one conformance suite (tests/store/):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 from engine.store.models import (
@@ -170,9 +171,14 @@ class Store(ABC):
 
     @abstractmethod
     async def renew_leases(
-        self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        self,
+        engine_id: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        command_ids: Sequence[str] | None = None,
     ) -> int:
-        """Extend every lease `engine_id` holds; returns how many."""
+        """Extend the leases `engine_id` holds on `command_ids` (None: on every command it
+        holds); returns how many. An engine passes the ids it is running, so a claim whose
+        answer never reached it is not kept alive by it and expires."""
 
     @abstractmethod
     async def complete_command(

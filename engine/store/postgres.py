@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -327,7 +327,7 @@ class PostgresStore(Store):
             row = await self._one(
                 "select to_regclass('agent_commands') is not null"
                 " and to_regproc('semo_claim_command') is not null as ready,"
-                " to_regproc('semo_end_engine') is not null as current"
+                " to_regproc('semo_renew_command_leases') is not null as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
@@ -618,11 +618,18 @@ class PostgresStore(Store):
         return None if row is None else AgentCommand.model_validate(row)
 
     async def renew_leases(
-        self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        self,
+        engine_id: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        command_ids: Sequence[str] | None = None,
     ) -> int:
-        row = await self._one(
-            "select semo_renew_leases(%s, %s) as renewed", (engine_id, check_lease(lease_seconds))
-        )
+        lease = check_lease(lease_seconds)
+        if command_ids is None:
+            query, args = "select semo_renew_leases(%s, %s) as renewed", (engine_id, lease)
+        else:
+            query = "select semo_renew_command_leases(%s, %s, %s) as renewed"
+            args = (engine_id, lease, list(command_ids))
+        row = await self._one(query, args)
         return int(row["renewed"]) if row else 0
 
     async def complete_command(

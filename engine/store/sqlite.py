@@ -29,7 +29,7 @@ import functools
 import json
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -796,19 +796,22 @@ class SqliteStore(Store):
         return _model(AgentCommand, await self._run(claim, write=True))
 
     async def renew_leases(
-        self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        self,
+        engine_id: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        command_ids: Sequence[str] | None = None,
     ) -> int:
         lease = timedelta(seconds=check_lease(lease_seconds))
-        return await self._run(
-            lambda c: (
-                c.execute(
-                    "UPDATE agent_commands SET lease_expires_at = ?"
-                    " WHERE status = 'processing' AND claimed_by = ?",
-                    (ts(now() + lease), engine_id),
-                ).rowcount
-            ),
-            write=True,
+        query = (
+            "UPDATE agent_commands SET lease_expires_at = ?"
+            " WHERE status = 'processing' AND claimed_by = ?"
         )
+        args: list[object] = [ts(now() + lease), engine_id]
+        if command_ids is not None:
+            ids = list(command_ids)
+            query += f" AND id IN ({', '.join('?' * len(ids))})" if ids else " AND 0"
+            args += ids
+        return await self._run(lambda c: c.execute(query, args).rowcount, write=True)
 
     @staticmethod
     def _finish(

@@ -51,7 +51,7 @@ import contextvars
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -442,10 +442,12 @@ class SupabaseStore(Store):
         )
 
     async def _check_latest_migration(self) -> None:
-        """A function of the latest migration (0004) exists (it only reads); StoreError saying
-        to migrate when it does not."""
+        """A function of the latest migration (0005) exists (called so that it changes
+        nothing: no engine has an empty id); StoreError saying to migrate when it does not."""
         try:
             await self._run(lambda c: c.rpc("semo_heartbeat_grace_until", {}))
+            args = {"p_engine_id": "", "p_lease_seconds": 1, "p_command_ids": []}
+            await self._run(lambda c: c.rpc("semo_renew_command_leases", args))
         except StoreUnavailable:
             raise
         except StoreError as error:
@@ -1172,10 +1174,19 @@ class SupabaseStore(Store):
         return None if row is None else AgentCommand.model_validate(row)
 
     async def renew_leases(
-        self, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        self,
+        engine_id: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        command_ids: Sequence[str] | None = None,
     ) -> int:
-        args = {"p_engine_id": engine_id, "p_lease_seconds": check_lease(lease_seconds)}
-        value = await self._run(lambda c: c.rpc("semo_renew_leases", args))
+        args: dict[str, Any] = {
+            "p_engine_id": engine_id,
+            "p_lease_seconds": check_lease(lease_seconds),
+        }
+        function = "semo_renew_leases"
+        if command_ids is not None:
+            function, args["p_command_ids"] = "semo_renew_command_leases", list(command_ids)
+        value = await self._run(lambda c: c.rpc(function, args))
         return int(value or 0)
 
     async def complete_command(

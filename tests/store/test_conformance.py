@@ -738,6 +738,25 @@ async def test_renew_leases(store: Store) -> None:
         await store.renew_leases("e1", lease_seconds=-1)
 
 
+async def test_renewing_only_the_held_commands_lets_a_lost_claim_expire(store: Store) -> None:
+    """An engine renews the ids it runs: a claim whose answer it never got is not kept alive."""
+    o = await office(store)
+    await store.insert_command(o.id, "get_output", session_id="s")
+    await store.insert_command(o.id, "get_output", session_id="s")
+    held = await store.claim_next_command(o.id, "e1", lease_seconds=0.3)
+    lost = await store.claim_next_command(o.id, "e1", lease_seconds=0.3)  # its answer "lost"
+    other = await store.insert_command(o.id, "get_output", session_id="s")
+    assert held and lost
+    assert await store.renew_leases("e1", 60, [held.id, other.id, "no-such-id"]) == 1
+    assert await store.renew_leases("e1", 60, []) == 0
+    assert await store.renew_leases("e2", 60, [held.id]) == 0  # not e2's to renew
+    await asyncio.sleep(0.5)
+    recovered = await store.recover_expired()
+    assert [c.id for c in recovered] == [lost.id]  # back to pending: get_output is safe to repeat
+    assert (await store.get_command(lost.id)).status == "pending"
+    assert (await store.get_command(held.id)).status == "processing"
+
+
 async def test_recover_expired_requeues_safe_and_fails_unsafe(store: Store) -> None:
     o = await office(store)
     safe = await store.insert_command(o.id, "get_output", session_id="s")
