@@ -12,6 +12,7 @@ The console and `semo engine` talk to this class only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -28,7 +29,7 @@ from engine.routing.router import Router
 from engine.session_events import bus_event
 from engine.sessions.agent_session import AgentSession, SessionEvent
 from engine.sessions.breaker import CircuitBreaker
-from engine.sessions.manager import LaunchOptions, SessionManager
+from engine.sessions.manager import LaunchOptions, SessionManager, UnknownSession
 from engine.sessions.pool import SessionPoolManager
 from engine.sessions.profiles import profile_named
 from engine.sessions.worktrees import WorktreeManager
@@ -360,6 +361,7 @@ class Engine:
         else:
             for command in recovered:
                 log.warning("command %s: lease expired, now %s", command.id, command.status)
+        await self._stop_sessions_ended_elsewhere()
         if self.heartbeat is None or self.office is None or not self.heartbeat.steady():
             return
         try:
@@ -369,6 +371,25 @@ class Engine:
             return
         if report.dead_engines:
             log.warning("engines that stopped answering: %s", report.describe())
+
+    async def _stop_sessions_ended_elsewhere(self) -> None:
+        """Sessions of this engine that the store says have ended stop here too: another engine
+        took this one for dead (a network cut longer than its heartbeat's limit) and closed
+        their commands and questions, or an operator ran `semo end-session`. Their agents must
+        not go on working for nobody."""
+        if self.manager is None or self.office is None or not self.manager.sessions:
+            return
+        try:
+            rows = await self.store.list_sessions(self.office.id, include_terminated=True)
+        except StoreError as error:
+            log.warning("checking for sessions ended elsewhere failed: %s", error)
+            return
+        ended = {row.session_id: row.end_reason for row in rows if row.status == "terminated"}
+        for session_id in [s for s in self.manager.sessions if s in ended]:
+            reason = f"ended in the store by someone else: {ended[session_id] or 'no reason'}"
+            log.warning("session %s %s; stopping its agent", session_id, reason)
+            with contextlib.suppress(UnknownSession):  # ended here meanwhile
+                await self.manager.terminate(session_id, reason=reason)
 
     def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
         if self.office is not None and (bus := bus_event(self.office.id, session, event)):

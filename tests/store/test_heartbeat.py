@@ -6,12 +6,13 @@ No timing is asserted: beats are waited for, and `steady()` runs on a hand-drive
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.config import EngineConfig, OfficeConfig, SemoConfig
+from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
 from engine.engine import Engine
 from engine.heartbeat import BEATS_PER_LEASE, LEASES_UNTIL_DEAD, Heartbeat
 from engine.store.base import NotFound, StoreError, StoreUnavailable
@@ -221,3 +222,40 @@ async def test_stopping_the_heartbeat_keeps_the_callers_cancellation(stores: Sto
     with pytest.raises(asyncio.CancelledError):
         await stopping
     assert not heartbeat.running
+
+
+async def test_a_session_ended_in_the_store_by_someone_else_stops_here_too(
+    stores: Stores, tmp_path: Path
+) -> None:
+    """Another engine took this one for dead (or `semo end-session` ran): the agent stops."""
+    store = await stores.new()
+    bash = ["bash", "--norc", "--noprofile", "-i"]
+    config = SemoConfig(
+        office=OfficeConfig(name="o", repository=tmp_path, workspace_root=tmp_path / "ws"),
+        engine=EngineConfig(id="me"),
+        pool=PoolConfig(warm_roles=[]),
+        agents=[AgentConfig(role=role, profile="generic", command=bash) for role in ("A", "B")],
+    )
+    env = {"PATH": os.environ["PATH"], "PS1": "$ ", "HOME": str(tmp_path)}
+    engine = Engine(
+        config,
+        store=store,
+        agent_env=env,
+        runtime_dir=tmp_path / "run",
+        folder_for=lambda _agent, _task: tmp_path,
+    )
+    await engine.start()
+    try:
+        kept = await engine.new_session("A")
+        lost = await engine.new_session("B")
+        await kept.wait_ready(10)
+        await lost.wait_ready(10)
+        await store.set_session_status(lost.session_id, "terminated", reason="host lost")
+        await engine._recover_once()
+        assert lost.ended and engine.manager is not None
+        assert set(engine.manager.sessions) == {kept.session_id}
+        assert not kept.ended
+        row = await store.get_session(lost.session_id)
+        assert row.end_reason == "host lost"  # the first reason stays
+    finally:
+        await engine.stop("test over")
