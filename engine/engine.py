@@ -12,7 +12,6 @@ The console and `semo engine` talk to this class only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -34,7 +33,7 @@ from engine.sessions.pool import SessionPoolManager
 from engine.sessions.profiles import profile_named
 from engine.sessions.worktrees import WorktreeManager
 from engine.store import open_store
-from engine.store.base import Store, StoreError
+from engine.store.base import NotFound, Store, StoreError
 from engine.store.changes import ChangeFeed
 from engine.store.models import (
     Agent,
@@ -199,8 +198,10 @@ class Engine:
         self._stopped = True
         self._status("stopping", reason)
         try:
-            if self._recovery is not None:
-                self._recovery.cancel()
+            recovery = self._recovery
+            while recovery is not None and not recovery.done():  # gone before anything stops
+                recovery.cancel()  # again if a step it awaited swallowed the cancellation
+                await asyncio.wait({recovery}, timeout=1.0)
             grace = self.config.engine.shutdown_grace
             steps: list[tuple[str, Callable[[], Awaitable[object]]]] = []
             if self.dispatcher is not None:
@@ -345,10 +346,17 @@ class Engine:
         return pooled.session
 
     async def _recover_expired(self) -> None:
-        """Every `lease_seconds`: what dead engines of the office (on any host) left behind."""
+        """Every `lease_seconds`: what dead engines of the office (on any host) left behind.
+        A pass that fails is logged and the next one runs: this loop must never end early."""
         while True:
             await asyncio.sleep(self.config.engine.lease_seconds)
-            await self._recover_once()
+            try:
+                await self._recover_once()
+            except Exception:
+                log.exception(
+                    "a recovery pass failed; the next runs in %s s",
+                    self.config.engine.lease_seconds,
+                )
 
     async def _recover_once(self) -> None:
         """Commands whose lease expired (any engine's) go back to pending or fail; and, while
@@ -377,19 +385,27 @@ class Engine:
         took this one for dead (a network cut longer than its heartbeat's limit) and closed
         their commands and questions, or an operator ran `semo end-session`. Their agents must
         not go on working for nobody."""
-        if self.manager is None or self.office is None or not self.manager.sessions:
+        if self.manager is None:
             return
-        try:
-            rows = await self.store.list_sessions(self.office.id, include_terminated=True)
-        except StoreError as error:
-            log.warning("checking for sessions ended elsewhere failed: %s", error)
-            return
-        ended = {row.session_id: row.end_reason for row in rows if row.status == "terminated"}
-        for session_id in [s for s in self.manager.sessions if s in ended]:
-            reason = f"ended in the store by someone else: {ended[session_id] or 'no reason'}"
-            log.warning("session %s %s; stopping its agent", session_id, reason)
-            with contextlib.suppress(UnknownSession):  # ended here meanwhile
-                await self.manager.terminate(session_id, reason=reason)
+        live = [s for s in list(self.manager.sessions.values()) if not s.ended]
+        for session in live:  # at most the pool's size: one read each
+            try:
+                row = await self.store.get_session(session.session_id)
+            except NotFound:
+                continue  # never recorded (the store was away when it started)
+            except StoreError as error:
+                log.warning("checking for sessions ended elsewhere failed: %s", error)
+                return
+            if row.status != "terminated" or session.ended:
+                continue
+            reason = f"ended in the store by someone else: {row.end_reason or 'no reason'}"
+            log.warning("session %s %s; stopping its agent", session.session_id, reason)
+            try:
+                await self.manager.terminate(session.session_id, reason=reason)
+            except UnknownSession:
+                continue  # ended here meanwhile
+            except Exception:
+                log.exception("stopping session %s failed", session.session_id)
 
     def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
         if self.office is not None and (bus := bus_event(self.office.id, session, event)):

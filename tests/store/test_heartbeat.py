@@ -18,7 +18,7 @@ from engine.heartbeat import BEATS_PER_LEASE, LEASES_UNTIL_DEAD, Heartbeat
 from engine.store.base import NotFound, StoreError, StoreUnavailable
 from engine.store.models import AgentSession, EngineHeartbeat, Office
 from tests.store.conftest import Stores
-from tests.support.waiting import eventually_value
+from tests.support.waiting import eventually, eventually_value
 
 
 class Clock:
@@ -259,3 +259,24 @@ async def test_a_session_ended_in_the_store_by_someone_else_stops_here_too(
         assert row.end_reason == "host lost"  # the first reason stays
     finally:
         await engine.stop("test over")
+
+
+async def test_a_failing_recovery_pass_is_logged_and_the_next_one_runs(
+    stores: Stores, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = engine_for(await stores.new(), tmp_path, lease_seconds=0.1)
+    passes: list[int] = []
+
+    async def flaky_pass() -> None:
+        passes.append(len(passes))
+        if len(passes) == 1:
+            raise RuntimeError("boom")
+
+    engine._recover_once = flaky_pass  # type: ignore[method-assign]
+    await engine.start()
+    try:
+        await eventually(lambda: len(passes) >= 3)
+    finally:
+        await engine.stop("test over")
+    assert "a recovery pass failed" in caplog.text
+    assert engine._recovery is not None and engine._recovery.done()  # stopped with the engine
