@@ -739,11 +739,16 @@ class PostgresStore(Store):
     async def list_questions(
         self, office_id: str, *, status: QuestionStatus | None = "pending"
     ) -> list[UserQuestion]:
+        return await self._office_rows(UserQuestion, "user_questions", office_id, status)
+
+    async def _office_rows(
+        self, model: type[M], table: str, office_id: str, status: str | None
+    ) -> list[M]:
+        """Rows of `table` (a name of ours, never input) for the office, oldest first."""
         where = "" if status is None else " and status = %(status)s"
         return await self._list(
-            UserQuestion,
-            f"select * from user_questions where office_id = %(office)s{where}"
-            " order by created_at, id",
+            model,
+            f"select * from {table} where office_id = %(office)s{where} order by created_at, id",
             {"office": office_id, "status": status},
         )
 
@@ -884,9 +889,4 @@ class PostgresStore(Store):
 
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         check_job_status(status)
-        where = "" if status is None else " and status = %(status)s"
-        return await self._list(
-            Job,
-            f"select * from jobs where office_id = %(office)s{where} order by created_at, id",
-            {"office": office_id, "status": status},
-        )
+        return await self._office_rows(Job, "jobs", office_id, status)

@@ -1073,11 +1073,17 @@ class SqliteStore(Store):
     async def list_questions(
         self, office_id: str, *, status: QuestionStatus | None = "pending"
     ) -> list[UserQuestion]:
+        return await self._office_rows(UserQuestion, "user_questions", office_id, status)
+
+    async def _office_rows(
+        self, model: type[M], table: str, office_id: str, status: str | None
+    ) -> list[M]:
+        """Rows of `table` (a name of ours, never input) for the office, oldest first."""
         where = "" if status is None else " AND status = ?"
         params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
         return await self._list(
-            UserQuestion,
-            f"SELECT * FROM user_questions WHERE office_id = ?{where} ORDER BY created_at, rowid",
+            model,
+            f"SELECT * FROM {table} WHERE office_id = ?{where} ORDER BY created_at, rowid",
             params,
         )
 
@@ -1199,11 +1205,7 @@ class SqliteStore(Store):
 
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         check_job_status(status)
-        where = "" if status is None else " AND status = ?"
-        params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
-        return await self._list(
-            Job, f"SELECT * FROM jobs WHERE office_id = ?{where} ORDER BY created_at, rowid", params
-        )
+        return await self._office_rows(Job, "jobs", office_id, status)
 
     # -- wake-ups ----------------------------------------------------------------------------
 

@@ -1303,13 +1303,20 @@ class SupabaseStore(Store):
     async def list_questions(
         self, office_id: str, *, status: QuestionStatus | None = "pending"
     ) -> list[UserQuestion]:
+        return await self._office_rows(UserQuestion, "user_questions", office_id, status)
+
+    async def _office_rows(
+        self, model: type[M], table: str, office_id: str, status: str | None
+    ) -> list[M]:
+        """Rows of `table` for the office (with `status`, unless None), oldest first."""
+
         def build(c: AsyncClient) -> Any:
-            query = c.table("user_questions").select("*").eq("office_id", office_id)
+            query = c.table(table).select("*").eq("office_id", office_id)
             if status is not None:
                 query = query.eq("status", status)
             return query.order("created_at").order("id")
 
-        return await self._list(UserQuestion, build)
+        return await self._list(model, build)
 
     async def _transition(
         self,
@@ -1439,14 +1446,7 @@ class SupabaseStore(Store):
 
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         check_job_status(status)
-
-        def build(c: AsyncClient) -> Any:
-            query = c.table("jobs").select("*").eq("office_id", office_id)
-            if status is not None:
-                query = query.eq("status", status)
-            return query.order("created_at").order("id")
-
-        return await self._list(Job, build)
+        return await self._office_rows(Job, "jobs", office_id, status)
 
 
 def from_config(config: StoreConfig) -> SupabaseStore:
