@@ -1,0 +1,115 @@
+"""Bounded JSON parsing for everything that comes from outside the engine.
+
+Hook messages, marker payloads, ``semo command --payload``, API bodies and transcript lines are
+written by agents (untrusted) or people; ``json.loads`` on them has two failure modes worse than
+a clear error: text nested a few thousand levels deep raises :class:`RecursionError` (an
+unhandled exception that also breaks whatever re-serialises the value later), and a huge input
+costs memory and time in proportion. :func:`loads` refuses both up front and turns every other
+way the text can be wrong into the same error type, :class:`JSONInputError` (a ``ValueError``).
+
+The depth check is a linear pre-scan, not a recursive one: one regular-expression pass removes
+the strings (brackets inside them do not count) and everything else but brackets, and the depth
+is the running sum of what is left. Text with at most ``max_depth`` opening brackets is accepted
+without summing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import accumulate
+from typing import Any, Literal
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_DEPTH",
+    "JSONInputError",
+    "check_depth",
+    "loads",
+]
+
+#: Largest accepted input unless the caller says otherwise.
+DEFAULT_MAX_BYTES = 1024 * 1024
+
+#: Deepest accepted nesting of arrays and objects unless the caller says otherwise.
+DEFAULT_MAX_DEPTH = 64
+
+Reason = Literal["too_large", "too_deep", "malformed"]
+
+# A JSON string (unrolled loop: linear, no backtracking), or a run of anything that is neither a
+# bracket nor a quote. Both are removed; brackets and stray quotes (an unterminated string) stay.
+_NOT_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+', re.DOTALL)
+_NOT_BRACKETS_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+', re.DOTALL)
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1, '"': 0}
+_STEP_B = {ord(k): v for k, v in _STEP.items()}
+
+
+class JSONInputError(ValueError):
+    """JSON from outside that the engine refuses: too large, nested too deep, or not JSON.
+
+    ``reason`` is ``"too_large"``, ``"too_deep"`` or ``"malformed"``; the message says which
+    limit was hit or what is wrong, in words fit for the sender.
+    """
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason: Reason = reason
+
+
+def _byte_length(text: str | bytes | bytearray, limit: int) -> int:
+    if not isinstance(text, str):
+        return len(text)
+    if len(text) > limit or len(text) * 4 <= limit:
+        return len(text)  # over in characters already, or under even at 4 bytes each
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_depth(text: str | bytes | bytearray, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Raise :class:`JSONInputError` if ``text`` nests arrays/objects deeper than ``max_depth``.
+
+    Linear in ``len(text)`` and never recursive. Brackets inside JSON strings do not count. For
+    text that is not JSON the answer is only an estimate, and parsing it fails anyway.
+    """
+    if isinstance(text, str):
+        brackets: str | bytes = _NOT_BRACKETS.sub("", text)
+        opening = brackets.count("[") + brackets.count("{")
+        steps = _STEP
+    else:
+        brackets = _NOT_BRACKETS_B.sub(b"", text)
+        opening = brackets.count(b"[") + brackets.count(b"{")
+        steps = _STEP_B  # type: ignore[assignment]
+    if opening <= max_depth:
+        return
+    deepest = max(accumulate(map(steps.__getitem__, brackets)))  # type: ignore[arg-type]
+    if deepest > max_depth:
+        raise JSONInputError("too_deep", f"JSON nested deeper than {max_depth} levels")
+
+
+def loads(
+    text: str | bytes | bytearray,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Any:
+    """``json.loads`` for input from outside: size and depth checked first, one error type.
+
+    Raises :class:`JSONInputError` when ``text`` is over ``max_bytes`` (UTF-8 bytes), nests
+    arrays/objects deeper than ``max_depth``, is not UTF-8 (bytes), or is not JSON (including
+    integers longer than Python converts). Never raises :class:`RecursionError`.
+    """
+    size = _byte_length(text, max_bytes)
+    if size > max_bytes:
+        raise JSONInputError("too_large", f"JSON larger than {max_bytes} bytes ({size} bytes)")
+    check_depth(text, max_depth)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JSONInputError(
+            "malformed", f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise JSONInputError("malformed", f"not valid JSON: not UTF-8 ({exc.reason})") from None
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise JSONInputError("too_deep", f"JSON nested deeper than {max_depth} levels") from None
+    except ValueError as exc:  # e.g. an integer with more digits than int() converts
+        raise JSONInputError("malformed", f"not valid JSON: {exc}") from None
