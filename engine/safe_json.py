@@ -47,13 +47,16 @@ _STEP_B = {ord(k): v for k, v in _STEP.items()}
 class JSONInputError(ValueError):
     """JSON from outside that the engine refuses: too large, nested too deep, or not JSON.
 
-    ``reason`` is ``"too_large"``, ``"too_deep"`` or ``"malformed"``; the message says which
-    limit was hit or what is wrong, in words fit for the sender.
+    ``reason`` is ``"too_large"``, ``"too_deep"`` or ``"malformed"``; ``detail`` says which limit
+    was hit or what is wrong (``"nested deeper than 64 levels"``, ``"Expecting ',' delimiter,
+    line 1 column 8"``), and the message is a sentence fit for the sender built from both.
     """
 
-    def __init__(self, reason: Reason, message: str) -> None:
+    def __init__(self, reason: Reason, detail: str) -> None:
+        message = f"not valid JSON: {detail}" if reason == "malformed" else f"JSON {detail}"
         super().__init__(message)
         self.reason: Reason = reason
+        self.detail = detail
 
 
 def _byte_length(text: str | bytes | bytearray, limit: int) -> int:
@@ -82,7 +85,7 @@ def check_depth(text: str | bytes | bytearray, max_depth: int = DEFAULT_MAX_DEPT
         return
     deepest = max(accumulate(map(steps.__getitem__, brackets)))  # type: ignore[arg-type]
     if deepest > max_depth:
-        raise JSONInputError("too_deep", f"JSON nested deeper than {max_depth} levels")
+        raise JSONInputError("too_deep", f"nested deeper than {max_depth} levels")
 
 
 def loads(
@@ -99,17 +102,16 @@ def loads(
     """
     size = _byte_length(text, max_bytes)
     if size > max_bytes:
-        raise JSONInputError("too_large", f"JSON larger than {max_bytes} bytes ({size} bytes)")
+        raise JSONInputError("too_large", f"larger than {max_bytes} bytes ({size} bytes)")
     check_depth(text, max_depth)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise JSONInputError(
-            "malformed", f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
-        ) from None
+        detail = f"{exc.msg}, line {exc.lineno} column {exc.colno}"
+        raise JSONInputError("malformed", detail) from None
     except UnicodeDecodeError as exc:
-        raise JSONInputError("malformed", f"not valid JSON: not UTF-8 ({exc.reason})") from None
+        raise JSONInputError("malformed", f"not UTF-8 ({exc.reason})") from None
     except RecursionError:  # pragma: no cover - the depth check comes first
-        raise JSONInputError("too_deep", f"JSON nested deeper than {max_depth} levels") from None
+        raise JSONInputError("too_deep", f"nested deeper than {max_depth} levels") from None
     except ValueError as exc:  # e.g. an integer with more digits than int() converts
-        raise JSONInputError("malformed", f"not valid JSON: {exc}") from None
+        raise JSONInputError("malformed", str(exc).split(";")[0]) from None

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine import safe_json
 from engine.protocol.messages import (
     MAX_PAYLOAD_BYTES,
     QUESTION_TYPES,
@@ -344,10 +345,10 @@ class MarkerParser:
 
 def _json_object(marker: str, text: str) -> dict[str, Any] | ProtocolError:
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        value = safe_json.loads(text)
+    except safe_json.JSONInputError as exc:
         detail = (
-            f"the JSON in {marker} is not valid ({exc.msg}, line {exc.lineno} column {exc.colno})"
+            f"the JSON in {marker} is not valid ({exc.detail})"
             "; nothing was sent. Write one JSON object with double-quoted keys and strings, no "
             "comments and no trailing commas, and send the message again."
         )

@@ -1,9 +1,15 @@
 """Store commands of `semo`: migrate, command, sessions, engines, end-session, questions,
-answer.
+answer (and the job commands of engine/store/job_cli.py).
 
-Each handler opens the configured store (SEMO_STORE, SEMO_DATABASE_URL, ...), does one thing,
-prints a row or a table (or JSON with --json) and returns an exit code: 0 done, 2 bad input,
-3 the store is unreachable, 4 a --wait that timed out.
+Each handler opens the configured store, does one thing, prints a row or a table (or JSON with
+--json) and returns an exit code: 0 done, 2 bad input (or a bad config file), 3 the store is
+unreachable, 4 a --wait that timed out.
+
+The store and the office come from `--config` (default `./semo.toml` when it exists): its
+`[store]` and `[office] name`, each store setting overridden by its environment variable when
+set (SEMO_STORE, SEMO_SQLITE_PATH, SEMO_DATABASE_URL, SUPABASE_URL, SUPABASE_SERVICE_ROLE_KEY;
+docs/CONFIG.md), the office by `--office` or SEMO_OFFICE. Without a config file the environment
+alone decides, as before.
 """
 
 from __future__ import annotations
@@ -11,15 +17,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from engine.store import open_store
+from engine import safe_json
+from engine.store import StoreConfig, open_store
 from engine.store.base import Store, StoreError, StoreUnavailable
-from engine.store.models import COMMAND_TYPES, InvalidCommand
+from engine.store.models import COMMAND_TYPES, AgentSession, InvalidCommand
 from engine.store.operations import (
     answer_question,
     end_session,
@@ -30,10 +39,62 @@ from engine.store.operations import (
 Handler = Callable[[Store, argparse.Namespace], Awaitable[int]]
 
 
+class SessionView(AgentSession):
+    """A session row with its agent's role and name (None when the agent row is gone)."""
+
+    role: str | None = None
+    name: str | None = None
+
+
+class ConfigFileError(ValueError):
+    """The --config file cannot be used (missing when named, invalid): exit code 2."""
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="semo.toml whose [store] and [office] to use (default ./semo.toml when present; "
+        "the environment overrides each store setting)",
+    )
+
+
+def load_cli_config(args: argparse.Namespace) -> Any:
+    """The SemoConfig of `--config` (or of ./semo.toml when it exists), else None."""
+    from engine.config import ConfigError, default_config_path, load_config
+
+    path: Path | None = getattr(args, "config", None)
+    if path is None:
+        path = default_config_path()
+        if not path.is_file():
+            return None
+    try:
+        return load_config(path)
+    except ConfigError as error:
+        raise ConfigFileError(str(error)) from None
+
+
+def store_config_for(args: argparse.Namespace) -> StoreConfig:
+    """The store of `--config` with the environment's overrides, or the environment's alone."""
+    config = load_cli_config(args)
+    return StoreConfig.from_env() if config is None else config.store_config()
+
+
+def office_for(args: argparse.Namespace) -> str | None:
+    """The office asked for: --office, else SEMO_OFFICE, else the config file's office name."""
+    wanted = getattr(args, "office", None) or os.environ.get("SEMO_OFFICE")
+    if wanted:
+        return str(wanted)
+    config = load_cli_config(args)
+    return None if config is None else str(config.office.name)
+
+
 def add_store_commands(commands: Any) -> None:
     migrate = commands.add_parser(
         "migrate", help="apply migrations/*.sql to the Postgres/Supabase database (idempotent)"
     )
+    add_config_option(migrate)
     migrate.set_defaults(handler=_run(_migrate, needs_store=False))
 
     command = commands.add_parser(
@@ -43,19 +104,22 @@ def add_store_commands(commands: Any) -> None:
     )
     command.add_argument("type", metavar="TYPE")
     command.add_argument(
-        "--office", help="office name or id (default: $SEMO_OFFICE or the only one)"
+        "--office",
+        help="office name or id (default: $SEMO_OFFICE, the config's office, or the only one)",
     )
     command.add_argument("--session", help="session id (needed by all but create_session/run_job)")
     command.add_argument("--payload", default="{}", help='JSON object, e.g. \'{"prompt": "hi"}\'')
     command.add_argument("--wait", action="store_true", help="wait for the result row and print it")
     command.add_argument("--timeout", type=float, default=30.0, help="--wait limit (default 30 s)")
     command.add_argument("--json", action="store_true", help="print JSON")
+    add_config_option(command)
     command.set_defaults(handler=_run(_command))
 
     sessions = commands.add_parser("sessions", help="list the office's agent sessions")
     sessions.add_argument("--office")
     sessions.add_argument("--all", action="store_true", help="include terminated sessions")
     sessions.add_argument("--json", action="store_true")
+    add_config_option(sessions)
     sessions.set_defaults(handler=_run(_sessions))
 
     engines = commands.add_parser(
@@ -63,6 +127,7 @@ def add_store_commands(commands: Any) -> None:
     )
     engines.add_argument("--office")
     engines.add_argument("--json", action="store_true")
+    add_config_option(engines)
     engines.set_defaults(handler=_run(_engines))
 
     end = commands.add_parser(
@@ -81,12 +146,14 @@ def add_store_commands(commands: Any) -> None:
         "--reason", default="ended by an operator (semo end-session)", help="the end reason"
     )
     end.add_argument("--json", action="store_true")
+    add_config_option(end)
     end.set_defaults(handler=_run(_end_session))
 
     questions = commands.add_parser("questions", help="list pending ASK_USER questions")
     questions.add_argument("--office")
     questions.add_argument("--all", action="store_true", help="include answered ones")
     questions.add_argument("--json", action="store_true")
+    add_config_option(questions)
     questions.set_defaults(handler=_run(_questions))
 
     answer = commands.add_parser("answer", help="answer a pending question")
@@ -94,6 +161,7 @@ def add_store_commands(commands: Any) -> None:
     answer.add_argument("text", nargs="?", help="the answer (text, a choice, or yes/no)")
     answer.add_argument("--option", type=int, metavar="N", help="pick option N (1-based)")
     answer.add_argument("--json", action="store_true")
+    add_config_option(answer)
     answer.set_defaults(handler=_run(_answer))
 
 
@@ -101,6 +169,9 @@ def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Na
     def run(args: argparse.Namespace) -> int:
         try:
             return asyncio.run(_with_store(handler, args) if needs_store else handler(None, args))  # type: ignore[arg-type]
+        except ConfigFileError as error:
+            print(f"semo {args.command}: {error}", file=sys.stderr)
+            return 2
         except StoreUnavailable as error:
             print(f"semo {args.command}: store unavailable: {error}", file=sys.stderr)
             return 3
@@ -112,7 +183,7 @@ def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Na
 
 
 async def _with_store(handler: Handler, args: argparse.Namespace) -> int:
-    store = open_store()
+    store = open_store(store_config_for(args))
     async with store:
         return await handler(store, args)
 
@@ -139,10 +210,9 @@ def _cell(value: object) -> str:
 
 
 async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
-    from engine.store import StoreConfig
     from engine.store.migrate import migrate
 
-    config = StoreConfig.from_env()
+    config = store_config_for(args)
     if config.backend == "sqlite":
         print("semo migrate: the sqlite store creates its schema itself; nothing to do")
         return 0
@@ -153,12 +223,14 @@ async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
 
 async def _command(store: Store, args: argparse.Namespace) -> int:
     try:
-        payload = json.loads(args.payload)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--payload is not JSON: {error}") from None
+        payload = safe_json.loads(args.payload)
+    except safe_json.JSONInputError as error:
+        if error.reason == "malformed":
+            raise ValueError(f"--payload is {error}".replace(" valid JSON", " JSON")) from None
+        raise ValueError(f"--payload refused: {error}") from None
     if not isinstance(payload, dict):
         raise ValueError("--payload must be a JSON object")
-    office = await resolve_office(store, args.office)
+    office = await resolve_office(store, office_for(args))
     command = await store.insert_command(office.id, args.type, payload, session_id=args.session)
     if not args.wait:
         _emit(command, args.json, ["id", "command_type", "status", "session_id"])
@@ -177,14 +249,24 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _sessions(store: Store, args: argparse.Namespace) -> int:
-    office = await resolve_office(store, args.office)
+    office = await resolve_office(store, office_for(args))
     rows = await store.list_sessions(office.id, include_terminated=args.all)
-    _emit(rows, args.json, ["session_id", "agent_id", "status", "last_activity_at"])
+    agents = {agent.id: agent for agent in await store.list_agents(office.id)}
+    named = [
+        SessionView(
+            **row.model_dump(),
+            role=agents[row.agent_id].role if row.agent_id in agents else None,
+            name=agents[row.agent_id].name if row.agent_id in agents else None,
+        )
+        for row in rows
+    ]
+    columns = ["session_id", "role", "name", "status", "engine_id", "last_activity_at"]
+    _emit(named, args.json, columns)  # type: ignore[arg-type]
     return 0
 
 
 async def _engines(store: Store, args: argparse.Namespace) -> int:
-    office = await resolve_office(store, args.office)
+    office = await resolve_office(store, office_for(args))
     rows = await store.list_engines(office.id)
     _emit(rows, args.json, ["engine_id", "status", "alive", "last_seen", "alive_until"])
     return 0
@@ -197,7 +279,7 @@ async def _end_session(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _questions(store: Store, args: argparse.Namespace) -> int:
-    office = await resolve_office(store, args.office)
+    office = await resolve_office(store, office_for(args))
     rows = await store.list_questions(office.id, status=None if args.all else "pending")
     _emit(rows, args.json, ["id", "question_type", "question", "options", "status"])
     return 0
