@@ -9,9 +9,11 @@ from pathlib import Path
 from console.app import SemoApp
 from engine.config import ConfigError, load_config
 from engine.engine import Engine
+from engine.hardening import make_non_dumpable
 
 
 def launch(args: list[str]) -> int:
+    make_non_dumpable()  # the engine runs in this process: agents must not read it (SECURITY.md)
     parser = argparse.ArgumentParser(prog=f"semo {args[0]}")
     parser.add_argument("--config", type=Path, default=Path("semo.toml"))
     options, _rest = parser.parse_known_args(args[1:])

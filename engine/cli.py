@@ -268,6 +268,9 @@ def _run_parse(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace) -> int:
     from engine.demo.runner import run_headless
+    from engine.hardening import make_non_dumpable
+
+    make_non_dumpable()
 
     return asyncio.run(run_headless(args.timeout))
 

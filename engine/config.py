@@ -309,6 +309,8 @@ class AgentConfig(_Section):
                 raise ValueError(f"{key!r} is not an environment variable name")
             if "\0" in value:
                 raise ValueError(f"{key}: the value must not contain NUL characters")
+            if re.fullmatch(r"\$\{(SEMO_|SUPABASE_)\w*\}", value, re.IGNORECASE):
+                raise ValueError(f"{key}: {value} is an engine secret; never passed to agents")
         return env
 
     @model_validator(mode="after")
@@ -712,7 +714,9 @@ max_body_bytes = 1048576
 #   core_skills     what it is good at, shown to the other agents. Default: []
 #   prompt_pattern  generic profile only: a regular expression that matches the cursor row
 #                   when the program waits for input. Default: '(^|\s)[❯$#>%]$'
-#   env             extra environment variables; names starting with SEMO_ or SUPABASE_ are
+#   env             extra environment variables: NAME = "value", or NAME = "${VAR}" for the
+#                   engine's own VAR. Credentials (PG*, AWS_*, GITHUB_TOKEN, *_TOKEN, ...) are
+#                   not inherited: name them here to pass them. SEMO_* and SUPABASE_* are
 #                   refused (agents never get the engine's credentials). Default: {}
 #   cols, rows      the terminal size. Defaults: 120, 40
 #   stale_after     seconds of silence while busy before "stale". Default: [engine]'s

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engine.config import ConfigError, SemoConfig, load_config
 from engine.engine import Engine
+from engine.hardening import make_non_dumpable
 from engine.heap import freeze_startup_heap, thaw_heap
 from engine.logs import LogFormat, configure_logging
 from engine.store.base import StoreError
@@ -28,12 +29,17 @@ STATUS_INTERVAL = 60.0
 def config_secrets(config: SemoConfig) -> list[str]:
     """Every secret the engine knows, so no log line ever shows one."""
     store = config.store_config()
-    secrets = [s.get_secret_value() for s in (store.database_url, store.supabase_key) if s]
+    secrets = [store.supabase_key.get_secret_value()] if store.supabase_key else []
     if store.database_url is not None:
+        # only the DSN's password is a secret: logs show the rest (host, user, database)
         from psycopg.conninfo import conninfo_to_dict
 
-        with contextlib.suppress(Exception):
-            password = conninfo_to_dict(store.database_url.get_secret_value()).get("password")
+        dsn = store.database_url.get_secret_value()
+        try:
+            password = conninfo_to_dict(dsn).get("password")
+        except Exception:
+            secrets.append(dsn)  # unparsable: hide all of it rather than guess
+        else:
             if password:
                 secrets.append(str(password))
     from engine.api.settings import token_secrets
@@ -84,6 +90,7 @@ async def run_engine(config: SemoConfig, http: str | None = None) -> int:
 
 
 def main(config_path: Path, log_format: LogFormat | None = None, http: str | None = None) -> int:
+    make_non_dumpable()  # before any secret is read: agents run as our uid
     try:
         config = load_config(config_path)
         http = http or config.api.listen or None

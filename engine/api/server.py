@@ -143,8 +143,10 @@ def main(config_path: Path, listen: str | None, log_format: str | None = None) -
     Exit 0 after a clean stop, 1 when it cannot serve, 2 for a configuration error."""
     from engine.config import ConfigError, load_config
     from engine.daemon import config_secrets
+    from engine.hardening import make_non_dumpable
     from engine.logs import configure_logging
 
+    make_non_dumpable()  # same-uid agents must not read our tokens through /proc
     try:
         config = load_config(config_path)
         settings = resolve_settings(config.api, config.office.name)

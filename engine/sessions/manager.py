@@ -12,8 +12,10 @@ Creating a Claude Code session prepares its folder first: the persona and the pr
 prompt without a human. Each session gets its own hook token; hook reports are routed to
 their session by it.
 
-Agents never inherit the engine's credentials: their environment is the engine's own without
-``SEMO_*`` / ``SUPABASE_*`` (or `agent_env` as given), plus the agent's hook socket and token.
+Agents never inherit the engine's credentials: their environment is the engine's own (or
+`agent_env` as given) without credential variables (:mod:`engine.sessions.environment`: SEMO_*,
+SUPABASE_*, PG*, AWS_*, ..._TOKEN, ...), plus what ``[[agents]] env`` names, plus the agent's hook
+socket and token.
 
 With a store, every session is a row in ``agent_sessions`` (pid, engine, worktree) and every
 state change is written to it, in order, by one writer task; a store that is down costs log
@@ -41,13 +43,13 @@ from engine.sessions.agent_session import (
     TurnResult,
 )
 from engine.sessions.claude_config import ensure_trusted_async
+from engine.sessions.environment import agent_env_values, scrub
 from engine.sessions.persona import PersonaInjector
 from engine.sessions.profiles import AgentProfile, profile_for_command
 from engine.sessions.worktrees import WorktreeManager
 from engine.store.base import Store, StoreConflict, StoreError
 from engine.store.models import Agent, new_id
 from engine.store.models import AgentSession as SessionRow
-from engine.terminal.session import ENGINE_ONLY_PREFIXES
 
 log = logging.getLogger("semo.sessions")
 
@@ -85,9 +87,8 @@ class LaunchOptions:
 
 
 def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`base` (default: ours) without the engine's own configuration and credentials."""
-    source = os.environ if base is None else base
-    return {k: v for k, v in source.items() if not k.startswith(ENGINE_ONLY_PREFIXES)}
+    """`base` (default: ours) without credentials (:func:`engine.sessions.environment.scrub`)."""
+    return scrub(os.environ if base is None else base)
 
 
 def existing_folder(path: Path) -> Path:
@@ -196,7 +197,7 @@ class SessionManager:
         if profile.uses_hooks:
             self.hooks.register_session(session_id)
             token_env = self.hooks.env_for(session_id)
-        child_env = {**self.agent_env, **agent_environment(env or {}), **token_env}
+        child_env = {**self.agent_env, **agent_env_values(env or {}), **token_env}
         record = self.record_dir / f"{session_id}.cast" if self.record_dir else None
         session = AgentSession(
             session_id,
