@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
@@ -34,19 +34,31 @@ class AgentProfile:
     #: seconds to wait for the agent to confirm a submitted prompt before the one retry
     confirm_timeout: float = 5.0
     prompt_pattern: str = DEFAULT_PROMPT_PATTERN
+    #: the program reads what is typed as a prompt for a model, so semo's feedback on a refused
+    #: protocol message may be typed into it; a shell would run that text as a command
+    reads_prompts: bool = True
 
 
 CLAUDE = AgentProfile("claude", cancel_keys="<Esc>", uses_hooks=True)
-GENERIC = AgentProfile("generic", cancel_keys="<C-c>", uses_hooks=False, confirm_timeout=3.0)
+GENERIC = AgentProfile(
+    "generic", cancel_keys="<C-c>", uses_hooks=False, confirm_timeout=3.0, reads_prompts=False
+)
 
 
-def profile_named(name: str, *, prompt_pattern: str | None = None) -> AgentProfile:
+def profile_named(
+    name: str, *, prompt_pattern: str | None = None, reads_prompts: bool | None = None
+) -> AgentProfile:
+    """The profile `name`; `reads_prompts` None keeps its default (claude yes, generic no)."""
     if name == "claude":
-        return CLAUDE
+        return CLAUDE if reads_prompts is None else replace(CLAUDE, reads_prompts=reads_prompts)
     if name == "generic":
-        if prompt_pattern is None:
+        if prompt_pattern is None and reads_prompts is None:
             return GENERIC
-        return AgentProfile("generic", "<C-c>", False, GENERIC.confirm_timeout, prompt_pattern)
+        return replace(
+            GENERIC,
+            prompt_pattern=prompt_pattern or GENERIC.prompt_pattern,
+            reads_prompts=bool(reads_prompts),
+        )
     raise ValueError(f"unknown agent profile {name!r} (known: claude, generic)")
 
 
