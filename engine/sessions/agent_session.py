@@ -39,7 +39,7 @@ from engine.protocol.observer import (
     ObserverEvent,
 )
 from engine.protocol.state import AgentState, StateChange
-from engine.sessions.profiles import AgentProfile, paste
+from engine.sessions.profiles import AgentProfile, paste, sanitize_input
 from engine.terminal.pty_process import ExitStatus
 from engine.terminal.session import TerminalSession
 
@@ -217,8 +217,12 @@ class AgentSession:
         """Queue `text`; the future resolves when the agent confirmed it (or fails)."""
         if self.ended:
             raise SessionEnded(f"session {self.session_id} has ended")
+        text = sanitize_input(text)
         if not text.strip():
-            raise SessionError("an empty prompt cannot be delivered")
+            raise SessionError(
+                "an empty prompt cannot be delivered (nothing left once control "
+                "characters are removed)"
+            )
         future: asyncio.Future[PromptDelivered] = asyncio.get_running_loop().create_future()
         self._queue.append(_Queued(next(self._ids), text, kind, time.monotonic(), future))
         self._queue_changed.set()

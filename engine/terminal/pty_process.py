@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import signal
+import termios
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -246,6 +247,14 @@ class TerminalProcess:
     def write_buffer_size(self) -> int:
         """Bytes accepted by `write` that the child has not been handed yet."""
         return len(self._pending)
+
+    def canonical_input(self) -> bool:
+        """True while the PTY's line discipline is canonical (cooked): input is read a line at
+        a time and echoed. False in raw mode, or when the PTY is gone."""
+        try:
+            return bool(termios.tcgetattr(self._fd)[3] & termios.ICANON)
+        except (OSError, termios.error):
+            return False
 
     def write(self, data: str | bytes) -> None:
         """Queue `data` (str is UTF-8 encoded) for the child; never blocks the loop."""

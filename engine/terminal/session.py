@@ -152,8 +152,15 @@ class TerminalSession:
             listener(status)
 
     def _respond(self, answer: str) -> None:
-        if self.process is not None and self.process.running:
-            self.process.write(answer)
+        """Answer a terminal query (DA, DSR, CSI 18t...) the program printed.
+
+        Only a program in raw mode can read the answer: in canonical mode it would sit in the
+        line buffer, echoed at the prompt and glued to the next prompt typed, i.e. it would become
+        user input. Programs that query (Claude Code, vim, readline) switch to raw mode first;
+        a query printed in cooked mode (`printf '\\e[18t'`) is left unanswered."""
+        process = self.process
+        if process is not None and process.running and not process.canonical_input():
+            process.write(answer)
 
     async def wait_quiet(self, settle: float, timeout: float) -> bool:
         """Wait until `settle` seconds pass with no output and no input, or the child exits.
