@@ -244,6 +244,10 @@ class AgentConfig(_Section):
     cols: int = Field(default=120, ge=20, le=1000)
     rows: int = Field(default=40, ge=5, le=500)
     stale_after: float | None = Field(default=None, gt=0, le=86_400)  # None: [engine]'s
+    #: whether the program reads what is typed as a prompt for a model: semo's feedback on a
+    #: refused protocol message is typed only then (None: claude yes, generic no; a shell would
+    #: run it as a command)
+    reads_prompts: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -720,6 +724,9 @@ max_body_bytes = 1048576
 #                   refused (agents never get the engine's credentials). Default: {}
 #   cols, rows      the terminal size. Defaults: 120, 40
 #   stale_after     seconds of silence while busy before "stale". Default: [engine]'s
+#   reads_prompts   whether the program reads typed text as a prompt for a model: semo's
+#                   feedback on a refused protocol message is typed only then (a shell would
+#                   run it). Default: true for claude, false for generic
 
 [[agents]]
 role = "FE"

@@ -333,7 +333,11 @@ class Engine:
         if config is None:
             return LaunchOptions(stale_after=stale_after)
         return LaunchOptions(
-            profile=profile_named(config.profile, prompt_pattern=config.prompt_pattern),
+            profile=profile_named(
+                config.profile,
+                prompt_pattern=config.prompt_pattern,
+                reads_prompts=config.reads_prompts,
+            ),
             env=config.env,
             cols=config.cols,
             rows=config.rows,
