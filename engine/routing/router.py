@@ -14,8 +14,20 @@ Every protocol message a session's observer finds is handled in order by one wor
   ``agent_results`` row, then typed into the recipient's session when it is ready; the row is
   marked delivered only when the agent confirmed the prompt. Pending results are delivered again
   after an engine restart (to a new session of the recipient), so none is lost and none is
-  delivered twice.
+  delivered twice. A result that names an invocation is checked against the store first: the
+  invocation must exist in this office, have been sent to the sender (only the invoked agent
+  delivers its result), come from the recipient, be running and have no result yet. A result
+  that fails a check, one to oneself, and an oversize one are refused and never stored.
 - A malformed message: the sending agent is told what was wrong, as its next prompt.
+
+Agents are untrusted (docs/SECURITY.md): a refusal is an event on the bus (`RoutingStep`
+``malformed``, ``invoke_refused``, ``result_refused``) and a log line, and is typed into the
+sender only when its profile says it reads prompts (`AgentProfile.reads_prompts`: a shell
+would run semo's text as a command). Rows already in the store that an agent caused (left by
+an older version, or written around the engine) never stop the router: `resume` and the sweep
+handle each row on its own; an invocation that cannot be sent is marked failed with the
+reason, a result whose invocation does not check out is delivered as a plain message (the
+invocation is left alone) and one whose recipient is no agent of the office is skipped.
 
 Every step is a row in the store and an event on the bus (`RoutingStep`).
 """
@@ -31,12 +43,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.events import EventBus, RoutingStep
-from engine.protocol.messages import AskUser, DeliverResult, Done, Invoke
+from engine.protocol.messages import MAX_PAYLOAD_BYTES, AskUser, DeliverResult, Done, Invoke
 from engine.protocol.observer import MalformedMessage, MessageFound
 from engine.sessions.agent_session import AgentSession, SessionError, SessionEvent
 from engine.sessions.manager import SessionManager
 from engine.sessions.pool import PoolError, SessionPoolManager
-from engine.store.base import Store, StoreConflict, StoreError
+from engine.store.base import Store, StoreError, StoreUnavailable
 from engine.store.models import Agent, AgentInvocation, AgentResult, UserQuestion
 from engine.store.operations import answer_question
 
@@ -83,6 +95,7 @@ class Router:
         self._callers: dict[str, str] = {}  # invocation id -> caller agent id
         self._answers_sent: set[str] = set()
         self._results_sending: set[str] = set()
+        self._results_skipped: set[str] = set()  # pending rows this router cannot deliver
         self._sweep_lock = asyncio.Lock()
         self._confirming: set[asyncio.Task[None]] = set()
 
@@ -104,15 +117,20 @@ class Router:
         self._tasks = []
 
     async def resume(self) -> None:
-        """After a restart: re-send invocations that never delivered, deliver pending results."""
+        """After a restart: re-send invocations that never delivered, deliver pending results.
+        A row that cannot be handled is marked or skipped with the reason (`_pump`,
+        `_deliver_result`); only a store that cannot be reached makes this raise."""
+        answered = {r.invocation_id for r in await self.store.list_results(self.office_id)}
+        queued = set(self._current.values()).union(*self._waiting.values())
         for invocation in await self.store.list_invocations(self.office_id):
-            if invocation.status in ("pending", "running"):
-                results = await self.store.list_results(self.office_id)
-                if any(r.invocation_id == invocation.id for r in results):
-                    continue  # its result exists; delivering it is the sweep's job
-                self._waiting.setdefault(invocation.target_agent_id, []).append(invocation.id)
+            self._callers[invocation.id] = invocation.caller_agent_id
+            if invocation.status not in ("pending", "running") or invocation.id in answered:
+                continue  # done, or its result exists: delivering it is the sweep's job
+            if invocation.id in queued:
+                continue
+            self._waiting.setdefault(invocation.target_agent_id, []).append(invocation.id)
         for target in list(self._waiting):
-            await self._pump(target)
+            await self._guarded(f"resuming the invocations of agent {target}", self._pump(target))
         await self.sweep()
 
     # -- the operator's side -------------------------------------------------------------------
@@ -155,11 +173,11 @@ class Router:
             )
         elif isinstance(message, Done):
             invocation_id = self._current.get(session.agent_id)
-            if invocation_id is not None:
-                invocation = await self._invocation(invocation_id)
-                caller = self._agent_by_id(invocation.caller_agent_id)
+            invocation = await self._find_invocation(invocation_id) if invocation_id else None
+            caller = self._agent(invocation.caller_agent_id) if invocation else None
+            if invocation is not None and caller is not None:
                 summary = message.text or "done"
-                await self._result(session, caller.role, summary, summary, invocation_id)
+                await self._result(session, caller.role, summary, summary, invocation.id)
 
     # -- ASK_USER ------------------------------------------------------------------------------
 
@@ -205,7 +223,7 @@ class Router:
             return
         chain = self._wait_chain(target.id, caller.id)
         if chain is not None:
-            names = " -> ".join(self._agent_by_id(a).role for a in [caller.id, *chain])
+            names = " -> ".join(self._role_of(a) for a in [caller.id, *chain])
             self._refuse(session, f"that would wait on itself ({names})")
             return
         invocation = await self.store.create_invocation(
@@ -223,9 +241,9 @@ class Router:
         self._waiting.setdefault(target.id, []).append(invocation.id)
         await self._pump(target.id)
 
-    def _refuse(self, session: AgentSession, reason: str) -> None:
-        self._step("invoke_refused", session, reason)
-        self._tell(session, f"[semo] Your INVOKE was refused: {reason}.")
+    def _refuse(self, session: AgentSession, reason: str, what: str = "INVOKE") -> None:
+        self._step(f"{what.lower()}_refused", session, reason)
+        self._tell(session, f"[semo] Your {what} was refused: {reason}.")
 
     def _wait_chain(self, start: str, goal: str) -> list[str] | None:
         """The agents from `start` to `goal` along "waits on" edges (caller -> target of an
@@ -258,20 +276,33 @@ class Router:
         return path if walk(start) else None
 
     async def _pump(self, target_id: str) -> None:
-        """Send the target its next invocation if it is not working on one."""
-        if target_id in self._current or not self._waiting.get(target_id):
-            return
+        """Send the target its next invocation if it is not working on one (one that cannot be
+        sent is marked failed with the reason, and the next one is tried)."""
+        while target_id not in self._current and self._waiting.get(target_id):
+            await self._send_next(target_id)
+
+    async def _send_next(self, target_id: str) -> None:
         invocation_id = self._waiting[target_id].pop(0)
-        invocation = await self._invocation(invocation_id)
-        target = self._agent_by_id(target_id)
-        caller = self._agent_by_id(invocation.caller_agent_id)
+        invocation = await self._find_invocation(invocation_id)
+        if invocation is None:
+            log.warning("invocation %s is no longer in the store; not sent", invocation_id)
+            return
+        target, caller = self._agent(target_id), self._agent(invocation.caller_agent_id)
+        if target is None or caller is None:
+            missing = target_id if target is None else invocation.caller_agent_id
+            await self._fail_invocation(
+                invocation, f"agent {missing} is not an agent of this office (any more)"
+            )
+            return
         try:
             session = await self._session_for(target)
         except (PoolError, SessionError) as error:
-            await self.store.update_invocation(invocation_id, status="failed", error=str(error))
+            await self._fail_invocation(invocation, str(error))
             self._tell_agent(caller.id, f"[semo] Your INVOKE of {target.role} failed: {error}.")
             return
         self._current[target_id] = invocation_id
+        # running before the task is typed: the answer may come back at once
+        await self.store.update_invocation(invocation_id, status="running")
         context = f" Context: {json.dumps(invocation.context)}" if invocation.context else ""
         prompt = (
             f"[semo] Invocation {invocation_id} from {caller.role}: {invocation.task}{context}\n"
@@ -279,8 +310,12 @@ class Router:
             f'has "invocation_id": "{invocation_id}" and a "summary".'
         )
         session.post(prompt)
-        await self.store.update_invocation(invocation_id, status="running")
         self._step("invocation_sent", session, invocation.task, ref=invocation_id)
+
+    async def _fail_invocation(self, invocation: AgentInvocation, reason: str) -> None:
+        log.warning("invocation %s failed: %s", invocation.id, reason)
+        await self.store.update_invocation(invocation.id, status="failed", error=reason)
+        self._step("invocation_failed", None, reason, ref=invocation.id)
 
     # -- DELIVER_RESULT ------------------------------------------------------------------------
 
@@ -296,16 +331,28 @@ class Router:
         recipient = self._agent_by_role(recipient_role)
         if recipient is None:
             known = ", ".join(sorted(self.agents)) or "none"
-            self._tell(
-                session,
-                f"[semo] Your DELIVER_RESULT was refused: no agent "
-                f"{recipient_role} (known: {known}).",
-            )
+            self._refuse(session, f"no agent {recipient_role} (known: {known})", "DELIVER_RESULT")
+            return
+        if recipient.id == sender.id:
+            self._refuse(session, "an agent cannot deliver a result to itself", "DELIVER_RESULT")
+            return
+        if _size(payload) > MAX_PAYLOAD_BYTES:
+            reason = f"its payload is larger than {MAX_PAYLOAD_BYTES} bytes"
+            self._refuse(session, reason, "DELIVER_RESULT")
             return
         current = self._current.get(sender.id)
         if invocation_id is None and current is not None:
-            caller = (await self._invocation(current)).caller_agent_id
-            invocation_id = current if caller == recipient.id else None
+            invocation = await self._find_invocation(current)
+            if invocation is not None and invocation.caller_agent_id == recipient.id:
+                invocation_id = current
+        if invocation_id is not None:
+            invocation = await self._find_invocation(invocation_id)
+            reason = self._foreign(invocation_id, invocation, sender, recipient)
+            if reason is None and invocation is not None:
+                reason = await self._not_open(invocation)
+            if reason is not None:
+                self._refuse(session, reason, "DELIVER_RESULT")
+                return
         result = await self.store.create_result(
             AgentResult(
                 office_id=self.office_id,
@@ -322,31 +369,94 @@ class Router:
             await self._pump(sender.id)
         await self._deliver_result(result)
 
+    def _foreign(
+        self,
+        invocation_id: str,
+        invocation: AgentInvocation | None,
+        sender: Agent,
+        recipient: Agent,
+    ) -> str | None:
+        """Why `sender` may not deliver a result of `invocation` to `recipient` (the store's
+        facts: who was invoked, by whom), or None."""
+        if invocation is None:
+            return f"there is no invocation {invocation_id[:100]!r} in this office"
+        if invocation.target_agent_id != sender.id:
+            target = self._agent(invocation.target_agent_id)
+            invoked = target.role if target else invocation.target_agent_id
+            return (
+                f"invocation {invocation_id} was sent to {invoked}, not to you: only the invoked "
+                "agent delivers its result"
+            )
+        if invocation.caller_agent_id != recipient.id:
+            caller = self._agent(invocation.caller_agent_id)
+            name = caller.role if caller else invocation.caller_agent_id
+            return f"invocation {invocation_id} came from {name}: deliver its result to {name}"
+        return None
+
+    async def _not_open(self, invocation: AgentInvocation) -> str | None:
+        """Why `invocation` takes no result now (not sent yet, finished, answered), or None."""
+        if invocation.status == "pending":
+            return f"invocation {invocation.id} has not been sent to you yet"
+        if invocation.status != "running":
+            return f"invocation {invocation.id} is {invocation.status}: it takes no result"
+        for result in await self.store.list_results(self.office_id):
+            if result.invocation_id == invocation.id:
+                return f"invocation {invocation.id} already has a result ({result.id})"
+        return None
+
     async def _deliver_result(self, result: AgentResult) -> None:
-        if result.id in self._results_sending:
+        if result.id in self._results_sending or result.id in self._results_skipped:
             return
-        recipient = self._agent_by_id(result.recipient_agent_id)
-        sender = self._agent_by_id(result.sender_agent_id)
-        caller_session = None
+        recipient = self._agent(result.recipient_agent_id)
+        if recipient is None:
+            self._results_skipped.add(result.id)
+            reason = f"its recipient {result.recipient_agent_id} is not an agent of this office"
+            log.warning("result %s is not delivered: %s", result.id, reason)
+            self._step("result_skipped", None, reason, ref=result.id)
+            return
+        sender = self._agent(result.sender_agent_id)
+        sender_name = sender.role if sender else f"agent {result.sender_agent_id}"
+        # a row stored by an older version or around the engine: its invocation is checked
+        # again; one that does not check out is delivered as a plain message, the invocation
+        # left alone
+        invocation = None
+        note = ""
         if result.invocation_id is not None:
-            invocation = await self._invocation(result.invocation_id)
-            caller_session = invocation.caller_session_id
+            invocation = await self._find_invocation(result.invocation_id)
+            reason = (
+                "its sender is not an agent of this office"
+                if sender is None
+                else self._foreign(result.invocation_id, invocation, sender, recipient)
+            )
+            if reason is not None:
+                invocation = None
+                note = f" (not taken as the result of invocation {result.invocation_id}: {reason})"
+                if result.id not in self._results_sending:
+                    log.warning("result %s%s", result.id, note)
         try:
-            session = await self._session_for(recipient, prefer=caller_session)
+            session = await self._session_for(
+                recipient, prefer=invocation.caller_session_id if invocation else None
+            )
         except (PoolError, SessionError) as error:
             log.warning("result %s waits: no session for %s (%s)", result.id, recipient.role, error)
             return
         self._results_sending.add(result.id)
         payload = result.payload if isinstance(result.payload, str) else json.dumps(result.payload)
-        about = f" of invocation {result.invocation_id}" if result.invocation_id else ""
-        prompt = f"[semo] Result{about} from {sender.role}: {result.summary}\n{payload}"
+        about = f" of invocation {invocation.id}" if invocation else ""
+        prompt = f"[semo] Result{about} from {sender_name}{note}: {result.summary}\n{payload}"
         delivered = session.submit(prompt)
-        task = asyncio.create_task(self._confirm_result(result, delivered, session))
+        task = asyncio.create_task(
+            self._confirm_result(result, invocation.id if invocation else None, delivered, session)
+        )
         self._confirming.add(task)
         task.add_done_callback(self._confirming.discard)
 
     async def _confirm_result(
-        self, result: AgentResult, delivered: asyncio.Future[Any], session: AgentSession
+        self,
+        result: AgentResult,
+        invocation_id: str | None,
+        delivered: asyncio.Future[Any],
+        session: AgentSession,
     ) -> None:
         try:
             await delivered
@@ -354,10 +464,14 @@ class Router:
             self._results_sending.discard(result.id)
             log.warning("result %s not delivered: %s; it stays pending", result.id, error)
             return
-        await self.store.mark_result_delivered(result.id)
-        if result.invocation_id is not None:
-            with contextlib.suppress(StoreError):
-                await self.store.update_invocation(result.invocation_id, status="delivered")
+        try:
+            await self.store.mark_result_delivered(result.id)
+            if invocation_id is not None:
+                await self.store.update_invocation(invocation_id, status="delivered")
+        except StoreError as error:
+            self._results_sending.discard(result.id)
+            log.warning("result %s was typed but not recorded delivered: %s", result.id, error)
+            return
         self._step("result_delivered", session, result.summary, ref=result.id)
 
     # -- sweeping the store --------------------------------------------------------------------
@@ -383,7 +497,17 @@ class Router:
                     with contextlib.suppress(RoutingError):
                         await self._deliver_answer(question)
             for result in await self.store.list_results(self.office_id, status="pending"):
-                await self._deliver_result(result)
+                await self._guarded(f"delivering result {result.id}", self._deliver_result(result))
+
+    async def _guarded(self, what: str, step: Awaitable[None]) -> None:
+        """Run one row's step; a failure is logged and the row left, so that one bad row never
+        stops the others, the sweep or an engine's start. An unreachable store is raised."""
+        try:
+            await step
+        except StoreUnavailable:
+            raise
+        except Exception as error:
+            log.warning("%s failed: %s: %s", what, type(error).__name__, error)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -402,12 +526,20 @@ class Router:
         self._sessions_by_agent[agent.id] = pooled.session_id
         return pooled.session
 
-    async def _invocation(self, invocation_id: str) -> AgentInvocation:
+    async def _find_invocation(self, invocation_id: str) -> AgentInvocation | None:
+        """The office's invocation `invocation_id`, or None (agents may name any id)."""
         for invocation in await self.store.list_invocations(self.office_id):
             if invocation.id == invocation_id:
                 self._callers[invocation.id] = invocation.caller_agent_id
                 return invocation
-        raise StoreConflict(f"invocation {invocation_id} is not in the store")
+        return None
+
+    def _agent(self, agent_id: str) -> Agent | None:
+        return next((a for a in self.agents.values() if a.id == agent_id), None)
+
+    def _role_of(self, agent_id: str) -> str:
+        agent = self._agent(agent_id)
+        return agent.role if agent else agent_id
 
     def _agent_by_role(self, role: str) -> Agent | None:
         agent = self.agents.get(role)
@@ -422,8 +554,14 @@ class Router:
         raise RoutingError(f"no agent {agent_id} in this office")
 
     def _tell(self, session: AgentSession, text: str) -> None:
-        if not session.ended:
-            session.post(text)
+        """Feedback for the agent, typed only into one that reads prompts (the step event
+        was published by the caller either way)."""
+        if session.ended:
+            return
+        if not session.profile.reads_prompts:
+            log.info("session %s does not read prompts; not typed: %s", session.session_id, text)
+            return
+        session.post(text)
 
     def _tell_agent(self, agent_id: str, text: str) -> None:
         session = self.manager.sessions.get(self._sessions_by_agent.get(agent_id, ""))
@@ -445,3 +583,10 @@ class Router:
                     detail=detail,
                 )
             )
+
+
+def _size(payload: dict[str, Any] | str) -> int:
+    """UTF-8 bytes of a payload (JSON written compactly: never more than the agent wrote)."""
+    if not isinstance(payload, str):
+        payload = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return len(payload.encode("utf-8", "surrogatepass"))

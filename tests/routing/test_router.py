@@ -25,8 +25,9 @@ import pytest
 
 from engine.events import EventBus, RoutingStep
 from engine.routing.router import Router
-from engine.sessions.manager import SessionManager
+from engine.sessions.manager import LaunchOptions, SessionManager
 from engine.sessions.pool import SessionPoolManager
+from engine.sessions.profiles import profile_named
 from engine.store.models import Agent, AgentResult, Office
 from engine.store.operations import answer_question
 from engine.store.sqlite import SqliteStore
@@ -35,6 +36,8 @@ from tests.support.waiting import eventually, eventually_value
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("FE", "BE", "QA")
 TIMEOUT = 15.0
+#: the scripted agents stand for models: semo's feedback is typed into them
+READS_PROMPTS = profile_named("generic", reads_prompts=True)
 
 
 def ask(question: str, *options: str) -> str:
@@ -93,7 +96,11 @@ async def running(
 ) -> AsyncIterator[tuple[Router, SessionPoolManager]]:
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "HOME": str(office.folder)}
     manager = SessionManager(
-        store=office.store, office_id=office.office.id, agent_env=env, runtime_dir=runtime_dir
+        store=office.store,
+        office_id=office.office.id,
+        agent_env=env,
+        runtime_dir=runtime_dir,
+        launch_options=lambda _agent: LaunchOptions(profile=READS_PROMPTS),
     )
     folders = office.folder / "work"
     folders.mkdir(exist_ok=True)
