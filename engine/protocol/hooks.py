@@ -54,6 +54,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.fsutil import atomic_write
+from engine.gitsafe import git_argv, git_environment
 
 __all__ = [
     "ENV_SOCKET",
@@ -273,11 +274,11 @@ def install_hooks(
 def _git(worktree: Path, *args: str) -> str | None:
     try:
         proc = subprocess.run(
-            ["git", "-C", str(worktree), *args],
+            git_argv("git", worktree, *args),  # hooks off, no secrets: engine/gitsafe.py
             capture_output=True,
             text=True,
             timeout=10,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            env=git_environment(),
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

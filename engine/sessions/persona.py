@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from engine.fsutil import atomic_write
+from engine.gitsafe import git_argv, git_environment
 from engine.protocol.hooks import ensure_git_exclude
 from engine.store.models import Agent
 
@@ -257,11 +258,10 @@ class InjectResult:
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
-    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
-    env |= {"GIT_OPTIONAL_LOCKS": "0", "GIT_LITERAL_PATHSPECS": "1", "LC_ALL": "C"}
+    env = git_environment(GIT_LITERAL_PATHSPECS="1")
     try:
         return subprocess.run(
-            ["git", "-C", str(cwd), *args],
+            git_argv("git", cwd, *args),
             capture_output=True,
             text=True,
             timeout=30,

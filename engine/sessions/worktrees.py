@@ -14,8 +14,9 @@ resolved workspace root and checked again after resolving: no component semo own
 under the root. Every failure is a :class:`WorktreeError` with a sentence to act on; a git
 failure carries git's own message.
 
-git runs as an asyncio subprocess (never blocking the loop), with ``GIT_DIR`` & co. removed from
-its environment so the repository is always the one given, and prompts disabled.
+git runs as an asyncio subprocess (never blocking the loop), as :mod:`engine.gitsafe` says: hooks
+and fsmonitor disabled (agents can write the shared ``.git``), a minimal environment (no
+credentials, no ``GIT_*`` variable), prompts disabled.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from engine.gitsafe import git_argv, git_environment
 
 __all__ = [
     "ROLE_PATTERN",
@@ -52,20 +55,6 @@ AGENT_DIR = "agent"
 BRANCH_PREFIX = "semo"
 #: Seconds one git command may take (a worktree checkout of a large repository is slow).
 DEFAULT_GIT_TIMEOUT = 300.0
-
-#: Variables that would make git work on another repository than the one given.
-_GIT_LOCATION_VARS = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
-    "GIT_PREFIX",
-)
 
 
 class WorktreeError(Exception):
@@ -221,22 +210,14 @@ class WorktreeManager:
 
     # -- git ---------------------------------------------------------------------------------
 
-    def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
-        env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
-        return env
-
     async def _run_git(self, *args: str) -> _GitResult:
         try:
             proc = await asyncio.create_subprocess_exec(
-                self.git,
-                "-C",
-                str(self.repository),
-                *args,
+                *git_argv(self.git, self.repository, *args),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env=self._env(),
+                env=git_environment(),
             )
         except OSError as exc:
             raise WorktreeError(f"cannot run {self.git!r}: {exc}") from exc

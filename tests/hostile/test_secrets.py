@@ -1,0 +1,269 @@
+"""Hostile agents after the engine's secrets, on real processes (docs/SECURITY.md, "Secrets and
+the file system").
+
+- A real `semo engine` starts a spy agent (tests/support/spy_agent.py) with store credentials,
+  API tokens and cloud keys in the engine's environment: the spy cannot read
+  /proc/<engine>/environ or /proc/<engine>/mem (the engine is non-dumpable), its own environment
+  holds no credential, only what `[[agents]] env` names; a post-checkout hook planted in the
+  repository never runs when the engine makes the spy's worktree. The same spy under an ordinary
+  (dumpable) parent does read the parent's environment: the probe works.
+- git as semo runs it (worktrees, persona, hook settings) runs no hook and no fsmonitor an
+  agent planted in the shared `.git`, and sees no secret; the same hooks do run under plain git.
+- Writing into a worktree never follows a symlink out of it (see the symlink tests).
+- File modes: state folder 0700, databases, logs and semo.toml 0600.
+
+As root, every process has CAP_SYS_PTRACE, which reads any /proc file whatever the dumpable flag
+says; the engine is then started without capabilities (`setpriv --bounding-set=-all`), which is
+what a same-uid agent of an ordinary user is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from engine.sessions.environment import agent_env_values, is_credential, scrub
+from engine.store.sqlite import SqliteStore
+from tests.support.waiting import eventually_value
+
+SOURCE = Path(__file__).resolve().parents[2]
+SPY = SOURCE / "tests" / "support" / "spy_agent.py"
+
+#: What the engine's environment holds; none of the values may reach an agent unasked.
+ENGINE_SECRETS = {
+    "SEMO_DATABASE_URL": "postgresql://semo:db-pass-7f3a@db.invalid/semo",
+    "SEMO_API_TOKEN": "api-token-5d1c9b2e7a4f",
+    "SUPABASE_SERVICE_ROLE_KEY": "service-role-key-81be",
+    "PGPASSWORD": "pg-password-0c4d",
+    "PGUSER": "pg-user-secret-e2",
+    "AWS_SECRET_ACCESS_KEY": "aws-secret-9a8b",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/secret/gcp-key-41.json",
+    "NPM_TOKEN": "npm-token-77aa",
+    "OPENAI_API_KEY": "sk-openai-3344",
+    "DATABASE_URL": "postgresql://u:dburl-pass-12@h/db",
+    "MY_SERVICE_PASSWORD": "svc-pass-5566",
+}
+#: Named in the agent's `[[agents]] env`: passed on.
+OPTED_IN = {"GITHUB_TOKEN": "ghp-opted-in-1234"}
+#: The Claude Code agent's own credential: inherited on purpose.
+KEPT = {"ANTHROPIC_API_KEY": "sk-ant-kept-5678"}
+
+CONFIG = """
+[office]
+name = "secrets-test"
+repository = "repo"
+workspace_root = "ws"
+
+[store]
+backend = "sqlite"
+sqlite_path = "semo.db"
+
+[engine]
+log_format = "json"
+shutdown_grace = 1
+
+[pool]
+max_sessions = 2
+warm_roles = ["SPY"]
+
+[[agents]]
+role = "SPY"
+profile = "generic"
+command = {command}
+env = {{ GITHUB_TOKEN = "${{GITHUB_TOKEN}}", LITERAL_SETTING = "as-written" }}
+"""
+
+
+def unprivileged() -> list[str]:
+    """The prefix that runs a command as an ordinary same-uid process (no capabilities)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot drop CAP_SYS_PTRACE")
+    return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "t@example.com")
+    git(path, "config", "user.name", "t")
+    (path / "README").write_text("office repo\n")
+    git(path, "add", "README")
+    git(path, "commit", "-q", "-m", "init")
+    return path
+
+
+def plant_hooks(repo: Path, marker: Path) -> None:
+    """What an agent can do to the shared .git: hooks that record their environment in
+    `marker`, a hooks path of its own and an fsmonitor program doing the same."""
+    script = f"#!/bin/sh\necho \"$0\" >> '{marker}'\nenv >> '{marker}'\n"
+    hooks = repo / ".git" / "hooks"
+    for name in ("post-checkout", "reference-transaction", "post-index-change"):
+        (hooks / name).write_text(script)
+        (hooks / name).chmod(0o755)
+    own = repo / ".git" / "agent-hooks"
+    shutil.copytree(hooks, own)
+    fsmonitor = repo / ".git" / "fsmonitor.sh"
+    fsmonitor.write_text(script)
+    fsmonitor.chmod(0o755)
+    git(repo, "config", "core.fsmonitor", str(fsmonitor))
+    git(repo, "config", "core.hooksPath", str(own))
+
+
+def engine_environment(folder: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not is_credential(k)}
+    env |= ENGINE_SECRETS | OPTED_IN | KEPT
+    env["XDG_STATE_HOME"] = str(folder / "state")
+    env["XDG_DATA_HOME"] = str(folder / "data")
+    env["PYTHONPATH"] = str(SOURCE)  # the engine runs this checkout's code, as the test does
+    return env
+
+
+@asynccontextmanager
+async def engine_process(config: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    semo = Path(sys.executable).with_name("semo")
+    process = await asyncio.create_subprocess_exec(
+        *unprivileged(),
+        str(semo),
+        "engine",
+        "--config",
+        str(config),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env=engine_environment(config.parent),
+        cwd=config.parent,
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 20)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+def _read_report(path: Path) -> dict[str, object] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+async def report_of(path: Path, process: asyncio.subprocess.Process) -> dict[str, object]:
+    async def probe() -> dict[str, object] | None:
+        if process.returncode is not None:
+            assert process.stderr is not None
+            error = (await process.stderr.read()).decode(errors="replace")
+            raise AssertionError(f"engine exited {process.returncode}: {error[-2000:]}")
+        return await asyncio.to_thread(_read_report, path)
+
+    return await eventually_value(probe, "the spy agent's report", timeout=30)
+
+
+def leaked(text: str) -> list[str]:
+    return [name for name, value in ENGINE_SECRETS.items() if value in text]
+
+
+async def test_an_agent_of_a_real_engine_finds_no_secret(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    marker = tmp_path / "hook-ran.txt"
+    plant_hooks(repo, marker)
+    report_path = tmp_path / "spy.json"
+    command = json.dumps([sys.executable, str(SPY), str(report_path)])
+    config = tmp_path / "semo.toml"
+    config.write_text(CONFIG.format(command=command))
+
+    async with engine_process(config) as engine:
+        report = await report_of(report_path, engine)
+        async with SqliteStore(tmp_path / "semo.db") as store:
+            office = next(o for o in await store.list_offices() if o.name == "secrets-test")
+            sessions = await store.list_sessions(office.id)
+        assert [s.pid for s in sessions] == [report["pid"]]  # the spy is the engine's agent
+        assert report["ppid"] == engine.pid
+
+    # /proc/<engine>/environ and mem: closed to the agent
+    assert report["parent_environ"] is None, leaked(str(report["parent_environ"]))
+    assert "PermissionError" in str(report["parent_environ_error"])
+    assert report["parent_mem_error"] is not None
+    # its own environment: no credential; the opted-in one and Claude's own key are there
+    env = report["env"]
+    assert isinstance(env, dict)
+    assert leaked(json.dumps(env)) == []
+    assert not [k for k in env if k.startswith(("SEMO_", "SUPABASE_", "PG", "AWS_"))]
+    assert env["GITHUB_TOKEN"] == OPTED_IN["GITHUB_TOKEN"]
+    assert env["LITERAL_SETTING"] == "as-written"
+    assert env["ANTHROPIC_API_KEY"] == KEPT["ANTHROPIC_API_KEY"]
+    # the planted hooks never ran when the engine made the worktree
+    assert not marker.exists(), marker.read_text()[:2000]
+    assert (tmp_path / "ws" / "agent" / "SPY").is_dir()
+
+
+def test_the_probe_reads_an_ordinary_parent(tmp_path: Path) -> None:
+    """Control: the spy under a dumpable parent with the same secrets reads them."""
+    report_path = tmp_path / "spy.json"
+    parent = (
+        "import subprocess, sys; "
+        f"p = subprocess.Popen([sys.executable, {str(SPY)!r}, {str(report_path)!r}], "
+        "stdin=subprocess.PIPE, stdout=subprocess.DEVNULL); "
+        f"import time, os\nwhile not os.path.exists({str(report_path)!r}): time.sleep(0.05)\n"
+        "p.kill(); p.wait()"
+    )
+    subprocess.run(
+        [*unprivileged(), sys.executable, "-c", parent],
+        env=engine_environment(tmp_path),
+        check=True,
+        timeout=30,
+    )
+    report = json.loads(report_path.read_text())
+    assert "SEMO_API_TOKEN" in leaked(str(report["parent_environ"]))
+    assert report["parent_mem_error"] is None
+
+
+# -- the agent environment as a function ----------------------------------------------------------
+
+
+def test_credential_names_are_scrubbed_and_the_claude_agent_keeps_its_own() -> None:
+    env = {**ENGINE_SECRETS, **OPTED_IN, **KEPT, "PATH": "/bin", "HOME": "/h", "LANG": "C"}
+    env |= {"SSH_AUTH_SOCK": "/tmp/ssh", "ANTHROPIC_AUTH_TOKEN": "t"}
+    env["CLAUDE_CODE_OAUTH_TOKEN"] = "o"
+    assert scrub(env) == {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "LANG": "C",
+        "ANTHROPIC_API_KEY": KEPT["ANTHROPIC_API_KEY"],
+        "ANTHROPIC_AUTH_TOKEN": "t",
+        "CLAUDE_CODE_OAUTH_TOKEN": "o",
+    }
+
+
+def test_agents_env_names_pass_a_credential_but_never_an_engine_secret() -> None:
+    source = {"GITHUB_TOKEN": "ghp", "SEMO_API_TOKEN": "no", "BOT": "bot-token"}
+    values = agent_env_values(
+        {
+            "GITHUB_TOKEN": "${GITHUB_TOKEN}",  # the engine's own value
+            "GH_TOKEN": "${BOT}",  # another variable's value
+            "NPM_TOKEN": "${NPM_TOKEN}",  # the engine has none: not set
+            "LEAK": "${SEMO_API_TOKEN}",  # dropped (config validation refuses it too)
+            "SEMO_X": "y",  # dropped
+            "TEXT": "a ${GITHUB_TOKEN} b",  # not a whole-value reference: as written
+        },
+        source,
+    )
+    assert values == {"GITHUB_TOKEN": "ghp", "GH_TOKEN": "bot-token", "TEXT": "a ${GITHUB_TOKEN} b"}
