@@ -37,6 +37,7 @@ ErrorKind = Literal[
     "missing_close",
     "unexpected_close",
     "bad_target",
+    "too_many",
 ]
 
 

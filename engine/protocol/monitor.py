@@ -40,6 +40,15 @@ PATTERNS: tuple[Pattern, ...] = (
 
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_FENCE_CHARS = ("`", "~")
+#: One scan per line: a line holds a signal only if it holds one of these literals (every
+#: pattern above contains one, matched here case-insensitively so it is a superset), so most
+#: lines cost a single search and only the rare hit runs the patterns themselves.
+_PREFILTER = re.compile(
+    r"\[SEMO:DONE\]|Created pull request #|\[main |All tests passed|Build completed successfully"
+    r"|ENOENT:|Permission denied|fatal:|Error:",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,8 @@ class Signal:
 
 def scan_line(line: str, source: Source, at: float) -> list[Signal]:
     """Signals in one line, highest priority first; one per pattern family (completion/error)."""
+    if _PREFILTER.search(line) is None:
+        return []
     found: dict[SignalKind, Signal] = {}
     for pattern in PATTERNS:
         if pattern.kind in found:
@@ -93,7 +104,7 @@ class OutputMonitor:
         signals: list[Signal] = []
         fence: str | None = None
         for line in lines:
-            opener = _FENCE.match(line)
+            opener = _FENCE.match(line) if line.lstrip()[:1] in _FENCE_CHARS else None
             if opener:
                 mark = opener.group(1)
                 if fence is None:

@@ -38,9 +38,14 @@ from engine.terminal.screen import TerminalScreen
 
 Profile = Literal["claude", "generic"]
 EVENT_HISTORY = 2000
+MAX_MESSAGES_PER_TURN = 100
+"""Protocol messages (and errors) taken from one turn; past it, one `too_many` error and the
+rest of the turn's markers are dropped (a marker flood must not flood the office)."""
+MAX_SIGNALS_PER_TURN = 100
+"""Completion/error signals reported per turn; later ones only inform and are dropped."""
 DEFAULT_PROMPT_PATTERN = r"(^|\s)[❯$#>%]$"  # matched against the cursor row, right-trimmed
 _DIALOG = re.compile(r"Do you want to (proceed|make this edit|create|allow|run)")
-_GUTTER = re.compile(r"^(● |  )")
+_GUTTERS = ("● ", "  ")
 _TURN_END = re.compile(r"^[✻✢✳✶✽*·] \S+ for \d")
 
 
@@ -83,6 +88,8 @@ class AgentObserver:
         self._hooks_seen = False
         self._session_started = False
         self._last_screen_turn: tuple[str, str] | None = None
+        self._turn_messages = 0
+        self._turn_signals = 0
         #: the most recent events (bounded: a session can live for days)
         self.events: deque[ObserverEvent] = deque(maxlen=EVENT_HISTORY)
 
@@ -154,10 +161,11 @@ class AgentObserver:
         text = self._read_transcript(transcript) if isinstance(transcript, str) else None
         if text is None or not text.endswith(last.strip()):
             text = last  # no transcript, or not yet written up to this turn's final text
+        self._new_turn()
         asked = self._report(out, parse_reply(text), "model_text", at)
-        out.extend(self.monitor.scan(text.splitlines(), "model_text", at))
+        self._signals(out, self.monitor.scan(text.splitlines(), "model_text", at))
         if self.screen is not None:
-            out.extend(self.tool_output_signals(self.screen, at))
+            self._signals(out, self.tool_output_signals(self.screen, at))
         self._dialog_open = False
         if asked:
             self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
@@ -195,9 +203,10 @@ class AgentObserver:
         if key == self._last_screen_turn:
             return
         self._last_screen_turn = key
+        self._new_turn()
         asked = self._report(out, parse_reply(text), "screen", at)
-        out.extend(self.monitor.scan(text.splitlines(), "screen", at))
-        out.extend(self.tool_output_signals(screen, at))
+        self._signals(out, self.monitor.scan(text.splitlines(), "screen", at))
+        self._signals(out, self.tool_output_signals(screen, at))
         if asked:
             self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
         else:
@@ -212,14 +221,20 @@ class AgentObserver:
     # -- generic -----------------------------------------------------------------------------
 
     def _read_generic(self, out: list[ObserverEvent], screen: TerminalScreen, at: float) -> None:
+        parser, monitor = self._parser, self.monitor
         for line in self._final_lines.take(screen):
-            text = _GUTTER.sub("", line)
-            if self._report(out, self._parser.feed(text + "\n"), "screen", at):
+            text = line.text[2:] if line.text.startswith(_GUTTERS) else line.text
+            if self._report(out, parser.feed_line(text, cut=line.cut), "screen", at):
                 self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
-            out.extend(self.monitor.scan([text], "screen", at))
+            if self._turn_signals < MAX_SIGNALS_PER_TURN:
+                self._signals(out, monitor.scan([text], "screen", at))
         at_prompt = bool(self._prompt.search(screen.row_line(screen.cursor.y).text.rstrip()))
+        if at_prompt and self.state != AgentState.READY:
+            # the turn is over: a block still open was never closed (an error, not pending)
+            self._report(out, parser.flush(), "screen", at)
         if at_prompt and self.state in (AgentState.CREATING, AgentState.EXECUTING):
             self._state(out, AgentState.READY, "screen", "prompt on screen", at)
+            self._new_turn()
         elif not at_prompt and self.state == AgentState.READY:
             self._state(out, AgentState.EXECUTING, "screen", "output after prompt", at)
 
@@ -234,12 +249,26 @@ class AgentObserver:
     ) -> bool:
         asked = False
         for item in items:
+            self._turn_messages += 1
+            if self._turn_messages > MAX_MESSAGES_PER_TURN:
+                if self._turn_messages == MAX_MESSAGES_PER_TURN + 1:
+                    out.append(MalformedMessage(_too_many(), source, at))
+                continue
             if isinstance(item, ProtocolError):
                 out.append(MalformedMessage(item, source, at))
             else:
                 out.append(MessageFound(item, source, at))
                 asked = asked or isinstance(item, AskUser)
         return asked
+
+    def _signals(self, out: list[ObserverEvent], signals: list[Signal]) -> None:
+        room = MAX_SIGNALS_PER_TURN - self._turn_signals
+        if room > 0 and signals:
+            out.extend(signals[:room])
+            self._turn_signals += min(len(signals), room)
+
+    def _new_turn(self) -> None:
+        self._turn_messages = self._turn_signals = 0
 
     def _state(
         self,
@@ -256,6 +285,14 @@ class AgentObserver:
     def _emit(self, out: list[ObserverEvent]) -> list[ObserverEvent]:
         self.events.extend(out)
         return out
+
+
+def _too_many() -> ProtocolError:
+    detail = (
+        f"more than {MAX_MESSAGES_PER_TURN} protocol messages in one turn; the rest of the "
+        "turn's messages were ignored. Send fewer messages per turn."
+    )
+    return ProtocolError(kind="too_many", tag="[protocol]", detail=detail)
 
 
 def input_box_visible(screen: TerminalScreen) -> bool:

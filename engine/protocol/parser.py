@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from engine import safe_json
 from engine.protocol.messages import (
+    EXCERPT_CHARS,
     MAX_PAYLOAD_BYTES,
     QUESTION_TYPES,
     ROLE_NAME_PATTERN,
@@ -136,10 +137,42 @@ class MarkerParser:
             if newline < 0:
                 self._line_data(text[pos:])
                 break
-            self._line_data(text[pos:newline])
-            self._line_end()
+            if not self._skips(text, pos, newline):
+                self._line_data(text[pos:newline])
+                self._line_end()
             pos = newline + 1
         return self._take()
+
+    def feed_line(self, line: str, *, cut: bool = False) -> list[ParseItem]:
+        """Read one whole line (`line` holds no newline). `cut`: the line went on past `line`
+        and was not kept (a screen reader's cap), so a payload on it is over the limit."""
+        if not self._skips(line, 0, len(line)):
+            self._line_data(line)
+            if cut:
+                self._cut_line(line)
+            self._line_end()
+        return self._take()
+
+    def _skips(self, text: str, start: int, end: int) -> bool:
+        """Whether the complete line text[start:end] cannot matter: no line in progress, no
+        block open, and its first character after the indent cannot start a marker or fence
+        (outside a fence: `[`, a backtick or `~`; inside one, only a closing fence)."""
+        if self._block is not None or self._head or self._mode is not None or self._cr:
+            return False
+        first = text[start : min(end, start + MAX_INDENT + 1)].lstrip()[:1]
+        if self._fence is not None:
+            return first not in ("`", "~")
+        return first not in ("[", "`", "~")
+
+    def _cut_line(self, line: str) -> None:
+        if self._mode is None:
+            head, self._head = self._head, ""
+            self._tail_data(head[self._classify(head[:HEAD_CHARS], complete=False) :])
+        if self._mode is _Mode.ONE_LINE:
+            self._out.append(_oversize(self._marker, "".join(self._tail)))
+            self._ignore_rest()
+        elif self._mode is _Mode.BODY and self._block is not None:
+            self._oversize_block()
 
     def flush(self) -> list[ParseItem]:
         """End of the reply: finish the last line, report an unclosed block, reset."""
@@ -209,6 +242,8 @@ class MarkerParser:
     def _tail_data(self, text: str) -> None:
         if not text or self._mode is _Mode.IGNORE:
             return
+        if len(text) > MAX_PAYLOAD_BYTES:  # over the limit whatever it encodes to
+            text = text[: MAX_PAYLOAD_BYTES + 1]
         self._tail.append(text)
         self._tail_bytes += _nbytes(text)
         if self._mode is _Mode.ONE_LINE and self._tail_bytes > MAX_PAYLOAD_BYTES:
@@ -217,10 +252,22 @@ class MarkerParser:
         elif self._mode is _Mode.BODY and self._block is not None:
             block = self._block
             if block.size + (1 if block.lines else 0) + self._tail_bytes > MAX_PAYLOAD_BYTES:
-                excerpt = "\n".join([*block.lines, "".join(self._tail)])
-                self._out.append(_oversize(block.marker, excerpt))
-                block.skipping, block.lines, block.size = True, [], 0
-                self._ignore_rest()
+                self._oversize_block()
+
+    def _oversize_block(self) -> None:
+        block = self._block
+        assert block is not None
+        head: list[str] = []
+        size = 0
+        for part in [*block.lines, "".join(self._tail)]:
+            head.append(part[:EXCERPT_CHARS])
+            size += len(head[-1]) + 1
+            if size > EXCERPT_CHARS:
+                break
+        excerpt = "\n".join(head)
+        self._out.append(_oversize(block.marker, excerpt))
+        block.skipping, block.lines, block.size = True, [], 0
+        self._ignore_rest()
 
     def _ignore_rest(self) -> None:
         self._mode, self._tail, self._tail_bytes = _Mode.IGNORE, [], 0

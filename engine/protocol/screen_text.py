@@ -14,10 +14,12 @@ moved below it or it scrolled into scrollback, so redraws of the current line ar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple
 
+from engine.protocol.messages import MAX_PAYLOAD_BYTES
 from engine.terminal.screen import TerminalScreen, char_width
 from engine.terminal.scrollback import Line
 
@@ -120,43 +122,188 @@ def _soft_wrapped(previous: Row, row: Row, columns: int) -> bool:
     return 2 + text_width(previous.text) + 1 + text_width(next_word) > columns
 
 
+_WIDE_OR_ZERO = re.compile(r"[^\x20-\x7e]+")
+
+
 def text_width(text: str) -> int:
-    """Terminal cells `text` takes (wide characters count two)."""
-    return sum(max(char_width(char), 0) for char in text)
+    """Terminal cells `text` takes (wide characters count two). Printable ASCII costs nothing
+    per character: only the runs of other characters are measured."""
+    if text.isascii() and text.isprintable():
+        return len(text)
+    width = len(text)
+    for run in _WIDE_OR_ZERO.findall(text):
+        width += sum(map(_cells, run)) - len(run)
+    return width
+
+
+@lru_cache(maxsize=4096)
+def _cells(char: str) -> int:
+    return max(char_width(char), 0)
+
+
+LINE_CAP = MAX_PAYLOAD_BYTES + 1024
+"""Characters kept of one logical line. A longer line is cut: any protocol payload in it is over
+the 64 KiB limit whatever followed (a character is at least one byte), so the head is enough to
+report it, and a flood of endless lines costs bounded memory."""
+
+
+class FinalLine(NamedTuple):
+    text: str
+    cut: bool = False  # longer than LINE_CAP (or rows of it were lost): `text` is its head
 
 
 class FinalLines:
     """Yields each logical line once it is final (the cursor moved below it); rows the
-    terminal auto-wrapped are joined back into the line they came from."""
+    terminal auto-wrapped are joined back into the line they came from.
+
+    What was read is remembered per screen row (its text), following the rows as they scroll
+    (into scrollback, or inside a scroll region). A row above the cursor is read when its text
+    differs from what was read there: new lines, a screen redrawn after `clear` or a cursor-home
+    redraw with new content. A redraw of the same text is not new output and is not read again.
+    The work per call is the rows that scrolled plus the visible rows above the cursor.
+    """
 
     def __init__(self) -> None:
-        self._next = 0  # absolute index (scrollback lines ever pushed + row) of the next row
-        self._partial = ""  # text of wrapped rows waiting for the rest of their line
+        self._pushed: int | None = None  # scrollback.total_pushed when last read
+        self._seen: list[str | None] = []  # per visible row: its text when it was read
+        self._columns = 0
+        self._parts: list[str] = []  # wrapped rows waiting for the rest of their line
+        self._size = 0
+        self._cut = False
+        self._expect: int | None = None  # visible row that continues the waiting rows
 
-    def take(self, screen: TerminalScreen) -> Iterator[str]:
+    def take(self, screen: TerminalScreen) -> Iterator[FinalLine]:
         if screen.alternate:
             return
-        pushed = screen.scrollback.total_pushed
-        self._next = max(self._next, pushed - len(screen.scrollback))
-        while self._next < pushed + screen.cursor.y:
-            line = self._line(screen, self._next - pushed)
-            self._next += 1
-            if line.wrapped:
-                self._partial += self._full_row_text(screen, line, self._next - pushed)
+        scrollback = screen.scrollback
+        pushed, rows = scrollback.total_pushed, screen.lines
+        seen = self._seen
+        if len(seen) != rows:
+            del seen[rows:]
+            seen.extend([None] * (rows - len(seen)))
+        if self._pushed is None:
+            self._pushed, self._columns = pushed - len(scrollback), screen.columns
+        if screen.columns != self._columns:
+            yield from self._rebaseline(screen, pushed)
+            return
+        count, self._pushed = pushed - self._pushed, pushed
+        if count > 0:
+            yield from self._read_pushed(screen, count)
+        cache: dict[int, Line] = {}
+        margins = screen.margins
+        if margins is not None and (margins.top > 0 or margins.bottom < rows - 1):
+            self._realign(screen, margins.top, min(margins.bottom, rows - 1), cache)
+        for y in range(min(screen.cursor.y, rows)):
+            line = cache.get(y) or screen.row_line(y)
+            if seen[y] != line.text:
+                seen[y] = line.text
+                yield from self._row(screen, line, y, lambda y=y: self._visible_text(screen, y + 1))
+
+    # -- reading rows ---------------------------------------------------------------------
+
+    def _read_pushed(self, screen: TerminalScreen, count: int) -> Iterator[FinalLine]:
+        """Rows that scrolled into scrollback since the last call: those not read yet."""
+        scrollback, seen, rows = screen.scrollback, self._seen, screen.lines
+        kept = len(scrollback)
+        first = max(0, count - kept)
+        if self._expect is not None:
+            self._expect -= count
+        if first and self._parts:  # more scrolled than scrollback keeps: rows gone unread
+            self._cut, self._expect = True, first - count
+        for index in range(first, count):
+            line = scrollback[index - count]
+            if index < rows and seen[index] == line.text:
                 continue
-            text, self._partial = self._partial + line.text, ""
-            yield text
+            position = index - count  # negative: above the screen
+
+            def following(index: int = index) -> str:
+                return (
+                    scrollback[index + 1 - count].text
+                    if index + 1 < count
+                    else (self._visible_text(screen, 0))
+                )
+
+            yield from self._row(screen, line, position, following)
+        del seen[: min(count, rows)]
+        seen.extend([None] * (rows - len(seen)))
+
+    def _row(
+        self, screen: TerminalScreen, line: Line, position: int, following: Callable[[], str]
+    ) -> Iterator[FinalLine]:
+        if self._parts and self._expect != position:
+            self._drop_partial()  # the rest of that line was never drawn (the screen moved on)
+        if line.wrapped:
+            self._add(_full_row_text(screen.columns, line.text, following))
+            self._expect = position + 1
+            return
+        self._add(line.text)
+        text, cut = "".join(self._parts), self._cut
+        self._drop_partial()
+        yield FinalLine(text, cut)
+
+    def _add(self, text: str) -> None:
+        room = LINE_CAP - self._size
+        if len(text) > room:
+            text, self._cut = text[: max(room, 0)], True
+        if text:
+            self._parts.append(text)
+            self._size += len(text)
+
+    def _drop_partial(self) -> None:
+        self._parts, self._size, self._cut, self._expect = [], 0, False, None
 
     @staticmethod
-    def _line(screen: TerminalScreen, index: int) -> Line:
-        return screen.scrollback[index] if index < 0 else screen.row_line(index)
+    def _visible_text(screen: TerminalScreen, y: int) -> str:
+        return screen.row_line(y).text if y < screen.lines else ""
 
-    def _full_row_text(self, screen: TerminalScreen, line: Line, next_index: int) -> str:
-        """A wrapped row's text with the blanks its last columns really held (they were
-        trimmed), except the one cell a wide character left empty when it wrapped."""
-        missing = screen.columns - text_width(line.text)
-        if missing == 1 and next_index < screen.lines:
-            following = self._line(screen, next_index).text
-            if following and char_width(following[0]) == 2:
-                missing = 0
-        return line.text + " " * max(missing, 0)
+    # -- keeping the row memory aligned ---------------------------------------------------
+
+    def _rebaseline(self, screen: TerminalScreen, pushed: int) -> Iterator[FinalLine]:
+        """The width changed: rows were cut or re-laid, which is not new output. What is on
+        screen above the cursor now counts as read."""
+        self._pushed, self._columns = pushed, screen.columns
+        self._drop_partial()
+        for y in range(len(self._seen)):
+            below = y >= screen.cursor.y
+            self._seen[y] = None if below else screen.row_line(y).text
+        return iter(())
+
+    def _realign(
+        self, screen: TerminalScreen, top: int, bottom: int, cache: dict[int, Line]
+    ) -> None:
+        """Inside a scroll region rows move up without entering scrollback: find how far the
+        region scrolled by matching what was read against what is there now."""
+        seen = self._seen
+        limit = min(bottom + 1, screen.cursor.y)
+        if limit <= top:
+            return
+        for y in range(top, limit):
+            cache[y] = screen.row_line(y)
+        if all(seen[y] is None or seen[y] == cache[y].text for y in range(top, limit)):
+            return
+        for shift in range(1, bottom - top + 1):
+            matched = False
+            for y in range(top, min(limit, bottom + 1 - shift)):
+                old = seen[y + shift]
+                if old is None:
+                    continue
+                if old != cache[y].text:
+                    break
+                matched = matched or bool(old)
+            else:
+                if matched:
+                    seen[top : bottom + 1] = [*seen[top + shift : bottom + 1], *[None] * shift]
+                    if self._expect is not None and top <= self._expect <= bottom:
+                        self._expect -= shift
+                    return
+
+
+def _full_row_text(columns: int, text: str, following: Callable[[], str]) -> str:
+    """A wrapped row's text with the blanks its last columns really held (they were trimmed),
+    except the one cell a wide character left empty when it wrapped."""
+    missing = columns - text_width(text)
+    if missing == 1:
+        after = following()
+        if after and _cells(after[0]) == 2:
+            missing = 0
+    return text + " " * max(missing, 0)
