@@ -40,7 +40,7 @@ FORGET_ENGINES_AFTER = 7 * 86_400.0
 
 INVOCATION_STATUSES: tuple[str, ...] = InvocationStatus.__args__  # type: ignore[attr-defined]
 SESSION_STATUSES: tuple[str, ...] = SessionStatus.__args__  # type: ignore[attr-defined]
-RESULT_STATUSES = ("pending", "delivered")
+RESULT_STATUSES = ("pending", "delivered", "cancelled")
 JOB_STATUSES: tuple[str, ...] = JobStatus.__args__  # type: ignore[attr-defined]
 #: Fields `update_job` may change (id, office_id and created_at are fixed; updated_at is set).
 JOB_FIELDS = frozenset(Job.model_fields) - {"id", "office_id", "created_at", "updated_at"}
@@ -261,6 +261,19 @@ def check_job_status(status: str | None) -> None:
     """A status to list jobs by (None: all)."""
     if status is not None and status not in JOB_STATUSES:
         raise StoreError(f"unknown job status {status!r} (known: {', '.join(JOB_STATUSES)})")
+
+
+def invocation_cancelled(invocation_id: str, reason: str | None) -> str:
+    """Why an invocation cannot change any more (it was cancelled with its job's work)."""
+    return f"invocation {invocation_id} was cancelled ({reason or 'no reason recorded'})"
+
+
+def job_not_cancellable(job: Job) -> str:
+    """Why `job` cannot be cancelled (it has ended, or a cancel was asked for already)."""
+    if job.status in ("pending", "running"):
+        return f"job {job.id} is being cancelled already ({job.cancel_reason})"
+    why = f": {job.failure_reason}" if job.failure_reason else ""
+    return f"job {job.id} has ended ({job.status}{why}); there is nothing to cancel"
 
 
 def updated_job(job: Job, changes: dict[str, Any], at: datetime) -> Job:

@@ -49,7 +49,9 @@ from engine.store.models import (
     EngineEnded,
     EngineHeartbeat,
     Job,
+    JobEntry,
     JobStatus,
+    JobWorkCancelled,
     Office,
     QuestionStatus,
     SessionStatus,
@@ -303,6 +305,36 @@ class Store(ABC):
     @abstractmethod
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         """The office's jobs (of one status, or all), oldest first."""
+
+    @abstractmethod
+    async def request_job_cancel(self, job_id: str, reason: str) -> Job:
+        """An operator cancels a job: a pending one is failed at once ("cancelled: <reason>"),
+        a running one gets `cancel_reason` (the engine running it ends it). StoreConflict when
+        it has ended or is being cancelled already, NotFound for an unknown job."""
+
+    @abstractmethod
+    async def cancel_job_work(self, job_id: str, reason: str) -> JobWorkCancelled:
+        """Cancel the job's open work: its pending and running invocations and its pending
+        results become `cancelled` (invocations with `error`, results with `cancel_reason` =
+        `reason`); returns what was cancelled. Idempotent."""
+
+    @abstractmethod
+    async def retry_job(
+        self, job_id: str, *, engine_id: str, attempts: int, failed_reason: str, reason: str
+    ) -> AgentCommand | None:
+        """A job that a dead engine's end failed (status failed, engine `engine_id`, its
+        `failure_reason` still `failed_reason`, `attempts` unchanged, no cancel requested)
+        goes back to pending with `reason`, and a `run_job` command for it is inserted, in one
+        transaction; that command. None when the job is not in that state (another engine
+        retried it first, or it ended otherwise)."""
+
+    @abstractmethod
+    async def add_job_entry(self, entry: JobEntry) -> JobEntry:
+        """Append a step to a job's timeline (its `id` given by the database)."""
+
+    @abstractmethod
+    async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
+        """The job's timeline steps with an id above `after`, in order."""
 
     # -- wake-ups ----------------------------------------------------------------------------
 

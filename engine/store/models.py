@@ -26,8 +26,9 @@ CommandType = Literal[
 ]
 QuestionType = Literal["text", "choice", "confirm"]
 QuestionStatus = Literal["pending", "answered", "cancelled"]
-InvocationStatus = Literal["pending", "running", "delivered", "failed"]
-ResultStatus = Literal["pending", "delivered"]
+#: cancelled: the job that caused it ended (failed attempt, engine death, cancel): never resent
+InvocationStatus = Literal["pending", "running", "delivered", "failed", "cancelled"]
+ResultStatus = Literal["pending", "delivered", "cancelled"]
 JobStatus = Literal["pending", "running", "done", "failed"]
 EngineState = Literal["running", "stopped"]
 
@@ -139,6 +140,9 @@ class AgentInvocation(Row):
     context: dict[str, Any] | None = None
     status: InvocationStatus = "pending"
     error: str | None = None
+    #: the job whose work this is (the caller's job, or the job of the invocation the caller
+    #: works on); None for work no job caused
+    job_id: str | None = None
     created_at: datetime = Field(default_factory=now)
     updated_at: datetime = Field(default_factory=now)
 
@@ -152,6 +156,10 @@ class AgentResult(Row):
     summary: str = ""
     payload: dict[str, Any] | str | None = None
     status: ResultStatus = "pending"
+    #: the job whose work this is (its invocation's job)
+    job_id: str | None = None
+    #: why it was cancelled instead of delivered
+    cancel_reason: str | None = None
     created_at: datetime = Field(default_factory=now)
     delivered_at: datetime | None = None
 
@@ -170,8 +178,38 @@ class Job(Row):
     attempts: int = 0
     failure_reason: str | None = None
     needs_human: bool = False
+    #: an operator asked to cancel the job, and why (the engine running it ends it)
+    cancel_reason: str | None = None
     created_at: datetime = Field(default_factory=now)
     updated_at: datetime = Field(default_factory=now)
+
+
+class JobEntry(Row):
+    """One step of a job's timeline (table `job_events`, `id` increasing per database): the
+    engine writes one for each of the job's steps (started, a session, the prompt delivered,
+    turns, questions and answers, invocations and results, retries, the outcome)."""
+
+    id: int | None = None  # given by the database
+    job_id: str
+    office_id: str
+    step: str = Field(min_length=1, max_length=64)
+    status: JobStatus | None = None
+    attempts: int = 0
+    session_id: str | None = None
+    agent_id: str | None = None
+    #: the question, invocation or result the step is about
+    ref_id: str | None = None
+    detail: str = ""
+    at: datetime = Field(default_factory=now)
+
+
+class JobWorkCancelled(BaseModel):
+    """What `Store.cancel_job_work` cancelled (not a table)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    invocations: list[AgentInvocation] = Field(default_factory=list)
+    results: list[AgentResult] = Field(default_factory=list)
 
 
 class EngineHeartbeat(Row):

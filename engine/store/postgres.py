@@ -42,6 +42,8 @@ from engine.store._shared import (
     check_new_command,
     check_session_status,
     claim_runnable,
+    invocation_cancelled,
+    job_not_cancellable,
     no_heartbeat,
     no_nul,
     question_not_pending,
@@ -70,7 +72,9 @@ from engine.store.models import (
     EngineEnded,
     EngineHeartbeat,
     Job,
+    JobEntry,
     JobStatus,
+    JobWorkCancelled,
     Office,
     QuestionStatus,
     Row,
@@ -821,13 +825,15 @@ class PostgresStore(Store):
         self, invocation_id: str, *, status: str, error: str | None = None
     ) -> AgentInvocation:
         check_invocation_status(status)
-        row = await self._one(
-            "update agent_invocations set status = %s, error = %s, updated_at = now()"
-            " where id = %s returning *",
-            (status, no_nul(error), invocation_id),
+        row = await self._transition(
+            "agent_invocations",
+            invocation_id,
+            "invocation",
+            "update agent_invocations set status = %(status)s, error = %(error)s,"
+            " updated_at = now() where id = %(id)s and status <> 'cancelled' returning *",
+            {"status": status, "error": no_nul(error)},
+            lambda current: invocation_cancelled(invocation_id, current["error"]),
         )
-        if row is None:
-            raise NotFound(f"no invocation {invocation_id}")
         return AgentInvocation.model_validate(row)
 
     async def list_invocations(self, office_id: str) -> list[AgentInvocation]:
@@ -890,3 +896,63 @@ class PostgresStore(Store):
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         check_job_status(status)
         return await self._office_rows(Job, "jobs", office_id, status)
+
+    async def request_job_cancel(self, job_id: str, reason: str) -> Job:
+        row = await self._transition(
+            "jobs",
+            job_id,
+            "job",
+            "select * from semo_request_job_cancel(%(id)s, %(reason)s)",
+            {"reason": no_nul(reason)},
+            lambda current: job_not_cancellable(Job.model_validate(current)),
+        )
+        return Job.model_validate(row)
+
+    async def cancel_job_work(self, job_id: str, reason: str) -> JobWorkCancelled:
+        async def cancel(conn: Conn) -> JobWorkCancelled:
+            async with conn.transaction():
+                cur = await conn.execute(
+                    "update agent_invocations set status = 'cancelled', error = %s,"
+                    " updated_at = now() where job_id = %s and status in ('pending', 'running')"
+                    " returning *",
+                    (no_nul(reason), job_id),
+                )
+                invocations = await cur.fetchall()
+                cur = await conn.execute(
+                    "update agent_results set status = 'cancelled', cancel_reason = %s"
+                    " where job_id = %s and status = 'pending' returning *",
+                    (no_nul(reason), job_id),
+                )
+                results = await cur.fetchall()
+            return JobWorkCancelled(
+                invocations=[AgentInvocation.model_validate(r) for r in invocations],
+                results=[AgentResult.model_validate(r) for r in results],
+            )
+
+        return await self._op(cancel)
+
+    async def retry_job(
+        self, job_id: str, *, engine_id: str, attempts: int, failed_reason: str, reason: str
+    ) -> AgentCommand | None:
+        row = await self._one(
+            "select * from semo_retry_job(%s, %s, %s, %s, %s)",
+            (job_id, engine_id, attempts, failed_reason, no_nul(reason)),
+        )
+        return None if row is None else AgentCommand.model_validate(row)
+
+    async def add_job_entry(self, entry: JobEntry) -> JobEntry:
+        data = _params(entry)
+        del data["id"]
+        row = await self._one(
+            _insert_sql("job_events", list(data)) + " returning *",
+            data,
+            missing=f"no job {entry.job_id} in office {entry.office_id}",
+        )
+        return JobEntry.model_validate(row)
+
+    async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
+        return await self._list(
+            JobEntry,
+            "select * from job_events where job_id = %s and id > %s order by id",
+            (job_id, after),
+        )

@@ -6,7 +6,8 @@
   atomic across connections and processes.
 - The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`): a new file gets `SCHEMA`,
   an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql`,
-  `0003_*.sql` and `0004_*.sql`). Upgrading a file from before heartbeats records when
+  `0003_*.sql`, `0004_*.sql` and `0006_*.sql`; tables whose CHECK changes are rebuilt, their
+  rows copied by `AFTER_SCHEMA`). Upgrading a file from before heartbeats records when
   (`semo_meta`): engine ids without a heartbeat row count as alive for an hour after that.
 - Heartbeats (`engines`) and claims use this machine's clock: one machine, one clock.
 - Claims and the end of a dead engine's work are each one transaction, with the same rules as
@@ -48,6 +49,8 @@ from engine.store._shared import (
     check_new_command,
     check_session_status,
     claimed_row_problem,
+    invocation_cancelled,
+    job_not_cancellable,
     no_heartbeat,
     no_nul,
     question_not_pending,
@@ -77,7 +80,9 @@ from engine.store.models import (
     EngineEnded,
     EngineHeartbeat,
     Job,
+    JobEntry,
     JobStatus,
+    JobWorkCancelled,
     Office,
     QuestionStatus,
     Row,
@@ -86,7 +91,7 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: strftime format of `ts()` (fixed width, so text order is time order)
 _NOW_SQL = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'{})"
@@ -234,13 +239,17 @@ CREATE TABLE IF NOT EXISTS agent_invocations (
     task               TEXT NOT NULL,
     context            TEXT,
     status             TEXT NOT NULL DEFAULT 'pending'
-                           CHECK (status IN ('pending', 'running', 'delivered', 'failed')),
+                           CHECK (status IN ('pending', 'running', 'delivered', 'failed',
+                                             'cancelled')),
     error              TEXT,
     created_at         TEXT NOT NULL,
-    updated_at         TEXT NOT NULL
+    updated_at         TEXT NOT NULL,
+    job_id             TEXT
 );
 CREATE INDEX IF NOT EXISTS agent_invocations_office_id_idx
     ON agent_invocations (office_id, created_at);
+CREATE INDEX IF NOT EXISTS agent_invocations_job_idx
+    ON agent_invocations (job_id) WHERE job_id IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS agent_results (
     id                  TEXT PRIMARY KEY,
@@ -250,12 +259,17 @@ CREATE TABLE IF NOT EXISTS agent_results (
     recipient_agent_id  TEXT NOT NULL,
     summary             TEXT NOT NULL DEFAULT '',
     payload             TEXT,
-    status              TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered')),
+    status              TEXT NOT NULL DEFAULT 'pending'
+                            CHECK (status IN ('pending', 'delivered', 'cancelled')),
     created_at          TEXT NOT NULL,
-    delivered_at        TEXT
+    delivered_at        TEXT,
+    job_id              TEXT,
+    cancel_reason       TEXT
 );
 CREATE INDEX IF NOT EXISTS agent_results_office_id_idx
     ON agent_results (office_id, status, created_at);
+CREATE INDEX IF NOT EXISTS agent_results_job_idx
+    ON agent_results (job_id) WHERE job_id IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS jobs (
     id              TEXT PRIMARY KEY,
@@ -271,11 +285,27 @@ CREATE TABLE IF NOT EXISTS jobs (
     needs_human     INTEGER NOT NULL DEFAULT 0,
     created_at      TEXT NOT NULL,
     updated_at      TEXT NOT NULL,
-    engine_id       TEXT
+    engine_id       TEXT,
+    cancel_reason   TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_office_id_idx ON jobs (office_id, status, created_at);
 CREATE INDEX IF NOT EXISTS jobs_running_engine_idx
     ON jobs (office_id, engine_id) WHERE status = 'running';
+
+CREATE TABLE IF NOT EXISTS job_events (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id      TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    office_id   TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
+    step        TEXT NOT NULL CHECK (length(step) BETWEEN 1 AND 64),
+    status      TEXT CHECK (status IN ('pending', 'running', 'done', 'failed')),
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    session_id  TEXT,
+    agent_id    TEXT,
+    ref_id      TEXT,
+    detail      TEXT NOT NULL DEFAULT '',
+    at          TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS job_events_job_idx ON job_events (job_id, id);
 
 CREATE TABLE IF NOT EXISTS semo_wakeups (
     office_id  TEXT PRIMARY KEY,
@@ -341,6 +371,34 @@ SELECT '{GRACE_KEY}',
        strftime('%Y-%m-%dT%H:%M:%f000+00:00', coalesce(min(started_at), 'now'),
                 '+{int(LEGACY_GRACE_SECONDS)} seconds')
   FROM engines;
+""",
+    # migrations/0006: job ids on invocations and results, and a 'cancelled' status for both
+    # (a CHECK constraint changes: the tables are rebuilt; `AFTER_SCHEMA` copies the rows)
+    4: """
+DROP INDEX IF EXISTS agent_invocations_office_id_idx;
+ALTER TABLE agent_invocations RENAME TO agent_invocations_v4;
+DROP INDEX IF EXISTS agent_results_office_id_idx;
+ALTER TABLE agent_results RENAME TO agent_results_v4;
+ALTER TABLE jobs ADD COLUMN cancel_reason TEXT;
+""",
+}
+
+#: What an upgrade from version N does once `SCHEMA` has created the new tables.
+AFTER_SCHEMA: dict[int, str] = {
+    4: """
+INSERT INTO agent_invocations (id, office_id, caller_agent_id, caller_session_id,
+                               target_agent_id, task, context, status, error, created_at,
+                               updated_at)
+SELECT id, office_id, caller_agent_id, caller_session_id, target_agent_id, task, context,
+       status, error, created_at, updated_at
+  FROM agent_invocations_v4 ORDER BY rowid;
+DROP TABLE agent_invocations_v4;
+INSERT INTO agent_results (id, office_id, invocation_id, sender_agent_id, recipient_agent_id,
+                           summary, payload, status, created_at, delivered_at)
+SELECT id, office_id, invocation_id, sender_agent_id, recipient_agent_id, summary, payload,
+       status, created_at, delivered_at
+  FROM agent_results_v4 ORDER BY rowid;
+DROP TABLE agent_results_v4;
 """,
 }
 
@@ -547,11 +605,13 @@ class SqliteStore(Store):
     @staticmethod
     def _create_schema(conn: sqlite3.Connection, version: int) -> None:
         """Create the schema (version 0: a new file) or upgrade it from `version`."""
-        steps = "".join(UPGRADES[v] for v in range(version, SCHEMA_VERSION)) if version else ""
+        versions = range(version, SCHEMA_VERSION) if version else range(0)
+        steps = "".join(UPGRADES[v] for v in versions)
+        after = "".join(AFTER_SCHEMA.get(v, "") for v in versions)
         try:
             # every SCHEMA statement is IF NOT EXISTS: two processes creating it at once is fine
             conn.executescript(
-                f"BEGIN IMMEDIATE;\n{steps}{SCHEMA}\n"
+                f"BEGIN IMMEDIATE;\n{steps}{SCHEMA}\n{after}"
                 f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
             )
         except sqlite3.OperationalError:
@@ -1135,17 +1195,23 @@ class SqliteStore(Store):
         self, invocation_id: str, *, status: str, error: str | None = None
     ) -> AgentInvocation:
         check_invocation_status(status)
-        row = await self._run(
-            lambda c: c.execute(
+
+        def update(c: sqlite3.Connection) -> sqlite3.Row:
+            row = c.execute(
                 "UPDATE agent_invocations SET status = ?, error = ?, updated_at = ?"
-                " WHERE id = ? RETURNING *",
+                " WHERE id = ? AND status <> 'cancelled' RETURNING *",
                 (status, no_nul(error), ts(now()), invocation_id),
-            ).fetchone(),
-            write=True,
-        )
-        if row is None:
-            raise NotFound(f"no invocation {invocation_id}")
-        return _model(AgentInvocation, row)  # type: ignore[return-value]
+            ).fetchone()
+            if row is None:
+                old = c.execute(
+                    "SELECT error FROM agent_invocations WHERE id = ?", (invocation_id,)
+                ).fetchone()
+                if old is None:
+                    raise NotFound(f"no invocation {invocation_id}")
+                raise StoreConflict(invocation_cancelled(invocation_id, old["error"]))
+            return row
+
+        return _model(AgentInvocation, await self._run(update, write=True))  # type: ignore[return-value]
 
     async def list_invocations(self, office_id: str) -> list[AgentInvocation]:
         return await self._list(
@@ -1206,6 +1272,88 @@ class SqliteStore(Store):
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         check_job_status(status)
         return await self._office_rows(Job, "jobs", office_id, status)
+
+    async def request_job_cancel(self, job_id: str, reason: str) -> Job:
+        def cancel(c: sqlite3.Connection) -> sqlite3.Row:
+            row = c.execute(
+                "UPDATE jobs SET status = CASE WHEN status = 'pending' THEN 'failed'"
+                " ELSE status END, failure_reason = CASE WHEN status = 'pending'"
+                " THEN 'cancelled: ' || :reason ELSE failure_reason END,"
+                " cancel_reason = :reason, updated_at = :at"
+                " WHERE id = :id AND status IN ('pending', 'running') AND cancel_reason IS NULL"
+                " RETURNING *",
+                {"reason": no_nul(reason), "at": ts(now()), "id": job_id},
+            ).fetchone()
+            if row is None:
+                old = c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                if old is None:
+                    raise NotFound(f"no job {job_id}")
+                raise StoreConflict(job_not_cancellable(Job.model_validate(_decode(old))))
+            return row
+
+        return _model(Job, await self._run(cancel, write=True))  # type: ignore[return-value]
+
+    async def cancel_job_work(self, job_id: str, reason: str) -> JobWorkCancelled:
+        def cancel(c: sqlite3.Connection) -> JobWorkCancelled:
+            at, why = ts(now()), no_nul(reason)
+            invocations = c.execute(
+                "UPDATE agent_invocations SET status = 'cancelled', error = ?, updated_at = ?"
+                " WHERE job_id = ? AND status IN ('pending', 'running') RETURNING *",
+                (why, at, job_id),
+            ).fetchall()
+            results = c.execute(
+                "UPDATE agent_results SET status = 'cancelled', cancel_reason = ?"
+                " WHERE job_id = ? AND status = 'pending' RETURNING *",
+                (why, job_id),
+            ).fetchall()
+            return JobWorkCancelled(
+                invocations=[AgentInvocation.model_validate(_decode(r)) for r in invocations],
+                results=[AgentResult.model_validate(_decode(r)) for r in results],
+            )
+
+        return await self._run(cancel, write=True)
+
+    async def retry_job(
+        self, job_id: str, *, engine_id: str, attempts: int, failed_reason: str, reason: str
+    ) -> AgentCommand | None:
+        def retry(c: sqlite3.Connection) -> sqlite3.Row | None:
+            at = ts(now())
+            job = c.execute(
+                "UPDATE jobs SET status = 'pending', engine_id = NULL, failure_reason = ?,"
+                " needs_human = 0, updated_at = ? WHERE id = ? AND status = 'failed'"
+                " AND engine_id = ? AND attempts = ? AND failure_reason = ?"
+                " AND cancel_reason IS NULL RETURNING office_id",
+                (no_nul(reason), at, job_id, engine_id, attempts, failed_reason),
+            ).fetchone()
+            if job is None:
+                return None
+            command = AgentCommand(
+                office_id=job["office_id"], command_type="run_job", payload={"job_id": job_id}
+            )
+            data = _to_db(command)
+            return c.execute(
+                _insert_sql("agent_commands", list(data)) + " RETURNING *", data
+            ).fetchone()
+
+        return _model(AgentCommand, await self._run(retry, write=True))
+
+    async def add_job_entry(self, entry: JobEntry) -> JobEntry:
+        data = _to_db(entry)
+        del data["id"]
+        sql = _insert_sql("job_events", list(data)) + " RETURNING *"
+        row = await self._run(
+            lambda c: c.execute(sql, data).fetchone(),
+            write=True,
+            missing=f"no job {entry.job_id} in office {entry.office_id}",
+        )
+        return _model(JobEntry, row)  # type: ignore[return-value]
+
+    async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
+        return await self._list(
+            JobEntry,
+            "SELECT * FROM job_events WHERE job_id = ? AND id > ? ORDER BY id",
+            (job_id, after),
+        )
 
     # -- wake-ups ----------------------------------------------------------------------------
 

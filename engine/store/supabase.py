@@ -73,6 +73,8 @@ from engine.store._shared import (
     check_new_command,
     check_session_status,
     claim_runnable,
+    invocation_cancelled,
+    job_not_cancellable,
     no_heartbeat,
     no_nul,
     question_not_pending,
@@ -100,7 +102,9 @@ from engine.store.models import (
     EngineEnded,
     EngineHeartbeat,
     Job,
+    JobEntry,
     JobStatus,
+    JobWorkCancelled,
     Office,
     QuestionStatus,
     Row,
@@ -1379,10 +1383,20 @@ class SupabaseStore(Store):
         check_invocation_status(status)
         changes = {"status": status, "error": no_nul(error), "updated_at": now().isoformat()}
         rows = await self._rows(
-            lambda c: c.table("agent_invocations").update(changes).eq("id", invocation_id)
+            lambda c: (
+                c.table("agent_invocations")
+                .update(changes)
+                .eq("id", invocation_id)
+                .neq("status", "cancelled")
+            )
         )
         if not rows:
-            raise NotFound(f"no invocation {invocation_id}")
+            current = await self._rows(
+                lambda c: c.table("agent_invocations").select("*").eq("id", invocation_id).limit(1)
+            )
+            if not current:
+                raise NotFound(f"no invocation {invocation_id}")
+            raise StoreConflict(invocation_cancelled(invocation_id, current[0].get("error")))
         return AgentInvocation.model_validate(rows[0])
 
     async def list_invocations(self, office_id: str) -> list[AgentInvocation]:
@@ -1447,6 +1461,67 @@ class SupabaseStore(Store):
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         check_job_status(status)
         return await self._office_rows(Job, "jobs", office_id, status)
+
+    async def request_job_cancel(self, job_id: str, reason: str) -> Job:
+        args = {"p_job_id": job_id, "p_reason": no_nul(reason)}
+        rows = await self._rows(lambda c: c.rpc("semo_request_job_cancel", args))
+        if rows:
+            return Job.model_validate(rows[0])
+        raise StoreConflict(job_not_cancellable(await self.get_job(job_id)))
+
+    async def cancel_job_work(self, job_id: str, reason: str) -> JobWorkCancelled:
+        why = no_nul(reason)
+        invocations = await self._rows(
+            lambda c: (
+                c.table("agent_invocations")
+                .update({"status": "cancelled", "error": why, "updated_at": now().isoformat()})
+                .eq("job_id", job_id)
+                .in_("status", ["pending", "running"])
+            )
+        )
+        results = await self._rows(
+            lambda c: (
+                c.table("agent_results")
+                .update({"status": "cancelled", "cancel_reason": why})
+                .eq("job_id", job_id)
+                .eq("status", "pending")
+            )
+        )
+        return JobWorkCancelled(
+            invocations=[AgentInvocation.model_validate(r) for r in invocations],
+            results=[AgentResult.model_validate(r) for r in results],
+        )
+
+    async def retry_job(
+        self, job_id: str, *, engine_id: str, attempts: int, failed_reason: str, reason: str
+    ) -> AgentCommand | None:
+        args = {
+            "p_job_id": job_id,
+            "p_engine_id": engine_id,
+            "p_attempts": attempts,
+            "p_failed_reason": failed_reason,
+            "p_reason": no_nul(reason),
+        }
+        rows = await self._rows(lambda c: c.rpc("semo_retry_job", args))
+        if not rows:
+            return None
+        self._remember(rows[0].get("id"), rows[0].get("office_id"))
+        return AgentCommand.model_validate(rows[0])
+
+    async def add_job_entry(self, entry: JobEntry) -> JobEntry:
+        rows = await self._rows(
+            lambda c: c.table("job_events").insert(_json(entry, skip=("id",))),
+            missing=f"no job {entry.job_id} in office {entry.office_id}",
+        )
+        return JobEntry.model_validate(rows[0])
+
+    async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
+        return await self._list(
+            JobEntry,
+            lambda c: (
+                c.table("job_events").select("*").eq("job_id", job_id).gt("id", after).order("id")
+            ),
+        )
 
 
 def from_config(config: StoreConfig) -> SupabaseStore:

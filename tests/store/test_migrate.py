@@ -23,6 +23,7 @@ from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
 from engine.store.supabase import SupabaseStore
 from tests.store.conftest import ADMIN_DSN, admin_connection, fresh_database
+from tests.store.test_job_work import downgrade_to_4
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +38,7 @@ TABLES = [
     "agent_results",
     "jobs",
     "engines",
+    "job_events",
 ]
 ALL = [p.name for p in migration_files()]
 
@@ -229,6 +231,7 @@ async def test_postgres_store_asks_for_the_migrations_it_lacks(tmp_path: Path) -
 
 def _downgrade_to_v3(path: Path) -> None:
     """Turn a current sqlite file into what semo with schema version 3 created."""
+    downgrade_to_4(path)
     conn = sqlite3.connect(path)
     try:
         conn.executescript("DROP TABLE semo_meta; PRAGMA user_version = 3;")
@@ -284,7 +287,7 @@ async def test_sqlite_store_upgrades_a_version_1_file(tmp_path: Path) -> None:
             await store.close()
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     finally:
         conn.close()
 
