@@ -53,7 +53,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.fsutil import atomic_write
+from engine.fsutil import read_text_in, write_text_in
 from engine.gitsafe import git_argv, git_environment
 
 __all__ = [
@@ -208,14 +208,19 @@ def merge_hook_settings(
     return result
 
 
-def _read_settings(path: Path) -> dict[str, Any]:
+def _read_settings(worktree: Path) -> tuple[str | None, dict[str, Any]]:
+    """(text, settings) of the worktree's settings file; never through a symlink out of the
+    worktree, never a FIFO (engine/fsutil.py: read_text_in)."""
+    path = worktree / SETTINGS_RELPATH
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
+        text = read_text_in(worktree, SETTINGS_RELPATH)
     except (OSError, UnicodeDecodeError) as exc:
         raise HookSettingsError(f"{path}: cannot read it ({exc}); semo left it unchanged") from exc
-    if not text.strip():
+    return text, _parse_settings(path, text)
+
+
+def _parse_settings(path: Path, text: str | None) -> dict[str, Any]:
+    if text is None or not text.strip():
         return {}
     try:
         value = json.loads(text)
@@ -249,23 +254,14 @@ def install_hooks(
     """
     worktree = Path(worktree)
     path = worktree / SETTINGS_RELPATH
-    path.parent.mkdir(parents=True, exist_ok=True)
-    target = Path(os.path.realpath(path))  # a symlinked settings file stays a symlink
-    current = _read_settings(target)
+    before, current = _read_settings(worktree)
     merged = merge_hook_settings(current, command, events, timeout=timeout, source=str(path))
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    try:
-        unchanged = target.read_text(encoding="utf-8") == text
-    except OSError:
-        unchanged = False
-    if not unchanged:
-        try:
-            mode = stat.S_IMODE(target.stat().st_mode)
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        atomic_write(target, text, mode=mode)
+    if before != text:
+        try:  # a symlink may lead elsewhere inside the worktree, never out of it
+            write_text_in(worktree, SETTINGS_RELPATH, text)
+        except OSError as exc:
+            raise HookSettingsError(f"{path}: cannot write it: {exc}") from exc
     if exclude_from_git:
         ensure_git_exclude(worktree, SETTINGS_RELPATH)
     return path
@@ -308,17 +304,15 @@ def ensure_git_exclude(worktree: Path, relpath: Path = SETTINGS_RELPATH) -> Path
     except ValueError:
         return None  # the file is outside the repository (a symlink out of it)
     pattern = "/" + rel.as_posix()
-    try:
-        existing = exclude.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        existing = ""
+    git_dir = exclude.parent.parent  # agents can write it too: never through a symlink out
+    where = "the repository's git folder"
+    existing = read_text_in(git_dir, "info/exclude", where=where) or ""
     if pattern in (line.strip() for line in existing.splitlines()):
         return exclude
-    exclude.parent.mkdir(parents=True, exist_ok=True)
     if existing and not existing.endswith("\n"):
         existing += "\n"
     body = existing + "# Claude Code hooks installed by semo (per-machine, never committed)\n"
-    atomic_write(exclude, body + pattern + "\n", mode=0o644)
+    write_text_in(git_dir, "info/exclude", body + pattern + "\n", mode=0o644, where=where)
     if _git(Path(top), "ls-files", "--error-unmatch", "--", rel.as_posix()) is not None:
         log.warning("%s is tracked by git; info/exclude does not hide changes to it", target)
     return exclude

@@ -36,7 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from engine.fsutil import atomic_write
+from engine.fsutil import (
+    UnsafePathError,
+    contained_path,
+    read_text_in,
+    unlink_in,
+    write_text_in,
+)
 from engine.gitsafe import git_argv, git_environment
 from engine.protocol.hooks import ensure_git_exclude
 from engine.store.models import Agent
@@ -295,14 +301,20 @@ def _update_index(top: Path, flag: str, rel: str) -> None:
         raise PersonaError(f"git update-index {flag} {rel} failed: {message}")
 
 
-def _read(path: Path) -> str | None:
+def _read(root: Path) -> str | None:
     try:
-        with path.open(encoding="utf-8", newline="") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
+        return read_text_in(root, PERSONA_RELPATH)
     except (OSError, UnicodeDecodeError) as exc:
-        raise PersonaError(f"cannot read {path} ({exc}); semo left it unchanged") from exc
+        raise PersonaError(
+            f"cannot read {root / PERSONA_RELPATH} ({exc}); semo left it unchanged"
+        ) from exc
+
+
+def _write(root: Path, text: str) -> None:
+    try:
+        write_text_in(root, PERSONA_RELPATH, text)
+    except OSError as exc:
+        raise PersonaError(f"cannot write {root / PERSONA_RELPATH}: {exc}") from exc
 
 
 class PersonaInjector:
@@ -328,12 +340,10 @@ class PersonaInjector:
         root = Path(os.path.realpath(worktree))
         if not root.is_dir():
             raise PersonaError(f"worktree {worktree} does not exist or is not a folder")
-        link = root / PERSONA_RELPATH
-        target = Path(os.path.realpath(link))
-        if not target.is_relative_to(root):
-            raise PersonaError(
-                f"{link} leads to {target}, outside the worktree; semo will not write there"
-            )
+        try:
+            target = contained_path(root, PERSONA_RELPATH)
+        except UnsafePathError as exc:
+            raise PersonaError(str(exc)) from None
         if target.exists() and not target.is_file():
             raise PersonaError(f"{target} exists and is not a file")
         return root, target
@@ -349,12 +359,11 @@ class PersonaInjector:
         rel = target.relative_to(top).as_posix() if top and target.is_relative_to(top) else None
         flags = _index_flags(top, rel) if top and rel else None
 
-        existing = _read(target)
+        existing = _read(root)
         merged = merge_section(existing, section, source=str(target))
         changed = merged != existing
         if changed:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, merged)
+            _write(root, merged)
 
         hidden_by: Literal["exclude", "skip-worktree"] | None = None
         if top is not None and rel is not None:
@@ -380,7 +389,7 @@ class PersonaInjector:
         """Take semo's section out again: a file left empty is deleted (if git does not track
         it); a tracked file loses its skip-worktree mark. Returns whether anything changed."""
         root, target = self._target(worktree)
-        existing = _read(target)
+        existing = _read(root)
         if existing is None:
             return False
         top = _git_top(root)
@@ -390,11 +399,14 @@ class PersonaInjector:
         if rest == existing:
             return False
         if not rest.strip() and flags is None:
-            target.unlink()
+            try:
+                unlink_in(root, PERSONA_RELPATH)
+            except OSError as exc:
+                raise PersonaError(f"cannot remove {target}: {exc}") from exc
             with contextlib.suppress(OSError):
-                target.parent.rmdir()
+                contained_path(root, target.parent.relative_to(root)).rmdir()
         else:
-            atomic_write(target, rest)
+            _write(root, rest)
         if flags == "S" and top is not None and rel is not None:
             _update_index(top, "--no-skip-worktree", rel)
         return True

@@ -26,13 +26,21 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
+from engine.fsutil import UnsafePathError, contained_path
+from engine.fsutil import _open_folder as open_folder
+from engine.protocol.hooks import SETTINGS_RELPATH, HookSettingsError, install_hooks
 from engine.sessions.environment import agent_env_values, is_credential, scrub
+from engine.sessions.manager import SessionManager
+from engine.sessions.persona import PersonaError, PersonaInjector
+from engine.sessions.worktrees import WorktreeManager
+from engine.store.models import Agent
 from engine.store.sqlite import SqliteStore
 from tests.support.waiting import eventually_value
 
@@ -267,3 +275,112 @@ def test_agents_env_names_pass_a_credential_but_never_an_engine_secret() -> None
         source,
     )
     assert values == {"GITHUB_TOKEN": "ghp", "GH_TOKEN": "bot-token", "TEXT": "a ${GITHUB_TOKEN} b"}
+
+
+# -- symlinks out of a worktree ---------------------------------------------------------------
+
+
+def commit_symlink(repo: Path, rel: str, target: str) -> None:
+    link = repo / rel
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    git(repo, "add", rel)
+    git(repo, "commit", "-q", "-m", f"add {rel}")
+
+
+@asynccontextmanager
+async def manager_for(tmp_path: Path, repo: Path) -> AsyncIterator[SessionManager]:
+    runtime = Path(tempfile.mkdtemp(prefix="semo-sec-"))  # short: it holds a unix socket
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home")}
+    worktrees = WorktreeManager(repo, tmp_path / "ws")
+    try:
+        async with SessionManager(agent_env=env, worktrees=worktrees, runtime_dir=runtime) as m:
+            yield m
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def claude_agent(role: str = "BE") -> Agent:
+    # the command never runs: the session fails while its folder is prepared
+    return Agent(office_id="office", name=role, role=role, command=["claude", "--version"])
+
+
+@pytest.mark.parametrize(
+    ("rel", "target", "error"),
+    [
+        (".claude/settings.local.json", "{outside}/victim.json", HookSettingsError),
+        (".claude/CLAUDE.md", "{outside}/victim.json", PersonaError),
+        (".claude", "{outside}", PersonaError),
+    ],
+)
+async def test_a_committed_symlink_out_of_the_worktree_fails_the_session(
+    tmp_path: Path, rel: str, target: str, error: type[Exception]
+) -> None:
+    """The session does not start, its error says why, and the file outside is untouched."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.json"
+    victim.write_text('{"mine": true}\n')
+    repo = make_repo(tmp_path / "repo")
+    commit_symlink(repo, rel, target.format(outside=outside))
+    async with manager_for(tmp_path, repo) as manager:
+        with pytest.raises(error, match="outside the worktree"):
+            await manager.create(claude_agent(), task_id="t1")
+        assert manager.sessions == {}
+    assert victim.read_text() == '{"mine": true}\n'
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.json"]
+
+
+async def test_a_symlink_that_stays_inside_the_worktree_is_followed(tmp_path: Path) -> None:
+    """A project's `.claude/CLAUDE.md -> ../AGENTS.md` keeps working: semo's section goes into
+    AGENTS.md, inside the worktree."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "AGENTS.md").write_text("# project notes\n")
+    git(repo, "add", "AGENTS.md")
+    commit_symlink(repo, ".claude/CLAUDE.md", "../AGENTS.md")
+    worktree = await WorktreeManager(repo, tmp_path / "ws").create("BE", "t1")
+    result = PersonaInjector(protocol="(protocol)").inject(worktree.path, claude_agent())
+    assert result.path == worktree.path / "AGENTS.md"
+    assert (worktree.path / ".claude" / "CLAUDE.md").is_symlink()
+    text = (worktree.path / "AGENTS.md").read_text()
+    assert text.startswith("# project notes\n") and "(protocol)" in text
+
+
+def test_a_fifo_in_place_of_the_settings_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    """An agent of a reused worktree left a FIFO there: opening it for reading would wait
+    for a writer forever; semo refuses it at once."""
+    worktree = tmp_path / "wt"
+    (worktree / ".claude").mkdir(parents=True)
+    os.mkfifo(worktree / SETTINGS_RELPATH)
+    with pytest.raises(HookSettingsError, match="not a regular file"):
+        install_hooks(worktree, ["semo", "hook"], exclude_from_git=False)
+
+
+def test_info_exclude_planted_as_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    """The shared .git is the agents' too: `.git/info/exclude -> ~/.bashrc` must not make semo
+    append to the operator's file."""
+    repo = make_repo(tmp_path / "repo")
+    victim = tmp_path / "bashrc"
+    victim.write_text("echo hi\n")
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.unlink()
+    exclude.symlink_to(victim)
+    with pytest.raises(UnsafePathError, match="outside the repository's git folder"):
+        install_hooks(repo, ["semo", "hook"])
+    assert victim.read_text() == "echo hi\n"
+
+
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_not_followed(tmp_path: Path) -> None:
+    """write_text_in resolves the path, then opens every folder without following symlinks:
+    a folder replaced by a symlink in between is refused, not followed."""
+    root = tmp_path / "wt"
+    (root / ".claude").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    checked = contained_path(root, ".claude/settings.local.json")
+    (root / ".claude").rmdir()
+    (root / ".claude").symlink_to(outside)  # the swap, after the check
+    opening = open_folder(checked.parent, create_under=None)
+    with pytest.raises(UnsafePathError, match="symlink"), opening:
+        pass
+    assert list(outside.iterdir()) == []
