@@ -102,9 +102,15 @@ class Engine:
         self.office = await self._sync_office()
         office_id = self.office.id
         self._status("starting", f"office {self.office.name}, store {self.store.backend}")
-        self.heartbeat = Heartbeat(
+        heartbeat = Heartbeat(
             self.store, office_id, self.engine_id, lease_seconds=self.config.engine.lease_seconds
         )
+        try:
+            await heartbeat.refuse_if_running()  # before anything is touched: a live one stays
+        except BaseException as error:
+            await self.stop(f"start refused: {error}")  # no heartbeat: its row is not touched
+            raise
+        self.heartbeat = heartbeat
         await self.heartbeat.start()
         try:
             await self._start_running(office_id)

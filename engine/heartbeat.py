@@ -1,6 +1,7 @@
 """An engine's heartbeat: the store row (`engines`) saying that this engine is alive.
 
     heartbeat = Heartbeat(store, office_id, engine_id, lease_seconds=30)
+    await heartbeat.refuse_if_running()  # EngineIdInUse when this id still beats elsewhere
     await heartbeat.start()        # row running, alive until now + 90 s; a beat every 10 s
     ...
     heartbeat.steady()             # True once beats have succeeded without a gap for 90 s
@@ -17,6 +18,13 @@ A failed beat is logged and retried sooner (`RETRY_SECONDS`), so after a databas
 every engine is seen again quickly. `steady()` says whether this engine may judge others: only
 once its own beats have gone through for a whole limit without a gap, so that an outage (when
 nobody could beat) is not taken for the death of every other engine.
+
+An engine id names one running engine. `refuse_if_running`, before the first beat, looks at
+the id's row: stopped or run out, the id is free; alive, the row is watched for
+`WATCH_BEATS` beat intervals: a beat in that time means another engine runs with this id
+(`EngineIdInUse`: it is left alone, its sessions and agents untouched); none means the row
+was left by a run that died without stopping (SIGKILL, power loss), which the start then
+cleans up after. Two engines that start with one id in the same instant are not told apart.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from engine.store.base import Store, StoreError
+from engine.store.base import Store, StoreConflict, StoreError
 from engine.store.models import EngineHeartbeat
 
 log = logging.getLogger("semo.engine")
@@ -37,6 +45,13 @@ BEATS_PER_LEASE = 3
 LEASES_UNTIL_DEAD = 3
 #: the pause before another try after a failed beat (at most the interval)
 RETRY_SECONDS = 1.0
+#: beat intervals a start watches an alive row of its own id for a beat before taking it for
+#: a dead run's
+WATCH_BEATS = 2.0
+
+
+class EngineIdInUse(StoreConflict):
+    """Another engine is running with this engine's id: this one must not start."""
 
 
 class Heartbeat:
@@ -67,6 +82,43 @@ class Heartbeat:
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
+
+    async def refuse_if_running(self) -> None:
+        """EngineIdInUse when another engine is running with this id (its heartbeat goes on);
+        returns at once when the id's row is stopped, run out or missing, and after
+        `WATCH_BEATS` intervals without a beat when it says alive (a run that died)."""
+        row = await self._own_row()
+        if row is None or not row.alive:
+            return
+        log.info(
+            "engine %s: the store says an engine with this id is alive (last beat %s); "
+            "watching its heartbeat for %.1f s",
+            self.engine_id,
+            row.last_seen.isoformat(),
+            WATCH_BEATS * self.interval,
+        )
+        deadline = self._clock() + WATCH_BEATS * self.interval
+        while self._clock() < deadline:
+            await asyncio.sleep(min(self.interval / 4, max(0.0, deadline - self._clock())))
+            now = await self._own_row()
+            if now is None or not now.alive:
+                return
+            if now.last_seen != row.last_seen or now.started_at != row.started_at:
+                raise EngineIdInUse(
+                    f"engine {self.engine_id} is already running (its heartbeat went on at "
+                    f"{now.last_seen.isoformat()}): stop it first (SIGTERM, semo stop) or give "
+                    "this engine another [engine] id"
+                )
+        log.warning(
+            "engine %s: the earlier run with this id stopped beating at %s without stopping: "
+            "taking it for dead",
+            self.engine_id,
+            row.last_seen.isoformat(),
+        )
+
+    async def _own_row(self) -> EngineHeartbeat | None:
+        rows = await self.store.list_engines(self.office_id)
+        return next((r for r in rows if r.engine_id == self.engine_id), None)
 
     async def start(self) -> EngineHeartbeat:
         """Record this engine as started and alive (StoreError when the store refuses), then

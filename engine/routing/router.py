@@ -49,7 +49,13 @@ from engine.sessions.agent_session import AgentSession, SessionError, SessionEve
 from engine.sessions.manager import SessionManager
 from engine.sessions.pool import PoolError, SessionPoolManager
 from engine.store.base import Store, StoreError, StoreUnavailable
-from engine.store.models import Agent, AgentInvocation, AgentResult, UserQuestion
+from engine.store.models import (
+    Agent,
+    AgentInvocation,
+    AgentResult,
+    JobWorkCancelled,
+    UserQuestion,
+)
 from engine.store.operations import answer_question
 
 log = logging.getLogger("semo.routing")
@@ -98,6 +104,9 @@ class Router:
         self._results_skipped: set[str] = set()  # pending rows this router cannot deliver
         self._sweep_lock = asyncio.Lock()
         self._confirming: set[asyncio.Task[None]] = set()
+        #: the job a session runs (the JobRunner sets it): what that session causes, and what
+        #: the agents it invokes cause, carries the job's id
+        self.job_of_session: Callable[[str], str | None] = lambda _session_id: None
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -192,7 +201,8 @@ class Router:
                 options=message.options,
             )
         )
-        self._step("question_asked", session, message.question, ref=question.id)
+        job = await self._job_for(session)
+        self._step("question_asked", session, message.question, ref=question.id, job=job)
 
     async def _deliver_answer(self, question: UserQuestion) -> None:
         if question.id in self._answers_sent or question.answer is None:
@@ -207,7 +217,8 @@ class Router:
         options = f" (options were: {', '.join(question.options)})" if question.options else ""
         prompt = f"[semo] Answer to your question {question.id}: {question.answer}{options}"
         session.post(prompt, kind="answer")
-        self._step("question_answered", session, question.answer, ref=question.id)
+        job = await self._job_for(session)
+        self._step("question_answered", session, question.answer, ref=question.id, job=job)
 
     # -- INVOKE --------------------------------------------------------------------------------
 
@@ -234,15 +245,24 @@ class Router:
                 target_agent_id=target.id,
                 task=message.task,
                 context=message.context,
+                job_id=await self._job_for(session),
             )
         )
         self._callers[invocation.id] = caller.id
-        self._step("invoked", session, f"{caller.role} -> {target.role}", ref=invocation.id)
+        self._step(
+            "invoked",
+            session,
+            f"{caller.role} -> {target.role}: {message.task}",
+            ref=invocation.id,
+            job=invocation.job_id,
+        )
         self._waiting.setdefault(target.id, []).append(invocation.id)
         await self._pump(target.id)
 
     def _refuse(self, session: AgentSession, reason: str, what: str = "INVOKE") -> None:
-        self._step(f"{what.lower()}_refused", session, reason)
+        """Tell `session` (and the bus: `invoke_refused` / `result_refused`) why its message
+        was not honoured."""
+        self._step("invoke_refused" if what == "INVOKE" else "result_refused", session, reason)
         self._tell(session, f"[semo] Your {what} was refused: {reason}.")
 
     def _wait_chain(self, start: str, goal: str) -> list[str] | None:
@@ -310,12 +330,14 @@ class Router:
             f'has "invocation_id": "{invocation_id}" and a "summary".'
         )
         session.post(prompt)
-        self._step("invocation_sent", session, invocation.task, ref=invocation_id)
+        self._step(
+            "invocation_sent", session, invocation.task, ref=invocation_id, job=invocation.job_id
+        )
 
     async def _fail_invocation(self, invocation: AgentInvocation, reason: str) -> None:
         log.warning("invocation %s failed: %s", invocation.id, reason)
         await self.store.update_invocation(invocation.id, status="failed", error=reason)
-        self._step("invocation_failed", None, reason, ref=invocation.id)
+        self._step("invocation_failed", None, reason, ref=invocation.id, job=invocation.job_id)
 
     # -- DELIVER_RESULT ------------------------------------------------------------------------
 
@@ -361,9 +383,10 @@ class Router:
                 recipient_agent_id=recipient.id,
                 summary=summary,
                 payload=payload,
+                job_id=await self._job_for(session),
             )
         )
-        self._step("result_created", session, summary, ref=result.id)
+        self._step("result_created", session, summary, ref=result.id, job=result.job_id)
         if invocation_id is not None and self._current.get(sender.id) == invocation_id:
             del self._current[sender.id]
             await self._pump(sender.id)
@@ -472,7 +495,54 @@ class Router:
             self._results_sending.discard(result.id)
             log.warning("result %s was typed but not recorded delivered: %s", result.id, error)
             return
-        self._step("result_delivered", session, result.summary, ref=result.id)
+        self._step("result_delivered", session, result.summary, ref=result.id, job=result.job_id)
+
+    # -- a job's work ----------------------------------------------------------------------------
+
+    async def cancel_job_work(self, job_id: str, reason: str) -> JobWorkCancelled:
+        """The job's attempt failed (or it ended): its open invocations and results are
+        cancelled in the store, dropped here, and the agents working on them interrupted and
+        told; the next queued invocation of each freed agent is sent."""
+        cancelled = await self.store.cancel_job_work(job_id, reason)
+        freed: set[str] = set()
+        for invocation in cancelled.invocations:
+            target = invocation.target_agent_id
+            if invocation.id in self._waiting.get(target, []):
+                self._waiting[target].remove(invocation.id)
+            if self._current.get(target) == invocation.id:
+                del self._current[target]
+                freed.add(target)
+                await self._stop_work(target, invocation.id, reason)
+            self._step("invocation_cancelled", None, reason, ref=invocation.id, job=job_id)
+        for result in cancelled.results:
+            self._results_skipped.add(result.id)
+            self._step("result_cancelled", None, reason, ref=result.id, job=job_id)
+        for target in freed:
+            await self._guarded(f"sending agent {target} its next invocation", self._pump(target))
+        return cancelled
+
+    async def _stop_work(self, agent_id: str, invocation_id: str, reason: str) -> None:
+        session = self.manager.sessions.get(self._sessions_by_agent.get(agent_id, ""))
+        if session is None or session.ended:
+            return
+        if session.state == "executing":
+            with contextlib.suppress(SessionError):
+                await session.cancel()
+        self._tell(
+            session,
+            f"[semo] Invocation {invocation_id} was cancelled ({reason}). Stop working on it "
+            "and do not deliver a result for it.",
+        )
+
+    async def _job_for(self, session: AgentSession) -> str | None:
+        """The job `session`'s messages belong to: the job it runs, else the job of the
+        invocation its agent works on."""
+        job = self.job_of_session(session.session_id)
+        if job is not None:
+            return job
+        current = self._current.get(session.agent_id)
+        invocation = await self._find_invocation(current) if current else None
+        return invocation.job_id if invocation else None
 
     # -- sweeping the store --------------------------------------------------------------------
 
@@ -569,7 +639,13 @@ class Router:
             self._tell(session, text)
 
     def _step(
-        self, step: str, session: AgentSession | None, detail: str, *, ref: str | None = None
+        self,
+        step: str,
+        session: AgentSession | None,
+        detail: str,
+        *,
+        ref: str | None = None,
+        job: str | None = None,
     ) -> None:
         log.info("routing %s: %s (%s)", step, detail[:200], ref or "-")
         if self.bus is not None:
@@ -580,6 +656,7 @@ class Router:
                     ref_id=ref,
                     session_id=session.session_id if session else None,
                     agent_id=session.agent_id if session else None,
+                    job_id=job,
                     detail=detail,
                 )
             )
