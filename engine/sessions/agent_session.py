@@ -130,8 +130,10 @@ class AgentSession:
         self.profile = profile
         self.cwd = Path(cwd) if cwd is not None else None
         self.terminal = TerminalSession(argv, cols=cols, rows=rows, cwd=cwd, env=env, record=record)
+        self._transcript_text: str | None = None  # the Stop's turn text, read by the hooks
         self.observer = AgentObserver(
             profile.name,
+            read_transcript=lambda _path: self._transcript_text,
             stale_after=stale_after,
             prompt_pattern=profile.prompt_pattern,
             screen=self.terminal.screen if profile.uses_hooks else None,
@@ -308,6 +310,7 @@ class AgentSession:
             self._turn_messages = []
         elif event.event == "Stop":
             self._last_turn_text = event.last_assistant_message or ""
+        self._transcript_text = event.transcript_text  # never a file read here
         self._dispatch(self.observer.on_hook(event.event, event.payload, event.received_at))
 
     def _on_output(self, text: str) -> None:
@@ -423,6 +426,8 @@ class AgentSession:
 
     async def _deliver(self, item: _Queued) -> int:
         self._submitted.clear()
+        if not self.profile.uses_hooks:
+            self._turn_messages = []  # a generic turn starts here (hooks say it for Claude)
         self._turn_start_line = self._absolute_cursor_line()
         await self._paste(item.text)
         for attempt in (1, 2):
