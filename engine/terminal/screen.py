@@ -9,6 +9,7 @@ plain ASCII text. The byte parser lives in `engine.terminal.stream`.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,12 @@ _MOUSE_TRACKING = (MOUSE_X10, MOUSE_NORMAL, MOUSE_BUTTON, MOUSE_ANY)
 _MOUSE_ENCODING = (MOUSE_UTF8, MOUSE_SGR, MOUSE_URXVT)
 _IGNORED_PRIVATE = {3}  # DECCOLM: never resize to 132 columns behind the operator's back
 _DEC_GRAPHICS = {"0": charsets.VT100_MAP}
+
+# Bounds on state that output drives (an agent is untrusted: it must not grow us without end).
+MAX_NOTIFICATIONS = 64  # newest kept
+MAX_KITTY_FLAGS = 16  # kitty's own stack limit; pushing onto a full stack drops the oldest
+MAX_SAVEPOINTS = 16  # ESC 7 / CSI s: older saved cursors are forgotten
+MAX_CELL_CHARS = 32  # combining characters on one cell past this are dropped
 
 
 @dataclass
@@ -111,6 +118,8 @@ class _GlyphCache(dict[str, Cell]):
         self.attrs = attrs
 
     def __missing__(self, char: str) -> Cell:
+        if len(self) >= 4096:
+            self.clear()
         cell = self[char] = self.attrs._replace(data=char)
         return cell
 
@@ -136,7 +145,7 @@ class TerminalScreen(pyte.Screen):
         self.modify_other_keys = 0
         self.kitty_keyboard_flags: list[int] = []
         self.cwd: str | None = None
-        self.notifications: list[str] = []
+        self.notifications: deque[str] = deque(maxlen=MAX_NOTIFICATIONS)
         self._saved_screen: _SavedScreen | None = None
         self.deferred_rows: dict[int, list[tuple[Cell, str]]] = {}
         self._glyphs = _GlyphCache(BLANK)
@@ -221,6 +230,21 @@ class TerminalScreen(pyte.Screen):
 
     def bell(self, *args: Any) -> None:
         self.bells += 1
+
+    def push_kitty_flags(self, flags: int) -> None:
+        """CSI > flags u: push onto the kitty keyboard stack (bounded, oldest dropped)."""
+        stack = self.kitty_keyboard_flags
+        stack.append(flags)
+        if len(stack) > MAX_KITTY_FLAGS:
+            del stack[:-MAX_KITTY_FLAGS]
+
+    def pop_kitty_flags(self, count: int) -> None:
+        del self.kitty_keyboard_flags[-count:]
+
+    def save_cursor(self) -> None:
+        super().save_cursor()
+        if len(self.savepoints) > MAX_SAVEPOINTS:
+            del self.savepoints[:-MAX_SAVEPOINTS]
 
     # -- modes ------------------------------------------------------------------------------
 
@@ -399,7 +423,8 @@ class TerminalScreen(pyte.Screen):
             x -= 1
             cell = line[x]
             if cell.data != "":
-                line[x] = cell._replace(data=cell.data + addition)
+                if len(cell.data) + len(addition) <= MAX_CELL_CHARS:
+                    line[x] = cell._replace(data=cell.data + addition)
                 return True
         return False
 

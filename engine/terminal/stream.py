@@ -37,7 +37,18 @@ _PARTIAL = re.compile(
 )
 _PLAIN_RUN = re.compile(r"(?:[ -~]+|\r|\n|\x1b\[[0-9;:]*m)+")
 XTVERSION_REPLY = "\x1bP>|semo\x1b\\"
-MAX_PENDING = 1 << 16  # an unterminated OSC/DCS longer than this is dropped
+MAX_PENDING = 4096  # an unfinished sequence longer than this is skipped to its end, unkept
+MAX_OSC = 4096  # longer OSC bodies (titles, notifications, cwd) are cut to this
+# Where a sequence that outgrew MAX_PENDING ends, by its introducer (after ESC). OSC ends at
+# BEL, ST or any ESC (ESC other than ST is left for the parser); CSI at its final byte or at
+# anything that cannot be part of it; DCS/APC/PM/SOS only at ST.
+_SKIP_END = {
+    "]": re.compile(r"[\x07\x9c\x1b]"),
+    "[": re.compile(r"[^ -?]"),
+    "P": re.compile(r"\x1b\\|\x9c"),
+}
+_SKIP_END["_"] = _SKIP_END["^"] = _SKIP_END["X"] = _SKIP_END["P"]
+_SKIP_END[""] = re.compile(r"[^ -/]")  # ESC + endless intermediates
 
 
 def _ints(params: str) -> list[int]:
@@ -61,6 +72,8 @@ class TerminalStream:
         self.batch_enabled = batch
         self.unknown_sequences = 0
         self._pending = ""
+        self._skipping: re.Pattern[str] | None = None  # inside an oversize sequence
+        self._skip_esc = False  # the skipped DCS data ended in ESC (maybe half an ST)
         self._batch = PlainBatch(screen)
         self._csi: dict[tuple[str, str, str], Callable[[list[int], str], None]] = {}
         self._register_csi()
@@ -68,6 +81,10 @@ class TerminalStream:
     # -- feeding ----------------------------------------------------------------------------
 
     def feed(self, text: str) -> None:
+        if self._skipping is not None:
+            text = self._skip(text)
+            if not text:
+                return
         data = self._pending + text if self._pending else text
         self._pending = ""
         screen = self.screen
@@ -94,6 +111,8 @@ class TerminalStream:
                     rest = data[pos:]
                     if len(rest) <= MAX_PENDING:
                         self._pending = rest
+                    else:
+                        self._start_skip(rest)
                     return
                 self.unknown_sequences += 1
                 pos += 1  # a malformed escape: drop the ESC, keep what follows
@@ -113,6 +132,35 @@ class TerminalStream:
             elif kind == "bad_csi":
                 self.unknown_sequences += 1
             # "string" (DCS/APC/PM/SOS) is consumed and ignored
+
+    def _start_skip(self, rest: str) -> None:
+        """`rest` is an unfinished sequence too long to keep: drop it and whatever follows up
+        to its end, so memory stays bounded and its payload never shows up as text."""
+        self.unknown_sequences += 1
+        kind = rest[1] if rest[1] in _SKIP_END else ""
+        self._skipping = _SKIP_END[kind]
+        self._skip_esc = kind in "P_^X" and kind != "" and rest.endswith("\x1b")
+
+    def _skip(self, text: str) -> str:
+        """Drop the skipped sequence's part of `text`; return what follows its end."""
+        pattern = self._skipping
+        assert pattern is not None
+        if self._skip_esc and text.startswith("\\"):
+            self._skipping, self._skip_esc = None, False
+            return text[1:]
+        end = pattern.search(text)
+        if end is None:
+            self._skip_esc = pattern is _SKIP_END["P"] and text.endswith("\x1b")
+            return ""
+        self._skipping, self._skip_esc = None, False
+        found = end.group()
+        if pattern is _SKIP_END["]"] and found == "\x1b":
+            return text[end.start() :]  # ST or another sequence: the parser reads it
+        if pattern is _SKIP_END["["] and not "@" <= found <= "~":
+            return text[end.start() :]  # a control inside CSI: the CSI is abandoned
+        if pattern is _SKIP_END[""] and not "0" <= found <= "~":
+            return text[end.start() :]
+        return text[end.end() :]
 
     def _batch_ready(self) -> bool:
         screen = self.screen
@@ -176,7 +224,7 @@ class TerminalStream:
     # -- OSC ---------------------------------------------------------------------------------
 
     def _osc(self, body: str, terminator: str) -> None:
-        code, _, arg = body.partition(";")
+        code, _, arg = body[:MAX_OSC].partition(";")
         screen = self.screen
         if code in ("0", "1"):
             screen.set_icon_name(arg)
@@ -227,8 +275,10 @@ class TerminalStream:
                 s.cursor.x = max(stops) if stops else 0
 
         def repeat(args: list[int], _: str) -> None:
-            if s.last_graphic:
-                s.draw(s.last_graphic * min(count(args), 65535))
+            # tmux repeats at most up to the right margin: 7 bytes never draw a screenful
+            times = min(count(args), s.columns - s.cursor.x)
+            if s.last_graphic and times > 0:
+                s.draw(s.last_graphic * times)
 
         def window_ops(args: list[int], _: str) -> None:
             if first(args) == 18:
@@ -242,10 +292,10 @@ class TerminalStream:
             s.soft_reset()
 
         def kitty_push(args: list[int], _: str) -> None:
-            s.kitty_keyboard_flags.append(first(args))
+            s.push_kitty_flags(first(args))
 
         def kitty_pop(args: list[int], _: str) -> None:
-            del s.kitty_keyboard_flags[-count(args) :]
+            s.pop_kitty_flags(count(args))
 
         def modify_keys(args: list[int], _: str) -> None:
             if first(args) == 4:

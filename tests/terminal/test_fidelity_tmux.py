@@ -17,6 +17,7 @@ import difflib
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -24,10 +25,11 @@ import pytest
 from wcwidth import wcswidth
 
 from engine.terminal.capture import CaptureResult, StyleSpan, capture
+from engine.terminal.session import TerminalSession, child_environment
 from engine.terminal.stream import make_screen_and_stream
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.scripted_api import ScriptedMessagesAPI
-from tests.support.tmux import tmux_capture, tmux_capture_styled
+from tests.support.tmux import TmuxServer, tmux_capture, tmux_capture_styled
 
 pytestmark = pytest.mark.tmux
 
@@ -150,17 +152,22 @@ sys.stdout.write(
 print("done")
 """
 
+# Echoes each read as a bytes repr; the window title counts the reads handled so far, so the
+# test types the next key only once the previous one was echoed (see type_each_key).
 KEY_ECHO_SCRIPT = r"""
 import os, tty
 
 tty.setraw(0)
-os.write(1, b"keys:\r\n")
+os.write(1, b"keys:\r\n\x1b]2;0\x07")
+reads = 0
 while True:
     data = os.read(0, 64)
+    reads += 1
     if data == b"!":  # switch to application cursor keys (DECCKM)
-        os.write(1, b"\x1b[?1h[app]")
-        continue
-    os.write(1, repr(data)[2:-1].encode())
+        out = b"\x1b[?1h[app]"
+    else:
+        out = repr(data)[2:-1].encode()
+    os.write(1, out + b"\x1b]2;%d\x07" % reads)
 """
 
 # `CSI 18 G |` puts a bar at a fixed column: capture-pane text drops the padding of wide cells,
@@ -554,8 +561,62 @@ async def test_cursor_position_query_and_private_sequences(world: Path) -> None:
     assert_same_screen(semo.lines, tmux, "cursor position query + ignored sequences")
 
 
+async def _until(done: Callable[[], bool], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + TIMEOUT
+    while not done():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def semo_type_each_key(
+    argv: Sequence[str], keys: Sequence[str], *, rows: int, env: Mapping[str, str], cwd: Path
+) -> list[str]:
+    """Type each key once the program has echoed the one before (its title counts them)."""
+    session = TerminalSession(argv, cols=80, rows=rows, cwd=cwd, env=env, term=TERM)
+    session.start()
+    try:
+        await _until(lambda: session.screen.title == "0", "the key echo program to start")
+        for count, spec in enumerate(keys, 1):
+            await session.send_keys(spec)
+            await _until(lambda n=count: session.screen.title == str(n), f"the echo of {spec}")
+        return session.screen.text_rows()
+    finally:
+        await session.close(grace=1.0)
+
+
+def tmux_type_each_key(
+    argv: Sequence[str], keys: Sequence[str], *, rows: int, env: Mapping[str, str], cwd: Path
+) -> list[str]:
+    """As `semo_type_each_key`, in tmux (key names sent as tmux names)."""
+    server = TmuxServer()
+    child_env = child_environment(env, term=TERM, cols=80, rows=rows)
+
+    def wait_title(title: str) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while server("display-message", "-p", "#{pane_title}").strip() != title:
+            assert time.monotonic() < deadline, f"tmux: timed out waiting for title {title}"
+            time.sleep(0.01)
+
+    try:
+        server.start(argv, cols=80, rows=rows, env=child_env, cwd=cwd, term=TERM)
+        wait_title("0")
+        for count, spec in enumerate(keys, 1):
+            server.send(spec)
+            wait_title(str(count))
+        lines, _, _ = server.state()
+    finally:
+        server.kill()
+    lines = [line.rstrip(" ") for line in lines[:rows]]
+    return lines + [""] * (rows - len(lines))
+
+
 async def test_named_keys_reach_the_program_as_tmux_sends_them(world: Path) -> None:
     """The same key specs typed by semo and by tmux (as tmux key names) give the same bytes.
+
+    Each key is typed only after the program echoed the previous one: a key typed earlier could
+    share a read with the one before (so `!` would not switch modes) or be encoded before the
+    terminal saw the switch to application cursor keys. Under load both happened.
 
     Not <Home>/<End>: tmux 3.3a sends `CSI 1 ~` / `CSI 4 ~` for them whatever TERM says, semo
     sends xterm's `CSI H` / `CSI F` (`SS3 H` / `SS3 F` with DECCKM), which is what the child's
@@ -568,12 +629,15 @@ async def test_named_keys_reach_the_program_as_tmux_sends_them(world: Path) -> N
         "<M-x>", "<M-Enter>", "a;b<lt>c;", "héllo",
         "!", "<Up>", "<Left>", "<C-Right>", "<S-Home>",
     ]  # fmt: skip
-    semo, tmux, _ = await run_both(
-        lingering(["python3", "-I", "key_echo.py"]), rows=8, keys=keys, settle_ms=100,
-        env=base_env(world), cwd=world / "files",
-    )  # fmt: skip
-    assert "[app]" in "".join(semo.lines)
-    assert_same_screen(semo.lines, tmux, "bytes of named keys")
+    argv = lingering(["python3", "-I", "key_echo.py"])
+    env, cwd = base_env(world), world / "files"
+    tmux_run = asyncio.create_task(
+        asyncio.to_thread(tmux_type_each_key, argv, keys, rows=8, env=env, cwd=cwd)
+    )
+    semo = await semo_type_each_key(argv, keys, rows=8, env=env, cwd=cwd)
+    tmux = await tmux_run
+    assert "[app]" in "".join(semo)
+    assert_same_screen(semo, tmux, "bytes of named keys")
 
 
 @pytest.mark.claude

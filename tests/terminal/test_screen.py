@@ -8,7 +8,7 @@ import pyte
 import pytest
 
 from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import MAX_PENDING, TerminalStream, make_screen_and_stream
+from engine.terminal.stream import MAX_OSC, MAX_PENDING, TerminalStream, make_screen_and_stream
 
 
 def screen_for(data: str, cols: int = 20, rows: int = 5, **kwargs) -> TerminalScreen:
@@ -283,10 +283,12 @@ def test_unknown_csi_is_ignored_and_counted():
     assert stream.unknown_sequences == 1
 
 
-def test_unterminated_osc_over_the_limit_is_dropped():
+def test_unterminated_osc_over_the_limit_is_skipped_to_its_end():
     screen, stream = make_screen_and_stream(20, 2)
     stream.feed("a\x1b]2;" + "x" * (MAX_PENDING + 10))
-    stream.feed("b")
+    stream.feed("still the title")
+    assert stream._pending == ""  # nothing of it is kept
+    stream.feed("\x07b")
     assert screen.text_rows()[0] == "ab"
     assert screen.title == ""
 
@@ -313,7 +315,7 @@ def test_titles_cwd_and_notifications():
     )
     assert (screen.title, screen.icon_name) == ("title", "both")
     assert screen.cwd == "/tmp/x"
-    assert screen.notifications == ["done", "Claude;waiting"]
+    assert list(screen.notifications) == ["done", "Claude;waiting"]
 
 
 def test_dec_special_graphics_in_utf8():
@@ -355,3 +357,16 @@ def test_resize_growing_keeps_content_and_clamps_cursor():
     assert screen.cursor.x <= 2
     TerminalStream(screen).feed("\r\n" + "x" * 5)
     assert screen.text_rows()[1:3] == ["xx", "xx"]
+
+
+def test_an_oversize_osc_in_one_read_is_cut():
+    screen, stream = make_screen_and_stream(20, 2)
+    stream.feed("\x1b]2;" + "t" * (MAX_OSC * 3) + "\x07\x1b]9;" + "n" * (MAX_OSC * 3) + "\x07ok")
+    assert screen.title == "t" * (MAX_OSC - 2)  # "2;" counts
+    assert screen.notifications[-1] == "n" * (MAX_OSC - 2)
+    assert screen.text_rows()[0] == "ok"
+
+
+def test_repeat_stops_at_the_right_margin_as_tmux_does():
+    screen = screen_for("ab\x1b[100bX", cols=20)
+    assert screen.text_rows()[:2] == ["a" + "b" * 19, "X"]
