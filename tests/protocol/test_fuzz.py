@@ -1,0 +1,179 @@
+"""Property-based fuzzing of the observer, the screen reader and the marker parser.
+
+Input is what a hostile agent could print: random text and bytes mixed with marker fragments,
+escape sequences (clear, cursor moves, scroll regions, alternate screen), long runs and floods,
+cut into random chunks. Whatever comes in: no exception, and every buffer stays within its cap.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.protocol.messages import MAX_PAYLOAD_BYTES, ProtocolError
+from engine.protocol.monitor import Signal
+from engine.protocol.observer import (
+    MAX_MESSAGES_PER_TURN,
+    MAX_SIGNALS_PER_TURN,
+    AgentObserver,
+    MalformedMessage,
+    MessageFound,
+)
+from engine.protocol.parser import HEAD_CHARS, MarkerParser
+from engine.protocol.screen_text import LINE_CAP
+from engine.sessions.profiles import PASTE_END, PASTE_START, paste, sanitize_input
+from engine.terminal.stream import make_screen_and_stream
+
+FRAGMENTS = [
+    "[ASK_USER]",
+    "[/ASK_USER]",
+    "[INVOKE:BE]",
+    "[/INVOKE]",
+    "[INVOKE:",
+    "[DELIVER_RESULT:QA]",
+    "[/DELIVER_RESULT]",
+    "[STEP_COMPLETE] ",
+    "[SEMO:DONE]",
+    "[/SEMO:DONE]",
+    "```",
+    "~~~",
+    '{"task": "x"}',
+    '{"question": "q", "options": ["a", "b"]}',
+    "{",
+    "\r\n",
+    "\n",
+    "\r",
+    "● ",
+    "  ",
+    "❯ ",
+    "$ ",
+    "All tests passed",
+    "Error: ",
+    "배",
+    "😀",
+    "\u200d",
+    "\x1b[H",
+    "\x1b[2J",
+    "\x1b[3J",
+    "\x1b[K",
+    "\x1b[J",
+    "\x1b[5A",
+    "\x1b[3;7r",
+    "\x1b[r",
+    "\x1b[?1049h",
+    "\x1b[?1049l",
+    "\x1b]9;note\x07",
+    "\x1b]0;title\x07",
+    "\x1b[>1u",
+    "\x1b[6n",
+    "\x1b[201~",
+    "\x1bM",
+    "\x1b[L",
+    "\x1b[M",
+]
+
+piece = st.one_of(
+    st.sampled_from(FRAGMENTS),
+    st.text(max_size=40),
+    st.binary(max_size=40).map(lambda b: b.decode("utf-8", "replace")),
+    st.tuples(st.sampled_from(["x", " ", "[", "배", "\n"]), st.integers(0, 3000)).map(
+        lambda t: t[0] * t[1]
+    ),
+)
+stream_text = st.lists(piece, max_size=60).map("".join)
+cuts = st.lists(st.integers(1, 500), min_size=1, max_size=20)
+
+
+def chunks(text: str, sizes: list[int]) -> list[str]:
+    out, pos, index = [], 0, 0
+    while pos < len(text):
+        size = sizes[index % len(sizes)]
+        out.append(text[pos : pos + size])
+        pos, index = pos + size, index + 1
+    return out
+
+
+def check_parser_bounds(parser: MarkerParser) -> None:
+    assert len(parser._head) <= HEAD_CHARS
+    assert parser._tail_bytes <= MAX_PAYLOAD_BYTES + 4 * (MAX_PAYLOAD_BYTES + 1)
+    block = parser._block
+    if block is not None:
+        assert block.size <= MAX_PAYLOAD_BYTES
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=stream_text, sizes=cuts, columns=st.integers(2, 60), rows=st.integers(2, 12))
+def test_the_generic_observer_survives_anything_and_stays_bounded(text, sizes, columns, rows):
+    screen, stream = make_screen_and_stream(columns, rows)
+    observer = AgentObserver("generic")
+    messages = signals = 0
+    for number, chunk in enumerate(chunks(text, sizes)):
+        stream.feed(chunk)
+        for event in observer.on_screen(screen, float(number)):
+            if isinstance(event, MessageFound | MalformedMessage):
+                messages += 1
+                assert not isinstance(event, MalformedMessage) or isinstance(
+                    event.error, ProtocolError
+                )
+            elif isinstance(event, Signal):
+                signals += 1
+        reader = observer._final_lines
+        assert reader._size <= LINE_CAP and len(reader._seen) == screen.lines
+        check_parser_bounds(observer._parser)
+    # the budget holds within a turn (+1: the one too_many error; a prompt starts a new turn)
+    turns = 1 + sum(1 for change in observer.tracker.history if change.state == "ready")
+    assert messages <= turns * (MAX_MESSAGES_PER_TURN + 1) + turns
+    assert signals <= turns * MAX_SIGNALS_PER_TURN
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=stream_text, sizes=cuts)
+def test_the_parser_gives_the_same_items_whatever_the_chunks(text, sizes):
+    whole = MarkerParser()
+    expected = [*whole.feed(text), *whole.flush()]
+    parser = MarkerParser()
+    got = []
+    for chunk in chunks(text, sizes):
+        got += parser.feed(chunk)
+        check_parser_bounds(parser)
+    got += parser.flush()
+    assert got == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(st.tuples(stream_text, st.booleans()), max_size=20))
+def test_feeding_whole_lines_never_fails_and_stays_bounded(lines):
+    parser = MarkerParser()
+    for line, cut in lines:
+        for item in parser.feed_line(line.replace("\n", " "), cut=cut):
+            assert item is not None
+        check_parser_bounds(parser)
+    parser.flush()
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=stream_text, sizes=cuts)
+def test_the_claude_observer_without_hooks_survives_anything(text, sizes):
+    screen, stream = make_screen_and_stream(40, 8)
+    observer = AgentObserver("claude", screen=screen)
+    for number, chunk in enumerate(chunks(text, sizes)):
+        stream.feed(chunk)
+        observer.on_screen(screen, float(number))
+
+
+@given(
+    text=st.lists(
+        st.one_of(st.sampled_from([*"\x1b[]201~0\r\n\t\x9b\x00\x7fa ", *FRAGMENTS]), st.text())
+    ).map("".join)
+)
+def test_sanitised_input_is_a_fixed_point_without_controls(text):
+    clean = sanitize_input(text)
+    assert sanitize_input(clean) == clean
+    assert not any(
+        (ord(char) < 0x20 and char not in "\n\t") or 0x7F <= ord(char) <= 0x9F for char in clean
+    )
+    pasted = paste(text, bracketed=True)
+    assert pasted.startswith(PASTE_START) and pasted.endswith(PASTE_END)
+    assert pasted.count("\x1b") == 2
+    typed = paste(text, bracketed=False)
+    assert not any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in typed)
