@@ -1,35 +1,192 @@
-"""The operator console: one Textual app around an in-process Engine.
+"""The operator console: one Textual app on an engine, usually one that runs elsewhere.
 
-The app starts the engine when it mounts (panes show a loading indicator meanwhile), listens
-to the engine's event bus, and stops the engine when it exits. Everything it shows or does goes
-through the Engine facade (engine/engine.py).
+`semo console` and `semo demo` give the app an `EngineClient` (engine.control.client): the
+engine runs in its own process and the console attaches to it through the office's control
+socket. Leaving the console only detaches: ctrl+q (the detach key), closing the terminal
+(SIGHUP) and SIGTERM all restore the terminal and leave every agent running. The agents stop
+through `semo stop` or the palette's "Stop the office" (after a confirmation). When the engine
+goes away under the console, the console says so and the palette (and ctrl+r) offers to start
+it again.
+
+Tests and scripts may still hand the app an in-process `Engine`; the app then starts it when it
+mounts and stops it when it exits, as before.
 """
 
 from __future__ import annotations
 
-from textual.app import App
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Iterable
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
 
 from console.commands import SemoCommands
+from console.confirm import Confirm
 from console.screens.main import MainScreen
+from engine.control.client import EngineClient
 from engine.engine import Engine
 from engine.heap import thaw_heap
+
+DETACH_KEY = "ctrl+q"
 
 
 class SemoApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "semo"
     COMMANDS = App.COMMANDS | {SemoCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(DETACH_KEY, "detach", "Detach", priority=True),
+        Binding("ctrl+r", "restart_engine", "Restart engine", show=False),
+    ]
 
-    def __init__(self, engine: Engine, *, demo_task: bool = False, start_engine: bool = True):
+    def __init__(
+        self,
+        engine: Engine | EngineClient,
+        *,
+        demo_task: bool = False,
+        start_engine: bool = True,
+        restart: Callable[[], object] | None = None,
+    ):
         super().__init__()
         self.engine = engine
         self.demo_task = demo_task
         self.start_engine = start_engine
+        self.remote = isinstance(engine, EngineClient)
+        self._restart = restart
+        self._restarting = False
+        #: why the console ended: "detached", "SIGTERM", "SIGHUP"...
+        self.exit_reason = "detached"
 
     def on_mount(self) -> None:
-        self.push_screen(MainScreen(self.engine, demo_task=self.demo_task))
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+                loop.add_signal_handler(signum, self._signalled, signum)
+        if isinstance(self.engine, EngineClient):
+            self.engine.on_gone(self._engine_gone)
+            self.engine.on_office(self._office_changed)
+        self.push_screen(MainScreen(self.engine, demo_task=self.demo_task))  # type: ignore[arg-type]
 
     async def on_unmount(self) -> None:
-        if self.start_engine:
+        if self.start_engine:  # an in-process engine stops; a remote one is only detached from
             await self.engine.stop("console closed")
         thaw_heap()
+
+    # -- leaving ---------------------------------------------------------------------------------
+
+    def _signalled(self, signum: int) -> None:
+        self.exit_reason = signal.Signals(signum).name
+        self.exit()
+
+    def action_detach(self) -> None:
+        self.exit_reason = "detached"
+        self.exit()
+
+    # -- the engine going away and coming back -------------------------------------------------
+
+    def _main(self) -> MainScreen | None:
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen
+        return None
+
+    def _engine_gone(self, reason: str) -> None:
+        if reason == "detached" or not self.is_running:
+            return
+        main = self._main()
+        if main is not None:
+            main.sub_title = "engine gone: ctrl+r starts it again"
+        self.notify(
+            f"{reason}. Nothing typed or answered now reaches an agent. "
+            'ctrl+r (or the palette\'s "Start the engine again") starts it again.',
+            title="Engine gone",
+            severity="error",
+            timeout=3600,
+            markup=False,
+        )
+
+    def _office_changed(self) -> None:
+        main = self._main()
+        if main is None or not getattr(main, "started", False):
+            return
+        live = {s.session_id for s in self.engine.sessions() if not s.ended}
+        if live != set(main.panes):
+            main.sync_panes()
+
+    def action_restart_engine(self) -> None:
+        client = self.engine
+        if not isinstance(client, EngineClient) or client.gone is None or self._restarting:
+            return
+        if self._restart is None:
+            self.notify("start the engine again with `semo engine`", severity="warning")
+            return
+        self._restarting = True
+        self.notify("starting the engine again…", title="Engine")
+        self._restart_worker()
+
+    @work(group="restart", exclusive=True)
+    async def _restart_worker(self) -> None:
+        client = self.engine
+        assert isinstance(client, EngineClient) and self._restart is not None
+        try:
+            await asyncio.to_thread(self._restart)
+            await client.start()
+        except Exception as error:
+            self.notify(f"the engine did not start: {error}", severity="error", markup=False)
+            return
+        finally:
+            self._restarting = False
+        self.clear_notifications()
+        main = self._main()
+        if main is not None:
+            main.sync_panes()
+            main.refresh_panels()
+            main.refresh_from_store()
+        self.notify("the engine runs again", title="Engine")
+
+    # -- stopping the office -------------------------------------------------------------------
+
+    def action_stop_office(self) -> None:
+        question = (
+            "Stop the office's engine? Every agent session ends (shutdown_grace, then killed); "
+            "other consoles are detached. `semo console` starts it again."
+        )
+        self.push_screen(Confirm(question, "Stop the office"), callback=self._stop_confirmed)
+
+    async def _stop_confirmed(self, confirmed: bool | None) -> None:
+        if not confirmed:
+            return
+        client = self.engine
+        if isinstance(client, EngineClient):
+            try:
+                await client.stop_engine()
+            except Exception as error:
+                self.notify(str(error), title="Not stopped", severity="error", markup=False)
+                return
+            self.notify("the engine is stopping", title="Engine")
+        else:
+            await self.engine.stop("stopped by the operator")
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command
+        yield SystemCommand(
+            "Detach",
+            f"leave the console ({DETACH_KEY}); the agents keep running",
+            self.action_detach,
+        )
+        yield SystemCommand(
+            "Stop the office",
+            "stop the engine and every agent (asks first)",
+            self.action_stop_office,
+        )
+        if isinstance(self.engine, EngineClient) and self.engine.gone is not None:
+            yield SystemCommand(
+                "Start the engine again", "the engine is gone (ctrl+r)", self.action_restart_engine
+            )

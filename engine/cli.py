@@ -99,8 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
         "console",
         help="the operator console: the engine for semo.toml's office, with live panes",
         description=(
-            "Run the engine in-process and open the operator console: agent panes, the pool, "
-            "commands and the question inbox. Keys: see the footer; ctrl+] leaves a pane."
+            "Attach to the engine of semo.toml's office (starting it in the background when none "
+            "runs) and open the operator console: agent panes, the pool, commands and the "
+            "question inbox. Keys: see the footer; ctrl+] leaves a pane; ctrl+q detaches (the "
+            "agents keep running; `semo stop` stops them)."
         ),
     )
     console.add_argument(
@@ -108,6 +110,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     console.set_defaults(handler=_console_needs_entry_point)
     demo.set_defaults(handler=_run_demo)
+
+    stop = commands.add_parser(
+        "stop",
+        help="stop the office's engine on this machine and its agents (consoles detach)",
+        description=(
+            "Ask the engine serving the office (semo console's background engine, or a "
+            "foreground semo engine) to stop, as on SIGTERM: it stops taking commands, its "
+            "agents get [engine] shutdown_grace seconds, then are killed. If the engine is "
+            "still there 20 s after that, it is killed. Exit 0 when it stopped, 1 when no "
+            "engine serves the office, 2 for a configuration error."
+        ),
+    )
+    stop_target = stop.add_mutually_exclusive_group()
+    stop_target.add_argument(
+        "--config", type=Path, default=Path("semo.toml"), help="config file (default ./semo.toml)"
+    )
+    stop_target.add_argument("--demo", action="store_true", help="the demo office's engine")
+    stop.set_defaults(handler=_run_stop)
 
     parse = commands.add_parser(
         "parse",
@@ -273,6 +293,31 @@ def _run_demo(args: argparse.Namespace) -> int:
     make_non_dumpable()
 
     return asyncio.run(run_headless(args.timeout))
+
+
+def _run_stop(args: argparse.Namespace) -> int:
+    from engine.config import ConfigError, load_config
+    from engine.control.launcher import LaunchError, stop_engine
+    from engine.control.paths import office_paths
+
+    try:
+        if args.demo:
+            from engine.demo.office import DEMO_OFFICE, demo_config
+
+            config = demo_config()
+            paths = office_paths(DEMO_OFFICE, config.store_config())
+        else:
+            config = load_config(args.config)
+            paths = office_paths(config.office.name, config.store_config())
+    except ConfigError as error:
+        print(f"semo stop: {error}", file=sys.stderr)
+        return 2
+    try:
+        print(f"semo stop: {stop_engine(paths, config.engine.shutdown_grace)}")
+    except LaunchError as error:
+        print(f"semo stop: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _console_needs_entry_point(_args: argparse.Namespace) -> int:

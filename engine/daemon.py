@@ -72,7 +72,7 @@ async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) ->
 
 
 async def run_engine(config: SemoConfig, http: str | None = None) -> int:
-    engine = Engine(config)
+    engine = Engine(config, control=True)  # consoles attach (engine.control)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

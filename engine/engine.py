@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from engine.config import AgentConfig, SemoConfig
+from engine.control.paths import office_paths
+from engine.control.server import ControlServer
 from engine.events import EngineStatus, EventBus, EventForwarder
 from engine.heartbeat import Heartbeat
 from engine.reconcile import ReconcileReport, end_silent_engines, reconcile
@@ -65,6 +67,7 @@ class Engine:
         runtime_dir: Path | None = None,
         folder_for: FolderFor | None = None,
         record_dir: Path | None = None,
+        control: bool = False,
     ) -> None:
         self.config = config
         self.engine_id = config.engine_id()
@@ -90,6 +93,9 @@ class Engine:
         self._recovery: asyncio.Task[None] | None = None
         #: stop() has run (a second call does nothing: e.g. after a start that failed)
         self._stopped = False
+        #: the office's control socket that consoles attach to (engine.control), if serving
+        self.control: ControlServer | None = None
+        self._serve_control = control
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -97,9 +103,19 @@ class Engine:
         """Start everything; if a step fails once the heartbeat runs, what had started is
         stopped (`stop`) before the error is raised."""
         self._stopped = False
-        if self._owns_store:
-            await self.store.open()
-        self.office = await self._sync_office()
+        if self._serve_control:  # first: a second engine for this office stops here
+            self.control = ControlServer(
+                self, office_paths(self.config.office.name, self.config.store_config())
+            )
+            await self.control.start()
+        try:
+            if self._owns_store:
+                await self.store.open()
+            self.office = await self._sync_office()
+        except BaseException:
+            if self.control is not None:
+                await self.control.stop("start failed")
+            raise
         office_id = self.office.id
         self._status("starting", f"office {self.office.name}, store {self.store.backend}")
         heartbeat = Heartbeat(
@@ -175,6 +191,7 @@ class Engine:
             office_id=office_id,
             agents_by_id={agent.id: agent for agent in self.agents.values()},
             bus=self.bus,
+            router=self.router,  # the job's id on the work its session causes
         )
         settings = self.config.engine
         self.dispatcher = CommandDispatcher(
@@ -193,6 +210,8 @@ class Engine:
         self._recovery = asyncio.create_task(self._recover_expired(), name="recover expired")
         self.started_at = time.monotonic()
         self._status("running", f"{len(self.manager.sessions)} session(s)")
+        if self.control is not None:
+            self.control.ready()
 
     async def stop(self, reason: str = "engine stopped") -> None:
         """Stop taking commands, finish or fail what is in flight, end every session, record
@@ -239,8 +258,12 @@ class Engine:
                     if self._forwarder is not None:
                         await self._forwarder.stop()
                 finally:
-                    if self._owns_store:
-                        await self.store.close()
+                    try:
+                        if self._owns_store:
+                            await self.store.close()
+                    finally:
+                        if self.control is not None:
+                            await self.control.stop(reason)
 
     # -- the facade ----------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ pane goes to the agent, and ctrl+] leaves it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 from typing import ClassVar
 
@@ -262,8 +263,12 @@ class MainScreen(Screen[None]):
     def _send_prompt(self, event: Input.Submitted) -> None:
         session = self._selected_session()
         if session is not None and event.value.strip():
-            self.engine.send_prompt(session.session_id, event.value)
-            self.notify(f"prompt queued for {session.role}")
+            try:
+                self.engine.send_prompt(session.session_id, event.value)
+            except Exception as error:  # e.g. the engine is gone: nothing was sent
+                self.notify(str(error), title="Prompt not sent", severity="error", markup=False)
+            else:
+                self.notify(f"prompt queued for {session.role}")
         event.input.value = ""
         event.input.display = False
 
@@ -284,17 +289,32 @@ class MainScreen(Screen[None]):
     async def terminate_selected(self) -> None:
         session = self._selected_session()
         if session is not None:
-            await self.engine.terminate(session.session_id)
+            try:
+                await self.engine.terminate(session.session_id)
+            except Exception as error:
+                self.notify(str(error), title="Not terminated", severity="error", markup=False)
             self.sync_panes()
 
-    def start_recording(self) -> None:
+    async def start_recording(self) -> None:
         session = self._selected_session()
         if session is not None:
-            path = self.engine.start_recording(session.session_id)
+            try:  # the in-process engine answers at once, an attached one (engine.control) later
+                path = self.engine.start_recording(session.session_id)
+                if inspect.isawaitable(path):
+                    path = await path
+            except Exception as error:
+                self.notify(str(error), title="Not recording", severity="error", markup=False)
+                return
             self.notify(f"recording {session.role} to {path}")
 
-    def stop_recording(self) -> None:
+    async def stop_recording(self) -> None:
         session = self._selected_session()
         if session is not None:
-            self.engine.stop_recording(session.session_id)
+            try:
+                done = self.engine.stop_recording(session.session_id)
+                if inspect.isawaitable(done):
+                    await done
+            except Exception as error:
+                self.notify(str(error), title="Recording", severity="error", markup=False)
+                return
             self.notify(f"recording of {session.role} stopped")

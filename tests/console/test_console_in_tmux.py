@@ -1,6 +1,7 @@
 """`semo demo` in tmux, the reference terminal, at 80x24 under TERM=screen and
 TERM=xterm-256color: the console draws its panels, answers a question from the keyboard (F4,
-then a digit) and quits on ctrl+q, leaving the demo's rows answered in the store."""
+then a digit) and detaches on ctrl+q, leaving the demo's rows answered in the store; the
+background demo engine is stopped with `semo stop --demo`."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
         "LANG": "C.UTF-8",
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "SEMO_SQLITE_PATH": str(tmp_path / "semo.db"),
+        "XDG_RUNTIME_DIR": str(tmp_path),
         "TERM": term,
     }
     server = TmuxServer()
@@ -52,9 +54,10 @@ def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
         deadline = time.monotonic() + TIMEOUT
         while not server.dead() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert server.dead(), "semo demo did not quit on ctrl+q"
+        assert server.dead(), "semo demo did not detach on ctrl+q"
     finally:
         server.kill()
+        subprocess.run([str(semo), "stop", "--demo"], env=env, timeout=60, capture_output=True)
     out = subprocess.run(
         [str(semo), "questions", "--office", "demo", "--all", "--json"],
         capture_output=True,

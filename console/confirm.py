@@ -1,0 +1,50 @@
+"""A yes/no question before anything destructive (e.g. stopping the office's engine)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class Confirm(ModalScreen[bool]):
+    """Dismissed with True only for the confirming button (or y); n and Escape say no."""
+
+    DEFAULT_CSS = """
+    Confirm { align: center middle; }
+    Confirm > Vertical {
+        width: 60; max-width: 100%; height: auto;
+        border: round $error; background: $surface; padding: 1 2;
+    }
+    Confirm Horizontal { height: auto; align: center middle; margin-top: 1; }
+    Confirm Button { margin: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str, confirm: str) -> None:
+        super().__init__()
+        self._question = question
+        self._confirm = confirm
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self._question, markup=False)
+            with Horizontal():
+                yield Button(self._confirm, variant="error", id="yes")
+                yield Button("Cancel", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)

@@ -1,0 +1,64 @@
+"""The demo engine `semo demo` starts in the background (`python -m engine.control.background`).
+
+It runs the demo office (engine.demo.office) with its control socket until SIGTERM or SIGINT
+(`semo stop --demo`, or the console's confirmed "Stop the office"), and gives FE the demo job
+once it runs. An office from semo.toml runs in the background as `semo engine --config ...`
+(engine.daemon) instead; both are started by engine.control.launcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from engine.demo.office import DEMO_TASK, demo_config, demo_folder
+from engine.engine import Engine
+from engine.hardening import make_non_dumpable
+from engine.logs import configure_logging
+from engine.store.models import Job
+
+log = logging.getLogger("semo.demo")
+
+
+async def run_demo_engine() -> int:
+    engine = Engine(demo_config(), folder_for=demo_folder, control=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    job_task: asyncio.Task[object] | None = None
+    reason = "stopped by signal"
+    try:
+        await engine.start()
+        fe = engine.agents.get("FE")
+        if fe is not None and engine.jobs is not None:
+            job = await engine.store.create_job(
+                Job(office_id=engine.office_id, agent_id=fe.id, task=DEMO_TASK)
+            )
+            log.info("demo: FE got a job: %s", DEMO_TASK)
+            job_task = asyncio.create_task(engine.jobs.execute_job(job.id))
+        await stop.wait()
+    except (OSError, ValueError) as error:
+        log.error("the demo engine cannot run: %s", error)
+        reason = f"failed: {error}"
+        return 1
+    finally:
+        if job_task is not None:
+            job_task.cancel()
+            with contextlib.suppress(BaseException):
+                await job_task
+        await engine.stop(reason)
+    return 0
+
+
+def main() -> int:
+    make_non_dumpable()
+    configure_logging("text", secrets=[])
+    return asyncio.run(run_demo_engine())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

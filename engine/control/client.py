@@ -1,0 +1,483 @@
+"""EngineClient: a console's handle on an engine that runs elsewhere, through its control socket.
+
+    client = EngineClient(office_paths(config.office.name, config.store_config()))
+    await client.start()                 # connect and subscribe (EngineNotRunning if none)
+    for session in client.sessions():    # live sessions, kept current from the engine
+        pane = TerminalPane(session.terminal)   # attaches: the screen mirrors the engine's
+    await client.answer(question_id, option=1)
+    await client.close()                 # detach; the engine and its agents go on
+
+It offers the surface of the in-process `Engine` facade that the console uses (`bus`,
+`sessions()`, `manager.sessions`, `pool.status()`, `office`, `store.backend`, `agents`,
+`pending_questions()`, `recent_commands()`, `answer`, `send_prompt`, `cancel`, `terminate`,
+`new_session`, recordings), so the console's widgets do not care which one they have. When the
+engine goes away, `gone` is set with the reason, every operation raises `EngineGone`, and
+`on_gone` callbacks run; nothing is ever reported as delivered to an engine that is not there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.control.mirror import MirrorScreen
+from engine.control.paths import OfficePaths
+from engine.control.wire import (
+    MAX_SERVER_FRAME_BYTES,
+    PROTOCOL_VERSION,
+    FrameError,
+    StyleBook,
+    encode_frame,
+    read_frame,
+)
+from engine.events import EventBus, SessionStatusChanged, event_from_json
+from engine.protocol.state import AgentState
+from engine.sessions.pool import PoolStatus
+from engine.store.models import Agent, AgentCommand, UserQuestion
+from engine.terminal.pty_process import TerminalClosedError
+
+log = logging.getLogger("semo.control.client")
+
+#: seconds an operation waits for the engine's reply
+REPLY_TIMEOUT = 30.0
+
+
+class EngineNotRunning(ConnectionError):
+    """No engine serves the office's control socket."""
+
+
+class EngineGone(ConnectionError):
+    """The engine went away (stopped or killed): nothing was delivered."""
+
+
+@dataclass
+class OfficeView:
+    name: str
+    id: str | None
+
+
+@dataclass
+class CommandOutcome:
+    """A finished command as the console shows it (its error, or "ok")."""
+
+    success: bool
+    error: str | None
+
+
+class _StoreView:
+    """What the console reads about the store: its backend and finished commands' outcomes."""
+
+    def __init__(self) -> None:
+        self.backend = "?"
+        self.results: dict[str, str] = {}
+
+    async def get_result(self, command_id: str) -> CommandOutcome | None:
+        text = self.results.get(command_id)
+        if text is None:
+            return None
+        return CommandOutcome(success=text == "ok", error=None if text == "ok" else text)
+
+
+class _PoolView:
+    def __init__(self, status: PoolStatus) -> None:
+        self._status = status
+
+    def status(self) -> PoolStatus:
+        return self._status
+
+
+@dataclass
+class _ManagerView:
+    sessions: dict[str, RemoteSession]
+
+
+class RemoteTerminal:
+    """A session's terminal seen through the socket: `screen` mirrors the engine's, `write` and
+    `resize` go to the engine. Shaped like `TerminalSession` for the console's pane."""
+
+    def __init__(self, client: EngineClient, session_id: str) -> None:
+        self._client = client
+        self.session_id = session_id
+        self.screen = MirrorScreen()
+        self._listeners: list[Callable[[str], None]] = []
+        self.attached = False
+
+    def write(self, text: str) -> None:
+        if self._client.gone is not None:
+            raise TerminalClosedError(self._client.gone)
+        self._client._send({"op": "input", "session": self.session_id, "data": text})
+
+    def resize(self, cols: int, rows: int) -> None:
+        if self._client.gone is None:
+            self._client._send(
+                {"op": "resize", "session": self.session_id, "cols": cols, "rows": rows}
+            )
+
+    def add_listener(self, listener: Callable[[str], None]) -> None:
+        self._listeners.append(listener)
+        self.attach()
+
+    def remove_listener(self, listener: Callable[[str], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+        if not self._listeners:
+            self.detach()
+
+    def attach(self) -> None:
+        if not self.attached and self._client.gone is None:
+            self.attached = True
+            self._client._send({"op": "attach", "session": self.session_id})
+
+    def detach(self) -> None:
+        if self.attached and self._client.gone is None:
+            self._client._send({"op": "detach", "session": self.session_id})
+        self.attached = False
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            listener("")
+
+
+class RemoteSession:
+    """A live session of the engine, as the console sees it."""
+
+    def __init__(self, client: EngineClient, data: dict[str, Any]) -> None:
+        self._client = client
+        self.session_id: str = data["session_id"]
+        self.role: str = data.get("role") or ""
+        self.agent_id: str = data.get("agent_id") or ""
+        self.state = AgentState.CREATING
+        self.queued = 0
+        self.update(data)
+        self._terminal: RemoteTerminal | None = None
+
+    def update(self, data: dict[str, Any]) -> None:
+        with contextlib.suppress(ValueError):
+            self.state = AgentState(data.get("state", self.state.value))
+        self.queued = int(data.get("queued", self.queued) or 0)
+
+    @property
+    def ended(self) -> bool:
+        return self.state == AgentState.TERMINATED
+
+    @property
+    def terminal(self) -> RemoteTerminal:
+        if self._terminal is None:
+            self._terminal = self._client._terminals.setdefault(
+                self.session_id, RemoteTerminal(self._client, self.session_id)
+            )
+        return self._terminal
+
+
+class EngineClient:
+    def __init__(self, paths: OfficePaths) -> None:
+        self.paths = paths
+        self.bus = EventBus()
+        self.office: OfficeView | None = None
+        self.agents: dict[str, Agent] = {}
+        self.store = _StoreView()
+        self.pool: _PoolView | None = None
+        self.jobs = None  # the console never runs jobs itself
+        self.engine_id: str | None = None
+        self.pid: int | None = None
+        self.consoles = 0
+        #: why the engine is gone (None while connected)
+        self.gone: str | None = "not connected"
+        self._sessions: dict[str, RemoteSession] = {}
+        self._terminals: dict[str, RemoteTerminal] = {}
+        self._questions: list[UserQuestion] = []
+        self._commands: list[AgentCommand] = []
+        self._connection_state = "?"
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+        self._replies: dict[int, asyncio.Future[Any]] = {}
+        self._styles = StyleBook()
+        self._office_listeners: list[Callable[[], None]] = []
+        self._gone_listeners: list[Callable[[str], None]] = []
+        self.hello: dict[str, Any] = {}
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Connect (EngineNotRunning when nothing serves the socket)."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(
+                str(self.paths.socket), limit=1 << 20
+            )
+        except (FileNotFoundError, ConnectionRefusedError) as error:
+            raise EngineNotRunning(
+                f"no engine serves office {self.paths.office!r} ({error.strerror})"
+            ) from None
+        sock: socket.socket = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self._reader, self._writer = reader, writer
+        hello = await read_frame(reader, MAX_SERVER_FRAME_BYTES)
+        if hello is None or hello.get("t") != "hello":
+            writer.close()
+            raise EngineNotRunning("the control socket did not greet")
+        if hello.get("v") != PROTOCOL_VERSION:
+            writer.close()
+            raise EngineNotRunning(
+                f"the engine speaks control protocol {hello.get('v')}, this console "
+                f"{PROTOCOL_VERSION}: restart it with `semo stop` then `semo console`"
+            )
+        self.hello = hello
+        self.engine_id = hello.get("engine_id")
+        self.pid = hello.get("pid")
+        self.gone = None
+        self._read_task = asyncio.create_task(self._read_loop(), name="control client")
+
+    async def start(self) -> None:
+        """Connect if needed and subscribe to the office (what `Engine.start` is to the
+        in-process console)."""
+        if self.gone is not None:
+            await self.connect()
+        snapshot = await self.request({"op": "subscribe"})
+        self._apply_office(snapshot)
+
+    async def close(self) -> None:
+        """Detach: the engine and its agents go on."""
+        writer = self._writer
+        self._lost("detached")
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+        if self._read_task is not None:
+            self._read_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._read_task
+
+    async def stop(self, reason: str = "") -> None:
+        """What the in-process console called on exit: here it only detaches."""
+        await self.close()
+
+    def on_office(self, listener: Callable[[], None]) -> None:
+        """Called after each office snapshot (sessions, pool, questions, commands)."""
+        self._office_listeners.append(listener)
+
+    def on_gone(self, listener: Callable[[str], None]) -> None:
+        """Called once with the reason when the engine goes away."""
+        self._gone_listeners.append(listener)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self.gone is not None or self._writer is None:
+            raise EngineGone(self._gone_message())
+        self._writer.write(encode_frame(message))
+
+    async def request(self, message: dict[str, Any], timeout: float = REPLY_TIMEOUT) -> Any:
+        """Send an operation and wait for its reply (RuntimeError with the engine's message
+        when it failed, EngineGone when the engine went away first)."""
+        request_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._replies[request_id] = future
+        try:
+            self._send({**message, "id": request_id})
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self._replies.pop(request_id, None)
+
+    def _gone_message(self) -> str:
+        return (
+            f"the engine of office {self.paths.office!r} is not running ({self.gone}): "
+            "nothing was delivered"
+        )
+
+    # -- the Engine facade's surface -----------------------------------------------------------
+
+    @property
+    def manager(self) -> _ManagerView:
+        """Like `Engine.manager`: `.sessions` by id."""
+        return _ManagerView(self._sessions)
+
+    def sessions(self) -> list[RemoteSession]:
+        return list(self._sessions.values())
+
+    def session(self, session_id: str) -> RemoteSession | None:
+        return self._sessions.get(session_id)
+
+    @property
+    def office_id(self) -> str:
+        assert self.office is not None and self.office.id is not None
+        return self.office.id
+
+    def connection_state(self) -> str:
+        return self._connection_state if self.gone is None else "engine gone"
+
+    async def pending_questions(self) -> list[UserQuestion]:
+        return list(self._questions)
+
+    async def recent_commands(self, limit: int = 20) -> list[AgentCommand]:
+        return self._commands[:limit]
+
+    async def answer(
+        self, question_id: str, *, text: str | None = None, option: int | None = None
+    ) -> UserQuestion:
+        result = await self.request(
+            {"op": "answer", "question": question_id, "text": text, "option": option}
+        )
+        return UserQuestion.model_validate(result)
+
+    def send_prompt(self, session_id: str, text: str) -> None:
+        self._send({"op": "prompt", "session": session_id, "text": text})
+
+    async def prompt(self, session_id: str, text: str) -> None:
+        await self.request({"op": "prompt", "session": session_id, "text": text})
+
+    async def cancel(self, session_id: str) -> None:
+        await self.request({"op": "cancel", "session": session_id})
+
+    async def terminate(self, session_id: str) -> None:
+        await self.request({"op": "terminate", "session": session_id})
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.state = AgentState.TERMINATED
+
+    async def new_session(self, role: str) -> RemoteSession:
+        result = await self.request({"op": "new_session", "role": role})
+        session_id = result["session_id"]
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = RemoteSession(
+                self, {"session_id": session_id, "role": role, "state": "creating"}
+            )
+        return session
+
+    async def start_recording(self, session_id: str) -> Path:
+        return Path(await self.request({"op": "record_start", "session": session_id}))
+
+    async def stop_recording(self, session_id: str) -> None:
+        await self.request({"op": "record_stop", "session": session_id})
+
+    async def stop_engine(self) -> int | None:
+        """Ask the engine to stop (its agents too); returns its pid."""
+        result = await self.request({"op": "stop"})
+        return result.get("pid") if isinstance(result, dict) else None
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        reason = "the engine closed the connection"
+        assert self._reader is not None
+        try:
+            while True:
+                frame = await read_frame(self._reader, MAX_SERVER_FRAME_BYTES)
+                if frame is None:
+                    break
+                kind = frame.get("t")
+                if kind == "screen":
+                    self._apply_screen(frame)
+                elif kind == "reply":
+                    self._reply(frame)
+                elif kind == "event":
+                    self._event(frame.get("e"))
+                elif kind == "office":
+                    self._apply_office(frame.get("office") or {})
+                elif kind == "bye":
+                    reason = f"the engine stopped: {frame.get('reason') or 'no reason'}"
+                elif kind == "error":
+                    log.warning("engine: %s", frame.get("error"))
+        except (FrameError, ConnectionError, OSError) as error:
+            reason = f"the connection to the engine broke: {error}"
+        except asyncio.CancelledError:
+            return
+        self._lost(reason)
+
+    def _lost(self, reason: str) -> None:
+        if self.gone is not None:
+            return
+        self.gone = reason
+        for future in self._replies.values():
+            if not future.done():
+                future.set_exception(EngineGone(self._gone_message()))
+        for terminal in self._terminals.values():
+            terminal.attached = False
+        for listener in list(self._gone_listeners):
+            listener(reason)
+
+    def _reply(self, frame: dict[str, Any]) -> None:
+        future = self._replies.get(frame.get("id"))  # type: ignore[arg-type]
+        if future is None or future.done():
+            return
+        if frame.get("ok"):
+            future.set_result(frame.get("result"))
+        else:
+            future.set_exception(RuntimeError(str(frame.get("error") or "failed")))
+
+    def _apply_screen(self, frame: dict[str, Any]) -> None:
+        styles = frame.get("styles")
+        if styles:
+            self._styles.add(styles)
+        terminal = self._terminals.get(frame.get("s"))  # type: ignore[arg-type]
+        if terminal is None:
+            return
+        terminal.screen.apply(frame, self._styles)
+        terminal._changed()
+
+    def _event(self, data: Any) -> None:
+        try:
+            event = event_from_json(data)
+        except ValidationError:
+            return
+        if isinstance(event, SessionStatusChanged):
+            session = self._sessions.get(event.session_id)
+            if event.status == "terminated":
+                if session is not None:
+                    session.state = AgentState.TERMINATED
+                    del self._sessions[event.session_id]
+                self._terminals.pop(event.session_id, None)
+            elif session is None:
+                self._sessions[event.session_id] = RemoteSession(
+                    self,
+                    {
+                        "session_id": event.session_id,
+                        "role": event.role or "",
+                        "agent_id": event.agent_id,
+                        "state": event.status,
+                    },
+                )
+            else:
+                session.update({"state": event.status})
+        self.bus.publish(event)
+
+    def _apply_office(self, data: dict[str, Any]) -> None:
+        if not data:
+            return
+        self.office = OfficeView(name=data.get("name") or self.paths.office, id=data.get("id"))
+        self.store.backend = data.get("backend") or "?"
+        self._connection_state = data.get("connection") or "?"
+        self.consoles = int(data.get("consoles") or 0)
+        agents = data.get("agents") or {}
+        self.agents = {role: Agent.model_validate(a) for role, a in agents.items()}
+        live = {s["session_id"]: s for s in data.get("sessions") or []}
+        for session_id in list(self._sessions):
+            if session_id not in live:
+                self._sessions.pop(session_id).state = AgentState.TERMINATED
+        for session_id, row in live.items():
+            session = self._sessions.get(session_id)
+            if session is None:
+                self._sessions[session_id] = RemoteSession(self, row)
+            else:
+                session.update(row)
+        if data.get("pool"):
+            self.pool = _PoolView(PoolStatus.model_validate(data["pool"]))
+        if "questions" in data:
+            self._questions = [UserQuestion.model_validate(q) for q in data["questions"]]
+            self._commands = [AgentCommand.model_validate(c) for c in data.get("commands") or []]
+            self.store.results.update(data.get("results") or {})
+        for listener in list(self._office_listeners):
+            listener()
