@@ -55,7 +55,9 @@ async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) ->
         from engine.api.settings import parse_listen, resolve_settings
 
         config = engine.config
-        settings = resolve_settings(config.api, config.office.name)
+        settings = resolve_settings(
+            config.api, config.office.name, command_timeout=config.engine.command_timeout
+        )
         api = await start_api(config.store_config(), settings, *parse_listen(http))
     log.info("started; %d start-up objects kept out of garbage collection", freeze_startup_heap())
     try:

@@ -43,8 +43,9 @@ from engine.store.operations import answer_question
 
 API_VERSION = "1"
 PREFIX = "/api/offices/{office_id}"
-#: seconds a send_prompt with `wait` gets beyond its own timeout before the API gives up
-PROMPT_WAIT_MARGIN = 5.0
+#: seconds a command gets beyond its own limit (send_prompt's `timeout`, else the engines'
+#: command_timeout) before the API gives up: the engine's outcome, even "timed out", wins
+COMMAND_WAIT_MARGIN = 5.0
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -64,8 +65,8 @@ Timeout = Annotated[
     Query(
         gt=0,
         le=3600,
-        description="seconds to wait for the command's result (default: [api] wait_timeout, 30); "
-        "then 504 with the command id",
+        description="seconds to wait for the command's result (default: the command's own "
+        "limit + 5 s, at least [api] wait_timeout); then 504 with the command id",
     ),
 ]
 
@@ -334,6 +335,11 @@ class _Api:
 
     # -- commands --------------------------------------------------------------------------------
 
+    def default_wait(self, command_limit: float) -> float:
+        """How long a write waits when the request does not say: beyond the limit the engine
+        gives the command (`command_limit`), so that its outcome, not a 504, is the answer."""
+        return max(self.settings.wait_timeout, command_limit + COMMAND_WAIT_MARGIN)
+
     async def session_command(
         self,
         office: Office,
@@ -360,7 +366,7 @@ class _Api:
     ) -> tuple[str, AgentCommandResult]:
         """Insert the command and wait for its result: 504 (with the id) when none comes in
         time, 409 command_failed when the engine reports a failure."""
-        limit = timeout or self.settings.wait_timeout
+        limit = timeout or self.default_wait(self.settings.command_timeout)
         command = await self.store.insert_command(
             office.id, command_type, payload, session_id=session_id
         )
@@ -473,8 +479,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     ) -> CommandDone:
         """Queue a prompt; it is typed when the agent is ready. With `wait`, the result is the
         turn's (state, text, message kinds) and the API waits `timeout` + 5 s by default."""
-        if timeout is None and body.wait:
-            timeout = max(api.settings.wait_timeout, body.timeout + PROMPT_WAIT_MARGIN)
+        if timeout is None:  # the engine gives it body.timeout (+ 1 s), waiting or not
+            timeout = api.default_wait(body.timeout)
         return await api.session_command(
             office, session_id, "send_prompt", body.model_dump(), timeout
         )

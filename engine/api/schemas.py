@@ -92,7 +92,8 @@ class Answer(BaseModel):
     )
 
     text: str | None = Field(default=None, min_length=1, max_length=64 * 1024)
-    option: int | None = Field(default=None, ge=1, le=1000)
+    #: no upper bound here: a question may have any number of options (checked against them)
+    option: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _one_of(self) -> Answer:

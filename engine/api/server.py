@@ -149,7 +149,9 @@ def main(config_path: Path, listen: str | None, log_format: str | None = None) -
     make_non_dumpable()  # same-uid agents must not read our tokens through /proc
     try:
         config = load_config(config_path)
-        settings = resolve_settings(config.api, config.office.name)
+        settings = resolve_settings(
+            config.api, config.office.name, command_timeout=config.engine.command_timeout
+        )
         address = listen or config.api.listen
         if not address:
             raise ApiSettingsError("give --listen HOST:PORT or [api] listen in the config file")

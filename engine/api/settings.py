@@ -4,7 +4,9 @@
     listen = "127.0.0.1:8765"      # `semo engine` serves the API here ("" = only with --http)
     token = "..."                  # the token of this file's office (better: SEMO_API_TOKEN)
     tokens = { other-office = "..." }  # more offices of the same store (name or id -> token)
-    wait_timeout = 30.0            # how long a write waits for its command's result
+    wait_timeout = 30.0            # how long a write waits for its command's result (at least
+                                   # the command's own limit + 5 s: [engine] command_timeout, or
+                                   # send_prompt's timeout)
     max_body_bytes = 1048576       # larger request bodies get 413
 
 Tokens come from the environment first: ``SEMO_API_TOKEN`` is the token of the config's
@@ -27,6 +29,7 @@ TOKEN_ENV = "SEMO_API_TOKEN"
 TOKENS_ENV = "SEMO_API_TOKENS"
 MIN_TOKEN_CHARS = 16
 DEFAULT_WAIT_TIMEOUT = 30.0
+DEFAULT_COMMAND_TIMEOUT = 30.0
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 TOKEN_HINT = "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
@@ -110,10 +113,14 @@ class ApiSettings:
     tokens: Mapping[str, SecretStr]
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: the engines' `[engine] command_timeout`: a write waits at least this (+ a margin), so
+    #: that the engine's own timeout, not the API's, ends a command that takes too long
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
 
     def __repr__(self) -> str:  # never the tokens
         return (
             f"ApiSettings(offices={sorted(self.tokens)}, wait_timeout={self.wait_timeout}, "
+            f"command_timeout={self.command_timeout}, "
             f"max_body_bytes={self.max_body_bytes})"
         )
 
@@ -123,11 +130,16 @@ class ApiSettings:
 
 
 def resolve_settings(
-    section: ApiSection, office: str | None, env: Mapping[str, str] | None = None
+    section: ApiSection,
+    office: str | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
 ) -> ApiSettings:
     """The tokens of `section` with SEMO_API_TOKEN (for `office`, the config's office) and
     SEMO_API_TOKENS (JSON) from `env` (None: os.environ) winning. ApiSettingsError when no
-    token is left: the API never serves without authentication."""
+    token is left: the API never serves without authentication. `command_timeout`: the
+    config's `[engine] command_timeout`."""
     env = os.environ if env is None else env
     tokens: dict[str, SecretStr] = dict(section.tokens)
     if (raw := env.get(TOKENS_ENV, "").strip()) != "":
@@ -168,7 +180,10 @@ def resolve_settings(
             f"{TOKENS_ENV}, or [api] token / tokens in semo.toml"
         )
     return ApiSettings(
-        tokens=tokens, wait_timeout=section.wait_timeout, max_body_bytes=section.max_body_bytes
+        tokens=tokens,
+        wait_timeout=section.wait_timeout,
+        max_body_bytes=section.max_body_bytes,
+        command_timeout=command_timeout,
     )
 
 

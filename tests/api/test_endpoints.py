@@ -419,3 +419,42 @@ async def test_questions_list_and_answer(live: Live, client: Any, sh: str) -> No
             "not_found",
         )
         assert (await other.get(f"{live.base('other')}/questions?status=all")).json() == []
+
+
+async def test_a_question_with_any_number_of_options_is_answered_by_number(
+    live: Live, client: Any, sh: str
+) -> None:
+    options = [f"option {n}" for n in range(1, 1501)]
+    question = UserQuestion(
+        office_id=live.office_id,
+        agent_id=live.engine.agents["SH"].id,
+        session_id=sh,
+        question_type="choice",
+        question="Which one of many?",
+        options=options,
+    )
+    await live.run(live.engine.store.create_question(question))
+    url = f"{live.base()}/questions/{question.id}/answer"
+    error = error_of(await client.post(url, json={"option": 1501}), 422, "invalid_answer")
+    assert "1..1500" in error["message"]
+    error_of(await client.post(url, json={"option": 0}), 422, "invalid_request")
+    answered = await client.post(url, json={"option": 1500})
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["answer"] == "option 1500"
+
+
+async def test_the_wait_outlasts_the_commands_own_limit(live_factory: Any) -> None:
+    """[api] wait_timeout shorter than a command's limit: the API waits for the engine's
+    outcome (here send_prompt's own timeout into a busy agent) instead of answering 504."""
+    quick = live_factory(["SH"], ["SH"], wait_timeout=0.5, command_timeout=10)
+    assert quick.server.app.state.api.default_wait(10) == 15
+    sh = await wait_ready(quick, "SH")
+    url = f"{quick.base()}/sessions/{sh}/prompt"
+    async with httpx.AsyncClient(headers=quick.headers, timeout=HTTP_TIMEOUT) as client:
+        busy = await client.post(url, json={"prompt": "sleep 5"})
+        assert busy.status_code == 200, busy.text
+        # not typed while the agent is busy: the engine gives up after 1.5 s, after the
+        # API's 0.5 s, and that outcome is the answer
+        late = await client.post(url, json={"prompt": "echo never", "timeout": 1.5})
+        error = error_of(late, 409, "command_failed")
+        assert "timed out" in error["message"] or "not delivered" in error["message"]
