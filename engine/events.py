@@ -156,15 +156,19 @@ class RoutingStep(BaseEvent):
     ref_id: str | None = None  # the question, invocation or result row
     session_id: str | None = None
     agent_id: str | None = None
+    #: the job whose work this step is, if any (its timeline records the step)
+    job_id: str | None = None
     detail: Text = ""
 
 
-JobStep = Literal["started", "session", "delivered", "turn", "retry", "done", "failed"]
+JobStep = Literal[
+    "started", "session", "delivered", "turn", "retry", "cancelling", "done", "failed"
+]
 
 
 class JobEvent(BaseEvent):
     """A step of a job: started, session (leased), delivered (the prompt), turn (a turn ended
-    without an outcome), retry, done, failed."""
+    without an outcome), retry, cancelling (an operator asked), done, failed."""
 
     kind: Literal["job"] = "job"
     job_id: str

@@ -16,8 +16,10 @@ What is done about them, per engine in one store transaction (`Store.end_engine`
 - Their sessions are marked terminated (which cancels the sessions' pending questions).
 - Their in-flight commands fail with a reason; commands whose lease expired (any engine's) go
   back to pending or fail, as `Store.recover_expired` decides.
-- Their running jobs fail with a reason (jobs are not re-run: the `run_job` command that ran
-  one is not safe to repeat, and fails too). A job's engine is `jobs.engine_id`, or for rows
+- Their running jobs fail with a reason (the `run_job` command that ran one is not safe to
+  repeat, and fails too); then each job's open invocations and results are cancelled and the
+  job is retried once, with a new `run_job` command, under the crash policy
+  (`engine.routing.job_recovery`). A job's engine is `jobs.engine_id`, or for rows
   written without it the engine of the job's session.
 - Pending questions of any ended session of the office (left by an earlier run, whatever ended
   it) are cancelled with the session's end reason: nobody can answer them any more.
@@ -43,6 +45,7 @@ import socket
 
 from pydantic import BaseModel
 
+from engine.routing.job_recovery import recover_jobs, running_jobs_of
 from engine.store._shared import FORGET_ENGINES_AFTER, engine_silence, session_ended
 from engine.store.base import NotFound, Store, StoreConflict
 from engine.store.models import AgentSession, EngineHeartbeat, Job
@@ -182,17 +185,21 @@ async def end_dead_engines(store: Store, office_id: str, dead: DeadRuns) -> Reco
     for engine_id in await _holders(store, office_id):
         if not dead(engine_id):
             continue
+        jobs = await running_jobs_of(store, office_id, engine_id)
+        job_reason = _reason(dead, engine_id, "while running this job")
         ended = await store.end_engine(
             office_id,
             engine_id,
             session_reason=_reason(dead, engine_id, "without ending it"),
             command_error=_reason(dead, engine_id, "while running this command"),
-            job_reason=_reason(dead, engine_id, "while running this job"),
+            job_reason=job_reason,
             unless_alive=dead.unless_alive,
         )
         if not ended.dead:
             log.info("engine %s is alive again: what it runs is left to it", engine_id)
             continue
+        # its jobs' work is cancelled, and each job retried once (engine.routing.job_recovery)
+        await recover_jobs(store, jobs, engine_id, job_reason)
         report.dead_engines.append(engine_id)
         report.sessions_ended += ended.sessions_ended
         report.questions_cancelled += ended.questions_cancelled

@@ -36,7 +36,24 @@ typed on and everything inside ````` / ``~~~`` fences, so neither a task that me
 ``Error:`` nor a quoted marker decides a job. (Claude Code sessions' signals come from the
 model's own text, fence-aware, and are used as they are.)
 
-Every step is published on the bus as a :class:`JobEvent` (``kind="job"``).
+**A job owns its work.** The session a job runs in is known to the router
+(`Router.job_of_session`), so the invocations it causes, and those the invoked agents cause in
+turn, and their results, carry the job's id. When an attempt fails (a crash, a timeout, a
+cancel) and when the job ends, its open invocations and results are cancelled with the reason
+(`Router.cancel_job_work`: the agents working on them are interrupted and told), so nothing
+goes on outside a job. A job whose engine died is retried once by a live engine
+(`engine.routing.job_recovery`); the runner then continues its attempt count and tells the
+agent that the earlier attempt's engine stopped.
+
+**Cancelling.** `Store.request_job_cancel` (``semo job cancel``, the API) records
+``cancel_reason`` on a running job; the runner reads its running job's row every
+``cancel_poll`` seconds and ends it: the turn is interrupted, the work cancelled, the job failed
+with ``cancelled: <reason>``.
+
+**The timeline.** Every step is published on the bus as a :class:`JobEvent` (``kind="job"``)
+and written, in order, as a `job_events` row (`Store.add_job_entry`); the router's steps that
+carry the job's id (questions, answers, invocations, results) are written there too. `semo job
+show` and the API read it back.
 """
 
 from __future__ import annotations
@@ -50,7 +67,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.events import EventBus, JobEvent, JobStep
+from engine.events import BaseEvent, EventBus, JobEvent, JobStep, RoutingStep
 from engine.protocol.messages import Done
 from engine.protocol.monitor import Signal, scan_line
 from engine.protocol.observer import MessageFound
@@ -58,6 +75,7 @@ from engine.protocol.screen_text import text_width
 from engine.protocol.state import AgentState, StateChange
 from engine.routing.dispatcher import CommandFailed
 from engine.routing.policy import Decision, Failure, FailureKind, decide, kind_for_pattern
+from engine.routing.router import Router
 from engine.sessions.agent_session import (
     AgentSession,
     DeliveryFailed,
@@ -70,7 +88,7 @@ from engine.sessions.manager import UnknownSession
 from engine.sessions.pool import PooledSession, PoolError, SessionPoolManager
 from engine.sessions.worktrees import WorktreeError, validate_task_id
 from engine.store.base import NotFound, Store, StoreError
-from engine.store.models import Agent, Job, RunJobPayload
+from engine.store.models import Agent, Job, JobEntry, RunJobPayload
 from engine.terminal.screen import TerminalScreen
 
 __all__ = [
@@ -87,6 +105,8 @@ log = logging.getLogger("semo.jobs")
 
 #: pauses between attempts to write a job's final status that the store refused
 FINAL_WRITE_BACKOFF = (0.2, 1.0, 3.0)
+#: timeline rows waiting to be written, at most (more are dropped, with a log line)
+MAX_PENDING_ENTRIES = 10_000
 
 
 # the generic reader's gutter and the monitor's fence, as engine.protocol uses them
@@ -138,10 +158,12 @@ def build_prompt(job: Job, agent: Agent, *, retry: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _retry_note(kind: FailureKind | None, attempt: int) -> str:
+def _retry_note(kind: FailureKind | str | None, attempt: int) -> str:
     why = {
         "timeout": "the previous attempt timed out",
         "crash": "the previous attempt's session ended unexpectedly; this is a new session",
+        "engine": "the engine running the previous attempt stopped; this is a new session, and "
+        "what the other agents were doing for it was cancelled",
     }.get(kind or "", "the previous attempt did not finish")
     return f"Retry (attempt {attempt}): {why}. Check what is already done before you continue."
 
@@ -307,6 +329,8 @@ class JobRunner:
         acquire_wait: float = 30.0,
         cancel_grace: float = 10.0,
         engine_id: str | None = None,
+        router: Router | None = None,
+        cancel_poll: float = 1.0,
     ) -> None:
         if not job_timeout > 0:
             raise ValueError(f"job_timeout must be positive, not {job_timeout!r}")
@@ -326,14 +350,28 @@ class JobRunner:
         self.acquire_wait = float(acquire_wait)
         #: seconds an interrupted turn gets to return to the prompt after a timeout
         self.cancel_grace = float(cancel_grace)
+        #: seconds between reads of a running job's row (an operator's cancel)
+        self.cancel_poll = float(cancel_poll)
+        self.router = router
         self._watches: dict[str, _Watch] = {}  # session id -> the attempt running in it
         self._running: set[str] = set()  # job ids being run by this runner
+        self._job_sessions: dict[str, str] = {}  # session id -> the job it runs
+        self._entries: asyncio.Queue[JobEntry] | None = None
+        self._writer: asyncio.Task[None] | None = None
         pool.manager.add_listener(self._on_session_event)
+        if router is not None:
+            router.job_of_session = self.job_of_session
+        if bus is not None:
+            bus.add_listener(self._on_bus_event)
 
     @property
     def running(self) -> frozenset[str]:
         """Ids of the jobs this runner is running now."""
         return frozenset(self._running)
+
+    def job_of_session(self, session_id: str) -> str | None:
+        """The job session `session_id` runs for this runner, if any."""
+        return self._job_sessions.get(session_id)
 
     # -- the dispatcher's entry ---------------------------------------------------------------
 
@@ -378,11 +416,11 @@ class JobRunner:
             self._running.discard(job_id)
 
     async def _run(self, job: Job) -> Job:
+        earlier = job.attempts  # > 0: retried after its engine died (job_recovery)
         job = await self.store.update_job(
             job.id,
             status="running",
             engine_id=self.engine_id,
-            attempts=0,
             failure_reason=None,
             needs_human=False,
         )
@@ -399,8 +437,8 @@ class JobRunner:
             )
             return await self._fail(job, decision)
         lease: PooledSession | None = None
-        retry: str | None = None
-        attempts = 0
+        retry = _retry_note("engine", earlier + 1) if earlier else None
+        attempts = earlier
         try:
             while True:
                 if lease is None:
@@ -415,14 +453,21 @@ class JobRunner:
                         return await self._fail(job, decide(failure))
                 attempts += 1
                 job = await self._update(job, attempts=attempts, session_id=lease.session_id)
+                self._job_sessions[lease.session_id] = job.id
                 self._publish(job, "session", detail=f"{lease.role} session, attempt {attempts}")
                 outcome = await self._attempt(job, agent, lease.session, retry)
                 if outcome.done:
+                    await self._cancel_work(job, "the job is done")
                     return await self._done(job, outcome.detail)
                 assert outcome.kind is not None
-                failure = Failure(kind=outcome.kind, attempts=attempts, detail=outcome.detail)
-                decision = decide(failure)
+                if outcome.kind == "cancelled":
+                    await self._interrupt(lease)
+                    decision = Decision(retry=False, reason=f"cancelled: {outcome.detail}")
+                else:
+                    failure = Failure(kind=outcome.kind, attempts=attempts, detail=outcome.detail)
+                    decision = decide(failure)
                 log.info("job %s: attempt %d failed: %s", job.id, attempts, decision.reason)
+                await self._cancel_work(job, f"attempt {attempts} failed: {decision.reason}")
                 if not decision.retry:
                     return await self._fail(job, decision)
                 self._publish(job, "retry", detail=decision.reason)
@@ -435,6 +480,8 @@ class JobRunner:
             decision = decide(
                 Failure(kind="cancelled", attempts=max(attempts, 1), detail="the run was cancelled")
             )
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(self._cancel_work(job, decision.reason))
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.shield(self._fail(job, decision))
             raise
@@ -472,6 +519,7 @@ class JobRunner:
                     f"the agent was not at its prompt within {self.job_timeout:g} s",
                 )
             remaining = max(0.0, deadline - loop.time())
+            poll = asyncio.create_task(self._watch_cancel(job, watch), name=f"job {job.id} cancel")
             try:
                 return await asyncio.wait_for(asyncio.shield(watch.outcome), remaining)
             except TimeoutError:
@@ -479,9 +527,45 @@ class JobRunner:
                 return _Outcome(
                     False, "timeout", f"no [SEMO:DONE] within {self.job_timeout:g} s{turns}"
                 )
+            finally:
+                poll.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await poll
         finally:
             if self._watches.get(session.session_id) is watch:
                 del self._watches[session.session_id]
+
+    async def _watch_cancel(self, job: Job, watch: _Watch) -> None:
+        """Read the job's row every `cancel_poll` seconds; an operator's cancel ends the
+        attempt (outcome `cancelled`)."""
+        while not watch.outcome.done():
+            await asyncio.sleep(self.cancel_poll)
+            try:
+                row = await self.store.get_job(job.id)
+            except StoreError as error:
+                log.info("job %s: reading its row failed (%s); again later", job.id, error)
+                continue
+            if row.cancel_reason is not None:
+                self._publish(job, "cancelling", detail=row.cancel_reason)
+                watch._finish(_Outcome(False, "cancelled", row.cancel_reason))
+                return
+
+    async def _interrupt(self, lease: PooledSession) -> None:
+        """A cancelled job's turn: interrupted (the session stays, for the pool)."""
+        session = lease.session
+        if not session.ended and session.state == AgentState.EXECUTING:
+            with contextlib.suppress(SessionError):
+                await session.cancel()
+
+    async def _cancel_work(self, job: Job, reason: str) -> None:
+        """Cancel the job's open invocations and results (and stop the agents on them)."""
+        try:
+            if self.router is not None:
+                await self.router.cancel_job_work(job.id, reason)
+            else:
+                await self.store.cancel_job_work(job.id, reason)
+        except StoreError as error:
+            log.warning("job %s: cancelling its open work failed: %s", job.id, error)
 
     async def _recover(self, job: Job, lease: PooledSession, outcome: _Outcome) -> bool:
         """After a timeout: interrupt the turn; whether the session is back at its prompt and
@@ -517,6 +601,7 @@ class JobRunner:
         job = await self._final(job, status="done", failure_reason=None, needs_human=False)
         log.info("job %s done after %d attempt(s)", job.id, job.attempts)
         self._publish(job, "done", detail=summary)
+        await self._flush()
         return job
 
     async def _fail(self, job: Job, decision: Decision) -> Job:
@@ -525,6 +610,7 @@ class JobRunner:
         )
         log.info("job %s failed: %s", job.id, decision.reason)
         self._publish(job, "failed", detail=decision.reason)
+        await self._flush()
         return job
 
     async def _final(self, job: Job, **changes: Any) -> Job:
@@ -544,6 +630,18 @@ class JobRunner:
     def _publish(
         self, job: Job, step: JobStep, *, session_id: str | None = None, detail: str = ""
     ) -> None:
+        self._record(
+            JobEntry(
+                job_id=job.id,
+                office_id=job.office_id,
+                step=step,
+                status=job.status,
+                attempts=job.attempts,
+                session_id=session_id or job.session_id,
+                agent_id=job.agent_id,
+                detail=detail,
+            )
+        )
         if self.bus is None:
             return
         self.bus.publish(
@@ -560,6 +658,72 @@ class JobRunner:
             )
         )
 
+    # -- the timeline ---------------------------------------------------------------------------
+
+    def _on_bus_event(self, event: BaseEvent) -> None:
+        """The router's steps about this office's jobs go on their timelines."""
+        if not isinstance(event, RoutingStep) or event.job_id is None:
+            return
+        if event.office_id != self.office_id:
+            return
+        self._record(
+            JobEntry(
+                job_id=event.job_id,
+                office_id=event.office_id,
+                step=event.step[:64],
+                session_id=event.session_id,
+                agent_id=event.agent_id,
+                ref_id=event.ref_id,
+                detail=event.detail,
+                at=event.at,
+            )
+        )
+
+    def _record(self, entry: JobEntry) -> None:
+        """Queue a timeline row; one writer task writes them in order."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._entries is None:
+            self._entries = asyncio.Queue()
+        if self._entries.qsize() >= MAX_PENDING_ENTRIES:
+            log.warning("job %s: timeline row %s dropped (writer behind)", entry.job_id, entry.step)
+            return
+        self._entries.put_nowait(entry)
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._write_entries(), name="job timeline")
+
+    async def _write_entries(self) -> None:
+        assert self._entries is not None
+        while True:
+            entry = await self._entries.get()
+            try:
+                await self.store.add_job_entry(entry)
+            except StoreError as error:
+                log.warning(
+                    "job %s: timeline row %s not written: %s", entry.job_id, entry.step, error
+                )
+            except Exception:
+                log.exception("job %s: writing timeline row %s failed", entry.job_id, entry.step)
+            finally:
+                self._entries.task_done()
+
+    async def _flush(self) -> None:
+        """Wait until the queued timeline rows are written."""
+        if self._entries is not None and self._writer is not None and not self._writer.done():
+            await self._entries.join()
+
+    async def close(self) -> None:
+        """Write what is queued and stop the writer."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._flush(), 5.0)
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+
     # -- sessions -----------------------------------------------------------------------------
 
     def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
@@ -568,6 +732,7 @@ class JobRunner:
             watch.on_event(event)
 
     def _release(self, lease: PooledSession) -> None:
+        self._job_sessions.pop(lease.session_id, None)
         try:
             self.pool.release(lease.session_id)
         except PoolError as error:

@@ -67,7 +67,7 @@ async def seed(store: Store) -> tuple[Office, AgentSession, UserQuestion]:
     office = await store.create_office(Office(name="acme"))
     agent = await store.upsert_agent(Agent(office_id=office.id, name="Frontend", role="FE"))
     session = await store.upsert_session(
-        AgentSession(office_id=office.id, agent_id=agent.id, status="ready", engine_id="e1")
+        AgentSession(office_id=office.id, agent_id=agent.id, status="ready")
     )
     question = await store.create_question(
         UserQuestion(

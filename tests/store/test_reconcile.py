@@ -105,22 +105,39 @@ async def test_running_jobs_of_dead_runs_fail_and_the_others_are_left_alone(stor
         await job("pending", None),
     ]
 
+    out_of_retries = await job("running", dead)
+    out_of_retries = await store.update_job(out_of_retries.id, attempts=2)
+
     report = await reconcile(store, office.id, "me")
 
-    assert report.jobs_failed == 3
+    assert report.jobs_failed == 4
     assert report.dead_engines == sorted([dead, "me"])
+    retried = {c.payload["job_id"] for c in await store.list_commands(office.id)}
     for key, row in failing.items():
         after = await store.get_job(row.id)
         engine = dead if key == "legacy" else key
-        assert after.status == "failed", key
-        assert after.failure_reason == (
-            f"engine {engine} stopped while running this job (found by me on start)"
-        )
+        reason = f"engine {engine} stopped while running this job (found by me on start)"
         assert after.needs_human is False and after.attempts == 1
+        if key == "legacy":  # no engine recorded on the row: failed, not retried
+            assert (after.status, after.failure_reason) == ("failed", reason)
+            assert row.id not in retried
+            continue
+        # the crash policy's one retry: pending again, with a run_job command for it
+        assert after.status == "pending", key
+        assert after.failure_reason == f"{reason}; retrying once on a live engine"
+        assert after.engine_id is None and row.id in retried
+        steps = [e.step for e in await store.list_job_entries(row.id)]
+        assert steps == ["engine_died", "retry"]
+    last = await store.get_job(out_of_retries.id)
+    assert last.status == "failed" and out_of_retries.id not in retried
+    assert [e.step for e in await store.list_job_entries(last.id)] == ["engine_died", "failed"]
+    assert len(retried) == 2
     for row in kept:
         assert await store.get_job(row.id) == row
-    assert "3 running job(s) failed" in report.describe()
-    assert (await reconcile(store, office.id, "me")).jobs_failed == 0
+    assert "4 running job(s) failed" in report.describe()
+    again = await reconcile(store, office.id, "me")
+    assert again.jobs_failed == 0
+    assert len(await store.list_commands(office.id)) == 2
 
 
 async def test_questions_of_ended_sessions_are_cancelled(store: Store) -> None:
@@ -266,9 +283,11 @@ async def test_the_periodic_pass_ends_what_silent_engines_left(stores: Stores) -
             "cancelled",
             f"session {session.session_id} has ended: {ended}",
         )
+        # failed, then retried once (the crash policy; engine.routing.job_recovery)
         assert (job.status, job.failure_reason) == (
-            "failed",
-            f"engine {engine} {what[engine]} while running this job (found by me)",
+            "pending",
+            f"engine {engine} {what[engine]} while running this job (found by me); "
+            "retrying once on a live engine",
         )
     legacy = await store.get_job(legacy_job.id)
     assert legacy.status == "failed" and "engine silent stopped answering" in (
@@ -284,7 +303,12 @@ async def test_the_periodic_pass_ends_what_silent_engines_left(stores: Stores) -
     late = await store.insert_command(
         office.id, "send_text", {"text": "x"}, session_id=sessions["silent"].session_id
     )
-    assert await store.claim_next_command(office.id, "me") is None
+    claimed = []
+    while (command := await store.claim_next_command(office.id, "me")) is not None:
+        claimed.append(command)
+    # only the run_job commands of the dead engines' retried jobs run
+    assert {c.command_type for c in claimed} == {"run_job"}
+    assert sorted(c.payload["job_id"] for c in claimed) == sorted(jobs[e].id for e in dead)
     late_result = await store.get_result(late.id)
     assert late_result is not None and late_result.error == (
         f"session {sessions['silent'].session_id} has ended: engine silent {what['silent']} "
@@ -374,7 +398,8 @@ async def test_an_engine_that_beats_after_the_pass_read_the_heartbeats_keeps_its
             "processing",
         ), engine
         assert await store.get_result(work[engine]["command"]) is None
-    assert await _state_of(store, work["gone"]) == ("terminated", "cancelled", "failed", "failed")
+    # its job failed and went back to pending for its one retry
+    assert await _state_of(store, work["gone"]) == ("terminated", "cancelled", "pending", "failed")
 
 
 async def test_a_job_finished_while_the_pass_runs_stays_done(
