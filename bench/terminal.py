@@ -1,25 +1,40 @@
-"""Terminal ingest throughput: semo's screen beside plain pyte, on the same bytes, same run.
+"""Terminal ingest throughput: semo's screen beside plain pyte and tmux, same bytes, same run.
 
-    python bench/terminal.py [--mb 4] [--repeat 5] [--cols 120] [--rows 40]
+    python bench/terminal.py [--mb 4] [--repeat 5] [--cols 120] [--rows 40] [--pty] [--only a,b]
 
-Four streams: plain scrolling text (a log being cat'ed), the same with lines of up to 300
-characters that wrap at the margin, coloured output (SGR every few words,
-like `ls --color` or `git log --color`), and cursor-addressed redraws (Ink-style: erase the
-previous frame line by line, draw the next one, as Claude Code does). Each is fed in 64 KiB
-chunks (one PTY read each) through an incremental UTF-8 decoder. Prints MB/s medians.
+Streams: plain scrolling text (a log being cat'ed), the same with lines of up to 300 characters
+that wrap at the margin, coloured output (SGR every few words, like `ls --color`), highlighted
+code (an SGR every token), a vim-like TUI (cursor-addressed rows), cursor-addressed redraws
+(Ink-style: erase the previous frame line by line, draw the next one, as Claude Code does), the
+same with CJK and emoji, and the recorded Claude Code sessions of tests/corpus.
+
+Screen alone: each stream is fed in 64 KiB chunks (one PTY read each) through an incremental
+UTF-8 decoder into semo's screen and into plain pyte (`pyte.Screen` + `pyte.ByteStream`). tmux:
+a detached tmux 3.3a pane (same size, history-limit 10000) runs `cat` of the stream's file; the
+time is from the pane's start to `cat` having written everything and tmux having answered
+(`wait-for`), minus the same with an empty file. With --pty, semo too reads `cat` through a
+real PTY (`TerminalSession`), timed from spawn to exit. Prints MB/s medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import codecs
+import json
+import os
 import random
 import statistics
+import subprocess
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pyte
 
+from engine.terminal.session import TerminalSession
 from engine.terminal.stream import make_screen_and_stream
 
 CHUNK = 65536
@@ -89,6 +104,91 @@ def redraw_stream(size: int, rng: random.Random, rows: int = 12) -> bytes:
     return "".join(out).encode()
 
 
+def highlighted_stream(size: int, rng: random.Random) -> bytes:
+    """Syntax-highlighted code (bat / delta style): a truecolor SGR around every token."""
+    out: list[str] = []
+    total = 0
+    palette = ["38;2;249;38;114", "38;2;166;226;46", "38;2;230;219;116", "38;2;102;217;239"]
+    n = 0
+    while total < size:
+        tokens = [f"\x1b[38;5;242m{n:5d}\x1b[0m \x1b[38;5;238m│\x1b[0m "]
+        for _ in range(rng.randint(2, 9)):
+            tokens.append(f"\x1b[{rng.choice(palette)}m{rng.choice(WORDS)}\x1b[0m")
+            tokens.append(rng.choice([" ", "(", ", ", ".", " = "]))
+        line = "".join(tokens) + "\r\n"
+        out.append(line)
+        total += len(line)
+        n += 1
+    return "".join(out).encode()
+
+
+def vim_stream(size: int, rng: random.Random, rows: int = 40, cols: int = 120) -> bytes:
+    """A vim-like TUI: scroll a buffer by redrawing every row with CUP, EL and a few SGRs."""
+    out: list[str] = []
+    total = 0
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12))) for _ in range(500)]
+    top = 0
+    while total < size:
+        frame = ["\x1b[?25l"]
+        for y in range(rows - 1):
+            text = lines[(top + y) % len(lines)]
+            frame.append(f"\x1b[{y + 1};1H\x1b[33m{top + y + 1:4d} \x1b[m{text[: cols - 6]}\x1b[K")
+        frame.append(f"\x1b[{rows};1H\x1b[1m-- INSERT --\x1b[m\x1b[K\x1b[{rows};100H{top},1")
+        frame.append(f"\x1b[{rng.randint(1, rows - 1)};{rng.randint(6, 40)}H\x1b[?25h")
+        text = "".join(frame)
+        out.append(text)
+        total += len(text)
+        top += 1
+    return "".join(out).encode()
+
+
+def wide_redraw_stream(size: int, rng: random.Random, rows: int = 12) -> bytes:
+    """Claude-Code-like Ink redraws with CJK text and emoji (some with ZWJ and VS16)."""
+    cjk = "中文字符测试项目代码审查完成安装依赖"
+    emoji = ["✅", "🚀", "🔍", "📦", "⚠️", "👨‍💻", "🧪", "✨"]
+    out: list[str] = []
+    total = 0
+    frame_no = 0
+    while total < size:
+        frame = []
+        if frame_no:
+            frame.append("\x1b[2K\x1b[1A" * (rows - 1) + "\x1b[2K\x1b[G")
+        for r in range(rows):
+            parts = []
+            for _ in range(rng.randint(2, 7)):
+                pick = rng.random()
+                if pick < 0.4:
+                    start = rng.randrange(len(cjk) - 4)
+                    parts.append(cjk[start : start + rng.randint(2, 4)])
+                elif pick < 0.6:
+                    parts.append(rng.choice(emoji))
+                else:
+                    parts.append(rng.choice(WORDS))
+            words = " ".join(parts)
+            if r == rows - 1:
+                frame.append(
+                    f"\x1b[38;2;215;119;87m✻\x1b[39m {words} \x1b[2m(esc to interrupt)\x1b[22m"
+                )
+            else:
+                frame.append(f"\x1b[1m⏺\x1b[22m {words}\r\n")
+        text = "".join(frame)
+        out.append(text)
+        total += len(text.encode())
+        frame_no += 1
+    return "".join(out).encode()
+
+
+def corpus_stream(size: int, rng: random.Random) -> bytes:
+    """The output of the recorded Claude Code sessions in tests/corpus, repeated to `size`."""
+    outputs: list[str] = []
+    for cast in sorted((Path(__file__).parent.parent / "tests" / "corpus").glob("*.cast")):
+        lines = cast.read_text(encoding="utf-8").splitlines()[1:]
+        events = [json.loads(line) for line in lines if line.strip()]
+        outputs.append("".join(data for _, kind, data in events if kind == "o"))
+    whole = "".join(f"\x1bc{text}" for text in outputs).encode()
+    return (whole * (size // max(len(whole), 1) + 1))[:size]
+
+
 def feed_semo(data: bytes, cols: int, rows: int) -> float:
     _screen, stream = make_screen_and_stream(cols, rows)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -107,18 +207,66 @@ def feed_pyte(data: bytes, cols: int, rows: int) -> float:
     return time.perf_counter() - start
 
 
-def feed_pyte_history(data: bytes, cols: int, rows: int) -> float:
-    screen = pyte.HistoryScreen(cols, rows, history=10_000)
-    stream = pyte.ByteStream(screen)
+def tmux_cat(path: Path, cols: int, rows: int) -> float:
+    """Seconds for a detached tmux pane to take in `cat path` (spawn to wait-for answered)."""
+    sock = f"semo-bench-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    env.pop("TMUX", None)
+    tmux = ["tmux", "-L", sock, "-f", os.devnull]
+    script = f"cat {path}; tmux -L {sock} wait-for -S done"
     start = time.perf_counter()
-    for offset in range(0, len(data), CHUNK):
-        stream.feed(data[offset : offset + CHUNK])
-    return time.perf_counter() - start
+    subprocess.run(
+        [*tmux, "start-server", ";", "set", "-g", "history-limit", "10000", ";",
+         "set", "-g", "remain-on-exit", "on", ";",
+         "new-session", "-d", "-x", str(cols), "-y", str(rows), "sh", "-c", script, ";",
+         "wait-for", "done"],
+        check=True, env=env, timeout=600,
+    )  # fmt: skip
+    elapsed = time.perf_counter() - start
+    subprocess.run([*tmux, "kill-server"], env=env, check=False, capture_output=True)
+    return elapsed
+
+
+def semo_cat(path: Path, cols: int, rows: int) -> float:
+    """Seconds for a semo TerminalSession to take in `cat path` through a real PTY."""
+
+    async def run() -> float:
+        session = TerminalSession(["cat", str(path)], cols=cols, rows=rows)
+        start = time.perf_counter()
+        session.start()
+        await session.wait()
+        elapsed = time.perf_counter() - start
+        await session.close()
+        return elapsed
+
+    return asyncio.run(run())
 
 
 def median_mbps(fn: Callable[[bytes, int, int], float], data: bytes, args, repeat: int) -> float:
     times = [fn(data, args.cols, args.rows) for _ in range(repeat)]
     return len(data) / statistics.median(times) / 1e6
+
+
+def median_cat_mbps(
+    fn: Callable[[Path, int, int], float], path: Path, empty: Path, args, repeat: int
+) -> float:
+    size = path.stat().st_size
+    times = []
+    for _ in range(repeat):
+        times.append(fn(path, args.cols, args.rows) - fn(empty, args.cols, args.rows))
+    return size / max(statistics.median(times), 1e-6) / 1e6
+
+
+STREAMS: dict[str, Callable[[int, random.Random], bytes]] = {
+    "plain scrolling": plain_stream,
+    "plain, lines that wrap": wrapping_stream,
+    "coloured (SGR)": coloured_stream,
+    "highlighted code": highlighted_stream,
+    "vim-like TUI": vim_stream,
+    "Ink redraw": redraw_stream,
+    "Ink redraw, wide/emoji": wide_redraw_stream,
+    "recorded Claude Code": corpus_stream,
+}
 
 
 def main() -> None:
@@ -127,28 +275,37 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cols", type=int, default=120)
     parser.add_argument("--rows", type=int, default=40)
+    parser.add_argument("--pty", action="store_true", help="also semo through a real PTY")
+    parser.add_argument("--no-pyte", action="store_true", help="skip plain pyte (slow)")
+    parser.add_argument("--only", default="", help="comma-separated stream name prefixes")
     args = parser.parse_args()
-    rng = random.Random(7)
     size = int(args.mb * 1e6)
-    streams = {
-        "plain scrolling": plain_stream(size, rng),
-        "plain, lines that wrap": wrapping_stream(size, rng),
-        "coloured (SGR)": coloured_stream(size, rng),
-        "cursor-addressed redraw": redraw_stream(size, rng),
-    }
+    wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+    names = [n for n in STREAMS if not wanted or any(n.startswith(w) for w in wanted)]
     print(f"screen {args.cols}x{args.rows}, {args.mb} MB per stream, median of {args.repeat}")
-    print(f"{'stream':<26}{'semo MB/s':>12}{'pyte MB/s':>12}{'ratio':>8}")
-    for name, data in streams.items():
-        ours = median_mbps(feed_semo, data, args, args.repeat)
-        theirs = median_mbps(feed_pyte, data, args, max(1, args.repeat // 2))
-        print(f"{name:<26}{ours:>12.2f}{theirs:>12.2f}{ours / theirs:>7.1f}x")
-    plain = streams["plain scrolling"][: len(streams["plain scrolling"]) // 4]
-    history = median_mbps(feed_pyte_history, plain, args, 1)
-    ours = median_mbps(feed_semo, plain, args, args.repeat)
-    print(
-        f"{'plain, 10k-line history':<26}{ours:>12.2f}{history:>12.2f}{ours / history:>7.1f}x"
-        "  (pyte HistoryScreen; semo's scrollback is always on)"
-    )
+    header = f"{'stream':<24}{'semo':>8}{'pyte':>8}{'tmux':>8}{'/pyte':>8}{'/tmux':>8}"
+    if args.pty:
+        header += f"{'semo pty':>10}{'/tmux':>7}"
+    print(header + "   (MB/s)")
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = Path(tmp) / "empty"
+        empty.write_bytes(b"")
+        for name in names:
+            data = STREAMS[name](size, random.Random(7))
+            path = Path(tmp) / "stream"
+            path.write_bytes(data)
+            ours = median_mbps(feed_semo, data, args, args.repeat)
+            pyte_rate = (
+                float("nan") if args.no_pyte
+                else median_mbps(feed_pyte, data, args, max(1, args.repeat // 2))
+            )  # fmt: skip
+            tmux_rate = median_cat_mbps(tmux_cat, path, empty, args, args.repeat)
+            row = f"{name:<24}{ours:>8.2f}{pyte_rate:>8.2f}{tmux_rate:>8.2f}"
+            row += f"{ours / pyte_rate:>7.2f}x{ours / tmux_rate:>7.2f}x"
+            if args.pty:
+                pty_rate = median_cat_mbps(semo_cat, path, empty, args, args.repeat)
+                row += f"{pty_rate:>10.2f}{pty_rate / tmux_rate:>6.2f}x"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

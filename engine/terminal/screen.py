@@ -9,9 +9,11 @@ plain ASCII text. The byte parser lives in `engine.terminal.stream`.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import pyte
@@ -32,6 +34,12 @@ from engine.terminal.sgr import apply_sgr
 
 ZWJ = "\u200d"
 _REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)
+_HAS_REGIONAL_INDICATOR = re.compile("[\U0001f1e6-\U0001f1ff]").search
+# width -> byte for run splitting: 1 and 2 are runs of their own, everything else (zero-width,
+# joiners, controls) takes the per-character path
+_WIDTH_BYTE = {1: 1, 2: 2}
+_width_byte = _WIDTH_BYTE.get
+_RUNS = re.compile(rb"\x01+|\x02+|[^\x01\x02]+")
 
 
 def char_width(char: str) -> int:
@@ -150,6 +158,7 @@ class TerminalScreen(pyte.Screen):
         self.deferred_rows: dict[int, list[tuple[Cell, str]]] = {}
         self._glyphs = _GlyphCache(BLANK)
         self._glyph_caches: dict[Cell, _GlyphCache] = {}
+        self._pads: dict[Cell, Cell] = {}  # attrs -> the right half of a wide char with them
         self._interned: dict[Cell, Cell] = {BLANK: BLANK}
         self._sgr_cache: dict[tuple[int, str], tuple[Cell, Cell]] = {}
         super().__init__(columns, lines)
@@ -327,11 +336,66 @@ class TerminalScreen(pyte.Screen):
         if not data:
             return
         self.last_graphic = data[-1]
-        if data.isascii() and not self._pending_zwj and modes.IRM not in self.mode:
+        if self._pending_zwj or modes.IRM in self.mode:
+            self._draw_unicode(data)
+        elif data.isascii():
             self._draw_ascii(data)
         else:
-            self._draw_unicode(data)
+            self._draw_runs(data)
         self.dirty.add(self.cursor.y)
+
+    def _draw_runs(self, data: str) -> None:
+        """Text with non-ASCII characters, drawn run by run: widths come from one C-level pass,
+        runs of narrow characters take the ASCII path, runs of wide ones `_draw_wide`, and only
+        zero-width characters and joiners go character by character."""
+        if modes.DECAWM not in self.mode or _HAS_REGIONAL_INDICATOR(data):
+            self._draw_unicode(data)
+            return
+        kinds = bytes(map(_width_byte, map(wcwidth, data), repeat(0)))
+        if kinds.count(1) == len(kinds):
+            self._draw_ascii(data)
+            return
+        for run in _RUNS.finditer(kinds):
+            text = data[run.start() : run.end()]
+            if self._pending_zwj:
+                self._draw_unicode(text)
+            elif kinds[run.start()] == 1:
+                self._draw_ascii(text)
+            elif kinds[run.start()] == 2:
+                self._draw_wide(text)
+            else:
+                self._draw_unicode(text)
+
+    def _draw_wide(self, data: str) -> None:
+        """A run of double-width characters with autowrap on: as `_put` one by one, a row at a
+        time (cells alternate glyph and padding)."""
+        cursor, columns = self.cursor, self.columns
+        attrs = cursor.attrs
+        glyph = self.glyphs_for(attrs).__getitem__
+        pad = self._pads.get(attrs)
+        if pad is None:
+            if len(self._pads) > 256:
+                self._pads.clear()
+            pad = self._pads[attrs] = attrs._replace(data="")
+        pos, end = 0, len(data)
+        while pos < end:
+            x = cursor.x
+            fit = (columns - x) // 2
+            if fit <= 0:
+                self._put(data[pos], 2)  # wraps first (tmux's rules for the last column)
+                pos += 1
+                continue
+            chunk = data[pos : pos + fit]
+            count = len(chunk)
+            stop = x + 2 * count
+            cells: list[Cell] = [pad] * (2 * count)
+            cells[0::2] = map(glyph, chunk)
+            line = self.buffer[cursor.y]
+            self._split_wide_at(line, x)
+            self._split_wide_at(line, stop)
+            line.update(zip(range(x, stop), cells, strict=True))
+            cursor.x = stop
+            pos += count
 
     def glyphs_for(self, attrs: Cell) -> _GlyphCache:
         """A char -> Cell cache for `attrs`; equal attrs share one cache."""
