@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.markup import escape
 
 Action = Callable[[], object] | Callable[[], Awaitable[object]]
 
@@ -53,13 +54,17 @@ class SemoCommands(Provider):
             )
         return commands
 
+    # Palette prompts and help are markup in Textual: every entry goes through escape(), so a
+    # name never becomes markup whatever it holds (roles are [A-Za-z][A-Za-z0-9_-]* today).
+
     async def discover(self) -> Hits:
         for name, help_text, action in self._commands():
-            yield DiscoveryHit(name, action, help=help_text)
+            yield DiscoveryHit(escape(name), action, text=name, help=escape(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, help_text, action in self._commands():
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), action, help=help_text)
+                prompt = matcher.highlight(escape(name))
+                yield Hit(score, prompt, action, text=name, help=escape(help_text))

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.plain_text import plain, plain_json
 from engine.store.cli import add_store_commands
 from engine.terminal.capture import CaptureResult, capture
 from engine.terminal.keys import KeySpecError, parse_keys
@@ -264,8 +265,6 @@ def _run_init(args: argparse.Namespace) -> int:
 
 
 def _run_parse(args: argparse.Namespace) -> int:
-    import json
-
     from engine.protocol.replay import describe_event, format_event, replay
     from engine.terminal.asciicast import AsciicastError
 
@@ -276,13 +275,13 @@ def _run_parse(args: argparse.Namespace) -> int:
         print(f"semo parse: no such file: {args.file}", file=sys.stderr)
         return 2
     except AsciicastError as error:
-        print(f"semo parse: {error}", file=sys.stderr)
+        print(f"semo parse: {plain(str(error))}", file=sys.stderr)
         return 2
-    for event in result.events:
+    for event in result.events:  # agent text: controls made visible / JSON-escaped
         if args.json:
-            print(json.dumps(describe_event(event), ensure_ascii=False))
+            print(plain_json(describe_event(event)))
         else:
-            print(format_event(event))
+            print(plain(format_event(event)))
     return 0
 
 
@@ -365,9 +364,9 @@ def _run_capture(args: argparse.Namespace) -> int:
 
 def _print_capture(result: CaptureResult, as_json: bool) -> None:
     if as_json:
-        print(result.model_dump_json(indent=2))
+        print(plain_json(result.model_dump(mode="json"), indent=2))
     else:
-        sys.stdout.write("".join(line + "\n" for line in result.lines))
+        sys.stdout.write("".join(plain(line, one_line=True) + "\n" for line in result.lines))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

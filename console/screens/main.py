@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input
 
@@ -28,6 +29,7 @@ from engine.demo.office import DEMO_TASK
 from engine.engine import Engine
 from engine.events import Event, JobEvent, RoutingStep, SessionStatusChanged
 from engine.heap import freeze_startup_heap
+from engine.plain_text import plain
 from engine.sessions.agent_session import AgentSession
 from engine.store.models import Job
 
@@ -36,6 +38,7 @@ log = logging.getLogger("semo.console")
 LAYOUTS = (1, 2, 4, 6)
 REFRESH_SECONDS = 0.5
 STORE_REFRESH_SECONDS = 1.0
+NOTIFY_CHARS = 300  # a toast shows the start of an agent's text; the inbox shows all of it
 
 
 class MainScreen(Screen[None]):
@@ -78,6 +81,26 @@ class MainScreen(Screen[None]):
         self.sub_title = "starting the engine…"
         self.start_engine()
 
+    def tell(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+    ) -> None:
+        """A toast whose text may come from an agent or the store: never markup, control
+        characters made visible (engine.plain_text), at most NOTIFY_CHARS characters."""
+        if len(message) > NOTIFY_CHARS:
+            message = message[: NOTIFY_CHARS - 1] + "…"
+        self.notify(
+            plain(message),
+            title=plain(title, one_line=True),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
+
     # -- the engine -----------------------------------------------------------------------------
 
     @work(exclusive=True, group="engine")
@@ -88,7 +111,7 @@ class MainScreen(Screen[None]):
                 await self.engine.start()
             except Exception as error:
                 log.exception("the engine did not start")
-                self.notify(f"the engine did not start: {error}", severity="error", timeout=30)
+                self.tell(f"the engine did not start: {error}", severity="error", timeout=30)
                 self.sub_title = "engine failed"
                 self.query_one("#panes").loading = False
                 return
@@ -113,7 +136,7 @@ class MainScreen(Screen[None]):
         job = await engine.store.create_job(
             Job(office_id=engine.office_id, agent_id=fe.id, task=DEMO_TASK)
         )
-        self.notify(f"demo: FE got a job: {DEMO_TASK}")
+        self.tell(f"demo: FE got a job: {DEMO_TASK}")
         await engine.jobs.execute_job(job.id)
 
     @work(group="bus")
@@ -131,11 +154,11 @@ class MainScreen(Screen[None]):
         elif isinstance(event, RoutingStep) and event.step == "question_asked":
             self.app.bell()
             role = self._role(event.agent_id)
-            self.notify(f"{role} asks: {event.detail}", title="Question", timeout=8)
+            self.tell(f"{role} asks: {event.detail}", title="Question", timeout=8)
             self.refresh_from_store()
         elif isinstance(event, JobEvent) and event.step in ("done", "failed"):
             severity = "information" if event.step == "done" else "error"
-            self.notify(f"job {event.step}: {event.detail}", title="Job", severity=severity)
+            self.tell(f"job {event.step}: {event.detail}", title="Job", severity=severity)
 
     # -- panes ----------------------------------------------------------------------------------
 
@@ -190,8 +213,9 @@ class MainScreen(Screen[None]):
         self.query_one(PoolPanel).show(pool.status() if pool else None)
         office = self.engine.office
         if office is not None:
-            self.sub_title = (
-                f"{office.name} · {self.engine.store.backend} · {self.engine.connection_state()}"
+            self.sub_title = plain(
+                f"{office.name} · {self.engine.store.backend} · {self.engine.connection_state()}",
+                one_line=True,
             )
         for session_id, pane in self.panes.items():
             pane.set_title(self._title(session_id))
@@ -208,7 +232,7 @@ class MainScreen(Screen[None]):
                         text = result.error if not result.success else "ok"
                         self._results[command.id] = (text or "")[:60]
         except Exception as error:  # a store that is down must not take the console with it
-            self.sub_title = f"store unavailable: {error}"
+            self.sub_title = plain(f"store unavailable: {error}", one_line=True)
             return
         roles = {agent.id: role for role, agent in self.engine.agents.items()}
         self.query_one(QuestionsPanel).show(questions, roles)
@@ -229,9 +253,9 @@ class MainScreen(Screen[None]):
                 message.question_id, text=message.text, option=message.option
             )
         except Exception as error:
-            self.notify(str(error), title="Not answered", severity="error")
+            self.tell(str(error), title="Not answered", severity="error")
             return
-        self.notify(f"answered: {question.answer}", title="Question")
+        self.tell(f"answered: {question.answer}", title="Question")
         self.refresh_from_store()
 
     def action_cycle_layout(self) -> None:
@@ -239,7 +263,7 @@ class MainScreen(Screen[None]):
         self.layout_size = LAYOUTS[(index + 1) % len(LAYOUTS)]
         self.zoomed = None
         self._apply_layout()
-        self.notify(f"layout: {self.layout_size} pane(s)")
+        self.tell(f"layout: {self.layout_size} pane(s)")
 
     def action_zoom(self) -> None:
         session = self._selected_session()
@@ -266,9 +290,9 @@ class MainScreen(Screen[None]):
             try:
                 self.engine.send_prompt(session.session_id, event.value)
             except Exception as error:  # e.g. the engine is gone: nothing was sent
-                self.notify(str(error), title="Prompt not sent", severity="error", markup=False)
+                self.tell(str(error), title="Prompt not sent", severity="error")
             else:
-                self.notify(f"prompt queued for {session.role}")
+                self.tell(f"prompt queued for {session.role}")
         event.input.value = ""
         event.input.display = False
 
@@ -282,7 +306,7 @@ class MainScreen(Screen[None]):
         try:
             await self.engine.new_session(role)
         except Exception as error:
-            self.notify(str(error), title=f"No {role} session", severity="error")
+            self.tell(str(error), title=f"No {role} session", severity="error")
             return
         self.sync_panes()
 
@@ -292,7 +316,7 @@ class MainScreen(Screen[None]):
             try:
                 await self.engine.terminate(session.session_id)
             except Exception as error:
-                self.notify(str(error), title="Not terminated", severity="error", markup=False)
+                self.tell(str(error), title="Not terminated", severity="error")
             self.sync_panes()
 
     async def start_recording(self) -> None:
@@ -303,9 +327,9 @@ class MainScreen(Screen[None]):
                 if inspect.isawaitable(path):
                     path = await path
             except Exception as error:
-                self.notify(str(error), title="Not recording", severity="error", markup=False)
+                self.tell(str(error), title="Not recording", severity="error")
                 return
-            self.notify(f"recording {session.role} to {path}")
+            self.tell(f"recording {session.role} to {path}")
 
     async def stop_recording(self) -> None:
         session = self._selected_session()
@@ -315,6 +339,6 @@ class MainScreen(Screen[None]):
                 if inspect.isawaitable(done):
                     await done
             except Exception as error:
-                self.notify(str(error), title="Recording", severity="error", markup=False)
+                self.tell(str(error), title="Recording", severity="error")
                 return
-            self.notify(f"recording of {session.role} stopped")
+            self.tell(f"recording of {session.role} stopped")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from engine.plain_text import plain
+
 STATE_STYLES = {
     "creating": ("starting", "yellow"),
     "ready": ("ready", "green"),
@@ -15,7 +17,7 @@ STATE_STYLES = {
 
 
 def state_badge(state: str) -> Text:
-    label, style = STATE_STYLES.get(state, (state, ""))
+    label, style = STATE_STYLES.get(state, (plain(state, one_line=True), ""))
     return Text(f"● {label}", style=style)
 
 

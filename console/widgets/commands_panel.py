@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.widgets import DataTable
 
+from console.text import rich_text
 from engine.store.models import AgentCommand
 
 STATUS_STYLES = {"pending": "yellow", "processing": "cyan", "completed": "green", "failed": "red"}
@@ -24,8 +24,8 @@ class CommandsPanel(DataTable[object]):
             style = STATUS_STYLES.get(command.status, "")
             self.add_row(
                 command.created_at.strftime("%H:%M:%S"),
-                command.command_type,
-                Text(command.status, style=style),
-                results.get(command.id, ""),
+                rich_text(command.command_type, one_line=True),
+                rich_text(command.status, one_line=True, style=style),
+                rich_text(results.get(command.id, ""), one_line=True),
                 key=command.id,
             )

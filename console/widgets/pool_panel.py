@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
+from console.text import rich_text
 from console.widgets.badges import duration, state_badge
 from engine.sessions.pool import PoolStatus
 
@@ -23,12 +24,18 @@ class PoolPanel(DataTable[object]):
         for session in rows:
             kind = ("warm" if session.warm else "cold") + (" ·leased" if session.leased else "")
             self.add_row(
-                session.role,
+                rich_text(session.role, one_line=True),
                 state_badge(session.state),
                 kind,
                 duration(session.age_s),
                 key=session.session_id,
             )
         for role, reason in status.down.items():
-            self.add_row(role, state_badge("error"), reason[:20], "", key=f"down:{role}")
+            self.add_row(
+                rich_text(role, one_line=True),
+                state_badge("error"),
+                rich_text(reason[:20], one_line=True),
+                "",
+                key=f"down:{role}",
+            )
         self.border_subtitle = f"{status.total}/{status.max_sessions}"

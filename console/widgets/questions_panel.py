@@ -19,6 +19,8 @@ from textual.message import Message
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from console.text import content
+from engine.plain_text import plain
 from engine.store.models import UserQuestion
 
 
@@ -63,7 +65,12 @@ class QuestionsPanel(Vertical, can_focus=False):
         options = self.query_one(OptionList)
         options.clear_options()
         options.add_options(
-            Option(Text.assemble((f"{agent_roles.get(q.agent_id, '?')} ", "bold"), q.question))
+            Option(
+                Text.assemble(
+                    (f"{plain(agent_roles.get(q.agent_id, '?'), one_line=True)} ", "bold"),
+                    plain(q.question),
+                )
+            )
             for q in questions
         )
         ids = [q.id for q in questions]
@@ -85,7 +92,7 @@ class QuestionsPanel(Vertical, can_focus=False):
             hint = "y / n"
         else:
             hint = "  ".join(f"{n}:{o}" for n, o in enumerate(question.options, 1))
-        detail.update(hint)
+        detail.update(content(hint, one_line=True))
 
     @on(OptionList.OptionSelected)
     def _open_input(self) -> None:

@@ -31,6 +31,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from console.keys import key_to_bytes, paste_to_bytes
+from engine.plain_text import plain
 from engine.terminal.cell import Cell
 from engine.terminal.pty_process import TerminalClosedError
 from engine.terminal.screen import ZWJ, TerminalScreen, char_width
@@ -416,7 +417,7 @@ class TerminalPane(Widget, can_focus=True):
         if self._view_offset:
             indicator = f"scrollback -{self._view_offset}"
             title = f"{title} · {indicator}" if title else indicator
-        self.border_title = Content(title) if title else None
+        self.border_title = Content(plain(title, one_line=True)) if title else None
 
 
 _EMPTY = Line("")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -26,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine import safe_json
+from engine.plain_text import plain, plain_json
 from engine.store import StoreConfig, open_store
 from engine.store.base import Store, StoreError, StoreUnavailable
 from engine.store.models import COMMAND_TYPES, AgentSession, InvalidCommand
@@ -170,13 +170,13 @@ def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Na
         try:
             return asyncio.run(_with_store(handler, args) if needs_store else handler(None, args))  # type: ignore[arg-type]
         except ConfigFileError as error:
-            print(f"semo {args.command}: {error}", file=sys.stderr)
+            print(f"semo {args.command}: {plain(str(error))}", file=sys.stderr)
             return 2
         except StoreUnavailable as error:
-            print(f"semo {args.command}: store unavailable: {error}", file=sys.stderr)
+            print(f"semo {args.command}: store unavailable: {plain(str(error))}", file=sys.stderr)
             return 3
         except (StoreError, InvalidCommand, ValueError) as error:
-            print(f"semo {args.command}: {error}", file=sys.stderr)
+            print(f"semo {args.command}: {plain(str(error))}", file=sys.stderr)
             return 2
 
     return run
@@ -192,7 +192,7 @@ def _emit(row: BaseModel | list[BaseModel], as_json: bool, columns: list[str]) -
     rows = row if isinstance(row, list) else [row]
     if as_json:
         data = [r.model_dump(mode="json") for r in rows]
-        print(json.dumps(data if isinstance(row, list) else data[0], ensure_ascii=False, indent=2))
+        print(plain_json(data if isinstance(row, list) else data[0], indent=2))
         return
     if not rows:
         print("(none)")
@@ -205,7 +205,9 @@ def _emit(row: BaseModel | list[BaseModel], as_json: bool, columns: list[str]) -
 
 
 def _cell(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """A table cell: store text (an agent's question, an error) on one line, every control
+    character made visible (engine.plain_text), at most 60 characters."""
+    text = plain(value if isinstance(value, str) else plain_json(value), one_line=True)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

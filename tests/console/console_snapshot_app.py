@@ -29,11 +29,17 @@ SCRIPTS = {
 
 
 def script_agent(
-    folder: Path, role: str, replies: list[object], cols: int, rows: int
+    folder: Path,
+    role: str,
+    replies: object,
+    cols: int,
+    rows: int,
+    *,
+    agent: str = "tests.support.script_agent",
 ) -> AgentConfig:
     script = folder / f"{role}.json"
     script.write_text(json.dumps(replies))
-    command = [sys.executable, "-m", "tests.support.script_agent", "--script", str(script)]
+    command = [sys.executable, "-m", agent, "--script", str(script)]
     return AgentConfig(
         role=role,
         profile="generic",
@@ -44,10 +50,18 @@ def script_agent(
 
 
 def console_engine(
-    folder: Path, runtime_dir: Path, *, scripts: dict[str, list[object]] | None = None
+    folder: Path,
+    runtime_dir: Path,
+    *,
+    scripts: dict[str, list[object]] | dict[str, object] | None = None,
+    agent: str = "tests.support.script_agent",
 ) -> Engine:
+    """`agent`: the module each agent runs (tests.support.hostile_agent for a hostile one)."""
     scripts = SCRIPTS if scripts is None else scripts
-    agents = [script_agent(folder, role, replies, 60, 12) for role, replies in scripts.items()]
+    agents = [
+        script_agent(folder, role, replies, 60, 12, agent=agent)
+        for role, replies in scripts.items()
+    ]
     config = SemoConfig(
         office=OfficeConfig(name="console-test", workspace_root=folder / "ws"),
         store={"backend": "sqlite", "sqlite_path": folder / "semo.db"},

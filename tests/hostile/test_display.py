@@ -1,0 +1,436 @@
+"""Hostile agent text shown to people (docs/SECURITY.md, "What the operator sees").
+
+- The console with real hostile agents (tests/support/hostile_agent.py) in real PTYs, Textual's
+  Pilot at the keyboard: questions holding markup (`[/x]`, `[@click=app.quit]`) and escape
+  sequences (OSC 52 clipboard write, OSC 2 title, C1 CSI, a bidi override) leave the app and
+  its engine running; the inbox, its detail line, the toast and the commands panel show the
+  text literally, controls made visible (`\\x1b`); what the console writes to the terminal holds
+  no escape sequence but CSI and no C1 or bidi control. An operator's answer holding markup is
+  sent and acknowledged (the acknowledgement toast used to parse it).
+- A real `semo engine` (text and JSON logs) whose hostile agent asks such a question, holding the
+  engine's secrets (a database password and an API token with quotes, backslashes and non-ASCII)
+  besides: the text log shows the OSC 52 made visible, neither log holds a raw control or any
+  form of a secret; `semo questions` as a real process prints no ESC/C1/bidi byte (text and
+  --json), the JSON reads back to the exact question.
+- `semo parse` of a recording with such output prints no control characters.
+- engine.plain_text and the log redaction on their own: every form of a tricky secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from rich.console import Console
+
+from console.app import SemoApp
+from console.widgets.commands_panel import CommandsPanel
+from console.widgets.questions_panel import QuestionsPanel
+from engine.logs import REDACTED, configure_logging, secret_forms
+from engine.plain_text import plain, plain_json
+from engine.store.sqlite import SqliteStore
+from tests.console.console_snapshot_app import console_engine
+from tests.support.waiting import eventually, eventually_value
+
+SOURCE = Path(__file__).resolve().parents[2]
+HOSTILE = SOURCE / "tests" / "support" / "hostile_agent.py"
+TIMEOUT = 20.0
+
+OSC52 = "\x1b]52;c;aGFja2Vk\x07"  # write "hacked" to the operator's clipboard
+TITLE = "\x1b]2;pwned\x07"
+CSI_C1 = "\x9b2J"  # clear the screen, 8-bit CSI
+RLO = "\u202e"
+MARKUP = "[/x] [@click=app.quit]click here[/]"
+HOSTILE_TEXT = f"clip {OSC52} title {TITLE} csi {CSI_C1} rtl {RLO}cba {MARKUP}"
+#: What may never reach a terminal: an escape that does not start a CSI, BEL, C1, bidi controls.
+UNSAFE_OUTPUT = re.compile(
+    "\x1b[^\\[]|[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+)
+UNSAFE_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+PASSWORD = 'pa"ss\\wörd-7f3a'
+TOKEN = 'tok"en\\ünï€-5d1c9b2e7a4f'
+SECRET_TAILS = ("wörd-7f3a", "w\\u00f6rd-7f3a", "5d1c9b2e7a4f")
+
+
+def block(payload: dict[str, object]) -> str:
+    """An ASK_USER block as an agent prints it (JSON with \\u escapes, as json.dumps writes)."""
+    return f"[ASK_USER]\n{json.dumps(payload)}\n[/ASK_USER]"
+
+
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="semo-hostile-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def terminal_output(app: SemoApp) -> str:
+    """What the console writes to the operator's terminal for its current screen (the way
+    App.export_screenshot renders it)."""
+    width, height = app.size
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system="truecolor",
+        legacy_windows=False,
+        safe_box=False,
+    )
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def prompts(folder: Path, role: str) -> list[str]:
+    log = folder / f"{role}.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+# -- the console ---------------------------------------------------------------------------------
+
+
+async def test_hostile_questions_show_literally_in_the_console(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    choice = {"type": "choice", "question": HOSTILE_TEXT, "options": ["[/b]", "\x1b[31mred"]}
+    warm = {"match": "warm", "text": "warming up"}  # output after the panes' resize, see below
+    scripts = {
+        # the issue's one-line form, and an answer to acknowledge
+        "FE": [warm, {"match": "go", "text": f"[ASK_USER] Is this {MARKUP} ok?"}],
+        # raw escapes to its own terminal first, then a question holding them (JSON escapes)
+        "BE": [
+            warm,
+            {"match": "go", "raw": OSC52 + TITLE + CSI_C1 + "\r\n", "text": block(choice)},
+        ],
+    }
+    engine = console_engine(
+        tmp_path, runtime_dir, scripts=scripts, agent="tests.support.hostile_agent"
+    )
+    app = SemoApp(engine)
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        await eventually(lambda: getattr(app.screen, "started", False), TIMEOUT)
+        await eventually(
+            lambda: all(s.terminal.screen.columns != 60 for s in engine.sessions()), TIMEOUT
+        )
+        for session in engine.sessions():
+            # a first turn after the resize: the screen reader takes the first output after a
+            # width change as a re-layout (engine/protocol/screen_text.py), not as new lines
+            engine.send_prompt(session.session_id, "warm")
+            engine.send_prompt(session.session_id, "go")
+        panel = app.screen.query_one(QuestionsPanel)
+        await eventually(lambda: len(panel.questions) == 2, TIMEOUT)
+        await eventually(lambda: len(app._notifications) >= 2, TIMEOUT)
+        await asyncio.sleep(1.2)  # a refresh of every panel with the hostile rows in it
+
+        assert app.is_running and all(not s.ended for s in engine.sessions())
+        stored = {panel.agent_roles[q.agent_id]: q for q in panel.questions}
+        assert stored["BE"].question == HOSTILE_TEXT  # the store keeps what the agent asked
+        options = panel.query_one("#question-list")
+        shown = {
+            role: str(options.get_option_at_index(i).prompt)  # type: ignore[attr-defined]
+            for i, role in enumerate(panel.agent_roles[q.agent_id] for q in panel.questions)
+        }
+        assert shown["FE"] == f"FE Is this {MARKUP} ok?"
+        assert shown["BE"] == f"BE {plain(HOSTILE_TEXT)}"
+        assert "\\x1b]52;c;aGFja2Vk\\x07" in shown["BE"] and "\\x9b2J" in shown["BE"]
+        assert "\\u202e" in shown["BE"]
+
+        toasts = [(n.title, n.message, n.markup) for n in app._notifications]
+        assert ("Question", f"FE asks: Is this {MARKUP} ok?", False) in toasts
+        assert ("Question", f"BE asks: {plain(HOSTILE_TEXT)}", False) in toasts
+
+        await pilot.press("f4")
+        options.highlighted = list(shown).index("BE")  # type: ignore[attr-defined]
+        await pilot.pause()
+        detail = str(app.screen.query_one("#question-detail").render())
+        assert detail == "1:[/b]  2:\\x1b[31mred"
+
+        screen = terminal_output(app)
+        assert UNSAFE_OUTPUT.findall(screen) == []
+        text = CSI.sub("", screen)
+        for literal in ("[/x]", "[@click=app.quit]click", "\\x1b]52;c;aGFja2Vk\\x07", "1:[/b]"):
+            assert literal in text, literal
+        assert "asks:" in text  # the toasts are on screen too
+
+        # store text in the commands panel: an error naming a session id full of escapes
+        bad = await engine.store.insert_command(
+            engine.office_id, "send_keys", {"keys": "x"}, session_id=f"{MARKUP}{OSC52}"
+        )
+        commands = app.screen.query_one(CommandsPanel)
+        await eventually(lambda: bad.id in app.screen._results, TIMEOUT)  # type: ignore[attr-defined]
+        await asyncio.sleep(1.2)
+        cells = [str(cell) for cell in commands.get_row(bad.id)]
+        assert "[/x]" in cells[3] and "\\x1b]52" in cells[3], cells
+        assert UNSAFE_OUTPUT.findall(terminal_output(app)) == []
+
+        # an answer holding markup: sent as typed, the acknowledgement shows it literally
+        options.highlighted = list(shown).index("FE")  # type: ignore[attr-defined]
+        await pilot.press("enter", *"[/y] fine", "enter")
+        await eventually(lambda: any("[/y] fine" in p for p in prompts(tmp_path, "FE")), TIMEOUT)
+        await eventually(
+            lambda: any(n.message == "answered: [/y] fine" for n in app._notifications), TIMEOUT
+        )
+        assert app.is_running and all(not s.ended for s in engine.sessions())
+
+
+# -- semo engine logs and semo questions ---------------------------------------------------------
+
+CONFIG = """
+[office]
+name = "hostile-display"
+repository = "repo"
+workspace_root = "ws"
+
+[store]
+backend = "sqlite"
+sqlite_path = "semo.db"
+
+[engine]
+log_format = "text"
+shutdown_grace = 1
+
+[pool]
+max_sessions = 2
+warm_roles = ["EVIL"]
+
+[[agents]]
+role = "EVIL"
+profile = "generic"
+command = {command}
+cols = 250
+rows = 30
+"""
+
+
+def make_office(folder: Path, script: list[dict[str, object]]) -> Path:
+    repo = folder / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "README").write_text("office repo\n")
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    (folder / "script.json").write_text(json.dumps(script))
+    argv = [sys.executable, str(HOSTILE), "--script", str(folder / "script.json")]
+    argv += ["--log", str(folder / "prompts.jsonl")]
+    config = folder / "semo.toml"
+    config.write_text(CONFIG.format(command=json.dumps(argv)))
+    return config
+
+
+def store_environment(folder: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
+    env["XDG_STATE_HOME"] = str(folder / "state")
+    env["PYTHONPATH"] = str(SOURCE)
+    return env
+
+
+@asynccontextmanager
+async def engine_process(
+    config: Path, log_format: str
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    env = store_environment(config.parent)
+    env["SEMO_DATABASE_URL"] = f"postgresql://semo:{quote(PASSWORD, safe='')}@db.invalid/semo"
+    env["SEMO_API_TOKEN"] = TOKEN
+    semo = Path(sys.executable).with_name("semo")
+    with (config.parent / "engine.log").open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            str(semo),
+            "engine",
+            "--config",
+            str(config),
+            "--log-format",
+            log_format,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+            env=env,
+            cwd=config.parent,
+        )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), TIMEOUT)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def semo(folder: Path, *args: str) -> bytes:
+    """Run `semo ARGS` in `folder` (its semo.toml names the store) and return its stdout."""
+    run = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("semo")),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=store_environment(folder),
+        cwd=folder,
+    )
+    out, err = await run.communicate()
+    assert run.returncode == 0, err.decode(errors="replace")
+    return out
+
+
+def assert_no_control_bytes(data: bytes) -> None:
+    text = data.decode("utf-8")  # strict: a lone surrogate or a stray byte fails here
+    assert UNSAFE_TEXT.findall(text) == [], UNSAFE_TEXT.findall(text)
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_engine_logs_and_semo_questions_show_no_control_and_no_secret(
+    tmp_path: Path, log_format: str
+) -> None:
+    question = f"{HOSTILE_TEXT} leak {PASSWORD} and {TOKEN}"
+    script = [{"match": "go", "text": block({"type": "text", "question": question})}]
+    config = make_office(tmp_path, script)
+    async with (
+        engine_process(config, log_format) as engine,
+        SqliteStore(tmp_path / "semo.db") as store,
+    ):
+
+        async def session_ready() -> str | None:
+            offices = [o for o in await store.list_offices() if o.name == "hostile-display"]
+            if engine.returncode is not None:
+                raise AssertionError((tmp_path / "engine.log").read_text(errors="replace"))
+            if not offices:
+                return None
+            ready = [s for s in await store.list_sessions(offices[0].id) if s.status == "ready"]
+            return ready[0].session_id if ready else None
+
+        session_id = await eventually_value(session_ready, "the hostile agent ready", TIMEOUT)
+        office = (await store.get_session(session_id)).office_id
+        await store.insert_command(office, "send_prompt", {"prompt": "go"}, session_id=session_id)
+
+        async def asked() -> str | None:
+            rows = await store.list_questions(office)
+            return rows[0].question if rows else None
+
+        assert await eventually_value(asked, "the hostile question", TIMEOUT) == question
+
+        listed = await semo(tmp_path, "questions")
+        assert_no_control_bytes(listed)
+        assert "\\x1b]52;c;aGFja2Vk\\x07" in listed.decode()
+        as_json = await semo(tmp_path, "questions", "--json")
+        assert_no_control_bytes(as_json)
+        assert [row["question"] for row in json.loads(as_json)] == [question]
+        sessions = await semo(tmp_path, "sessions")
+        assert_no_control_bytes(sessions)
+
+        engine.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(engine.wait(), TIMEOUT) == 0
+
+    log = (tmp_path / "engine.log").read_bytes()
+    assert_no_control_bytes(log)
+    text = log.decode()
+    for tail in SECRET_TAILS:
+        assert tail not in text, tail
+    asked_lines = [line for line in text.splitlines() if "question_asked" in line]
+    assert asked_lines, text[-3000:]
+    if log_format == "text":
+        assert "\\x1b]52;c;aGFja2Vk\\x07" in asked_lines[0]
+        assert f"leak {REDACTED} and {REDACTED}" in asked_lines[0]
+    else:
+        records = [json.loads(line) for line in text.splitlines()]
+        [record] = [r for r in records if "question_asked" in r["msg"]]
+        assert OSC52 in record["msg"] and f"leak {REDACTED} and {REDACTED}" in record["msg"]
+
+
+# -- semo parse ----------------------------------------------------------------------------------
+
+
+def test_semo_parse_prints_no_control_characters(tmp_path: Path) -> None:
+    question = block({"type": "text", "question": HOSTILE_TEXT})
+    output = "".join(f"● {line}\r\n" for line in question.splitlines()) + OSC52 + "❯ "
+    cast = tmp_path / "hostile.cast"
+    header = {"version": 2, "width": 200, "height": 24}
+    cast.write_text(json.dumps(header) + "\n" + json.dumps([0.1, "o", output]) + "\n")
+    semo = str(Path(sys.executable).with_name("semo"))
+    for extra in ([], ["--json"]):
+        run = subprocess.run(
+            [semo, "parse", str(cast), "--profile", "generic", *extra],
+            capture_output=True,
+            check=True,
+        )
+        assert_no_control_bytes(run.stdout)
+        assert b"ASK_USER" in run.stdout or b"ask_user" in run.stdout, run.stdout
+
+
+# -- the sanitiser and the redaction on their own ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("plain text, ünïcode 🎉\tand\nlines", "plain text, ünïcode 🎉\tand\nlines"),
+        (OSC52, "\\x1b]52;c;aGFja2Vk\\x07"),
+        ("a\rb\x00c\x7fd", "a\\rb\\x00c\\x7fd"),
+        (CSI_C1 + "\x85", "\\x9b2J\\x85"),
+        (f"{RLO}x\u2066y\u2028", "\\u202ex\\u2066y\\u2028"),
+        ("lone \udc80", "lone \\udc80"),
+    ],
+)
+def test_plain_makes_controls_visible(raw: str, shown: str) -> None:
+    assert plain(raw) == shown
+    assert plain(shown) == shown  # nothing left to change
+    assert UNSAFE_TEXT.search(plain(raw, one_line=True).replace("\\", "")) is None
+    data = plain_json({"k": raw})
+    assert json.loads(data) == {"k": raw}
+    assert_no_control_bytes(data.encode())
+
+
+def test_one_line_shows_newlines_and_tabs() -> None:
+    assert plain("a\nb\tc", one_line=True) == "a\\nb\\tc"
+
+
+TRICKY_SECRETS = ['pa"ss\\word', "it's \"both\" \\\\ 'quotes'", "pässwörd€-ü", "tab\there\x1b"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_log_redaction_covers_every_escaped_form(fmt: str) -> None:
+    stream = io.StringIO()
+    configure_logging(fmt, secrets=TRICKY_SECRETS, stream=stream)  # type: ignore[arg-type]
+    log = logging.getLogger("semo.test.redaction")
+    try:
+        for secret in TRICKY_SECRETS:
+            log.info("raw %s", secret)
+            log.info("repr %r and in a dict %r", secret, {"k": [secret]})
+            log.info(
+                "json %s %s", json.dumps({"k": secret}), json.dumps(secret, ensure_ascii=False)
+            )
+            log.info("bytes %r url %s", secret.encode(), quote(secret, safe=""))
+            log.warning("extra", extra={"detail": secret})
+            try:
+                raise ValueError(f"bad value {secret!r}")
+            except ValueError:
+                log.exception("failed")
+    finally:
+        root = logging.getLogger()
+        for handler in list(root.handlers):
+            if getattr(handler, "stream", None) is stream:
+                root.removeHandler(handler)
+    out = stream.getvalue()
+    for secret in TRICKY_SECRETS:
+        for form in secret_forms(secret):
+            assert form not in out, (secret, form)
+    assert out.count(REDACTED) >= 8 * len(TRICKY_SECRETS)
+    assert "\x1b" not in out
+    if fmt == "json":
+        assert all(json.loads(line)["msg"] for line in out.splitlines())
