@@ -17,6 +17,7 @@ from pathlib import Path
 
 from engine.plain_text import plain, plain_json
 from engine.store.cli import add_store_commands
+from engine.store.job_cli import add_job_commands
 from engine.terminal.capture import CaptureResult, capture
 from engine.terminal.keys import KeySpecError, parse_keys
 from engine.terminal.pty_process import TerminalSpawnError
@@ -221,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     api.set_defaults(handler=_run_api)
 
     add_store_commands(commands)
+    add_job_commands(commands)
     return parser
 
 

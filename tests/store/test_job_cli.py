@@ -1,0 +1,288 @@
+"""A person runs a job with the CLI alone: `semo job create --wait`, `semo questions`,
+`semo answer`, `semo job show`, `semo jobs`, `semo job cancel`, against a real `semo engine`
+whose store (sqlite, or postgres in a fresh database) is chosen in semo.toml alone. The agents
+are the scripted polite agent (tests/support/script_agent.py) as generic agents: FE asks a
+question, invokes BE, gets its result and finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.store.migrate import migrate
+from tests.store.conftest import fresh_database
+from tests.support.waiting import eventually_value
+
+REPO = Path(__file__).resolve().parents[2]
+SEMO = Path(sys.executable).with_name("semo")
+TIMEOUT = 60.0
+
+
+def block(tag: str, body: dict[str, Any], close: str) -> str:
+    return f"[{tag}]\n{json.dumps(body)}\n[/{close}]"
+
+
+FE_SCRIPT = [
+    {
+        "match": "Build the login page",
+        "text": block(
+            "ASK_USER",
+            {"type": "choice", "question": "Which database?", "options": ["postgres", "sqlite"]},
+            "ASK_USER",
+        ),
+    },
+    {
+        "match": "Answer to your question",
+        "text": block("INVOKE:BE", {"task": "Add GET /health"}, "INVOKE"),
+    },
+    {"match": "Result of invocation", "text": "[SEMO:DONE] login page built"},
+]
+BE_SCRIPT = [
+    {
+        "match": "Invocation",
+        "text": block("DELIVER_RESULT:FE", {"summary": "GET /health added"}, "DELIVER_RESULT"),
+    }
+]
+SLOW_SCRIPT = [{"match": "Wait forever", "text": "working", "delay": 0.1}]
+
+
+def agent_toml(folder: Path, role: str, script: list[Any]) -> str:
+    path = folder / f"{role}.json"
+    path.write_text(json.dumps(script))
+    command = [sys.executable, "-m", "tests.support.script_agent", "--script", str(path)]
+    command += ["--log", str(folder / f"{role}.log")]
+    return f"""
+[[agents]]
+role = "{role}"
+profile = "generic"
+command = {json.dumps(command)}
+env = {{ PYTHONPATH = "{REPO}" }}
+"""
+
+
+def write_config(folder: Path, store: str, fe: list[Any]) -> Path:
+    repo = folder / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "README").write_text("office repo\n")
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    agents = agent_toml(folder, "FE", fe) + agent_toml(folder, "BE", BE_SCRIPT)
+    config = folder / "semo.toml"
+    config.write_text(
+        f"""
+[office]
+name = "cli-jobs"
+repository = "repo"
+workspace_root = "ws"
+
+{store}
+
+[engine]
+command_timeout = 10
+shutdown_grace = 1
+
+[pool]
+max_sessions = 3
+warm_roles = ["FE", "BE"]
+{agents}"""
+    )
+    return config
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
+    return env | {"PYTHONPATH": str(REPO)}
+
+
+async def semo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run,
+        [str(SEMO), *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd=folder,
+        timeout=TIMEOUT,
+    )
+
+
+@asynccontextmanager
+async def engine_process(folder: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    env = clean_env()
+    runtime = Path(tempfile.mkdtemp(prefix="semo-j"))
+    env["XDG_RUNTIME_DIR"] = str(runtime)
+    with (folder / "engine.log").open("ab") as sink:
+        process = await asyncio.create_subprocess_exec(
+            str(SEMO), "engine", stdout=asyncio.subprocess.DEVNULL, stderr=sink, env=env, cwd=folder
+        )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(TIMEOUT):
+                    await process.wait()
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def office(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """The [store] section of semo.toml for a fresh store of the backend."""
+    if request.param == "sqlite":
+        yield '[store]\nbackend = "sqlite"\nsqlite_path = "semo.db"'
+        return
+    async with fresh_database() as dsn:
+        await migrate(dsn)
+        yield f'[store]\nbackend = "postgres"\ndatabase_url = "{dsn}"'
+
+
+async def ready(folder: Path) -> None:
+    async def both_ready() -> bool:
+        listed = await semo(folder, "sessions", "--json")
+        rows = json.loads(listed.stdout) if listed.returncode == 0 else []
+        return sorted(r["role"] for r in rows if r["status"] == "ready") == ["BE", "FE"]
+
+    await eventually_value(both_ready, "FE and BE ready", TIMEOUT)
+
+
+async def test_a_job_run_with_the_cli_alone(office: str, tmp_path: Path) -> None:
+    write_config(tmp_path, office, FE_SCRIPT)
+    async with engine_process(tmp_path):
+        await ready(tmp_path)
+        waiting = await asyncio.create_subprocess_exec(
+            str(SEMO),
+            "job",
+            "create",
+            "--role",
+            "FE",
+            "--task",
+            "Build the login page",
+            "--context",
+            '{"ticket": "WEB-12"}',
+            "--wait",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=clean_env(),
+            cwd=tmp_path,
+        )
+
+        async def the_question() -> dict[str, Any] | None:
+            listed = await semo(tmp_path, "questions", "--json")
+            rows = json.loads(listed.stdout) if listed.returncode == 0 else []
+            return rows[0] if rows else None
+
+        question = await eventually_value(the_question, "FE's question", TIMEOUT)
+        assert question["question"] == "Which database?"
+        answered = await semo(tmp_path, "answer", question["id"], "--option", "1")
+        assert answered.returncode == 0, answered.stderr
+        async with asyncio.timeout(TIMEOUT):
+            out, err = await waiting.communicate()
+        lines = out.decode().splitlines()
+        assert waiting.returncode == 0, (out, err)
+
+    job_id = lines[0]
+    steps = [line.split()[1] for line in lines[1:] if line[:2].isdigit()]
+    # each step once, in order (questions, invocations and results are the job's own)
+    expected = ["started", "session", "delivered", "question_asked", "question_answered"]
+    expected += ["invoked", "invocation_sent", "result_created", "result_delivered", "done"]
+    assert [s for s in steps if s in expected] == expected, lines
+    assert f"answer with: semo answer {question['id']}" in out.decode()
+    assert lines[-1] == f"job {job_id} done after 1 attempt(s)"
+
+    shown = await semo(tmp_path, "job", "show", job_id, "--json")
+    timeline = json.loads(shown.stdout)
+    assert timeline["job"]["status"] == "done" and timeline["job"]["role"] == "FE"
+    assert timeline["job"]["context"] == {"ticket": "WEB-12"}
+    [invocation] = timeline["invocations"]
+    [result] = timeline["results"]
+    assert (invocation["status"], invocation["job_id"]) == ("delivered", job_id)
+    assert (result["status"], result["job_id"], result["summary"]) == (
+        "delivered",
+        job_id,
+        "GET /health added",
+    )
+    assert [q["answer"] for q in timeline["questions"]] == ["postgres"]
+    text = (await semo(tmp_path, "job", "show", job_id)).stdout
+    assert f"job {job_id}: done, 1 attempt(s), agent FE" in text
+    assert "invocation " in text and "-> BE (delivered): Add GET /health" in text
+    assert "result " in text and "from BE (delivered): GET /health added" in text
+
+    assert json.loads((await semo(tmp_path, "jobs", "--json")).stdout) == []
+    everything = json.loads((await semo(tmp_path, "jobs", "--all", "--json")).stdout)
+    assert [(j["id"], j["status"], j["role"]) for j in everything] == [(job_id, "done", "FE")]
+
+
+async def test_cancelling_a_running_job_and_a_pending_one(office: str, tmp_path: Path) -> None:
+    write_config(tmp_path, office, SLOW_SCRIPT)
+    async with engine_process(tmp_path):
+        await ready(tmp_path)
+        created = await semo(tmp_path, "job", "create", "--role", "FE", "--task", "Wait forever")
+        assert created.returncode == 0, created.stderr
+        job_id = created.stdout.strip()
+
+        async def running() -> bool:
+            shown = json.loads((await semo(tmp_path, "job", "show", job_id, "--json")).stdout)
+            return "delivered" in [e["step"] for e in shown["entries"]]
+
+        await eventually_value(running, "the job's prompt delivered", TIMEOUT)
+        cancelled = await semo(tmp_path, "job", "cancel", job_id, "--reason", "wrong task")
+        assert cancelled.returncode == 0, cancelled.stderr
+
+        async def ended() -> dict[str, Any] | None:
+            shown = json.loads((await semo(tmp_path, "job", "show", job_id, "--json")).stdout)
+            return shown if shown["job"]["status"] == "failed" else None
+
+        timeline = await eventually_value(ended, "the job cancelled", TIMEOUT)
+        assert timeline["job"]["failure_reason"] == "cancelled: wrong task"
+        steps = [e["step"] for e in timeline["entries"]]
+        assert steps[-3:] == ["cancel_requested", "cancelling", "failed"]
+        again = await semo(tmp_path, "job", "cancel", job_id)
+        assert again.returncode == 2 and "has ended (failed: cancelled: wrong task)" in again.stderr
+
+    # no engine: a job stays pending, and a cancel fails it at once
+    created = await semo(tmp_path, "job", "create", "--role", "FE", "--task", "later", "--json")
+    pending = json.loads(created.stdout)
+    assert pending["status"] == "pending"
+    listed = json.loads((await semo(tmp_path, "jobs", "--json")).stdout)
+    assert [j["id"] for j in listed] == [pending["id"]]
+    cancelled = await semo(tmp_path, "job", "cancel", pending["id"], "--json")
+    assert json.loads(cancelled.stdout)["failure_reason"] == (
+        "cancelled: cancelled by an operator (semo job cancel)"
+    )
+
+
+async def test_bad_job_requests_are_clear_errors(office: str, tmp_path: Path) -> None:
+    write_config(tmp_path, office, FE_SCRIPT)
+    async with engine_process(tmp_path):
+        await ready(tmp_path)
+    cases = [
+        (["--role", "XX", "--task", "t"], "no agent with role 'XX' in this office (roles: BE, FE)"),
+        (["--role", "FE", "--task", "t", "--context", "[1]"], "--context must be a JSON object"),
+        (["--role", "FE", "--task", "t", "--context", "{"], "--context is not JSON"),
+        (["--role", "FE", "--task", "  "], "the task is empty"),
+    ]
+    for args, message in cases:
+        result = await semo(tmp_path, "job", "create", *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+    missing = await semo(tmp_path, "job", "show", "no-such-job")
+    assert missing.returncode == 2 and "no job no-such-job" in missing.stderr
+    assert json.loads((await semo(tmp_path, "jobs", "--all", "--json")).stdout) == []
