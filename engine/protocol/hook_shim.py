@@ -84,8 +84,15 @@ def send(path: str, message: bytes, timeout: float = ACK_TIMEOUT) -> bytes:
     deadline = time.monotonic() + timeout
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        sock.settimeout(timeout)
-        sock.connect(path)
+        while True:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            try:
+                sock.connect(path)
+                break
+            except BlockingIOError:  # the engine's backlog is full (a flood): wait our turn
+                if time.monotonic() >= deadline:
+                    raise TimeoutError("the engine's socket stayed busy") from None
+                time.sleep(0.005)
         sock.sendall(message)
         answer = b""
         while b"\n" not in answer:

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
+import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -47,25 +48,34 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine import safe_json
 from engine.fsutil import read_text_in, write_text_in
 from engine.gitsafe import git_argv, git_environment
+from engine.protocol.transcript import TranscriptRefused, TranscriptScope, read_turn_text
 
 __all__ = [
     "ENV_SOCKET",
     "ENV_TOKEN",
     "HOOK_EVENTS",
+    "MAX_CONNECTIONS",
+    "MAX_CONNECTIONS_PER_PEER",
+    "MAX_JSON_DEPTH",
     "MAX_MESSAGE_BYTES",
     "SETTINGS_RELPATH",
     "HookEvent",
     "HookServer",
     "HookServerError",
     "HookSettingsError",
+    "Peer",
+    "TranscriptScope",
     "default_hook_command",
     "default_runtime_dir",
     "ensure_git_exclude",
@@ -113,6 +123,28 @@ _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
 
 #: How long a client may take to send its request line.
 _READ_TIMEOUT = 5.0
+
+#: Deepest JSON nesting accepted in a request (Claude Code's payloads nest 3 levels).
+MAX_JSON_DEPTH = 64
+
+#: Connections served at once, in all and per connecting process (the shim uses one).
+MAX_CONNECTIONS = 64
+MAX_CONNECTIONS_PER_PEER = 8
+
+#: Seconds a Stop's transcript may take to read before the turn ends without it.
+TRANSCRIPT_TIMEOUT = 1.5
+
+#: Worker threads reading transcripts (a file that hangs holds one; the rest go on).
+_TRANSCRIPT_READERS = 2
+
+#: Pending connections the kernel queues for us (a burst beyond waits in the senders' connect).
+_BACKLOG = 16
+
+#: One warning line per kind of trouble at most this often (the count of the rest follows).
+WARN_INTERVAL = 10.0
+
+#: The flock a serving engine holds, beside its socket: ``hooks-<pid>.sock.lock``.
+_LOCK_SUFFIX = ".lock"
 
 
 # -- settings.local.json -----------------------------------------------------------------------
@@ -332,6 +364,9 @@ class HookEvent(BaseModel):
     received_at: float  # time.monotonic() when the engine had the whole message
     received_wall: datetime = Field(default_factory=lambda: datetime.now(UTC))
     sent_at: float | None = None  # the shim's time.time() when it sent, if it said
+    #: Stop: the turn's assistant text read (safely) from ``transcript_path``; None when the
+    #: session has no transcript scope, the path was refused, or the file held no such text
+    transcript_text: str | None = None
 
     @property
     def last_assistant_message(self) -> str | None:
@@ -384,6 +419,45 @@ def _token_key(token: str) -> bytes:
 EventCallback = Callable[[HookEvent], object]
 
 
+class _Warnings:
+    """At most one log line per kind every ``interval`` seconds; the next line of a kind says
+    how many were left out. A flood of bad connections costs a few lines, not one each."""
+
+    def __init__(self, logger: logging.Logger, interval: float) -> None:
+        self.logger = logger
+        self.interval = interval
+        self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (last logged, suppressed)
+
+    def warning(self, kind: str, text: str) -> None:
+        now = time.monotonic()
+        last, suppressed = self._kinds.get(kind, (-math.inf, 0))
+        if now - last < self.interval:
+            self._kinds[kind] = (last, suppressed + 1)
+            return
+        self._kinds[kind] = (now, 0)
+        if suppressed:
+            text += f" ({suppressed} more like it in the last {now - last:.0f} s not logged)"
+        self.logger.warning("%s", text)
+
+
+@dataclass(eq=False)
+class _Connection:
+    task: asyncio.Task[None]
+    peer: Peer
+    reading: bool = True  # still waiting for its request line (may be dropped under pressure)
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Who is connected (SO_PEERCRED); pid/uid None where the OS does not tell."""
+
+    pid: int | None
+    uid: int | None
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} uid {self.uid}" if self.pid is not None else "unknown peer"
+
+
 class HookServer:
     """Receives hook reports on a Unix socket and turns them into :class:`HookEvent` s.
 
@@ -391,11 +465,20 @@ class HookServer:
     :func:`default_runtime_dir` (created 0700). ``on_event`` is called (in the loop, not awaited)
     for each accepted event; events are also put on ``queue`` (default: a new unbounded
     ``self.events`` when no callback is given). ``events``: the accepted event names.
-    ``read_timeout``: seconds a client gets to send its request line.
+    ``read_timeout``: seconds a client gets to send its whole request line.
 
-    Rejected requests (no or wrong token, malformed JSON, unknown event, over
-    :data:`MAX_MESSAGE_BYTES`) are counted in ``rejected`` by reason, logged on ``semo.hooks``
-    (never with the token) and answered ``{"ok": false, "error": reason}``.
+    Rejected requests (no or wrong token, malformed or too deeply nested JSON, unknown event,
+    over :data:`MAX_MESSAGE_BYTES`, too slow) are counted in ``rejected`` by reason, logged on
+    ``semo.hooks`` at most once per reason every ``warn_interval`` seconds (never with the
+    token) and answered ``{"ok": false, "error": reason}``.
+
+    Connections are limited: a peer other than ``allowed_uids`` (default: our own uid) is
+    refused, one process may hold ``max_connections_per_peer`` at a time, and when
+    ``max_connections`` are open the oldest connection still waiting for its request (from the
+    process holding the most) is dropped to make room. Events of one session are delivered in
+    the order they were received. A session registered with a :class:`TranscriptScope` gets
+    its Stop's transcript read (see :mod:`engine.protocol.transcript`) in a worker thread within
+    ``transcript_timeout`` seconds, into :attr:`HookEvent.transcript_text`.
     """
 
     def __init__(
@@ -408,6 +491,11 @@ class HookServer:
         events: Iterable[str] = HOOK_EVENTS,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         read_timeout: float = _READ_TIMEOUT,
+        max_connections: int = MAX_CONNECTIONS,
+        max_connections_per_peer: int = MAX_CONNECTIONS_PER_PEER,
+        allowed_uids: Iterable[int] | None = None,
+        transcript_timeout: float = TRANSCRIPT_TIMEOUT,
+        warn_interval: float = WARN_INTERVAL,
     ) -> None:
         if socket_path is None:
             base = Path(runtime_dir) if runtime_dir is not None else default_runtime_dir()
@@ -419,6 +507,7 @@ class HookServer:
                 f"socket path is {len(os.fsencode(self.path))} bytes, over the AF_UNIX limit "
                 f"of {_MAX_SOCKET_PATH}: {self.path}"
             )
+        self.lock_path = self.path.with_name(self.path.name + _LOCK_SUFFIX)
         self.on_event = on_event
         self.events: asyncio.Queue[HookEvent] | None = queue
         if queue is None and on_event is None:
@@ -426,30 +515,54 @@ class HookServer:
         self.accepted_events = frozenset(events)
         self.max_message_bytes = max_message_bytes
         self.read_timeout = read_timeout
+        self.max_connections = max_connections
+        self.max_connections_per_peer = max_connections_per_peer
+        self.allowed_uids = frozenset((os.getuid(),) if allowed_uids is None else allowed_uids)
+        self.transcript_timeout = transcript_timeout
         self.accepted = 0
         self.rejected: Counter[str] = Counter()
+        self._warnings = _Warnings(log, warn_interval)
         self._sessions: dict[bytes, str] = {}  # sha256(token) -> session key
         self._tokens: dict[str, str] = {}  # session key -> token
+        self._scopes: dict[str, TranscriptScope] = {}  # session key -> where its transcripts are
+        self._order: dict[str, asyncio.Lock] = {}  # session key -> delivery in arrival order
         self._server: asyncio.AbstractServer | None = None
         self._inode: tuple[int, int] | None = None
+        self._lock_fd: int | None = None
         self._clients: set[asyncio.Task[None]] = set()
+        self._connections: dict[Peer, list[_Connection]] = {}
+        self._open = 0
+        self._readers: ThreadPoolExecutor | None = None
 
     # -- sessions --------------------------------------------------------------------------
 
-    def register_session(self, session_key: str, token: str | None = None) -> str:
-        """Issue (or, with ``token``, adopt) the session's token; a previous one stops working."""
+    def register_session(
+        self,
+        session_key: str,
+        token: str | None = None,
+        *,
+        transcripts: TranscriptScope | None = None,
+    ) -> str:
+        """Issue (or, with ``token``, adopt) the session's token; a previous one stops working.
+
+        ``transcripts``: where the session's Claude Code writes its transcripts; without it no
+        ``transcript_path`` is ever read for this session."""
         if token is not None and not _TOKEN_RE.fullmatch(token):
             raise ValueError("a hook token is 16+ characters of [A-Za-z0-9_-]")
         self.unregister(session_key)
         token = token or secrets.token_urlsafe(32)
         self._sessions[_token_key(token)] = session_key
         self._tokens[session_key] = token
+        if transcripts is not None:
+            self._scopes[session_key] = transcripts
         return token
 
     def unregister(self, session_key: str) -> None:
         token = self._tokens.pop(session_key, None)
         if token is not None:
             self._sessions.pop(_token_key(token), None)
+        self._scopes.pop(session_key, None)
+        self._order.pop(session_key, None)
 
     def env_for(self, session_key: str) -> dict[str, str]:
         """The variables to add to the session's environment (register the session first)."""
@@ -465,29 +578,36 @@ class HookServer:
     def serving(self) -> bool:
         return self._server is not None and self._server.is_serving()
 
+    @property
+    def open_connections(self) -> int:
+        return self._open
+
     async def start(self) -> HookServer:
-        """Bind and listen. A socket left by a dead engine is replaced; a live one is not."""
+        """Bind and listen. A socket left by a dead engine is replaced; a live one is not.
+
+        The engine holds an ``flock`` on ``<socket>.lock`` while it serves: that is how other
+        engines tell a live socket from a stale one without connecting to it."""
         if self._server is not None:
             return self
         _private_dir(self.path.parent)
-        await asyncio.to_thread(self._clear_stale_sockets)
-        self._server = await asyncio.start_unix_server(
-            self._handle, path=str(self.path), limit=self.max_message_bytes + 2
-        )
-        os.chmod(self.path, 0o600)
-        st = os.stat(self.path)
+        self._lock_fd = await asyncio.to_thread(_claim_socket_path, self.path, self.lock_path)
+        try:
+            await asyncio.to_thread(_clear_stale_siblings, self.path)
+            self._server = await asyncio.start_unix_server(
+                self._handle,
+                path=str(self.path),
+                limit=self.max_message_bytes + 2,
+                backlog=_BACKLOG,  # also how many the loop accepts at a time: fds in flight
+            )
+            os.chmod(self.path, 0o600)
+            st = os.stat(self.path)
+        except BaseException:
+            _release_lock(self.lock_path, self._lock_fd)
+            self._lock_fd = None
+            raise
         self._inode = (st.st_dev, st.st_ino)
         log.debug("hook server listening on %s", self.path)
         return self
-
-    def _clear_stale_sockets(self) -> None:
-        """Our path must be free (a live engine on it is an error); other engines' sockets in
-        the same folder that nobody listens on any more are removed."""
-        _clear_stale_socket(self.path, live_is_error=True)
-        for sibling in self.path.parent.glob("hooks*.sock"):
-            if sibling != self.path:
-                with contextlib.suppress(HookServerError, OSError):
-                    _clear_stale_socket(sibling, live_is_error=False)
 
     async def close(self) -> None:
         """Stop listening, drop open connections, remove the socket file (if still ours)."""
@@ -507,6 +627,11 @@ class HookServer:
         except FileNotFoundError:
             pass
         self._inode = None
+        _release_lock(self.lock_path, self._lock_fd)
+        self._lock_fd = None
+        if self._readers is not None:
+            self._readers.shutdown(wait=False, cancel_futures=True)
+            self._readers = None
 
     async def __aenter__(self) -> HookServer:
         return await self.start()
@@ -514,14 +639,23 @@ class HookServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- requests --------------------------------------------------------------------------
+    # -- connections -----------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        peer = _peer(writer)
+        refusal = self._admit(peer)
+        if refusal is not None:
+            self._reject(refusal, peer)
+            writer.close()
+            return
+        conn = _Connection(task, peer)
+        self._connections.setdefault(peer, []).append(conn)
+        self._open += 1
         self._clients.add(task)
         try:
-            error = await self._serve_one(reader, writer)
+            error = await self._serve_one(reader, writer, conn)
             if error is None:
                 writer.write(_ACK)
             else:
@@ -532,10 +666,37 @@ class HookServer:
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            self._forget(conn)
             self._clients.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    def _admit(self, peer: Peer) -> str | None:
+        """None to serve a new connection, else why it is refused (making room if needed)."""
+        if peer.uid is not None and peer.uid not in self.allowed_uids:
+            return "foreign_peer"
+        if len(self._connections.get(peer, ())) >= self.max_connections_per_peer:
+            return "too_many_connections"
+        if self._open >= self.max_connections:
+            waiting = [c for conns in self._connections.values() for c in conns if c.reading]
+            if not waiting:
+                return "too_many_connections"
+            busiest = max(len(self._connections[c.peer]) for c in waiting)
+            victim = next(c for c in waiting if len(self._connections[c.peer]) == busiest)
+            self._forget(victim)
+            victim.task.cancel()
+            self._reject("dropped_for_room", victim.peer)
+        return None
+
+    def _forget(self, conn: _Connection) -> None:
+        conns = self._connections.get(conn.peer)
+        if conns is None or conn not in conns:
+            return
+        conns.remove(conn)
+        self._open -= 1
+        if not conns:
+            del self._connections[conn.peer]
 
     async def _discard_rest(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -568,44 +729,82 @@ class HookServer:
             return "oversize"
         return line
 
+    # -- requests --------------------------------------------------------------------------
+
     async def _serve_one(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
     ) -> str | None:
         line = await self._read_line(reader)
+        conn.reading = False
         received_at = time.monotonic()
         if isinstance(line, str):
-            return self._reject(line, writer)
+            return self._reject(line, conn.peer)
         try:
-            message = json.loads(line)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return self._reject("malformed_json", writer)
+            message = safe_json.loads(
+                line, max_bytes=self.max_message_bytes, max_depth=MAX_JSON_DEPTH
+            )
+        except safe_json.JSONInputError as exc:
+            reason = "too_deep" if exc.reason == "too_deep" else "malformed_json"
+            return self._reject(reason, conn.peer)
         if not isinstance(message, dict):
-            return self._reject("malformed_json", writer)
+            return self._reject("malformed_json", conn.peer)
         token = message.get("token")
         if not isinstance(token, str) or not token:
-            return self._reject("missing_token", writer)
+            return self._reject("missing_token", conn.peer)
         session_key = self._sessions.get(_token_key(token))
         if session_key is None:
-            return self._reject("bad_token", writer)
+            return self._reject("bad_token", conn.peer)
         event = message.get("event")
         if not isinstance(event, str) or event not in self.accepted_events:
-            return self._reject("unknown_event", writer, session_key, repr(event)[:60])
+            return self._reject("unknown_event", conn.peer, session_key, repr(event)[:60])
         payload = message.get("payload")
         if not isinstance(payload, dict):
-            return self._reject("bad_payload", writer, session_key)
+            return self._reject("bad_payload", conn.peer, session_key)
         named = payload.get("hook_event_name")
         if named is not None and named != event:
-            return self._reject("event_mismatch", writer, session_key, repr(named)[:60])
+            return self._reject("event_mismatch", conn.peer, session_key, repr(named)[:60])
         sent_at = message.get("sent_at")
-        hook_event = HookEvent(
-            session_key=session_key,
-            event=event,
-            payload=payload,
-            received_at=received_at,
-            sent_at=float(sent_at) if type(sent_at) in (int, float) else None,
+        order = self._order.setdefault(session_key, asyncio.Lock())
+        async with order:  # a Stop being read does not let a later event overtake it
+            transcript_text = None
+            if event == "Stop":
+                transcript_text = await self._turn_text(session_key, payload)
+            hook_event = HookEvent(
+                session_key=session_key,
+                event=event,
+                payload=payload,
+                received_at=received_at,
+                sent_at=float(sent_at) if type(sent_at) in (int, float) else None,
+                transcript_text=transcript_text,
+            )
+            self.accepted += 1
+            self._deliver(hook_event)
+        return None
+
+    async def _turn_text(self, session_key: str, payload: dict[str, Any]) -> str | None:
+        """The turn's text from the Stop's transcript, or None (refusals are logged)."""
+        path = payload.get("transcript_path")
+        scope = self._scopes.get(session_key)
+        if path is None or scope is None:
+            return None
+        if self._readers is None:
+            self._readers = ThreadPoolExecutor(_TRANSCRIPT_READERS, "semo-transcript")
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.transcript_timeout):
+                return await loop.run_in_executor(self._readers, read_turn_text, path, scope)
+        except TranscriptRefused as exc:
+            problem = str(exc)
+        except TimeoutError:
+            problem = f"not read within {self.transcript_timeout:g} s"
+        except Exception as exc:  # never lose the Stop over its transcript
+            problem = f"cannot be read ({type(exc).__name__}: {exc})"
+        self.rejected["transcript"] += 1
+        self._warnings.warning(
+            "transcript",
+            f"transcript_path {str(path)[:200]!r} of session {session_key} refused: {problem}; "
+            "the turn ends with the hook's last_assistant_message",
         )
-        self.accepted += 1
-        self._deliver(hook_event)
         return None
 
     def _deliver(self, event: HookEvent) -> None:
@@ -620,55 +819,132 @@ class HookServer:
     def _reject(
         self,
         reason: str,
-        writer: asyncio.StreamWriter,
+        peer: Peer,
         session_key: str | None = None,
         detail: str = "",
     ) -> str:
         self.rejected[reason] += 1
-        log.warning(
-            "rejected hook message: %s%s%s%s",
-            reason,
-            f" ({detail})" if detail else "",
-            f" session={session_key}" if session_key else "",
-            _peer(writer),
+        text = (
+            f"rejected hook message: {reason}{f' ({detail})' if detail else ''}"
+            f"{f' session={session_key}' if session_key else ''} from {peer}"
         )
+        if reason == "empty":  # connected and closed without a word: nothing to warn about
+            log.debug("%s", text)
+        else:
+            self._warnings.warning(reason, text)
         return reason
 
 
-def _clear_stale_socket(path: Path, *, live_is_error: bool) -> None:
-    """Remove `path` if it is a socket no engine listens on."""
+# -- the socket path: one live engine each, stale ones found without connecting ---------------
+
+
+def _claim_socket_path(path: Path, lock_path: Path) -> int:
+    """Take ``lock_path``'s flock (or fail: a live engine has it) and clear a stale ``path``.
+    Returns the lock's file descriptor, held until :func:`_release_lock`."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(lock_path, flags, 0o600)
+    except OSError as exc:
+        raise HookServerError(f"cannot open {lock_path}: {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise HookServerError(f"{path} is in use by a running engine") from None
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return
+        return fd
     if not stat.S_ISSOCK(st.st_mode):
+        _release_lock(lock_path, fd)
         raise HookServerError(f"{path} exists and is not a socket; not replacing it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
+    log.info("removing stale hook socket %s (no engine holds its lock)", path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return fd
+
+
+def _release_lock(lock_path: Path, fd: int | None) -> None:
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        if _same_file(lock_path, fd):
+            os.unlink(lock_path)
+    os.close(fd)
+
+
+def _same_file(path: Path, fd: int) -> bool:
     try:
-        probe.connect(str(path))
-    except OSError as exc:
-        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-            raise HookServerError(f"cannot probe {path}: {exc}") from exc
-        log.info("removing stale hook socket %s (no engine listens on it)", path)
-        with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _clear_stale_siblings(ours: Path) -> None:
+    """Remove other engines' sockets in ``ours``'s folder that no live engine serves.
+
+    A socket with a lock file is stale when its lock can be taken; one without (an engine from
+    before lock files) when the pid in its name (``hooks-<pid>.sock``) is not running. Nothing
+    is sent to any socket."""
+    folder = ours.parent
+    names = {p.name for p in folder.glob("hooks*.sock")}
+    names |= {p.name[: -len(_LOCK_SUFFIX)] for p in folder.glob("hooks*.sock" + _LOCK_SUFFIX)}
+    for name in sorted(names - {ours.name}):
+        with contextlib.suppress(OSError):
+            _clear_if_stale(folder / name, folder / (name + _LOCK_SUFFIX))
+
+
+def _clear_if_stale(path: Path, lock_path: Path) -> None:
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        pid = _pid_in_name(path.name)
+        if pid is not None and not _pid_alive(pid) and stat.S_ISSOCK(os.lstat(path).st_mode):
+            log.info("removing stale hook socket %s (engine pid %d is gone)", path, pid)
             os.unlink(path)
-    else:
-        if live_is_error:
-            raise HookServerError(f"{path} is in use by a running engine")
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a live engine holds it
+        if not _same_file(lock_path, fd):
+            return  # replaced meanwhile: a new engine's
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                log.info("removing stale hook socket %s (no engine holds its lock)", path)
+                os.unlink(path)
+        os.unlink(lock_path)
     finally:
-        probe.close()
+        os.close(fd)
 
 
-def _peer(writer: asyncio.StreamWriter) -> str:
-    """`` from pid N`` (the connecting process, via SO_PEERCRED) where the OS tells."""
+def _pid_in_name(name: str) -> int | None:
+    match = re.fullmatch(r"hooks-(\d+)\.sock", name)
+    return int(match.group(1)) if match else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _peer(writer: asyncio.StreamWriter) -> Peer:
+    """The connecting process (SO_PEERCRED) where the OS tells."""
     sock = writer.get_extra_info("socket")
     peercred = getattr(socket, "SO_PEERCRED", None)
     if sock is None or peercred is None:
-        return ""
+        return Peer(None, None)
     try:
         raw = sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
         pid, uid, _gid = struct.unpack("3i", raw)
     except OSError:
-        return ""
-    return f" from pid {pid} uid {uid}"
+        return Peer(None, None)
+    return Peer(pid, uid)

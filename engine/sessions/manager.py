@@ -32,7 +32,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
+from engine.protocol.hooks import (
+    HookEvent,
+    HookServer,
+    TranscriptScope,
+    default_hook_command,
+    install_hooks,
+)
 from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.state import AgentState, StateChange
 from engine.sessions.agent_session import (
@@ -195,7 +201,9 @@ class SessionManager:
             await self._prepare_claude(folder, agent, peers)
         token_env = {}
         if profile.uses_hooks:
-            self.hooks.register_session(session_id)
+            launch_env = {**self.agent_env, **agent_env_values(env or {})}
+            transcripts = TranscriptScope.for_session(folder, launch_env)
+            self.hooks.register_session(session_id, transcripts=transcripts)
             token_env = self.hooks.env_for(session_id)
         child_env = {**self.agent_env, **agent_env_values(env or {}), **token_env}
         record = self.record_dir / f"{session_id}.cast" if self.record_dir else None

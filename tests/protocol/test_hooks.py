@@ -275,7 +275,7 @@ def short_dir() -> Iterator[Path]:
 
 @pytest.fixture
 async def server(short_dir: Path) -> Any:
-    srv = HookServer(runtime_dir=short_dir / "rt")
+    srv = HookServer(runtime_dir=short_dir / "rt", warn_interval=0)  # every rejection logged
     await srv.start()
     try:
         yield srv
