@@ -31,6 +31,7 @@ from console.screens.main import MainScreen
 from engine.control.client import EngineClient
 from engine.engine import Engine
 from engine.heap import thaw_heap
+from engine.plain_text import plain
 
 DETACH_KEY = "ctrl+q"
 
@@ -102,7 +103,7 @@ class SemoApp(App[None]):
         if main is not None:
             main.sub_title = "engine gone: ctrl+r starts it again"
         self.notify(
-            f"{reason}. Nothing typed or answered now reaches an agent. "
+            f"{plain(reason)}. Nothing typed or answered now reaches an agent. "
             'ctrl+r (or the palette\'s "Start the engine again") starts it again.',
             title="Engine gone",
             severity="error",
@@ -137,7 +138,8 @@ class SemoApp(App[None]):
             await asyncio.to_thread(self._restart)
             await client.start()
         except Exception as error:
-            self.notify(f"the engine did not start: {error}", severity="error", markup=False)
+            message = plain(f"the engine did not start: {error}")
+            self.notify(message, severity="error", markup=False)
             return
         finally:
             self._restarting = False
@@ -166,7 +168,7 @@ class SemoApp(App[None]):
             try:
                 await client.stop_engine()
             except Exception as error:
-                self.notify(str(error), title="Not stopped", severity="error", markup=False)
+                self.notify(plain(str(error)), title="Not stopped", severity="error", markup=False)
                 return
             self.notify("the engine is stopping", title="Engine")
         else:

@@ -20,6 +20,7 @@ from engine.control.launcher import (
 from engine.control.paths import ControlPathError, OfficePaths, office_paths
 from engine.fsutil import private_dir, private_file
 from engine.hardening import make_non_dumpable
+from engine.logs import TextFormatter
 
 
 def launch(args: list[str]) -> int:
@@ -28,7 +29,9 @@ def launch(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"semo {command}")
     parser.add_argument("--config", type=Path, default=Path("semo.toml"))
     options, _rest = parser.parse_known_args(args[1:])
-    logging.basicConfig(filename=_log_path(), level=logging.INFO, force=True)
+    log_file = logging.FileHandler(_log_path())
+    log_file.setFormatter(TextFormatter())  # agent text in a log line: controls made visible
+    logging.basicConfig(handlers=[log_file], level=logging.INFO, force=True)
     try:
         if command == "demo":
             from engine.demo.office import DEMO_OFFICE, demo_config

@@ -421,6 +421,9 @@ class TerminalPane(Widget, can_focus=True):
 
 
 _EMPTY = Line("")
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 
 
 # -- strips -------------------------------------------------------------------------------------
@@ -524,6 +527,8 @@ def _fit_cells(text: str) -> str:
     The screen counts widths as tmux 3.3a does; Rich measures grapheme clusters with its own
     tables. Where they disagree for a cell (VS16 sequences, which tmux 3.3a keeps narrow; flag
     halves), the cell's joined additions are dropped or it is padded, so columns stay aligned.
+    Bidi controls (zero width on both sides) are dropped: an agent must not reorder the
+    operator's terminal (Trojan Source).
     """
     if text.isascii():
         return text
@@ -531,6 +536,8 @@ def _fit_cells(text: str) -> str:
     cluster = ""
     previous = ""
     for char in text:
+        if char in _BIDI_CONTROLS:
+            continue
         if cluster and (previous == ZWJ or char_width(char) <= 0):
             cluster += char
         else:

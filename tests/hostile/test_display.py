@@ -116,7 +116,7 @@ async def test_hostile_questions_show_literally_in_the_console(
         # raw escapes to its own terminal first, then a question holding them (JSON escapes)
         "BE": [
             warm,
-            {"match": "go", "raw": OSC52 + TITLE + CSI_C1 + "\r\n", "text": block(choice)},
+            {"match": "go", "raw": f"{OSC52}{TITLE}{CSI_C1} {RLO}cba\r\n", "text": block(choice)},
         ],
     }
     engine = console_engine(
