@@ -20,9 +20,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+from engine.control.liveness import pid_alive
 from engine.control.paths import OfficePaths, private_dir
 from engine.control.server import socket_answers
 
@@ -91,6 +93,8 @@ def start_background(command: list[str], paths: OfficePaths, timeout: float = ST
                 f"({paths.log}) ends:\n{log_tail(paths.log)}"
             )
         time.sleep(0.05)
+    # reaped when it exits, so it never lingers as our zombie while this console runs
+    threading.Thread(target=child.wait, name="engine reaper", daemon=True).start()
     return child.pid
 
 
@@ -100,16 +104,6 @@ def log_tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stop_engine(paths: OfficePaths, grace: float) -> str:

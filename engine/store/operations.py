@@ -79,7 +79,30 @@ async def answer_question(
             raise StoreConflict(
                 f"question {question_id} belongs to session {question.session_id}, which has ended"
             )
+        gone = await _engine_gone(store, question.office_id, session.engine_id)
+        if gone is not None:
+            raise StoreConflict(
+                f"question {question_id} belongs to session {question.session_id}, whose engine "
+                f"{session.engine_id} is not running ({gone}): the answer could not reach the "
+                "agent and was not recorded"
+            )
     return await store.answer_question(question_id, answer_text(question, text, option))
+
+
+async def _engine_gone(store: Store, office_id: str, engine_id: str | None) -> str | None:
+    """Why the engine running a session is gone (its heartbeat says so, or it was a process
+    of this machine that has exited), or None."""
+    if not engine_id:
+        return None
+    from engine.control.liveness import local_engine_gone
+
+    local = local_engine_gone(engine_id)
+    if local is not None:
+        return local
+    for engine in await store.list_engines(office_id):
+        if engine.engine_id == engine_id and not engine.alive:
+            return "stopped" if engine.status == "stopped" else "its heartbeat ran out"
+    return None
 
 
 async def end_session(store: Store, session_id: str, reason: str) -> AgentSession:

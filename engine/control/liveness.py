@@ -1,0 +1,52 @@
+"""Is an engine of this machine gone? Answered from local facts, without waiting for its
+heartbeat to run out (which takes 3 x lease_seconds after a SIGKILL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+from engine.control.paths import runtime_dir
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie waiting for its parent to
+    reap it has exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in (b"Z", b"X")
+
+
+def local_engine_gone(engine_id: str) -> str | None:
+    """Why `engine_id` is known to be gone on this machine, or None when it may be running
+    (or runs elsewhere). An engine id `<this host>-<pid>` (the default) whose process has
+    exited is gone; so is one whose control info file (left behind by a killed engine) names
+    a pid that has exited."""
+    host, _, pid = engine_id.rpartition("-")
+    if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+        return f"its process {pid} on this machine has exited"
+    try:
+        infos = list(runtime_dir().glob("control-*.json"))
+    except OSError:
+        return None
+    for path in infos:
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(info, dict) or info.get("engine_id") != engine_id:
+            continue
+        recorded = info.get("pid")
+        if isinstance(recorded, int) and recorded > 0 and not pid_alive(recorded):
+            return f"its process {recorded} on this machine has exited"
+    return None

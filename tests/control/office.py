@@ -1,0 +1,195 @@
+"""Real `semo` processes for the control tests: an office of two bash agents in a temporary
+folder, consoles in private tmux servers (the reference terminal), and the `semo` CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from engine.control.liveness import pid_alive
+from tests.support.tmux import TmuxServer
+
+TIMEOUT = 45.0
+SEMO = Path(sys.executable).with_name("semo")
+
+CONFIG = """
+[office]
+name = "ctl"
+repository = "repo"
+workspace_root = "ws"
+
+[store]
+backend = "sqlite"
+sqlite_path = "semo.db"
+
+[engine]
+shutdown_grace = 1
+
+[pool]
+max_sessions = 4
+warm_roles = ["A", "B"]
+
+[[agents]]
+role = "A"
+profile = "generic"
+command = ["bash", "--norc", "--noprofile", "-i"]
+env = { PS1 = "$ " }
+
+[[agents]]
+role = "B"
+profile = "generic"
+command = ["bash", "--norc", "--noprofile", "-i"]
+env = { PS1 = "$ " }
+"""
+
+
+class Office:
+    """A folder with semo.toml, a git repository, its own state, runtime and HOME."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        # a short runtime folder: Unix socket paths must stay under 108 bytes
+        self.runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
+        repo = folder / "repo"
+        repo.mkdir()
+        git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+        subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+        (folder / "semo.toml").write_text(CONFIG)
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(folder),
+            "LANG": "C.UTF-8",
+            "XDG_STATE_HOME": str(folder / "state"),
+            "XDG_RUNTIME_DIR": str(self.runtime),
+            "SEMO_SQLITE_PATH": str(folder / "semo.db"),
+        }
+
+    def semo(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(SEMO), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.folder,
+            timeout=90,
+            check=check,
+        )
+
+    def sessions(self, office: str = "ctl") -> list[dict[str, object]]:
+        out = self.semo("sessions", "--office", office, "--json").stdout
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    def sessions_all(self, office: str = "ctl") -> list[dict[str, object]]:
+        out = self.semo("sessions", "--office", office, "--all", "--json").stdout
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    def info(self) -> dict[str, object]:
+        """The running engine's control info file (pid, engine id, socket)."""
+        [path] = (self.runtime / "semo").glob("control-*.json")
+        return json.loads(path.read_text())  # type: ignore[no-any-return]
+
+    def engine_pid(self) -> int:
+        return int(self.info()["pid"])  # type: ignore[call-overload]
+
+    def cleanup(self, *stop_args: str) -> None:
+        """Stop whatever engine the test left running (never leave agents behind)."""
+        pids: list[int] = []
+        with contextlib.suppress(Exception):
+            pids.append(self.engine_pid())
+        self.semo("stop", *stop_args, check=False)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+class Console:
+    """`semo console` (or `semo demo`) in its own tmux server, the size of a real terminal."""
+
+    def __init__(self, office: Office, *args: str, cols: int = 120, rows: int = 32) -> None:
+        self.tmux = TmuxServer()
+        self.tmux.start(
+            [str(SEMO), *args],
+            cols=cols,
+            rows=rows,
+            env={**office.env, "TERM": "xterm-256color"},
+            cwd=office.folder,
+            term="xterm-256color",
+        )
+        self.pid = int(self.tmux("display-message", "-p", "-t", "fid", "#{pane_pid}").strip())
+
+    def text(self) -> str:
+        return "\n".join(self.tmux.state()[0])
+
+    def wait(self, predicate: Callable[[str], bool], what: str, timeout: float = TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.text()
+            if predicate(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
+            time.sleep(0.1)
+
+    def wait_for(self, needle: str, timeout: float = TIMEOUT) -> str:
+        return self.wait(lambda text: needle in text, repr(needle), timeout)
+
+    def click(self, x: int, y: int) -> None:
+        """A left click at screen cell (x, y), 0-based (SGR mouse, as a terminal reports it)."""
+        self.tmux(
+            "send-keys", "-t", "fid", "-l", f"\x1b[<0;{x + 1};{y + 1}M\x1b[<0;{x + 1};{y + 1}m"
+        )
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", "fid", "-l", text)
+
+    def key(self, name: str) -> None:
+        self.tmux("send-keys", "-t", "fid", name)
+
+    def flag(self, name: str) -> str:
+        return self.tmux("display-message", "-p", "-t", "fid", f"#{{{name}}}").strip()
+
+    def dead(self) -> bool:
+        return self.tmux.dead()
+
+    def wait_dead(self, timeout: float = TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.dead():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the console did not exit; screen:\n{self.text()}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        self.tmux.kill()
+
+
+@contextlib.contextmanager
+def consoles() -> Iterator[list[Console]]:
+    """Consoles opened in the block are killed at its end (their tmux servers)."""
+    opened: list[Console] = []
+    try:
+        yield opened
+    finally:
+        for console in opened:
+            console.kill()
+
+
+def alive(pid: int) -> bool:
+    """Running (an exited process whose parent has not reaped it yet is not)."""
+    return pid_alive(pid)
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)

@@ -1,0 +1,203 @@
+"""The control socket with a real engine (bash agents in PTYs) and real clients.
+
+- A console's mirror of a session equals the engine's screen: rows, styles (SGR colours),
+  cursor, and the scrollback tail that came with the attach.
+- Size policy: the PTY takes the size of the console that most recently attached, resized or
+  typed; when that console leaves, the remaining one's size comes back.
+- A console that never reads does not make the engine buffer: the engine's write buffer for it
+  stays small while its session floods, and other consoles keep getting answers.
+- The socket is 0600 in a 0700 folder; a second engine for the same office on this machine is
+  refused; another uid's connection is closed without a word.
+- When the engine stops, the client says so and refuses to send anything: an answer raises
+  EngineGone, typing raises TerminalClosedError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from engine.config import parse_config
+from engine.control.client import EngineClient, EngineGone, RemoteTerminal
+from engine.control.server import ControlError, socket_answers
+from engine.control.wire import encode_frame
+from engine.engine import Engine
+from engine.terminal.pty_process import TerminalClosedError
+from tests.control.office import CONFIG
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Engine]:
+    runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    (tmp_path / "semo.toml").write_text(CONFIG)
+    config = parse_config(CONFIG, tmp_path / "semo.toml")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PS1": "$ "}
+    folder = tmp_path / "work"
+    folder.mkdir()
+    engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: folder)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop("test over")
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def client_of(engine: Engine) -> EngineClient:
+    assert engine.control is not None
+    return EngineClient(engine.control.paths)
+
+
+async def attached(client: EngineClient, role: str) -> RemoteTerminal:
+    await client.start()
+    session = next(s for s in client.sessions() if s.role == role)
+    terminal = session.terminal
+    terminal.add_listener(lambda _chunk: None)
+    await eventually(lambda: terminal.screen.complete, 10)
+    return terminal
+
+
+def engine_screen(engine: Engine, role: str):  # type: ignore[no-untyped-def]
+    return next(s for s in engine.sessions() if s.role == role).terminal.screen
+
+
+async def test_a_console_mirrors_rows_styles_cursor_and_scrollback(engine: Engine) -> None:
+    one, two = client_of(engine), client_of(engine)
+    try:
+        typing = await attached(one, "A")
+        typing.write("seq 1 200; printf '\\033[1;31mred\\033[0m plain\\n'\r")
+        screen = engine_screen(engine, "A")
+        await eventually(lambda: "red plain" in "\n".join(typing.screen.text_rows()), 10)
+
+        late = await attached(two, "A")  # attaches after the output: snapshot + history
+        history = [line.text for line in list(screen.scrollback)]
+        await eventually(lambda: [line.text for line in late.screen.scrollback] == history, 10)
+        for mirror in (typing.screen, late.screen):
+            await eventually(lambda m=mirror: m.text_rows() == screen.text_rows(), 10)
+            assert [mirror.row_line(y) for y in range(screen.lines)] == [
+                screen.row_line(y) for y in range(screen.lines)
+            ]
+            assert (mirror.cursor.x, mirror.cursor.y) == (screen.cursor.x, screen.cursor.y)
+        red = next(line for line in late.screen.rows if line.text.startswith("red plain"))
+        assert red.runs[0].style.fg == "red" and red.runs[0].style.bold
+        assert history[:3] == ["$ seq 1 200; printf '\\033[1;31mred\\033[0m plain\\n'", "1", "2"]
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_the_pty_takes_the_size_of_the_most_recently_active_console(engine: Engine) -> None:
+    one, two = client_of(engine), client_of(engine)
+    screen = engine_screen(engine, "B")
+    try:
+        first = await attached(one, "B")
+        second = await attached(two, "B")
+        first.resize(70, 20)
+        await eventually(lambda: (screen.columns, screen.lines) == (70, 20), 10)
+        second.resize(90, 30)
+        await eventually(lambda: (screen.columns, screen.lines) == (90, 30), 10)
+        await eventually(lambda: (first.screen.columns, first.screen.lines) == (90, 30), 10)
+        first.write(" ")  # typing makes console one the latest again
+        await eventually(lambda: (screen.columns, screen.lines) == (70, 20), 10)
+        await one.close()  # the latest console leaves: the other's size comes back
+        await eventually(lambda: (screen.columns, screen.lines) == (90, 30), 10)
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_console_that_never_reads_costs_the_engine_no_backlog(engine: Engine) -> None:
+    assert engine.control is not None
+    path = engine.control.paths.socket
+    session = next(s for s in engine.sessions() if s.role == "A")
+    _reader, writer = await asyncio.open_unix_connection(str(path))
+    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    writer.write(encode_frame({"op": "subscribe", "id": 1}))
+    writer.write(encode_frame({"op": "attach", "id": 2, "session": session.session_id}))
+    await writer.drain()
+    other = client_of(engine)
+    try:
+        flood = await attached(other, "A")
+        flood.write("for i in $(seq 1 30000); do echo flood-line-$i; done\r")
+        await eventually(
+            lambda: "flood-line-30000" in "\n".join(session.terminal.screen.text_rows()), 60
+        )
+        stuck = next(c for c in engine.control._connections if c is not None and c.number == 1)
+        buffered = stuck.writer.transport.get_write_buffer_size()
+        # at most the frames of one write (a full screen and what came with it), never the
+        # whole flood (30,000 lines, over a megabyte)
+        assert buffered + stuck.backlog_bytes < 256 * 1024, buffered
+        assert await other.request({"op": "ping"}) == {"consoles": 2}
+        await eventually(lambda: "flood-line-30000" in "\n".join(flood.screen.text_rows()), 30)
+    finally:
+        writer.close()
+        await other.close()
+
+
+async def test_socket_permissions_and_one_engine_per_office(engine: Engine) -> None:
+    assert engine.control is not None
+    paths = engine.control.paths
+    assert stat.S_IMODE(os.stat(paths.socket).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(paths.socket.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(paths.info).st_mode) == 0o600
+    second = Engine(engine.config, control=True)
+    with pytest.raises(ControlError, match="another engine already serves office 'ctl'"):
+        await second.start()
+    assert socket_answers(paths.socket)  # the first one's socket is untouched
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # the venv's may not be readable by another uid
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
+    reason="needs root (to connect as another uid) and a system python3",
+)
+async def test_another_uid_is_refused(engine: Engine) -> None:
+    assert engine.control is not None
+    paths = engine.control.paths
+    for folder in (paths.socket.parent.parent, paths.socket.parent):
+        os.chmod(folder, 0o755)  # only so that uid 65534 can reach the socket at all
+    os.chmod(paths.socket, 0o666)
+    probe = (
+        "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+        "s.settimeout(5); print(len(s.recv(100)))"
+    )
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [SYSTEM_PYTHON, "-c", probe, str(paths.socket)],
+        capture_output=True,
+        text=True,
+        user=65534,
+        timeout=30,
+    )
+    assert result.stdout.strip() == "0", result  # closed at once: no hello, nothing
+    assert result.returncode == 0
+
+
+async def test_a_stopped_engine_is_reported_and_nothing_is_sent(engine: Engine) -> None:
+    client = client_of(engine)
+    gone: list[str] = []
+    client.on_gone(gone.append)
+    terminal = await attached(client, "A")
+    await engine.stop("stopped by the test")
+    await eventually(lambda: client.gone is not None, 10)
+    assert gone == ["the engine stopped: stopped by the test"]
+    with pytest.raises(EngineGone, match=r"is not running .*nothing was delivered"):
+        await client.answer("any-question", option=1)
+    with pytest.raises(TerminalClosedError):
+        terminal.write("echo lost\r")
+    await client.close()
