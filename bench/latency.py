@@ -1,6 +1,12 @@
-"""Keystroke -> echo latency in one session while another floods its terminal.
+"""Keystroke -> echo latency in one session while another floods its terminal; engine start-up.
 
     python bench/latency.py [--mb 50] [--keys 300]
+    python bench/latency.py --startup [--rounds 7]
+
+--startup: an in-process `Engine` (sqlite store in a fresh folder, a fresh git repository, three
+bash agents, warm roles FE, BE, QA) from `Engine(...)` + `start()` until the three warm sessions
+are ready, against three bash `TerminalSession`s started by hand until each shows its prompt,
+alternating, in the same run.
 
 Session B runs `cat` (the tty echoes each key); session A runs `cat` on a file of --mb MB of
 log lines, restarted whenever it ends, so it floods for the whole measurement. Both live on one
@@ -12,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import string
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -105,11 +113,90 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"flood ingest during measurement: {counters['bytes'] / elapsed / 1e6:.1f} MB/s")
 
 
+BASH = ["bash", "--norc", "--noprofile", "-i"]
+ROLES = ("FE", "BE", "QA")
+
+
+def startup_config(root: Path) -> Path:
+    repo = root / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@example.org"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "root"], check=True)
+    agents = "".join(
+        f'[[agents]]\nrole = "{role}"\nprofile = "generic"\nenv = {{ PS1 = "$ " }}\n'
+        + f"command = {BASH!r}\n".replace("'", '"')
+        for role in ROLES
+    )
+    text = (
+        f'[office]\nname = "bench"\nrepository = "{repo}"\nworkspace_root = "{root / "ws"}"\n'
+        f'[store]\nbackend = "sqlite"\nsqlite_path = "{root / "semo.db"}"\n'
+        f'[pool]\nwarm_roles = ["FE", "BE", "QA"]\n{agents}'
+    )
+    path = root / "semo.toml"
+    path.write_text(text)
+    return path
+
+
+async def engine_startup(root: Path) -> float:
+    from engine.config import load_config
+    from engine.engine import Engine
+
+    config = load_config(startup_config(root))
+    started = time.perf_counter()
+    engine = Engine(config)
+    await engine.start()
+    elapsed = time.perf_counter() - started
+    status = engine.pool.status() if engine.pool is not None else None
+    await engine.stop("bench done")
+    if status is None or status.down:
+        raise RuntimeError(f"warm sessions not ready: {status}")
+    return elapsed
+
+
+async def by_hand_startup(root: Path) -> float:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PS1": "$ ", "HOME": str(root)}
+    started = time.perf_counter()
+    sessions = [TerminalSession(BASH, env=env, cwd=root) for _ in ROLES]
+    ready = asyncio.Event()
+
+    def check(_: str) -> None:
+        if all("$" in s.screen.text_rows()[s.screen.cursor.y] for s in sessions):
+            ready.set()
+
+    for session in sessions:
+        session.add_listener(check)
+        session.start()
+    await asyncio.wait_for(ready.wait(), 30)
+    elapsed = time.perf_counter() - started
+    for session in sessions:
+        await session.close()
+    return elapsed
+
+
+async def startup_async(args: argparse.Namespace) -> None:
+    engine_s: list[float] = []
+    hand_s: list[float] = []
+    for _ in range(args.rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            hand_s.append(await by_hand_startup(Path(tmp)))
+        with tempfile.TemporaryDirectory() as tmp:
+            engine_s.append(await engine_startup(Path(tmp)))
+    hand, engine = statistics.median(hand_s) * 1000, statistics.median(engine_s) * 1000
+    print(f"{len(ROLES)} warm bash sessions ready, median of {args.rounds}")
+    print(f"  by hand (3 TerminalSessions to their prompt) {hand:7.1f} ms")
+    print(f"  Engine(...).start(), sqlite, 3 warm roles    {engine:7.1f} ms")
+    print(f"  difference                                   {engine - hand:+7.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=50.0)
     parser.add_argument("--keys", type=int, default=300)
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--startup", action="store_true", help="engine start-up instead")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    asyncio.run(startup_async(args) if args.startup else main_async(args))
 
 
 if __name__ == "__main__":
