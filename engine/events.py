@@ -162,13 +162,23 @@ class RoutingStep(BaseEvent):
 
 
 JobStep = Literal[
-    "started", "session", "delivered", "turn", "retry", "cancelling", "done", "failed"
+    "created",
+    "started",
+    "session",
+    "delivered",
+    "turn",
+    "retry",
+    "cancel_requested",
+    "cancelling",
+    "done",
+    "failed",
 ]
 
 
 class JobEvent(BaseEvent):
-    """A step of a job: started, session (leased), delivered (the prompt), turn (a turn ended
-    without an outcome), retry, cancelling (an operator asked), done, failed."""
+    """A step of a job: created (by a person: CLI, API), started (an engine took it), session
+    (leased), delivered (the prompt), turn (a turn ended without an outcome), retry,
+    cancel_requested (by a person), cancelling (its engine ends it), done, failed."""
 
     kind: Literal["job"] = "job"
     job_id: str

@@ -19,6 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.api.errors import ApiError, ErrorBody, error_response, install_error_handlers
+from engine.api.jobs import build_jobs_router
 from engine.api.schemas import (
     Answer,
     CommandDone,
@@ -65,8 +66,10 @@ Timeout = Annotated[
     Query(
         gt=0,
         le=3600,
-        description="seconds to wait for the command's result (default: the command's own "
-        "limit + 5 s, at least [api] wait_timeout); then 504 with the command id",
+        description="seconds to wait for the command's result at least (e.g. for a busy "
+        "engine's queue). The API always waits past the command's own limit (send_prompt's "
+        "`timeout`, else the engine's command_timeout) + 5 s and [api] wait_timeout, so the "
+        "engine's outcome is the answer; 504 with the command id when no engine answered",
     ),
 ]
 
@@ -76,7 +79,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         400: "the body is not JSON",
         401: "no token, or not a valid one",
         403: "the token is not for this office",
-        404: "no such office, session, question or command in this office",
+        404: "no such office, session, agent, question or command in this office",
         409: "the command failed, the session has ended, or the row is not in a state for it",
         413: "the body is too large",
         415: "the body is not sent as application/json",
@@ -324,13 +327,14 @@ class _Api:
         return out
 
     async def check_agent(self, office: Office, payload: CreateSession) -> None:
+        """404 when the office has no such agent (a well-formed reference to nothing)."""
         agents = await self.store.list_agents(office.id)
         if payload.agent_id is not None and not any(a.id == payload.agent_id for a in agents):
-            raise ApiError(422, f"office {office.name!r} has no agent {payload.agent_id!r}")
+            raise ApiError(404, f"office {office.name!r} has no agent {payload.agent_id!r}")
         if payload.role is not None and not any(a.role == payload.role for a in agents):
             roles = ", ".join(a.role for a in agents) or "none"
             raise ApiError(
-                422, f"office {office.name!r} has no agent with role {payload.role!r} ({roles})"
+                404, f"office {office.name!r} has no agent with role {payload.role!r} ({roles})"
             )
 
     # -- commands --------------------------------------------------------------------------------
@@ -366,7 +370,7 @@ class _Api:
     ) -> tuple[str, AgentCommandResult]:
         """Insert the command and wait for its result: 504 (with the id) when none comes in
         time, 409 command_failed when the engine reports a failure."""
-        limit = timeout or self.default_wait(self.settings.command_timeout)
+        limit = max(timeout or 0.0, self.default_wait(self.settings.command_timeout))
         command = await self.store.insert_command(
             office.id, command_type, payload, session_id=session_id
         )
@@ -479,8 +483,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     ) -> CommandDone:
         """Queue a prompt; it is typed when the agent is ready. With `wait`, the result is the
         turn's (state, text, message kinds) and the API waits `timeout` + 5 s by default."""
-        if timeout is None:  # the engine gives it body.timeout (+ 1 s), waiting or not
-            timeout = api.default_wait(body.timeout)
+        # the engine gives it body.timeout (+ 1 s), waiting or not
+        timeout = max(timeout or 0.0, api.default_wait(body.timeout))
         return await api.session_command(
             office, session_id, "send_prompt", body.model_dump(), timeout
         )
@@ -583,4 +587,5 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         except ValueError as error:
             raise ApiError(422, str(error), code="invalid_answer") from None
 
+    app.include_router(build_jobs_router(store))
     return app

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.events import BROADCAST_EVENT, JobEvent, JobStep
 from engine.store.base import NotFound, Store, StoreError
 from engine.store.models import (
     Agent,
@@ -112,6 +113,7 @@ async def create_job(
     except StoreError:
         await store.request_job_cancel(job.id, "its run_job command could not be written")
         raise
+    await _announce(store, job, "created", job.task[:200])
     return job, command
 
 
@@ -160,7 +162,7 @@ async def cancel_job(store: Store, job_id: str, reason: str, office_id: str | No
     job = await get_job(store, job_id, office_id)
     reason = reason.strip() or "cancelled by an operator"
     job = await store.request_job_cancel(job.id, reason)
-    step = "failed" if job.status == "failed" else "cancel_requested"
+    step: JobStep = "failed" if job.status == "failed" else "cancel_requested"
     detail = job.failure_reason if job.status == "failed" else reason
     await store.add_job_entry(
         JobEntry(
@@ -173,7 +175,25 @@ async def cancel_job(store: Store, job_id: str, reason: str, office_id: str | No
             detail=detail or reason,
         )
     )
+    await _announce(store, job, step, detail or reason)
     return job
+
+
+async def _announce(store: Store, job: Job, step: JobStep, detail: str) -> None:
+    """A job change made outside an engine, for remote watchers (Realtime on supabase; the
+    engine's own steps go through its event bus)."""
+    event = JobEvent(
+        office_id=job.office_id,
+        job_id=job.id,
+        agent_id=job.agent_id,
+        step=step,
+        status=job.status,
+        attempts=job.attempts,
+        session_id=job.session_id,
+        needs_human=job.needs_human,
+        detail=detail,
+    )
+    await store.publish_event(job.office_id, BROADCAST_EVENT, event.model_dump(mode="json"))
 
 
 async def follow_job(
