@@ -67,8 +67,8 @@ def build_jobs_router(store: Store) -> APIRouter:
             job, command = await create_job(
                 store, office.id, role=body.role, task=body.task, context=body.context
             )
-        except NotFound as error:  # no agent of that role: the request is what is wrong
-            raise ApiError(422, str(error), code="unknown_role") from None
+        except NotFound as error:  # a well-formed reference to no agent, as for sessions
+            raise ApiError(404, str(error), code="unknown_role") from None
         except ValueError as error:
             raise ApiError(422, str(error)) from None
         return JobCreated(job=view(job, await agents_of(store, office.id)), command_id=command.id)

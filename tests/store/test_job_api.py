@@ -109,7 +109,7 @@ async def test_a_running_job_is_cancelled_on_the_api(live: Live) -> None:
 @pytest.mark.parametrize(
     ("body", "status", "message"),
     [
-        ({"role": "NOBODY", "task": "x"}, 422, "no agent with role 'NOBODY'"),
+        ({"role": "NOBODY", "task": "x"}, 404, "no agent with role 'NOBODY'"),
         ({"role": "FE", "task": ""}, 422, "task"),
         ({"role": "FE", "task": "x", "context": [1]}, 422, "context"),
         ({"role": "FE", "task": "x", "extra": 1}, 422, "extra"),
