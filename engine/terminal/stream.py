@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from itertools import repeat
 
 from pyte import modes
+from wcwidth import wcwidth
 
 from engine.terminal.plain import PlainBatch
-from engine.terminal.screen import TerminalScreen
+from engine.terminal.screen import _HAS_REGIONAL_INDICATOR, TerminalScreen
 
 log = logging.getLogger("semo.terminal")
 
@@ -35,7 +37,8 @@ _PARTIAL = re.compile(
     r"\x1b(?:\[[ -?]*|\][^\x07\x1b\x9c]*\x1b?|[P_^X].*|[ -/]*)?\Z",
     re.DOTALL,
 )
-_PLAIN_RUN = re.compile(r"(?:[ -~]+|\r|\n|\x1b\[[0-9;:]*m)+")
+_PLAIN_RUN = re.compile(r"(?:[ -~\xa0-\U0010ffff]+|\r|\n|\x1b\[[0-9;:]*m)+")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 XTVERSION_REPLY = "\x1bP>|semo\x1b\\"
 MAX_PENDING = 4096  # an unfinished sequence longer than this is skipped to its end, unkept
 MAX_OSC = 4096  # longer OSC bodies (titles, notifications, cwd) are cut to this
@@ -62,6 +65,23 @@ def _ints(params: str) -> list[int]:
         head = field.split(":", 1)[0]
         out.append(min(int(head), 65535) if head.isdigit() else 0)
     return out
+
+
+def _narrow_prefix(text: str) -> str:
+    """The part of `text` before its first character that is not one cell wide (wide, zero
+    width, a regional indicator): the batch path counts one cell per character."""
+    for found in _NON_ASCII.finditer(text):
+        chars = found.group()
+        widths = bytes(map(_one_cell, map(wcwidth, chars), repeat(0)))
+        if widths.count(1) != len(widths) or _HAS_REGIONAL_INDICATOR(chars):
+            cut = found.start() + widths.find(0) if 0 in widths else found.start()
+            if _HAS_REGIONAL_INDICATOR(chars):
+                cut = min(cut, found.start() + _HAS_REGIONAL_INDICATOR(chars).start())
+            return text[:cut]
+    return text
+
+
+_one_cell = {1: 1}.get
 
 
 class TerminalStream:
@@ -100,7 +120,10 @@ class TerminalStream:
             ):
                 run = _PLAIN_RUN.match(data, pos)
                 if run is not None:
-                    consumed = self._batch.feed(run.group())
+                    text = run.group()
+                    if not text.isascii():
+                        text = _narrow_prefix(text)
+                    consumed = self._batch.feed(text) if text else 0
                     if consumed:
                         pos += consumed
                         continue

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from engine.terminal.screen import TerminalScreen
 from engine.terminal.stream import TerminalStream, make_screen_and_stream
 
-_words = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=50)
+_words = st.text(
+    alphabet=st.one_of(
+        st.characters(min_codepoint=32, max_codepoint=126),
+        st.sampled_from(list("│●⏺é中🚀\u0301\u200d\ufe0f\U0001f1e9")),  # narrow, wide, zero width
+    ),
+    max_size=50,
+)
 _sgr = st.sampled_from(
     ["\x1b[31m", "\x1b[0m", "\x1b[m", "\x1b[1;4m", "\x1b[38:2::1:2:3m", "\x1b[44m"]
 )
