@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -789,10 +790,18 @@ class HookServer:
             return None
         if self._readers is None:
             self._readers = ThreadPoolExecutor(_TRANSCRIPT_READERS, "semo-transcript")
+        last = payload.get("last_assistant_message")
+        read = functools.partial(
+            read_turn_text,
+            path,
+            scope,
+            final_text=last if isinstance(last, str) else "",
+            wait=self.transcript_timeout * 2 / 3,  # then the best text so far, in time
+        )
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.transcript_timeout):
-                return await loop.run_in_executor(self._readers, read_turn_text, path, scope)
+                return await loop.run_in_executor(self._readers, read)
         except TranscriptRefused as exc:
             problem = str(exc)
         except TimeoutError:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,9 @@ TAIL_BYTES = 4 * 1024 * 1024
 
 #: Nesting accepted in one transcript line (tool inputs nest a little; this is far from both).
 LINE_MAX_DEPTH = 100
+
+#: How often a transcript that is behind the Stop hook is looked at again.
+_POLL_SECONDS = 0.02
 
 #: Claude Code cuts escaped project paths longer than this and appends ``-<hash>``.
 _SLUG_MAX = 200
@@ -103,12 +107,21 @@ class TranscriptScope:
 
 
 def read_turn_text(
-    path: str, scope: TranscriptScope, *, tail_bytes: int = TAIL_BYTES
+    path: str,
+    scope: TranscriptScope,
+    *,
+    final_text: str = "",
+    wait: float = 0.0,
+    tail_bytes: int = TAIL_BYTES,
 ) -> str | None:
     """The last turn's assistant text from the transcript at ``path``, or None if it holds none.
 
-    Blocking (run it in a thread). Raises :class:`TranscriptRefused` for a path outside
-    ``scope``, a symlink, anything but a regular file, or a file that cannot be opened.
+    Claude Code runs the Stop hook before it has written the turn's last entry (about 0.1 s
+    before, in 2.1.328): when the text read holds earlier blocks of the turn but does not end
+    with ``final_text`` (the hook's ``last_assistant_message``), the file is read again as it
+    grows, for up to ``wait`` seconds. Blocking (run it in a thread). Raises
+    :class:`TranscriptRefused` for a path outside ``scope``, a symlink, anything but a regular
+    file, or a file that cannot be opened.
     """
     folder = scope.folder_of(path)
     name = os.path.basename(os.path.normpath(path))
@@ -128,11 +141,26 @@ def read_turn_text(
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise TranscriptRefused("not a regular file")
-        start = max(0, st.st_size - tail_bytes)
-        data = _read_from(fd, start, st.st_size - start)
+        size = st.st_size
+        text = _tail_turn_text(fd, size, tail_bytes)
+        deadline = time.monotonic() + wait
+        final_text = final_text.strip()
+        while text is not None and not text.endswith(final_text):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_SECONDS)
+            grown = os.fstat(fd).st_size
+            if grown != size:
+                size = grown
+                text = _tail_turn_text(fd, size, tail_bytes)
+        return text
     finally:
         os.close(fd)
-    lines = data.split(b"\n")
+
+
+def _tail_turn_text(fd: int, size: int, tail_bytes: int) -> str | None:
+    start = max(0, size - tail_bytes)
+    lines = _read_from(fd, start, size - start).split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first one is cut
     return turn_text_from_lines(reversed(lines), max_bytes=tail_bytes)
