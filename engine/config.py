@@ -608,10 +608,11 @@ def init_config(path: Path, *, force: bool = False) -> Path:
         path = path / CONFIG_FILENAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if force:
-            atomic_write(path, EXAMPLE_CONFIG)
+        if force:  # 0600 either way: the file may come to hold secrets (SECURITY.md)
+            atomic_write(path, EXAMPLE_CONFIG, mode=0o600)
         else:
-            with path.open("x", encoding="utf-8") as file:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
                 file.write(EXAMPLE_CONFIG)
     except FileExistsError:
         raise ConfigError(

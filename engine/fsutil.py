@@ -216,3 +216,35 @@ def unlink_in(root: Path, rel: Path | str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+# -- private files and folders -------------------------------------------------------------------
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a folder only its owner can use: created 0700 (with missing parents), or an
+    existing folder of ours with group/other bits made 0700. Another user's folder is left as
+    it is (PermissionError from chmod is not raised: the caller's next step reports it)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+        with contextlib.suppress(PermissionError):
+            os.chmod(path, 0o700)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """``path`` as a regular file only its owner can read and write: created empty 0600 (a
+    missing folder is created 0700), or an existing file of ours made 0600. For databases, logs
+    and configuration that hold or reveal secrets."""
+    if not path.parent.exists():
+        private_dir(path.parent)
+    # An existing file is never opened here: closing any descriptor of a file drops the
+    # process's POSIX locks on it, and SQLite holds such locks on its database.
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        st = os.stat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(path, 0o600)
+    return path

@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from engine.fsutil import private_dir, private_file
 from engine.store._shared import (
     LEGACY_GRACE_SECONDS,
     MAX_ATTEMPTS,
@@ -465,6 +466,19 @@ def default_sqlite_path() -> Path:
     return base / "semo" / "semo.db"
 
 
+def _make_private(path: Path) -> None:
+    """The database 0600 before SQLite opens it (its -wal and -shm then get the same mode),
+    left-over -wal/-shm/-journal files too, and the default state folder 0700: they hold the
+    offices' commands, answers and results (docs/SECURITY.md)."""
+    if path.parent == default_sqlite_path().parent:
+        private_dir(path.parent)
+    private_file(path)
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            private_file(side)
+
+
 def ts(value: datetime | None) -> str | None:
     """Fixed-width ISO-8601 UTC text: text order is time order."""
     if value is None:
@@ -572,7 +586,7 @@ class SqliteStore(Store):
         self._db = self._watcher = None
 
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _make_private(self.path)
         conn = sqlite3.connect(
             str(self.path),
             timeout=self.busy_timeout,

@@ -384,3 +384,83 @@ def test_a_folder_swapped_for_a_symlink_after_the_check_is_not_followed(tmp_path
     with pytest.raises(UnsafePathError, match="symlink"), opening:
         pass
     assert list(outside.iterdir()) == []
+
+
+# -- file modes ---------------------------------------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_semo_init_writes_the_config_0600_also_over_a_readable_one(tmp_path: Path) -> None:
+    semo = str(Path(sys.executable).with_name("semo"))
+    env = {**os.environ, "PYTHONPATH": str(SOURCE)}
+    subprocess.run([semo, "init", f"{tmp_path}/a/"], check=True, env=env, capture_output=True)
+    assert mode(tmp_path / "a" / "semo.toml") == 0o600
+    (tmp_path / "b.toml").write_text("x = 1\n")
+    (tmp_path / "b.toml").chmod(0o644)
+    command = [semo, "init", "--force", str(tmp_path / "b.toml")]
+    subprocess.run(command, check=True, env=env, capture_output=True)
+    assert mode(tmp_path / "b.toml") == 0o600
+
+
+async def test_the_sqlite_store_and_its_state_folder_are_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    async with SqliteStore() as store:  # the default place: $XDG_STATE_HOME/semo/semo.db
+        await store.list_offices()
+        folder = tmp_path / "state" / "semo"
+        files = sorted(p.name for p in folder.iterdir())
+        assert files == ["semo.db", "semo.db-shm", "semo.db-wal"]  # WAL mode: all three
+        assert {name: mode(folder / name) for name in files} == dict.fromkeys(files, 0o600)
+        assert mode(folder) == 0o700
+
+
+async def test_a_readable_database_of_an_older_semo_is_made_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    folder = tmp_path / "state" / "semo"
+    async with SqliteStore():
+        pass
+    folder.chmod(0o755)
+    for name in ("semo.db", "semo.db-wal", "semo.db-shm"):
+        path = folder / name
+        if path.exists():
+            path.chmod(0o644)
+    async with SqliteStore() as store:
+        await store.list_offices()
+        assert mode(folder) == 0o700
+        assert {p.name: mode(p) for p in folder.iterdir()} == {
+            "semo.db": 0o600,
+            "semo.db-wal": 0o600,
+            "semo.db-shm": 0o600,
+        }
+
+
+def test_the_console_log_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.launch import _log_path
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "state" / "semo").mkdir(parents=True, mode=0o755)
+    path = _log_path()
+    assert path == tmp_path / "state" / "semo" / "console.log"
+    assert mode(path) == 0o600 and mode(path.parent) == 0o700
+
+
+async def test_an_engine_s_database_in_the_office_folder_is_0600(tmp_path: Path) -> None:
+    """`sqlite_path = "semo.db"` beside semo.toml: the file and its WAL are private, the
+    operator's folder keeps its mode."""
+    make_repo(tmp_path / "repo")
+    os.chmod(tmp_path, 0o755)
+    report_path = tmp_path / "spy.json"
+    command = json.dumps([sys.executable, str(SPY), str(report_path)])
+    config = tmp_path / "semo.toml"
+    config.write_text(CONFIG.format(command=command))
+    async with engine_process(config) as engine:
+        await report_of(report_path, engine)
+        names = ("semo.db", "semo.db-wal", "semo.db-shm")
+        assert {n: mode(tmp_path / n) for n in names} == dict.fromkeys(names, 0o600)
+    assert mode(tmp_path) == 0o755
