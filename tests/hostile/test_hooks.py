@@ -437,6 +437,41 @@ def test_deeply_nested_json_payload_of_semo_command_is_a_clear_error(tmp_path: P
         assert len(proc.stderr.strip().splitlines()) == 1
 
 
+async def test_deeply_nested_api_bodies_are_a_client_error_and_the_api_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A real `semo engine --http`: FastAPI parses the body with json.loads, and a RecursionError
+    there is its "error parsing the body" (400), not a 500 or a crash; nesting under the
+    recursion limit reaches validation (422). The engine answers the next request."""
+    import httpx
+
+    from tests.api.test_serve import TOKEN, ready_session, serving, stop
+    from tests.test_engine_daemon import make_office
+
+    config = make_office(tmp_path)
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    async with (
+        serving(config, "engine", "--http", "127.0.0.1:0") as engine,
+        httpx.AsyncClient(headers=headers, timeout=WAIT) as client,
+    ):
+        session = await ready_session(client, engine.url)
+        office = f"{engine.url}/api/offices/daemon-test"
+        for depth, status in ((DEEP, 400), (900, 422)):
+            nested = b"[" * depth + b"]" * depth
+            for path, body in (
+                (f"/sessions/{session}/prompt", b'{"prompt": ' + nested + b"}"),
+                ("/sessions", b'{"role": "BE", "x": ' + nested + b"}"),
+                ("/sessions", nested),
+            ):
+                answer = await client.post(office + path, content=body)
+                assert answer.status_code == status, (depth, path, answer.text[:300])
+                assert answer.json()["error"]["status"] == status
+        listed = await client.get(f"{office}/sessions")
+        assert listed.status_code == 200 and session in listed.text
+        assert await stop(engine) == 0
+    assert "Traceback" not in engine.log and "RecursionError" not in engine.log
+
+
 # -- stale sockets ------------------------------------------------------------------------
 
 LIVE_ENGINE = textwrap.dedent(
