@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 from pyte.screens import StaticDefaultDict
 
 from engine.terminal.cell import Cell
-from engine.terminal.scrollback import Line, WrappedSegments, line_from_row, line_from_segments
+from engine.terminal.scrollback import (
+    Line,
+    Record,
+    WrappedSegments,
+    line_from_row,
+    pack_line,
+    pack_segments,
+)
 
 if TYPE_CHECKING:
     from engine.terminal.screen import TerminalScreen
@@ -169,11 +176,11 @@ class PlainBatch:
         # everything = old rows 0..bottom, then the new rows; the screen keeps the last bottom+1
         if screen.keeps_scrollback():
             keep = min(total, screen.scrollback.limit)
-            lines: list[Line] = []
+            records: list[Record] = []
             for index in range(total - keep, total):
                 source = old[index] if index <= bottom else rows[index - bottom - 1]
-                lines.append(self._as_line(source, screen.columns, default))
-            screen.scrollback.extend(lines, skipped=total - keep)
+                records.append(self._as_record(source, screen.columns, default))
+            screen.scrollback.extend_packed(records, skipped=total - keep)
         visible: dict[int, list[Segment]] = {}
         for y in range(bottom + 1):
             index = total + y
@@ -191,14 +198,14 @@ class PlainBatch:
         screen.dirty.update(range(bottom + 1))
 
     @staticmethod
-    def _as_line(
+    def _as_record(
         row: Row | StaticDefaultDict[int, Cell] | None, columns: int, default: Cell
-    ) -> Line:
+    ) -> Record:
         if isinstance(row, Line):
-            return row
+            return pack_line(row)
         if isinstance(row, list):
-            return line_from_segments(row, default)
-        return line_from_row({} if row is None else row, columns, default)
+            return pack_segments(row, default)
+        return pack_line(line_from_row({} if row is None else row, columns, default))
 
 
 def _split_segments(segments: list[Segment], cells: int) -> tuple[list[Segment], list[Segment]]:

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from engine.terminal.cell import BLANK, Cell
 
@@ -137,6 +137,10 @@ Record = str | tuple[str, tuple[tuple[int, int, tuple[object, ...]], ...], bool]
 else an exact tuple of text, (start, end, style fields) runs and the wrap flag."""
 
 
+def pack_line(line: Line) -> Record:
+    return _pack(line)
+
+
 def _pack(line: Line) -> Record:
     """Only str, int, bool and exact tuples of them: CPython's collector stops tracking such
     tuples after one pass, so ten thousand lines of scrollback add nothing to its full
@@ -161,6 +165,58 @@ def _fields(style: Cell) -> tuple[object, ...]:
             _FIELDS.clear()
         fields = _FIELDS[style] = tuple(style)
     return fields
+
+
+_FIELDS_BY_ID: dict[int, tuple[Cell, tuple[object, ...]]] = {}
+
+
+def _style_fields(cell: Cell) -> tuple[object, ...]:
+    """`_fields` of `cell` as a style (data " "), looked up by identity first: cells come from
+    the screen's interned attributes, so the same few objects recur."""
+    hit = _FIELDS_BY_ID.get(id(cell))
+    if hit is not None and hit[0] is cell:
+        return hit[1]
+    fields = _fields(cell if cell.data == " " else cell._replace(data=" "))
+    if len(_FIELDS_BY_ID) >= 4096:
+        _FIELDS_BY_ID.clear()
+    _FIELDS_BY_ID[id(cell)] = (cell, fields)
+    return fields
+
+
+def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> Record:
+    """`_pack(line_from_segments(segments, blank))`, without building the Line."""
+    if len(segments) <= 1:
+        return _pack(line_from_segments(segments, blank))
+    runs: list[list[Any]] = []  # [start, end, cell]
+    texts: list[str] = []
+    pos = 0
+    last: Cell | None = None
+    for attrs, text in segments:
+        if not text:
+            continue
+        size = len(text)
+        if last is not None and (attrs is last or attrs[1:] == last[1:]):
+            runs[-1][1] = pos + size
+        else:
+            runs.append([pos, pos + size, attrs])
+            last = attrs
+        texts.append(text)
+        pos += size
+    text = "".join(texts)
+    while runs and _same_style(runs[-1][2], blank):
+        start, end, _ = runs[-1]
+        kept = text[start:end].rstrip(" ")
+        text = text[: start + len(kept)]
+        if kept:
+            runs[-1][1] = len(text)
+            break
+        runs.pop()
+    if len(runs) == 1 and _same_style(runs[0][2], blank):
+        runs = []
+    wrapped = is_wrapped(segments)
+    if not runs and not wrapped:
+        return text
+    return (text, tuple((start, end, _style_fields(cell)) for start, end, cell in runs), wrapped)
 
 
 def _unpack(record: Record) -> Line:
@@ -190,6 +246,11 @@ class Scrollback:
         """Append `lines`; `skipped` counts older lines that would have been evicted at once."""
         self._lines.extend(map(_pack, lines))
         self.total_pushed += len(lines) + skipped
+
+    def extend_packed(self, records: list[Record], *, skipped: int = 0) -> None:
+        """`extend` for lines already packed (`pack_segments`, `pack_line`)."""
+        self._lines.extend(records)
+        self.total_pushed += len(records) + skipped
 
     def clear(self) -> None:
         self._lines.clear()

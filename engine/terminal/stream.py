@@ -84,6 +84,11 @@ def _narrow_prefix(text: str) -> str:
 _one_cell = {1: 1}.get
 
 
+def _first(params: str) -> int:
+    args = _ints(params)
+    return args[0] if args else 0
+
+
 class TerminalStream:
     """Feed it decoded text; it drives the screen. Safe across arbitrary chunk boundaries."""
 
@@ -97,6 +102,14 @@ class TerminalStream:
         self._batch = PlainBatch(screen)
         self._csi: dict[tuple[str, str, str], Callable[[list[int], str], None]] = {}
         self._register_csi()
+        # CSI without prefix or intermediates, by final byte, taking the raw parameters: the
+        # common ones parse them directly (TUIs send thousands of CUP/EL/SGR per frame)
+        self._plain_csi: dict[str, Callable[[str], None]] = {
+            final: (lambda params, handler=handler: handler(_ints(params), params))
+            for (prefix, inter, final), handler in self._csi.items()
+            if not prefix and not inter
+        }
+        self._register_plain_csi()
 
     # -- feeding ----------------------------------------------------------------------------
 
@@ -144,10 +157,16 @@ class TerminalStream:
             kind = token.lastgroup
             if kind == "text":
                 screen.draw(token.group("text"))
+            elif kind == "final":
+                params, inter, final = token.group("params", "inter", "final")
+                if not inter and (not params or params[0] not in "<=>?"):
+                    plain_csi = self._plain_csi.get(final)
+                    if plain_csi is not None:
+                        plain_csi(params)
+                        continue
+                self._dispatch_csi(params, inter, final)
             elif kind == "ctl":
                 self._control(token.group("ctl"))
-            elif kind == "final":
-                self._dispatch_csi(token.group("params"), token.group("inter"), token.group(kind))
             elif kind == "osc_end":
                 self._osc(token.group("osc"), token.group("osc_end"))
             elif kind == "esc_final":
@@ -275,6 +294,42 @@ class TerminalStream:
             self.unknown_sequences += 1
             return
         handler(_ints(params), params)
+
+    def _register_plain_csi(self) -> None:
+        s = self.screen
+        table = self._plain_csi
+
+        def cup(params: str) -> None:
+            if not params:
+                s.cursor_position()
+                return
+            row, _, column = params.partition(";")
+            if row.isdigit() and (not column or column.isdigit()):
+                s.cursor_position(min(int(row), 65535), min(int(column), 65535) if column else None)
+            else:
+                s.cursor_position(*_ints(params)[:2])
+
+        def single(method: Callable[[int], None]) -> Callable[[str], None]:
+            def handler(params: str) -> None:
+                if not params:
+                    method(0)
+                elif params.isdigit():
+                    method(min(int(params), 65535))
+                else:
+                    method(_first(params))
+
+            return handler
+
+        table["H"] = table["f"] = cup
+        table["m"] = lambda params: s.select_graphic_rendition(params=params)
+        for final, method in {
+            "A": s.cursor_up, "B": s.cursor_down, "C": s.cursor_forward, "D": s.cursor_back,
+            "G": s.cursor_to_column, "`": s.cursor_to_column, "d": s.cursor_to_line,
+            "J": s.erase_in_display, "K": s.erase_in_line, "X": s.erase_characters,
+            "P": s.delete_characters, "@": s.insert_characters, "L": s.insert_lines,
+            "M": s.delete_lines,
+        }.items():  # fmt: skip
+            table[final] = single(method)
 
     def _register_csi(self) -> None:
         s = self.screen

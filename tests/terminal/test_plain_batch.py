@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.terminal.cell import BLANK
 from engine.terminal.screen import TerminalScreen
+from engine.terminal.scrollback import (
+    WrappedSegments,
+    line_from_segments,
+    pack_line,
+    pack_segments,
+)
 from engine.terminal.stream import TerminalStream, make_screen_and_stream
 
 _words = st.text(
@@ -148,3 +155,19 @@ def test_a_wrapping_line_continued_across_reads_stays_on_the_batch_path(cut):
     slow, _ = _run([text[:cut], text[cut:]], False, 7, 4, 100)
     assert _state(fast) == _state(slow)
     assert not declined
+
+
+_cells = st.sampled_from(
+    [BLANK, BLANK._replace(fg="red"), BLANK._replace(data="x", fg="red"), BLANK._replace(bold=True)]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    segments=st.lists(st.tuples(_cells, st.sampled_from(["", " ", "ab", "c  ", "  "])), max_size=6),
+    wrapped=st.booleans(),
+    blank=st.sampled_from([BLANK, BLANK._replace(bg="blue")]),
+)
+def test_packing_segments_directly_gives_the_packed_line(segments, wrapped, blank):
+    rows = WrappedSegments(segments) if wrapped else segments
+    assert pack_segments(rows, blank) == pack_line(line_from_segments(rows, blank))
