@@ -244,6 +244,36 @@ def test_the_probe_reads_an_ordinary_parent(tmp_path: Path) -> None:
     assert report["parent_mem_error"] is None
 
 
+async def test_git_as_semo_runs_it_runs_no_planted_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Worktree add/list/remove, the persona (ls-files, update-index on a tracked file) and the
+    hook settings (rev-parse, info/exclude): no hook, no fsmonitor ran, and git saw no secret.
+    Control: plain git runs the very same hooks."""
+    for name, value in ENGINE_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "CLAUDE.md").write_text("# the project's own instructions\n")
+    git(repo, "add", ".claude/CLAUDE.md")
+    git(repo, "commit", "-q", "-m", "project instructions")
+    marker = tmp_path / "hook-ran.txt"
+    plant_hooks(repo, marker)
+
+    manager = WorktreeManager(repo, tmp_path / "ws")
+    worktree = await manager.create("BE", "t1")
+    injected = PersonaInjector(protocol="(protocol)").inject(worktree.path, claude_agent())
+    assert injected.hidden_by == "skip-worktree"  # update-index ran on the tracked file
+    install_hooks(worktree.path, ["semo", "hook"])
+    await manager.list()
+    await manager.remove(worktree, delete_branch=True)
+    assert not marker.exists(), marker.read_text()[:2000]
+
+    git(repo, "worktree", "add", "-q", str(tmp_path / "plain"))  # plain git, same repository
+    ran = marker.read_text()
+    assert "post-checkout" in ran and "SEMO_API_TOKEN" in ran  # what semo's git was spared
+
+
 # -- the agent environment as a function ----------------------------------------------------------
 
 
