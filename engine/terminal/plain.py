@@ -153,12 +153,25 @@ class PlainBatch:
             return [(screen.cursor.attrs, body)] if body else []
         parts = _SGR_SPLIT.split(body)
         segments: list[Segment] = []
+        cached = screen._sgr_cache.get
+        cursor = screen.cursor
+        attrs = cursor.attrs
+        last = ""
         for index, part in enumerate(parts):
             if index % 2:
-                screen.select_graphic_rendition(params=part)
+                hit = cached((id(attrs), part))  # select_graphic_rendition's own cache
+                if hit is not None and hit[0] is attrs:
+                    attrs = hit[1]
+                else:
+                    cursor.attrs = attrs
+                    screen.select_graphic_rendition(params=part)
+                    attrs = cursor.attrs
             elif part:
-                segments.append((screen.cursor.attrs, part))
-                screen.last_graphic = part[-1]
+                segments.append((attrs, part))
+                last = part
+        cursor.attrs = attrs
+        if last:
+            screen.last_graphic = last[-1]
         return segments
 
     def _apply(self, rows: list[Row], ends_with_cr: bool) -> None:

@@ -187,24 +187,27 @@ def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> 
     """`_pack(line_from_segments(segments, blank))`, without building the Line."""
     if len(segments) <= 1:
         return _pack(line_from_segments(segments, blank))
-    runs: list[list[Any]] = []  # [start, end, cell]
+    runs: list[list[Any]] = []  # [start, end, cell, style fields]
     texts: list[str] = []
     pos = 0
-    last: Cell | None = None
+    last: tuple[object, ...] | None = None
+    by_id = _FIELDS_BY_ID.get
     for attrs, text in segments:
         if not text:
             continue
+        hit = by_id(id(attrs))
+        fields = hit[1] if hit is not None and hit[0] is attrs else _style_fields(attrs)
         size = len(text)
-        if last is not None and (attrs is last or attrs[1:] == last[1:]):
+        if fields is last or fields == last:
             runs[-1][1] = pos + size
         else:
-            runs.append([pos, pos + size, attrs])
-            last = attrs
+            runs.append([pos, pos + size, attrs, fields])
+            last = fields
         texts.append(text)
         pos += size
     text = "".join(texts)
     while runs and _same_style(runs[-1][2], blank):
-        start, end, _ = runs[-1]
+        start, end = runs[-1][:2]
         kept = text[start:end].rstrip(" ")
         text = text[: start + len(kept)]
         if kept:
@@ -216,7 +219,7 @@ def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> 
     wrapped = is_wrapped(segments)
     if not runs and not wrapped:
         return text
-    return (text, tuple((start, end, _style_fields(cell)) for start, end, cell in runs), wrapped)
+    return (text, tuple([(run[0], run[1], run[3]) for run in runs]), wrapped)
 
 
 def _unpack(record: Record) -> Line:
