@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from engine.config import load_config
+from engine.store import open_store
+from engine.store.base import Store
 from engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
 from tests.support.waiting import eventually_value
@@ -154,11 +157,19 @@ async def office(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         yield f'[store]\nbackend = "postgres"\ndatabase_url = "{dsn}"'
 
 
+@asynccontextmanager
+async def engine_store(folder: Path, office: str) -> AsyncIterator[Store]:
+    """The store the folder's semo.toml names, opened the way the CLI opens it."""
+    config = load_config(folder / "semo.toml")
+    async with open_store(config.store_config()) as store:
+        yield store
+
+
 async def ready(folder: Path) -> None:
-    async def both_ready() -> bool:
+    async def both_ready() -> bool | None:
         listed = await semo(folder, "sessions", "--json")
         rows = json.loads(listed.stdout) if listed.returncode == 0 else []
-        return sorted(r["role"] for r in rows if r["status"] == "ready") == ["BE", "FE"]
+        return sorted(r["role"] for r in rows if r["status"] == "ready") == ["BE", "FE"] or None
 
     await eventually_value(both_ready, "FE and BE ready", TIMEOUT)
 
@@ -238,9 +249,9 @@ async def test_cancelling_a_running_job_and_a_pending_one(office: str, tmp_path:
         assert created.returncode == 0, created.stderr
         job_id = created.stdout.strip()
 
-        async def running() -> bool:
+        async def running() -> bool | None:
             shown = json.loads((await semo(tmp_path, "job", "show", job_id, "--json")).stdout)
-            return "delivered" in [e["step"] for e in shown["entries"]]
+            return "delivered" in [e["step"] for e in shown["entries"]] or None
 
         await eventually_value(running, "the job's prompt delivered", TIMEOUT)
         cancelled = await semo(tmp_path, "job", "cancel", job_id, "--reason", "wrong task")
@@ -286,3 +297,89 @@ async def test_bad_job_requests_are_clear_errors(office: str, tmp_path: Path) ->
     missing = await semo(tmp_path, "job", "show", "no-such-job")
     assert missing.returncode == 2 and "no job no-such-job" in missing.stderr
     assert json.loads((await semo(tmp_path, "jobs", "--all", "--json")).stdout) == []
+
+
+FE_RETRY_SCRIPT = [
+    {"match": "Retry (attempt 2)", "text": block("INVOKE:BE", {"task": "quick health"}, "INVOKE")},
+    {
+        "match": "Build the login page",
+        "text": block("INVOKE:BE", {"task": "slow health"}, "INVOKE"),
+    },
+    {"match": "Result of invocation", "text": "[SEMO:DONE] login page built"},
+]
+BE_RETRY_SCRIPT = [
+    {
+        "match": "slow health",
+        "text": block("DELIVER_RESULT:FE", {"summary": "too late"}, "DELIVER_RESULT"),
+        "delay": 600,
+    },
+    {
+        "match": "quick health",
+        "text": block("DELIVER_RESULT:FE", {"summary": "health added"}, "DELIVER_RESULT"),
+    },
+]
+
+
+async def test_an_engine_killed_mid_invocation_the_next_engine_retries_the_job(
+    office: str, tmp_path: Path
+) -> None:
+    """SIGKILL while BE works on FE's invocation: the next engine cancels the job's open
+    invocation (never sent again), retries the job once from a new FE session, and the job
+    ends done; every invocation and result is the job's, and each invocation reached BE
+    once."""
+    write_config(tmp_path, office, FE_RETRY_SCRIPT)
+    (tmp_path / "BE.json").write_text(json.dumps(BE_RETRY_SCRIPT))
+    async with engine_process(tmp_path) as first:
+        await ready(tmp_path)
+        waiting = await asyncio.create_subprocess_exec(
+            str(SEMO),
+            "job",
+            "create",
+            "--role",
+            "FE",
+            "--task",
+            "Build the login page",
+            "--wait",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=clean_env(),
+            cwd=tmp_path,
+        )
+
+        async def be_working() -> bool | None:
+            log = tmp_path / "BE.log"
+            return (log.exists() and "slow health" in log.read_text()) or None
+
+        await eventually_value(be_working, "BE working on the slow invocation", TIMEOUT)
+        first.kill()
+        await first.wait()
+    async with engine_process(tmp_path):
+        async with asyncio.timeout(TIMEOUT * 2):
+            out, err = await waiting.communicate()
+    lines = out.decode().splitlines()
+    assert waiting.returncode == 0, (out, err)
+    job_id = lines[0]
+    assert lines[-1] == f"job {job_id} done after 2 attempt(s)"
+    steps = [line.split()[1] for line in lines[1:] if line[:2].isdigit()]
+    died = steps.index("engine_died")
+    assert steps[died : died + 2] == ["engine_died", "retry"]
+    assert steps[-1] == "done"
+
+    timeline = json.loads((await semo(tmp_path, "job", "show", job_id, "--json")).stdout)
+    assert (timeline["job"]["status"], timeline["job"]["attempts"]) == ("done", 2)
+    invocations = {i["task"]: i for i in timeline["invocations"]}
+    assert invocations["slow health"]["status"] == "cancelled"
+    assert "while running this job" in invocations["slow health"]["error"]
+    assert invocations["quick health"]["status"] == "delivered"
+    assert [r["summary"] for r in timeline["results"]] == ["health added"]
+    # nothing untracked: every invocation and result of the office is the job's
+    async with engine_store(tmp_path, office) as store:
+        [row] = await store.list_offices()
+        everything = await store.list_invocations(row.id)
+        results = await store.list_results(row.id)
+    assert {i.job_id for i in everything} == {job_id} and len(everything) == 2
+    assert {r.job_id for r in results} == {job_id} and len(results) == 1
+    # each invocation reached BE once: the cancelled one was never sent again
+    be_prompts = (tmp_path / "BE.log").read_text()
+    assert be_prompts.count("slow health") == 1
+    assert be_prompts.count("quick health") == 1
