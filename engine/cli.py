@@ -10,17 +10,17 @@ if sys.argv[1:2] == ["hook"]:  # Claude Code runs this on every hook: skip the h
     sys.exit(_hook_shim_main(sys.argv[2:]))
 
 import argparse
-import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.plain_text import plain, plain_json
 from engine.store.cli import add_store_commands
 from engine.store.job_cli import add_job_commands
-from engine.terminal.capture import CaptureResult, capture
-from engine.terminal.keys import KeySpecError, parse_keys
-from engine.terminal.pty_process import TerminalSpawnError
+
+if TYPE_CHECKING:
+    from engine.terminal.capture import CaptureResult
 
 
 def _positive(value: str) -> int:
@@ -293,6 +293,8 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     make_non_dumpable()
 
+    import asyncio
+
     return asyncio.run(run_headless(args.timeout))
 
 
@@ -331,6 +333,12 @@ def _console_needs_entry_point(_args: argparse.Namespace) -> int:
 
 
 def _run_capture(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from engine.terminal.capture import capture
+    from engine.terminal.keys import KeySpecError, parse_keys
+    from engine.terminal.pty_process import TerminalSpawnError
+
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         print("semo capture: give the command after --, e.g. semo capture -- ls", file=sys.stderr)
