@@ -14,6 +14,7 @@ import contextlib
 from engine.demo.office import DEMO_TASK, demo_config, demo_folder
 from engine.engine import Engine
 from engine.events import Event, JobEvent, RoutingStep, SessionStatusChanged
+from engine.plain_text import plain
 from engine.store.models import Job
 
 
@@ -67,4 +68,4 @@ async def _print_events(engine: Engine, roles: dict[str, str]) -> None:
     with engine.bus.subscribe() as events:
         async for event in events:
             if (line := describe(event, roles)) is not None:
-                print(line, flush=True)
+                print(plain(line), flush=True)
