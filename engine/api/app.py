@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -23,6 +24,7 @@ from engine.api.jobs import build_jobs_router
 from engine.api.schemas import (
     Answer,
     CommandDone,
+    CommandPending,
     CommandState,
     CreateSession,
     Health,
@@ -66,16 +68,20 @@ Timeout = Annotated[
     Query(
         gt=0,
         le=3600,
-        description="seconds to wait for the command's result at least (e.g. for a busy "
-        "engine's queue). The API always waits past the command's own limit (send_prompt's "
-        "`timeout`, else the engine's command_timeout) + 5 s and [api] wait_timeout, so the "
-        "engine's outcome is the answer; 504 with the command id when no engine answered",
+        description="seconds to wait for the command's result; when they run out first, 202 "
+        "with the command id to poll. Default: past the command's own limit (send_prompt's "
+        "`timeout`, else the engine's command_timeout) + 5 s, at least [api] wait_timeout, so "
+        "the engine's outcome is the answer (504 when no engine answered in that time)",
     ),
 ]
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The documented answers other than the route's own: 202 (a `timeout` that ran out) and
+    the errors, each with its body's model."""
     described = {
+        202: "the `timeout` asked for ran out first: the command is queued or running; poll "
+        "GET .../commands/{command_id}",
         400: "the body is not JSON",
         401: "no token, or not a valid one",
         403: "the token is not for this office",
@@ -85,13 +91,17 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         415: "the body is not sent as application/json",
         422: "the request does not validate",
         503: "the store is unavailable",
-        504: "no result within the timeout; poll GET .../commands/{command_id}",
+        504: "no engine answered within the command's own limit + 5 s (none serves the office, "
+        "or it is stuck); the command stays queued: poll GET .../commands/{command_id}",
     }
-    return {s: {"model": ErrorBody, "description": described[s]} for s in statuses}
+    return {
+        s: {"model": CommandPending if s == 202 else ErrorBody, "description": described[s]}
+        for s in statuses
+    }
 
 
 _AUTH = (401, 403, 404, 422, 503)
-_WRITE = (*_AUTH, 409, 504)
+_WRITE = (202, *_AUTH, 409, 504)
 _BODY = (400, 413, 415)
 
 
@@ -264,6 +274,14 @@ def _query_names(route: Any) -> frozenset[str]:
 OfficeDep = Annotated[Office, Depends(office_of)]
 
 
+class CommandStillRunning(Exception):
+    """The wait a request asked for ran out before the command's result came: 202."""
+
+    def __init__(self, body: CommandPending) -> None:
+        super().__init__(body.message)
+        self.body = body
+
+
 class _Api:
     """The store-side logic behind the routes."""
 
@@ -351,11 +369,18 @@ class _Api:
         command_type: str,
         payload: dict[str, Any],
         timeout: float | None,
+        *,
+        command_limit: float | None = None,
     ) -> CommandDone:
         """A command for a live session of the office, run to its result."""
         await self.live_session(office, session_id)
         command_id, result = await self.run(
-            office, command_type, payload, session_id=session_id, timeout=timeout
+            office,
+            command_type,
+            payload,
+            session_id=session_id,
+            timeout=timeout,
+            command_limit=command_limit,
         )
         return CommandDone(command_id=command_id, command_type=command_type, result=result.result)
 
@@ -367,19 +392,47 @@ class _Api:
         *,
         session_id: str | None = None,
         timeout: float | None = None,
+        command_limit: float | None = None,
     ) -> tuple[str, AgentCommandResult]:
-        """Insert the command and wait for its result: 504 (with the id) when none comes in
-        time, 409 command_failed when the engine reports a failure."""
-        limit = max(timeout or 0.0, self.default_wait(self.settings.command_timeout))
+        """Insert the command and wait for its result, `timeout` seconds or by default past
+        the limit the engine gives it (`command_limit`, else command_timeout): 202
+        (`CommandStillRunning`) when the `timeout` asked for runs out, 504 when no engine
+        answered in the default wait, 409 command_failed when the engine reports a failure."""
+        own_limit = command_limit or self.settings.command_timeout
+        limit = timeout or self.default_wait(own_limit)
         command = await self.store.insert_command(
             office.id, command_type, payload, session_id=session_id
         )
         result = await self.waiter.wait(office.id, command.id, limit)
+        poll = f"/api/offices/{office.id}/commands/{command.id}"
+        claimed = result is None and (await self.store.get_command(command.id)).status == (
+            "processing"
+        )
+        if claimed and timeout is None:
+            # claimed late (a busy engine's queue): its limit started at the claim, so its
+            # outcome comes within one more limit
+            extra = own_limit + COMMAND_WAIT_MARGIN
+            limit += extra
+            result = await self.waiter.wait(office.id, command.id, extra)
+        if result is None and timeout is not None:
+            status = (await self.store.get_command(command.id)).status
+            result = await self.store.get_result(command.id)  # it may have come meanwhile
+        if result is None and timeout is not None:
+            raise CommandStillRunning(
+                CommandPending(
+                    command_id=command.id,
+                    status=status,
+                    poll=poll,
+                    message=f"no result within the {limit:g} s asked for; the command is "
+                    f"{status}: poll GET {poll}",
+                )
+            )
         if result is None:
             raise ApiError(
                 504,
-                f"no result from an engine within {limit:g} s; the command is still queued or "
-                f"running: poll GET /api/offices/{office.id}/commands/{command.id}",
+                f"no engine answered within {limit:g} s (the command's own limit + 5 s, and "
+                f"again once it was claimed); the command is still queued or running: poll "
+                f"GET {poll}",
                 command_id=command.id,
             )
         if not result.success:
@@ -408,6 +461,11 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     api = _Api(store, settings)
     app.state.api = api
     install_error_handlers(app)
+
+    @app.exception_handler(CommandStillRunning)
+    async def _still_running(request: Request, pending: CommandStillRunning) -> JSONResponse:
+        return JSONResponse(pending.body.model_dump(), status_code=202)
+
     tokens = {office: t.get_secret_value().encode() for office, t in settings.tokens.items()}
     # the last added runs first: no token, no further look at the request
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # type: ignore[arg-type]
@@ -483,10 +541,13 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     ) -> CommandDone:
         """Queue a prompt; it is typed when the agent is ready. With `wait`, the result is the
         turn's (state, text, message kinds) and the API waits `timeout` + 5 s by default."""
-        # the engine gives it body.timeout (+ 1 s), waiting or not
-        timeout = max(timeout or 0.0, api.default_wait(body.timeout))
         return await api.session_command(
-            office, session_id, "send_prompt", body.model_dump(), timeout
+            office,
+            session_id,
+            "send_prompt",
+            body.model_dump(),
+            timeout,
+            command_limit=body.timeout,  # the engine's limit for it, waiting or not
         )
 
     @app.post(
@@ -585,7 +646,9 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         try:
             return await answer_question(store, question_id, text=body.text, option=body.option)
         except ValueError as error:
-            raise ApiError(422, str(error), code="invalid_answer") from None
+            # the schema cannot know the question's options: an answer that does not fit
+            # them conflicts with the question, like one to a question already answered
+            raise ApiError(409, str(error), code="invalid_answer") from None
 
     app.include_router(build_jobs_router(store))
     return app

@@ -12,10 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engine.protocol.messages import ROLE_NAME_PATTERN
 from engine.store.models import (
     AgentCommand,
     AgentCommandResult,
     AgentSession,
+    CommandStatus,
     CommandType,
     CreateSessionPayload,
     SendPromptPayload,
@@ -29,13 +31,17 @@ def _given(name: str, kind: str) -> dict[str, Any]:
 
 
 class CreateSession(CreateSessionPayload):
-    """The create_session payload, with "agent_id or role" stated in its JSON schema."""
+    """The create_session payload, with "agent_id or role" stated in its JSON schema and the
+    role's form (a letter, then up to 31 letters, digits, `_` or `-`) checked by it."""
 
     model_config = ConfigDict(
         title="CreateSession",
         strict=True,
         json_schema_extra={"anyOf": [_given("role", "string"), _given("agent_id", "string")]},
     )
+
+    role: str | None = Field(default=None, pattern=rf"^{ROLE_NAME_PATTERN}$", validate_default=True)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class SendPrompt(SendPromptPayload):
@@ -75,6 +81,16 @@ class Output(BaseModel):
     state: SessionStatus | str
 
 
+class CommandPending(BaseModel):
+    """202: the wait the request asked for (`?timeout=`) ran out first; the command is queued
+    or running and keeps its place: poll `poll` for its result."""
+
+    command_id: str
+    status: CommandStatus
+    poll: str
+    message: str
+
+
 class CommandState(BaseModel):
     """A command and, once it finished, its result (for polling after a 504)."""
 
@@ -94,6 +110,15 @@ class Answer(BaseModel):
     text: str | None = Field(default=None, min_length=1, max_length=64 * 1024)
     #: no upper bound here: a question may have any number of options (checked against them)
     option: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_option(cls, data: Any) -> Any:
+        """JSON Schema's `integer` is any number without a fraction: 2.0 is the integer 2."""
+        option = data.get("option") if isinstance(data, dict) else None
+        if isinstance(option, float) and option.is_integer():
+            return {**data, "option": int(option)}
+        return data
 
     @model_validator(mode="after")
     def _one_of(self) -> Answer:

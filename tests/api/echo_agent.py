@@ -3,7 +3,8 @@
 The terminal is put in raw mode (so Ctrl+C, Ctrl+D and escape sequences are just bytes), input
 is echoed as a terminal would (printable ASCII as itself, any other byte as `.`, so no escape
 sequence reaches the screen), and each Enter (CR or LF) is answered with `ok <n bytes>` and the
-`$ ` prompt, which semo's generic reader takes as "ready". Run as `python tests/api/echo_agent.py`.
+`$ ` prompt, which semo's generic reader takes as "ready"; Ctrl+C (a cancel) with `^C` and the
+prompt, as a shell does. Run as `python tests/api/echo_agent.py`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ def main() -> int:
         for byte in chunk:
             if byte in (0x0D, 0x0A):
                 echo += f"\r\nok {line}\r\n$ ".encode()
+                line = 0
+            elif byte == 0x03:
+                echo += b"^C\r\n$ "
                 line = 0
             else:
                 echo += bytes([byte]) if 0x20 <= byte < 0x7F else b"."

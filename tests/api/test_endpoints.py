@@ -81,11 +81,13 @@ async def test_health_and_the_openapi_document_need_no_token(live: Live) -> None
     assert schema["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
     prompt = paths[f"{prefix}/sessions/{{session_id}}/prompt"]["post"]
     assert prompt["security"] == [{"token": []}]
-    assert {"400", "401", "403", "404", "409", "413", "415", "422", "504"} <= set(
+    assert {"202", "400", "401", "403", "404", "409", "413", "415", "422", "504"} <= set(
         prompt["responses"]
     )
     error_ref = prompt["responses"]["404"]["content"]["application/json"]["schema"]["$ref"]
     assert error_ref.endswith("/ErrorBody")
+    pending = prompt["responses"]["202"]["content"]["application/json"]["schema"]["$ref"]
+    assert pending.endswith("/CommandPending")
 
 
 async def test_unknown_endpoint_and_method_are_json_errors(live: Live, client: Any) -> None:
@@ -261,7 +263,7 @@ async def test_prompt_failures(live: Live, client: Any, sh: str) -> None:
     assert not [c for c in commands if c.session_id == "nope"]  # nothing was inserted
 
 
-async def test_no_result_in_time_is_504_with_the_command_to_poll(
+async def test_a_timeout_that_runs_out_first_is_202_with_the_command_to_poll(
     live: Live, client: Any, sh: str
 ) -> None:
     slow = await client.post(
@@ -269,12 +271,15 @@ async def test_no_result_in_time_is_504_with_the_command_to_poll(
         params={"timeout": 0.5},
         json={"prompt": "sleep 1.5; echo slept", "wait": True, "timeout": 10},
     )
-    error = error_of(slow, 504, "timeout")
-    command_id = error["command_id"]
-    assert command_id and f"/commands/{command_id}" in error["message"]
+    assert slow.status_code == 202, slow.text
+    pending = slow.json()
+    command_id = pending["command_id"]
+    assert pending["status"] in ("pending", "processing")
+    assert pending["poll"] == f"/api/offices/{live.office_id}/commands/{command_id}"
+    assert pending["poll"] in pending["message"]
     deadline = asyncio.get_running_loop().time() + 30  # generous: CI machines are shared
     while asyncio.get_running_loop().time() < deadline:
-        polled = (await client.get(f"{live.base()}/commands/{command_id}")).json()
+        polled = (await client.get(f"{live.url}{pending['poll']}")).json()
         if polled["result"] is not None:
             break
         assert polled["command"]["status"] in ("pending", "processing")
@@ -353,9 +358,11 @@ async def test_create_and_delete_a_session(live: Live, client: Any) -> None:
 
 async def test_create_session_failures(live: Live, client: Any) -> None:
     url = f"{live.base()}/sessions"
-    error = error_of(await client.post(url, json={"role": "XX"}), 422, "invalid_request")
+    error = error_of(await client.post(url, json={"role": "XX"}), 404, "not_found")
     assert "no agent with role 'XX'" in error["message"] and "SH" in error["message"]
-    error_of(await client.post(url, json={"agent_id": "nope"}), 422, "invalid_request")
+    error_of(await client.post(url, json={"agent_id": "nope"}), 404, "not_found")
+    error = error_of(await client.post(url, json={"role": ""}), 422, "invalid_request")
+    assert error["details"][0]["loc"] == ["body", "role"]  # not a role: the schema says so
     error = error_of(await client.post(url, json={}), 422, "invalid_request")
     assert "agent_id or role" in error["message"]
     error_of(await client.post(url, json={"role": "SH", "x": 1}), 422, "invalid_request")
@@ -387,9 +394,9 @@ async def test_questions_list_and_answer(live: Live, client: Any, sh: str) -> No
     pending = (await client.get(f"{live.base()}/questions")).json()
     assert [q["id"] for q in pending if q["id"] == question.id] == [question.id]
     url = f"{live.base()}/questions/{question.id}/answer"
-    error = error_of(await client.post(url, json={"option": 3}), 422, "invalid_answer")
+    error = error_of(await client.post(url, json={"option": 3}), 409, "invalid_answer")
     assert "1..2" in error["message"]
-    error_of(await client.post(url, json={"text": "mysql"}), 422, "invalid_answer")
+    error_of(await client.post(url, json={"text": "mysql"}), 409, "invalid_answer")
     error_of(await client.post(url, json={}), 422, "invalid_request")
     error_of(await client.post(url, json={"text": "x", "option": 1}), 422, "invalid_request")
     answered = await client.post(url, json={"option": 2})
@@ -435,26 +442,57 @@ async def test_a_question_with_any_number_of_options_is_answered_by_number(
     )
     await live.run(live.engine.store.create_question(question))
     url = f"{live.base()}/questions/{question.id}/answer"
-    error = error_of(await client.post(url, json={"option": 1501}), 422, "invalid_answer")
+    error = error_of(await client.post(url, json={"option": 1501}), 409, "invalid_answer")
     assert "1..1500" in error["message"]
     error_of(await client.post(url, json={"option": 0}), 422, "invalid_request")
-    answered = await client.post(url, json={"option": 1500})
+    error_of(await client.post(url, json={"option": 2.5}), 422, "invalid_request")
+    # 1500.0 is an integer to JSON Schema, so to the API too
+    answered = await client.post(url, json={"option": 1500.0})
     assert answered.status_code == 200, answered.text
     assert answered.json()["answer"] == "option 1500"
 
 
-async def test_the_wait_outlasts_the_commands_own_limit(live_factory: Any) -> None:
+@pytest.fixture(scope="module")
+def quick(live_factory: Any) -> Live:
+    """An office whose API waits 0.5 s at least, for engines that give commands 1 s."""
+    return live_factory(["SH"], ["SH"], wait_timeout=0.5, command_timeout=1)
+
+
+async def test_the_wait_outlasts_the_commands_own_limit(quick: Live) -> None:
     """[api] wait_timeout shorter than a command's limit: the API waits for the engine's
-    outcome (here send_prompt's own timeout into a busy agent) instead of answering 504."""
-    quick = live_factory(["SH"], ["SH"], wait_timeout=0.5, command_timeout=10)
-    assert quick.server.app.state.api.default_wait(10) == 15
+    outcome (here send_prompt's own timeout into a busy agent) instead of a 504 racing it."""
+    api = quick.server.app.state.api
+    assert (api.default_wait(1), api.default_wait(20)) == (6, 25)
     sh = await wait_ready(quick, "SH")
     url = f"{quick.base()}/sessions/{sh}/prompt"
     async with httpx.AsyncClient(headers=quick.headers, timeout=HTTP_TIMEOUT) as client:
-        busy = await client.post(url, json={"prompt": "sleep 5"})
+        busy = await client.post(url, json={"prompt": "sleep 4"})
         assert busy.status_code == 200, busy.text
         # not typed while the agent is busy: the engine gives up after 1.5 s, after the
         # API's 0.5 s, and that outcome is the answer
         late = await client.post(url, json={"prompt": "echo never", "timeout": 1.5})
         error = error_of(late, 409, "command_failed")
-        assert "timed out" in error["message"] or "not delivered" in error["message"]
+        assert "timed out" in error["message"]
+
+
+async def test_no_engine_answering_is_504_after_the_commands_own_limit(quick: Live) -> None:
+    """A live session of another engine (alive, so this one does not claim its commands) and
+    that engine never answers: 504 once the command's own limit + 5 s have passed."""
+    store = quick.engine.store
+    await quick.run(store.record_heartbeat(quick.office_id, "elsewhere", dead_after=600))
+    theirs = AgentSession(
+        office_id=quick.office_id,
+        agent_id=quick.engine.agents["SH"].id,
+        status="ready",
+        engine_id="elsewhere",
+    )
+    await quick.run(store.upsert_session(theirs))
+    async with httpx.AsyncClient(headers=quick.headers, timeout=HTTP_TIMEOUT) as client:
+        sent = await client.post(
+            f"{quick.base()}/sessions/{theirs.session_id}/prompt",
+            json={"prompt": "echo x", "timeout": 0.5},
+        )
+        error = error_of(sent, 504, "timeout")
+        assert "no engine answered within 5.5 s" in error["message"]
+        polled = await client.get(f"{quick.base()}/commands/{error['command_id']}")
+        assert polled.json()["command"]["status"] == "pending"  # it keeps its place
