@@ -32,7 +32,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from engine.config import AgentConfig
 from engine.fsutil import UnsafePathError, contained_path
 from engine.fsutil import _open_folder as open_folder
 from engine.protocol.hooks import SETTINGS_RELPATH, HookSettingsError, install_hooks
@@ -305,6 +307,15 @@ def test_agents_env_names_pass_a_credential_but_never_an_engine_secret() -> None
         source,
     )
     assert values == {"GITHUB_TOKEN": "ghp", "GH_TOKEN": "bot-token", "TEXT": "a ${GITHUB_TOKEN} b"}
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"SEMO_X": "y"}, {"SUPABASE_URL": "u"}, {"LEAK": "${SEMO_API_TOKEN}"}, {"K": "${supabase_x}"}],
+)
+def test_the_config_refuses_to_pass_an_engine_secret(env: dict[str, str]) -> None:
+    with pytest.raises(ValidationError, match=r"never|not passed"):
+        AgentConfig(role="BE", env=env)
 
 
 # -- symlinks out of a worktree ---------------------------------------------------------------
