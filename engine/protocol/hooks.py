@@ -677,7 +677,8 @@ class HookServer:
         """None to serve a new connection, else why it is refused (making room if needed)."""
         if peer.uid is not None and peer.uid not in self.allowed_uids:
             return "foreign_peer"
-        if len(self._connections.get(peer, ())) >= self.max_connections_per_peer:
+        known = peer.pid is not None  # without SO_PEERCRED every peer looks the same
+        if known and len(self._connections.get(peer, ())) >= self.max_connections_per_peer:
             return "too_many_connections"
         if self._open >= self.max_connections:
             waiting = [c for conns in self._connections.values() for c in conns if c.reading]

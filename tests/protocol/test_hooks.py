@@ -666,6 +666,51 @@ def test_shim_gives_up_on_a_hung_engine_after_its_timeout(short_dir: Path) -> No
     assert hook_shim.ACK_TIMEOUT <= elapsed < hook_shim.ACK_TIMEOUT + 3
 
 
+def test_shim_waits_while_the_engines_backlog_is_full(short_dir: Path) -> None:
+    """A flood fills the socket's backlog: connect fails with EAGAIN at once (not a wait, for a
+    socket with a timeout); the shim tries again until its deadline instead of giving up."""
+    import threading
+
+    path = short_dir / "busy.sock"
+    busy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    busy.bind(str(path))
+    busy.listen(0)
+    fillers = []
+    while True:  # fill the backlog
+        filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        filler.setblocking(False)
+        try:
+            filler.connect(str(path))
+        except BlockingIOError:
+            filler.close()
+            break
+        fillers.append(filler)
+    said: list[bytes] = []
+
+    def engine() -> None:
+        time.sleep(0.3)  # the shim is meanwhile refused by the full backlog
+        for _ in fillers:
+            busy.accept()[0].close()
+        conn, _ = busy.accept()
+        with conn:
+            conn.settimeout(5)
+            said.append(conn.recv(1 << 16))
+            conn.sendall(b'{"ok": true}\n')
+
+    thread = threading.Thread(target=engine)
+    thread.start()
+    try:
+        env = {"SEMO_HOOK_SOCKET": str(path), "SEMO_HOOK_TOKEN": "t0k-is-enough"}
+        proc, _ = run_shim("Stop", b'{"a": 1}', env)
+    finally:
+        thread.join(10)
+        busy.close()
+        for filler in fillers:
+            filler.close()
+    assert proc.returncode == 0 and proc.stderr == b""
+    assert said and b'"event":"Stop"' in said[0]
+
+
 def test_shim_without_env_exits_0_at_once() -> None:
     started = time.monotonic()
     proc = subprocess.Popen(
