@@ -15,7 +15,7 @@ class SemoCommands(Provider):
     def _commands(self) -> list[tuple[str, str, Action]]:
         from console.screens.main import MainScreen
 
-        screen = self.app.screen
+        screen = self.screen  # the screen the palette was opened on (app.screen is the palette)
         if not isinstance(screen, MainScreen):
             return []
         commands: list[tuple[str, str, Action]] = [

@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 import pytest
 from rich.console import Console
+from textual.command import CommandList
 
 from console.app import SemoApp
 from console.widgets.commands_panel import CommandsPanel
@@ -187,6 +188,14 @@ async def test_hostile_questions_show_literally_in_the_console(
             lambda: any(n.message == "answered: [/y] fine" for n in app._notifications), TIMEOUT
         )
         assert app.is_running and all(not s.ended for s in engine.sessions())
+
+        # palette entries are escaped text, still found and shown
+        await pilot.press("ctrl+p", *"new")
+        hits = app.screen.query_one(CommandList)
+        await eventually(lambda: hits.option_count >= 2, TIMEOUT)
+        prompts_shown = [str(hits.get_option_at_index(i).prompt) for i in range(hits.option_count)]
+        assert any("New session for FE" in shown for shown in prompts_shown), prompts_shown
+        await pilot.press("escape")
 
 
 # -- semo engine logs and semo questions ---------------------------------------------------------
