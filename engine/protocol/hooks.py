@@ -125,6 +125,9 @@ _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
 #: How long a client may take to send its request line.
 _READ_TIMEOUT = 5.0
 
+#: Largest settings.local.json semo merges into (Claude Code's are a few KiB).
+_SETTINGS_MAX_BYTES = 4 * 1024 * 1024
+
 #: Deepest JSON nesting accepted in a request (Claude Code's payloads nest 3 levels).
 MAX_JSON_DEPTH = 64
 
@@ -255,12 +258,12 @@ def _read_settings(worktree: Path) -> tuple[str | None, dict[str, Any]]:
 def _parse_settings(path: Path, text: str | None) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+    try:  # the worktree is the agent's: its settings file may be hostile too
+        value = safe_json.loads(text, max_bytes=_SETTINGS_MAX_BYTES, max_depth=MAX_JSON_DEPTH)
+    except safe_json.JSONInputError as exc:
         raise HookSettingsError(
-            f"{path}: not valid JSON ({exc}); fix or remove it, semo will not overwrite it"
-        ) from exc
+            f"{path}: {exc}; fix or remove it, semo will not overwrite it"
+        ) from None
     if not isinstance(value, dict):
         raise HookSettingsError(
             f"{path}: expected a JSON object, found {type(value).__name__}; "

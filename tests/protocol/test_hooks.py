@@ -143,6 +143,7 @@ def test_install_is_idempotent_and_replaces_only_our_entries(tmp_path: Path) -> 
     ("content", "why"),
     [
         ('{"hooks": {"Stop": [}', "not valid JSON"),
+        ('{"hooks": ' + "[" * 100_000, "JSON nested deeper than 64 levels"),
         ("[1, 2]", "expected a JSON object"),
         ('{"hooks": []}', '"hooks" must be a JSON object'),
         ('{"hooks": {"Stop": {"command": "x"}}}', '"hooks.Stop" must be a JSON array'),
