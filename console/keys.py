@@ -34,6 +34,7 @@ _NAMED = {
 _SHIFTED_F = {f"f{n + 12}": f"F{n}" for n in range(1, 13)}
 _MODIFIERS = {"shift": "S", "ctrl": "C", "alt": "M", "meta": "M"}
 _ESC = "\x1b"
+_PASTE_END = "\x1b[201~"
 
 
 def _is_control(character: str | None) -> bool:
@@ -100,9 +101,12 @@ def _encode(name: str, modifiers: set[str], application_cursor: bool) -> str:
 
 def paste_to_bytes(text: str, *, bracketed: bool) -> str:
     """Pasted text as a terminal sends it: newlines as CR, wrapped in ESC[200~ ... ESC[201~
-    when the child enabled bracketed paste (mode 2004). An end marker inside the text is
-    removed so a paste can never end the bracket early."""
+    when the child enabled bracketed paste (mode 2004). End markers inside the text are removed
+    until none is left (one pass over `ESC[20ESC[201~1~` rebuilds one), so a paste can never end
+    the bracket early."""
     text = text.replace("\r\n", "\r").replace("\n", "\r")
     if not bracketed:
         return text
-    return "\x1b[200~" + text.replace("\x1b[201~", "") + "\x1b[201~"
+    while _PASTE_END in text:
+        text = text.replace(_PASTE_END, "")
+    return "\x1b[200~" + text + _PASTE_END

@@ -411,6 +411,9 @@ def test_key_to_bytes(key, character, app_cursor, expected):
 def test_paste_to_bytes():
     assert paste_to_bytes("a\nb\r\nc", bracketed=False) == "a\rb\rc"
     assert paste_to_bytes("x\x1b[201~y", bracketed=True) == "\x1b[200~xy\x1b[201~"
+    # nested: removing the inner marker once would rebuild an outer one
+    nested = "x\x1b[20\x1b[20\x1b[201~1~1~y"
+    assert paste_to_bytes(nested, bracketed=True) == "\x1b[200~xy\x1b[201~"
 
 
 # -- snapshots (80x24, fixed byte streams) ------------------------------------------------------
