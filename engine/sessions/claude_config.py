@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import safe_json
 from engine.fsutil import atomic_write
 
 __all__ = [
@@ -253,6 +254,7 @@ def _parse(path: Path, snap: _Snapshot) -> dict[str, Any]:
             "semo will not overwrite it"
         )
     try:
+        safe_json.check_depth(snap.text)  # agents can write it: no RecursionError
         value = json.loads(snap.text, parse_float=_finite, parse_constant=_reject_constant)
     except (json.JSONDecodeError, ValueError) as exc:
         raise ClaudeConfigError(
