@@ -561,6 +561,7 @@ class JobRunner:
         """Cancel the job's open invocations and results (and stop the agents on them)."""
         try:
             if self.router is not None:
+                await self.router.settle()
                 await self.router.cancel_job_work(job.id, reason)
             else:
                 await self.store.cancel_job_work(job.id, reason)

@@ -521,6 +521,13 @@ class Router:
             await self._guarded(f"sending agent {target} its next invocation", self._pump(target))
         return cancelled
 
+    async def settle(self, timeout: float = 5.0) -> None:
+        """Wait (up to `timeout` seconds) until the results being typed now are recorded
+        delivered: a job that ends right after its agent read a result keeps that result."""
+        confirming = set(self._confirming)
+        if confirming:
+            await asyncio.wait(confirming, timeout=timeout)
+
     async def _stop_work(self, agent_id: str, invocation_id: str, reason: str) -> None:
         session = self.manager.sessions.get(self._sessions_by_agent.get(agent_id, ""))
         if session is None or session.ended:
