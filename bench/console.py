@@ -1,7 +1,11 @@
 """The console's terminal panes: keystroke -> echo on the pane, and the cost of live panes.
 
     python bench/console.py [--keys 300] [--mb 20] [--windows 5] [--window-seconds 2]
-                            [--only latency|cost] [--compare-gc]
+                            [--only latency|cost|processes] [--compare-gc]
+
+`--only processes` runs bench/console_processes.py instead: real `semo console` processes
+attached to a real engine through its control socket (attach, keystroke echo, idle console,
+engine cost per console). The in-process figures below are its same-run baseline.
 
 Everything runs in one headless Textual app (`App.run_test`), on one asyncio loop with the
 sessions, as in `semo console`.
@@ -306,12 +310,18 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:3] == ["--only", "processes"]:
+        from bench.console_processes import main as processes_main
+
+        sys.argv[1:3] = []
+        processes_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=300)
     parser.add_argument("--mb", type=float, default=20.0)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window-seconds", type=float, default=2.0)
-    parser.add_argument("--only", choices=("latency", "cost"))
+    parser.add_argument("--only", choices=("latency", "cost", "processes"))
     parser.add_argument(
         "--compare-gc",
         action="store_true",

@@ -19,6 +19,10 @@ class CommandsPanel(DataTable[object]):
 
     def show(self, commands: list[AgentCommand], results: dict[str, str]) -> None:
         """`results`: a short text per finished command id (its error or its outcome)."""
+        shown = [(c.id, c.status, results.get(c.id, "")) for c in commands]
+        if shown == getattr(self, "_shown", None):
+            return  # nothing changed: no rebuild, no repaint
+        self._shown = shown
         self.clear()
         for command in commands:
             style = STATUS_STYLES.get(command.status, "")

@@ -20,6 +20,15 @@ class PoolPanel(DataTable[object]):
         if status is None:
             return
         rows = sorted(status.sessions.values(), key=lambda s: (s.role, s.age_s))
+        shown = (
+            [(s.session_id, s.role, s.state, s.warm, s.leased, duration(s.age_s)) for s in rows],
+            dict(status.down),
+            status.total,
+            status.max_sessions,
+        )
+        if shown == getattr(self, "_shown", None):
+            return  # nothing visible changed: no rebuild, no repaint (an idle console is silent)
+        self._shown = shown
         self.clear()
         for session in rows:
             kind = ("warm" if session.warm else "cold") + (" ·leased" if session.leased else "")

@@ -55,6 +55,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("semo.control")
 
 FRAME_SECONDS = 1 / 60
+#: sessions the console has not typed into for ACTIVE_SECONDS get a frame at most this often
+#: (a flooding neighbour costs the engine and the console a third, the echo is not delayed)
+BACKGROUND_FRAME_SECONDS = 1 / 20
+ACTIVE_SECONDS = 10.0
 #: scrollback lines sent after an attach's first screen
 HISTORY_LINES = 2000
 #: at most this many new scrollback lines in one frame (a console that fell further behind
@@ -112,6 +116,8 @@ class _Attach:
     bells: int | None = None
     pushed: int = 0
     history_mark: int | None = None  # history to send: lines pushed before this count
+    flushed_at: float = float("-inf")  # loop time of the last frame sent
+    typed_at: float = float("-inf")  # loop time this console last typed into the session
 
 
 class _Connection:
@@ -133,7 +139,6 @@ class _Connection:
         self.backlog_bytes = 0
         self.wake = asyncio.Event()
         self.closed = False
-        self.last_screen_flush = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self.bytes_sent = 0
         self.frames_sent = 0
@@ -179,15 +184,10 @@ class _Connection:
             chunks: list[bytes] = list(self.backlog)
             self.backlog.clear()
             self.backlog_bytes = 0
-            now = loop.time()
-            if any(state.pending for state in self.attached.values()):
-                wait = self.last_screen_flush + FRAME_SECONDS - now
-                if wait > 0:
-                    if self._timer is None:
-                        self._timer = loop.call_later(wait, self._frame_due)
-                else:
-                    self.last_screen_flush = now
-                    chunks += self.server.screen_frames(self)
+            frames, next_due = self.server.screen_frames(self, loop.time())
+            chunks += frames
+            if next_due is not None and self._timer is None:
+                self._timer = loop.call_at(next_due, self._frame_due)
             if not chunks:
                 continue
             data = b"".join(chunks)
@@ -457,19 +457,31 @@ class ControlServer:
             for connection in self._connections:
                 connection.screen_changed(session_id, set())
 
-    def screen_frames(self, connection: _Connection) -> list[bytes]:
+    def screen_frames(
+        self, connection: _Connection, now: float
+    ) -> tuple[list[bytes], float | None]:
+        """Frames of the sessions whose update is due; and when the next one is due (None:
+        nothing pending). The session being typed into comes first."""
         frames: list[bytes] = []
+        next_due: float | None = None
         manager = self.engine.manager
-        for session_id, state in list(connection.attached.items()):
+        states = sorted(connection.attached.items(), key=lambda item: -item[1].typed_at)
+        for session_id, state in states:
             if not state.pending:
                 continue
+            active = now - state.typed_at < ACTIVE_SECONDS
+            due = state.flushed_at + (FRAME_SECONDS if active else BACKGROUND_FRAME_SECONDS)
+            if due > now and not state.full:
+                next_due = due if next_due is None else min(next_due, due)
+                continue
             state.pending = False
+            state.flushed_at = now
             session = manager.sessions.get(session_id) if manager else None
             if session is None:
                 continue
             frame = self._screen_frame(connection, session_id, session.terminal.screen, state)
             frames.append(encode_frame(frame))
-        return frames
+        return frames, next_due
 
     def _screen_frame(
         self,
@@ -672,6 +684,9 @@ class ControlServer:
         if not isinstance(data, str):
             raise OpError("input needs a string `data`")
         self._used_by(connection, session.session_id, None)
+        state = connection.attached.get(session.session_id)
+        if state is not None:
+            state.typed_at = asyncio.get_running_loop().time()
         session.write(data)
         return None
 
