@@ -74,16 +74,15 @@ def check_depth(text: str | bytes | bytearray, max_depth: int = DEFAULT_MAX_DEPT
     text that is not JSON the answer is only an estimate, and parsing it fails anyway.
     """
     if isinstance(text, str):
-        brackets: str | bytes = _NOT_BRACKETS.sub("", text)
-        opening = brackets.count("[") + brackets.count("{")
-        steps = _STEP
+        opening, strip, steps, empty = ("[", "{"), _NOT_BRACKETS, _STEP, ""
     else:
-        brackets = _NOT_BRACKETS_B.sub(b"", text)
-        opening = brackets.count(b"[") + brackets.count(b"{")
-        steps = _STEP_B  # type: ignore[assignment]
-    if opening <= max_depth:
+        opening, strip, steps, empty = (b"[", b"{"), _NOT_BRACKETS_B, _STEP_B, b""
+    if text.count(opening[0]) + text.count(opening[1]) <= max_depth:
+        return  # not that many brackets even counting those in strings
+    brackets = strip.sub(empty, text)
+    if brackets.count(opening[0]) + brackets.count(opening[1]) <= max_depth:
         return
-    deepest = max(accumulate(map(steps.__getitem__, brackets)))  # type: ignore[arg-type]
+    deepest = max(accumulate(map(steps.__getitem__, brackets)))
     if deepest > max_depth:
         raise JSONInputError("too_deep", f"nested deeper than {max_depth} levels")
 
