@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from engine.protocol import hook_shim
+from engine.protocol import hook_shim, hooks
 from engine.protocol.hooks import (
     HOOK_EVENTS,
     MAX_MESSAGE_BYTES,
@@ -457,6 +458,40 @@ async def test_oversize_message_is_rejected(
     caplog.clear()
     # A sender that never sends a newline is cut off at the limit, not read forever.
     await reject(server, b"{" + b" " * (3 * MAX_MESSAGE_BYTES), "oversize", caplog)
+
+
+async def test_a_peer_of_another_uid_is_refused(short_dir: Path) -> None:
+    """SO_PEERCRED: only the allowed uids (default: the engine's own) may send hooks."""
+    async with HookServer(runtime_dir=short_dir, allowed_uids=[os.getuid() + 1]) as srv:
+        token = srv.register_session("s")
+        reader, writer = await asyncio.open_unix_connection(str(srv.path))
+        writer.write(line({"token": token, "event": "Stop", "payload": {}}))
+        with contextlib.suppress(ConnectionResetError):  # what was sent is never read
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed without a word
+        writer.close()
+        assert srv.rejected["foreign_peer"] == 1 and srv.accepted == 0
+
+
+def test_warnings_are_one_line_per_kind_per_interval_with_a_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    logger = logging.getLogger("semo.hooks.test")
+    caplog.set_level(logging.WARNING, logger=logger.name)
+    warnings = hooks._Warnings(logger, interval=3600)
+    for _ in range(5):
+        warnings.warning("timeout", "rejected hook message: timeout")
+    warnings.warning("bad_token", "rejected hook message: bad_token")
+    assert [r.getMessage() for r in caplog.records] == [
+        "rejected hook message: timeout",
+        "rejected hook message: bad_token",
+    ]
+    warnings.interval = 0  # the interval has passed: the next line says what was left out
+    warnings.warning("timeout", "rejected hook message: timeout")
+    assert (
+        caplog.records[-1]
+        .getMessage()
+        .startswith("rejected hook message: timeout (4 more like it in the last")
+    )
 
 
 async def test_slow_sender_times_out(short_dir: Path) -> None:
