@@ -198,6 +198,8 @@ async def end_dead_engines(store: Store, office_id: str, dead: DeadRuns) -> Reco
         if not ended.dead:
             log.info("engine %s is alive again: what it runs is left to it", engine_id)
             continue
+        if engine_id != dead.me:  # shown dead at once (`semo engines`), not when its beat runs out
+            await store.expire_engine(office_id, engine_id)
         # its jobs' work is cancelled, and each job retried once (engine.routing.job_recovery)
         await recover_jobs(store, jobs, engine_id, job_reason)
         report.dead_engines.append(engine_id)

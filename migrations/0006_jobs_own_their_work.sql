@@ -86,3 +86,20 @@ language sql volatile as $$
      where id = p_job_id and status in ('pending', 'running') and cancel_reason is null
     returning *;
 $$;
+
+-- -- an engine another engine has ended is dead at once ----------------------------------------------
+--
+-- Its heartbeat runs out now (alive_until = now()) instead of up to 3 x lease_seconds later, so
+-- `semo engines` shows it dead at once. An engine that is in fact alive beats again and is alive
+-- again. Returns whether the row changed.
+
+create function semo_expire_engine(p_office_id text, p_engine_id text) returns boolean
+language sql volatile as $$
+    with expired as (
+        update engines
+           set alive_until = now()
+         where office_id = p_office_id and engine_id = p_engine_id
+           and status = 'running' and alive_until > now()
+        returning 1)
+    select exists (select 1 from expired);
+$$;

@@ -237,6 +237,12 @@ class Store(ABC):
         transaction as the writes (`dead` False in the answer)."""
 
     @abstractmethod
+    async def expire_engine(self, office_id: str, engine_id: str) -> bool:
+        """Another engine has ended `engine_id`'s work: its heartbeat runs out now (the
+        database's clock), so it shows as dead at once; whether a running, alive row changed.
+        An engine that is in fact alive is alive again with its next beat."""
+
+    @abstractmethod
     async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
         """The office's engines, oldest start first, each with `alive` by the database's clock
         (an unknown office has none)."""

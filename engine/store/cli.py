@@ -28,7 +28,7 @@ from engine import safe_json
 from engine.plain_text import plain, plain_json
 from engine.store import StoreConfig, open_store
 from engine.store.base import Store, StoreError, StoreUnavailable
-from engine.store.models import COMMAND_TYPES, AgentSession, InvalidCommand
+from engine.store.models import COMMAND_TYPES, AgentSession, EngineHeartbeat, InvalidCommand
 from engine.store.operations import (
     answer_question,
     end_session,
@@ -44,6 +44,12 @@ class SessionView(AgentSession):
 
     role: str | None = None
     name: str | None = None
+
+
+class EngineView(EngineHeartbeat):
+    """An engine's heartbeat row with its state for people: alive, stopped or dead."""
+
+    state: str
 
 
 class ConfigFileError(ValueError):
@@ -269,9 +275,21 @@ async def _sessions(store: Store, args: argparse.Namespace) -> int:
 
 async def _engines(store: Store, args: argparse.Namespace) -> int:
     office = await resolve_office(store, office_for(args))
-    rows = await store.list_engines(office.id)
-    _emit(rows, args.json, ["engine_id", "status", "alive", "last_seen", "alive_until"])
+    rows = [
+        EngineView(**row.model_dump(), state=engine_state(row.status, row.alive))
+        for row in await store.list_engines(office.id)
+    ]
+    columns = ["engine_id", "state", "alive", "last_seen", "alive_until", "stopped_at"]
+    _emit(rows, args.json, columns)  # type: ignore[arg-type]
     return 0
+
+
+def engine_state(status: str, alive: bool) -> str:
+    """alive; stopped (a clean stop); dead (its heartbeat ran out, or another engine ended
+    what it left, which makes it run out at once)."""
+    if alive:
+        return "alive"
+    return "stopped" if status == "stopped" else "dead"
 
 
 async def _end_session(store: Store, args: argparse.Namespace) -> int:

@@ -687,6 +687,12 @@ class PostgresStore(Store):
         )
         return EngineHeartbeat.model_validate(row)
 
+    async def expire_engine(self, office_id: str, engine_id: str) -> bool:
+        row = await self._one(
+            "select semo_expire_engine(%s, %s) as changed", (office_id, engine_id)
+        )
+        return bool(row and row["changed"])
+
     async def mark_engine_stopped(self, office_id: str, engine_id: str) -> EngineHeartbeat:
         row = await self._one(
             "select * from semo_mark_engine_stopped(%s, %s)", (office_id, engine_id)

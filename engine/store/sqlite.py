@@ -1025,6 +1025,18 @@ class SqliteStore(Store):
             {"office": office_id, "engine": engine_id, "at": ts(at)},
         ).fetchone()
 
+    async def expire_engine(self, office_id: str, engine_id: str) -> bool:
+        def expire(c: sqlite3.Connection) -> bool:
+            at = ts(now())
+            cur = c.execute(
+                "UPDATE engines SET alive_until = :at WHERE office_id = :office"
+                " AND engine_id = :engine AND status = 'running' AND alive_until > :at",
+                {"office": office_id, "engine": engine_id, "at": at},
+            )
+            return cur.rowcount > 0
+
+        return await self._run(expire, write=True)
+
     async def mark_engine_stopped(self, office_id: str, engine_id: str) -> EngineHeartbeat:
         def stop(c: sqlite3.Connection) -> sqlite3.Row | None:
             at = now()

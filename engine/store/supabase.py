@@ -1254,6 +1254,10 @@ class SupabaseStore(Store):
             raise StoreError(f"recording the heartbeat of engine {engine_id} returned no row")
         return EngineHeartbeat.model_validate(rows[0])
 
+    async def expire_engine(self, office_id: str, engine_id: str) -> bool:
+        args = {"p_office_id": office_id, "p_engine_id": engine_id}
+        return bool(await self._run(lambda c: c.rpc("semo_expire_engine", args)))
+
     async def mark_engine_stopped(self, office_id: str, engine_id: str) -> EngineHeartbeat:
         args = {"p_office_id": office_id, "p_engine_id": engine_id}
         rows = await self._rows(lambda c: c.rpc("semo_mark_engine_stopped", args))

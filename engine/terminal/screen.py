@@ -13,7 +13,7 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any
 
 import pyte
@@ -118,12 +118,35 @@ class TerminalModes:
         return max(on) if on else None
 
 
+class _CellsCache(dict[str, tuple[Cell | None, ...]]):
+    """char -> the cells it takes with one attribute set: (glyph,) when narrow, (glyph, pad)
+    when wide, (None,) when it needs the per-character path (zero width, joiners)."""
+
+    def __init__(self, attrs: Cell) -> None:
+        super().__init__()
+        self.attrs = attrs
+        self.pad = attrs._replace(data="")
+
+    def __missing__(self, char: str) -> tuple[Cell | None, ...]:
+        if len(self) >= 4096:
+            self.clear()
+        width = char_width(char)
+        cells: tuple[Cell | None, ...] = (None,)
+        if width == 1:
+            cells = (self.attrs._replace(data=char),)
+        elif width == 2:
+            cells = (self.attrs._replace(data=char), self.pad)
+        self[char] = cells
+        return cells
+
+
 class _GlyphCache(dict[str, Cell]):
     """char -> Cell for one attribute set, so drawing ASCII reuses immutable cells."""
 
     def __init__(self, attrs: Cell) -> None:
         super().__init__()
         self.attrs = attrs
+        self.cells = _CellsCache(attrs)
 
     def __missing__(self, char: str) -> Cell:
         if len(self) >= 4096:
@@ -348,7 +371,22 @@ class TerminalScreen(pyte.Screen):
         """Text with non-ASCII characters, drawn run by run: widths come from one C-level pass,
         runs of narrow characters take the ASCII path, runs of wide ones `_draw_wide`, and only
         zero-width characters and joiners go character by character."""
-        if modes.DECAWM not in self.mode or _HAS_REGIONAL_INDICATOR(data):
+        if modes.DECAWM not in self.mode:
+            self._draw_unicode(data)
+            return
+        cursor = self.cursor
+        cells = list(
+            chain.from_iterable(map(self.glyphs_for(cursor.attrs).cells.__getitem__, data))
+        )
+        x, stop = cursor.x, cursor.x + len(cells)
+        if stop <= self.columns and None not in cells:  # fits on the row: one update
+            line = self.buffer[cursor.y]
+            self._split_wide_at(line, x)
+            self._split_wide_at(line, stop)
+            line.update(zip(range(x, stop), cells, strict=True))
+            cursor.x = stop
+            return
+        if _HAS_REGIONAL_INDICATOR(data):
             self._draw_unicode(data)
             return
         kinds = bytes(map(_width_byte, map(wcwidth, data), repeat(0)))

@@ -271,3 +271,18 @@ def downgrade_to_4(path: Path) -> None:
         )
     finally:
         conn.close()
+
+
+async def test_an_engine_ended_by_another_is_dead_at_once(store: Store) -> None:
+    office = await store.create_office(Office(name="engines"))
+    await store.record_heartbeat(office.id, "e1", dead_after=600, starting=True)
+    assert await store.expire_engine(office.id, "e1") is True
+    [row] = await store.list_engines(office.id)
+    assert (row.status, row.alive) == ("running", False)
+    assert await store.expire_engine(office.id, "e1") is False  # not alive: nothing to do
+    # an engine that is in fact alive beats again and is alive again
+    await store.record_heartbeat(office.id, "e1", dead_after=600)
+    assert [e.alive for e in await store.list_engines(office.id)] == [True]
+    await store.mark_engine_stopped(office.id, "e1")
+    assert await store.expire_engine(office.id, "e1") is False
+    assert await store.expire_engine(office.id, "no-such-engine") is False

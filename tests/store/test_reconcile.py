@@ -107,8 +107,15 @@ async def test_running_jobs_of_dead_runs_fail_and_the_others_are_left_alone(stor
 
     out_of_retries = await job("running", dead)
     out_of_retries = await store.update_job(out_of_retries.id, attempts=2)
+    # the dead run's heartbeat has not run out yet; this engine's own has just started
+    await store.record_heartbeat(office.id, dead, dead_after=600, starting=True)
+    await store.record_heartbeat(office.id, "me", dead_after=600, starting=True)
 
     report = await reconcile(store, office.id, "me")
+
+    # shown dead at once, not when its heartbeat runs out; this engine's own row untouched
+    states = {e.engine_id: (e.status, e.alive) for e in await store.list_engines(office.id)}
+    assert states == {dead: ("running", False), "me": ("running", True)}
 
     assert report.jobs_failed == 4
     assert report.dead_engines == sorted([dead, "me"])
@@ -268,6 +275,13 @@ async def test_the_periodic_pass_ends_what_silent_engines_left(stores: Stores) -
 
     dead = ["ghost", "silent", "stopped"]
     assert report.dead_engines == dead
+    alive = {e.engine_id: (e.status, e.alive) for e in await store.list_engines(office.id)}
+    assert alive == {
+        "fresh": ("running", True),
+        "me": ("running", True),
+        "silent": ("running", False),
+        "stopped": ("stopped", False),
+    }
     assert (report.sessions_ended, report.questions_cancelled) == (3, 3)
     assert (report.jobs_failed, report.commands_failed) == (4, 1)
     for engine in engines:
