@@ -13,6 +13,7 @@ to shrink a payload over the size limit). Run it as ``python -I -S path/to/hook_
 (fastest), ``python -m engine.protocol.hook_shim EVENT`` or ``semo hook EVENT``.
 """
 
+import _signal  # built in, like _socket: `signal` would import enum
 import _socket  # the C module: `socket` costs ~10 ms of imports (enum, selectors)
 import os
 import sys
@@ -79,20 +80,45 @@ def build_message(event: str, token: str, payload: bytes, sent_at: float | None 
     return head + payload + b"}\n"
 
 
+def _busy(_signum: int, _frame: object) -> None:
+    raise TimeoutError("the engine's socket stayed busy")
+
+
+def _connect(sock: _socket.socket, path: str, deadline: float) -> None:
+    """Connect by ``deadline``. While a flood fills the engine's backlog, a connect with a
+    timeout fails at once (EAGAIN), and retrying loses to the flood's blocking connects; a
+    blocking connect waits in the kernel's queue and gets its turn. SIGALRM bounds that wait
+    (in the main thread; elsewhere the connect is retried until the deadline)."""
+    try:
+        previous = _signal.signal(_signal.SIGALRM, _busy)
+    except ValueError:  # not the main thread
+        previous = None
+    if previous is not None:
+        try:
+            _signal.setitimer(_signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
+            sock.settimeout(None)
+            sock.connect(path)
+        finally:
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+            _signal.signal(_signal.SIGALRM, previous)
+        return
+    while True:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            sock.connect(path)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError("the engine's socket stayed busy") from None
+            time.sleep(0.005)
+
+
 def send(path: str, message: bytes, timeout: float = ACK_TIMEOUT) -> bytes:
     """Send one request, return the answer line (bytes, without the newline)."""
     deadline = time.monotonic() + timeout
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        while True:
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
-            try:
-                sock.connect(path)
-                break
-            except BlockingIOError:  # the engine's backlog is full (a flood): wait our turn
-                if time.monotonic() >= deadline:
-                    raise TimeoutError("the engine's socket stayed busy") from None
-                time.sleep(0.005)
+        _connect(sock, path, deadline)
         sock.sendall(message)
         answer = b""
         while b"\n" not in answer:
