@@ -61,8 +61,9 @@ class TranscriptRefused(Exception):
 
 
 def project_slug(path: str) -> str:
-    """The folder name Claude Code gives the project at ``path`` (uncut)."""
-    return _NOT_ALNUM.sub("-", path)
+    """The folder name Claude Code gives the project at ``path`` (uncut). JavaScript replaces
+    UTF-16 code units: a character outside the BMP becomes two dashes."""
+    return _NOT_ALNUM.sub(lambda m: "--" if ord(m.group()) > 0xFFFF else "-", path)
 
 
 @dataclass(frozen=True)

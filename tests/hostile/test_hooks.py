@@ -536,8 +536,9 @@ async def test_a_starting_engine_finds_stale_sockets_without_connecting_to_live_
 
 
 @pytest.mark.claude
+@pytest.mark.parametrize("folder", ["work", "wörk tree.😀"])
 async def test_claude_code_transcripts_are_read_from_the_session_projects_folder(
-    tmp_path: Path, short_dir: Path
+    tmp_path: Path, short_dir: Path, folder: str
 ) -> None:
     """A marker written before a tool call is only in the transcript (Stop's
     last_assistant_message holds the final text block): the scope must match where the real
@@ -546,7 +547,7 @@ async def test_claude_code_transcripts_are_read_from_the_session_projects_folder
     from tests.support.claude_home import claude_env
     from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
 
-    work = (tmp_path / "work").resolve()
+    work = (tmp_path / folder).resolve()  # Claude Code escapes it: UTF-16 units, not characters
     work.mkdir()
     (work / "notes.txt").write_text("a note\n")
     read = ToolUse("Read", {"file_path": str(work / "notes.txt")})
