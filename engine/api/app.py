@@ -86,7 +86,8 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "no token, or not a valid one",
         403: "the token is not for this office",
         404: "no such office, session, agent, question or command in this office",
-        409: "the command failed, the session has ended, or the row is not in a state for it",
+        409: "the command failed, the session has ended (GET .../sessions?all=true lists it), "
+        "or the row is not in a state for it",
         413: "the body is too large",
         415: "the body is not sent as application/json",
         422: "the request does not validate",
@@ -322,7 +323,11 @@ class _Api:
         row = await self._session_row(office, session_id)
         if row.status == "terminated":
             why = f" ({row.end_reason})" if row.end_reason else ""
-            raise ApiError(409, f"session {session_id} has ended{why}", code="session_ended")
+            raise ApiError(
+                409,
+                f"session {session_id} has ended{why}; GET .../sessions?all=true lists it",
+                code="session_ended",
+            )
         return row
 
     async def _session_row(self, office: Office, session_id: str) -> AgentSession:
@@ -511,11 +516,13 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.get(
         f"{PREFIX}/sessions/{{session_id}}",
         response_model=Session,
-        responses=_errors(*_AUTH),
+        responses=_errors(*_AUTH, 409),
         tags=["sessions"],
     )
     async def get_session(office: OfficeDep, session_id: SessionId) -> Session:
-        """One session (terminated ones too)."""
+        """One live session (an ended one, e.g. after its DELETE, is 409 session_ended:
+        `GET .../sessions?all=true` lists it with its end reason)."""
+        await api.live_session(office, session_id)
         return await api.session(office, session_id)
 
     @app.delete(

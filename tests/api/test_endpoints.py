@@ -334,13 +334,15 @@ async def test_create_and_delete_a_session(live: Live, client: Any) -> None:
     deleted = await client.delete(f"{live.base()}/sessions/{session_id}")
     assert deleted.status_code == 200, deleted.text
     assert deleted.json()["result"] == {"terminated": True}
-    row = (await client.get(f"{live.base()}/sessions/{session_id}")).json()
-    assert row["status"] == "terminated"
+    # deleted: gone as a resource, kept in the listing of every session
+    error = error_of(await client.get(f"{live.base()}/sessions/{session_id}"), 409, "session_ended")
+    assert "GET .../sessions?all=true" in error["message"]
     assert session_id not in [
         s["session_id"] for s in (await client.get(f"{live.base()}/sessions")).json()
     ]
     every = (await client.get(f"{live.base()}/sessions", params={"all": "true"})).json()
-    assert session_id in [s["session_id"] for s in every]
+    [row] = [s for s in every if s["session_id"] == session_id]
+    assert row["status"] == "terminated" and row["end_reason"]
     # an ended session
     for method, tail, body in (
         ("DELETE", "", None),
