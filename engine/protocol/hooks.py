@@ -138,8 +138,9 @@ MAX_CONNECTIONS_PER_PEER = 8
 #: Seconds a Stop's transcript may take to read before the turn ends without it.
 TRANSCRIPT_TIMEOUT = 1.5
 
-#: Worker threads reading transcripts (a file that hangs holds one; the rest go on).
-_TRANSCRIPT_READERS = 2
+#: Worker threads reading transcripts. A session reads one at a time (its events are in order),
+#: so a session whose reads hang or wait holds one thread; the others go on.
+_TRANSCRIPT_READERS = 4
 
 #: Pending connections the kernel queues for us (a burst beyond waits in the senders' connect).
 _BACKLOG = 16
