@@ -129,11 +129,15 @@ class Router:
         """After a restart: re-send invocations that never delivered, deliver pending results.
         A row that cannot be handled is marked or skipped with the reason (`_pump`,
         `_deliver_result`); only a store that cannot be reached makes this raise."""
-        answered = {r.invocation_id for r in await self.store.list_results(self.office_id)}
+        open_ = await self.store.list_invocations(self.office_id, statuses=("pending", "running"))
+        results = await self.store.list_results(
+            self.office_id, invocation_ids=[i.id for i in open_]
+        )
+        answered = {r.invocation_id for r in results}
         queued = set(self._current.values()).union(*self._waiting.values())
-        for invocation in await self.store.list_invocations(self.office_id):
+        for invocation in open_:
             self._callers[invocation.id] = invocation.caller_agent_id
-            if invocation.status not in ("pending", "running") or invocation.id in answered:
+            if invocation.id in answered:
                 continue  # done, or its result exists: delivering it is the sweep's job
             if invocation.id in queued:
                 continue
@@ -422,9 +426,8 @@ class Router:
             return f"invocation {invocation.id} has not been sent to you yet"
         if invocation.status != "running":
             return f"invocation {invocation.id} is {invocation.status}: it takes no result"
-        for result in await self.store.list_results(self.office_id):
-            if result.invocation_id == invocation.id:
-                return f"invocation {invocation.id} already has a result ({result.id})"
+        for result in await self.store.list_results(self.office_id, invocation_ids=[invocation.id]):
+            return f"invocation {invocation.id} already has a result ({result.id})"
         return None
 
     async def _deliver_result(self, result: AgentResult) -> None:
@@ -567,7 +570,12 @@ class Router:
     async def sweep(self) -> None:
         """Answers written to the store by others, and results not yet delivered."""
         async with self._sweep_lock:
-            for question in await self.store.list_questions(self.office_id, status="answered"):
+            # only the questions of this engine's sessions: the others are not delivered here
+            mine = list(self.manager.sessions)
+            answered = await self.store.list_questions(
+                self.office_id, status="answered", session_ids=mine
+            )
+            for question in answered:
                 if question.id in self._answers_sent:
                     continue
                 if question.session_id in self.manager.sessions:
@@ -605,7 +613,7 @@ class Router:
 
     async def _find_invocation(self, invocation_id: str) -> AgentInvocation | None:
         """The office's invocation `invocation_id`, or None (agents may name any id)."""
-        for invocation in await self.store.list_invocations(self.office_id):
+        for invocation in await self.store.list_invocations(self.office_id, ids=[invocation_id]):
             if invocation.id == invocation_id:
                 self._callers[invocation.id] = invocation.caller_agent_id
                 return invocation

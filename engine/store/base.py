@@ -30,6 +30,10 @@ Guarantees all backends give, checked by one conformance suite (tests/store/):
   is wrong; nothing is half-written.
 - `publish_event` (engine events for remote watchers) is best effort and never raises; only
   the supabase backend has a channel to send them on (the others return False).
+- Listings are read page by page (`LIST_PAGE_ROWS` rows a request, keyset pagination: each
+  page starts after the last row of the one before), so a server's row cap (Supabase's "Max
+  rows", 1000 by default) never cuts one short, and are narrowed to what the caller needs
+  (statuses, sessions, ids) so that the engine never reads an office's whole history.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ from engine.store.models import (
 )
 
 DEFAULT_LEASE_SECONDS = 30.0
+#: rows per request of a listing, below Supabase's default "Max rows" (1000)
+LIST_PAGE_ROWS = 500
 
 
 class StoreError(Exception):
@@ -262,8 +268,14 @@ class Store(ABC):
 
     @abstractmethod
     async def list_questions(
-        self, office_id: str, *, status: QuestionStatus | None = "pending"
-    ) -> list[UserQuestion]: ...
+        self,
+        office_id: str,
+        *,
+        status: QuestionStatus | None = "pending",
+        session_ids: Sequence[str] | None = None,
+    ) -> list[UserQuestion]:
+        """The office's questions (of one status, or all), oldest first; with `session_ids`,
+        only those of these sessions (none for an empty list)."""
 
     @abstractmethod
     async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
@@ -286,7 +298,15 @@ class Store(ABC):
     ) -> AgentInvocation: ...
 
     @abstractmethod
-    async def list_invocations(self, office_id: str) -> list[AgentInvocation]: ...
+    async def list_invocations(
+        self,
+        office_id: str,
+        *,
+        statuses: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[AgentInvocation]:
+        """The office's invocations, oldest first: with `statuses`, only those in one of them;
+        with `ids`, only those (an empty list selects none)."""
 
     @abstractmethod
     async def create_result(self, result: AgentResult) -> AgentResult: ...
@@ -296,8 +316,14 @@ class Store(ABC):
 
     @abstractmethod
     async def list_results(
-        self, office_id: str, *, status: str | None = None
-    ) -> list[AgentResult]: ...
+        self,
+        office_id: str,
+        *,
+        status: str | None = None,
+        invocation_ids: Sequence[str] | None = None,
+    ) -> list[AgentResult]:
+        """The office's results between agents, oldest first: of one status, or all; with
+        `invocation_ids`, only the results of these invocations (none for an empty list)."""
 
     @abstractmethod
     async def create_job(self, job: Job) -> Job: ...

@@ -54,6 +54,7 @@ from engine.store._shared import (
 )
 from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
+    LIST_PAGE_ROWS,
     NotFound,
     Store,
     StoreConflict,
@@ -473,6 +474,40 @@ class PostgresStore(Store):
     async def _list(self, cls: type[M], sql: str, params: Any = None) -> list[M]:
         return [cls.model_validate(r) for r in await self._all(sql, params)]
 
+    async def _pages(
+        self,
+        cls: type[M],
+        select: str,
+        params: dict[str, Any],
+        keys: tuple[str, ...] = ("created_at", "id"),
+        *,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> list[M]:
+        """Every row `select` (`select ... where ...`, named parameters) finds, or the first
+        `limit`, ordered by `keys` (the last one unique), LIST_PAGE_ROWS a query: each page
+        starts after the last row of the one before (keyset pagination)."""
+        columns = ", ".join(keys)
+        direction = " desc" if desc else ""
+        order = ", ".join(f"{k}{direction}" for k in keys)
+        marks = ", ".join(f"%(_after_{i})s" for i in range(len(keys)))
+        after_sql = f" and ({columns}) {'<' if desc else '>'} ({marks})"
+        rows: list[dict[str, Any]] = []
+        after: dict[str, Any] | None = None
+        while limit is None or len(rows) < limit:
+            size = LIST_PAGE_ROWS if limit is None else min(LIST_PAGE_ROWS, limit - len(rows))
+            args = {**params, "_size": size}
+            sql = select
+            if after is not None:
+                sql += after_sql
+                args.update({f"_after_{i}": after[k] for i, k in enumerate(keys)})
+            batch = await self._all(f"{sql} order by {order} limit %(_size)s", args)
+            rows.extend(batch)
+            if len(batch) < size:
+                break
+            after = batch[-1]
+        return [cls.model_validate(r) for r in rows]
+
     # -- offices and agents --------------------------------------------------------------------
 
     async def create_office(self, office: Office) -> Office:
@@ -482,7 +517,7 @@ class PostgresStore(Store):
         return await self._get(Office, "offices", "id", office_id, "office")
 
     async def list_offices(self) -> list[Office]:
-        return await self._list(Office, "select * from offices order by created_at, id")
+        return await self._pages(Office, "select * from offices where true", {})
 
     async def upsert_agent(self, agent: Agent) -> Agent:
         return await self._upsert("agents", "id", agent)
@@ -491,8 +526,8 @@ class PostgresStore(Store):
         return await self._get(Agent, "agents", "id", agent_id, "agent")
 
     async def list_agents(self, office_id: str) -> list[Agent]:
-        return await self._list(
-            Agent, "select * from agents where office_id = %s order by created_at, id", (office_id,)
+        return await self._pages(
+            Agent, "select * from agents where office_id = %(office)s", {"office": office_id}
         )
 
     # -- sessions ----------------------------------------------------------------------------
@@ -507,11 +542,11 @@ class PostgresStore(Store):
         self, office_id: str, *, include_terminated: bool = False
     ) -> list[AgentSession]:
         where = "" if include_terminated else " and status <> 'terminated'"
-        return await self._list(
+        return await self._pages(
             AgentSession,
-            f"select * from agent_sessions where office_id = %s{where}"
-            " order by created_at, session_id",
-            (office_id,),
+            f"select * from agent_sessions where office_id = %(office)s{where}",
+            {"office": office_id},
+            ("created_at", "session_id"),
         )
 
     async def set_session_status(
@@ -590,11 +625,13 @@ class PostgresStore(Store):
         self, office_id: str, *, status: CommandStatus | None = None, limit: int = 100
     ) -> list[AgentCommand]:
         where = "" if status is None else " and status = %(status)s"
-        return await self._list(
+        return await self._pages(
             AgentCommand,
-            f"select * from agent_commands where office_id = %(office)s{where}"
-            " order by created_at desc, seq desc limit %(limit)s",
-            {"office": office_id, "status": status, "limit": max(0, int(limit))},
+            f"select * from agent_commands where office_id = %(office)s{where}",
+            {"office": office_id, "status": status},
+            ("created_at", "seq"),
+            desc=True,
+            limit=max(0, int(limit)),
         )
 
     async def claim_next_command(
@@ -747,19 +784,36 @@ class PostgresStore(Store):
         return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
 
     async def list_questions(
-        self, office_id: str, *, status: QuestionStatus | None = "pending"
+        self,
+        office_id: str,
+        *,
+        status: QuestionStatus | None = "pending",
+        session_ids: Sequence[str] | None = None,
     ) -> list[UserQuestion]:
-        return await self._office_rows(UserQuestion, "user_questions", office_id, status)
+        narrow = None if session_ids is None else ("session_id", list(session_ids))
+        return await self._office_rows(UserQuestion, "user_questions", office_id, status, narrow)
 
     async def _office_rows(
-        self, model: type[M], table: str, office_id: str, status: str | None
+        self,
+        model: type[M],
+        table: str,
+        office_id: str,
+        status: str | Sequence[str] | None,
+        narrow: tuple[str, list[str]] | None = None,
     ) -> list[M]:
-        """Rows of `table` (a name of ours, never input) for the office, oldest first."""
-        where = "" if status is None else " and status = %(status)s"
-        return await self._list(
-            model,
-            f"select * from {table} where office_id = %(office)s{where} order by created_at, id",
-            {"office": office_id, "status": status},
+        """Rows of `table` (a name of ours, never input) for the office, oldest first: with
+        `status` (or one of them) unless None, with `narrow` = (column of ours, values) only
+        those whose column is one of the values."""
+        where = ""
+        if isinstance(status, str):
+            where = " and status = %(status)s"
+        elif status is not None:
+            where, status = " and status = any(%(status)s)", list(status)
+        if narrow is not None:
+            where += f" and {narrow[0]} = any(%(narrow)s)"
+        params = {"office": office_id, "status": status, "narrow": narrow and narrow[1]}
+        return await self._pages(
+            model, f"select * from {table} where office_id = %(office)s{where}", params
         )
 
     async def _transition(
@@ -842,11 +896,19 @@ class PostgresStore(Store):
         )
         return AgentInvocation.model_validate(row)
 
-    async def list_invocations(self, office_id: str) -> list[AgentInvocation]:
-        return await self._list(
-            AgentInvocation,
-            "select * from agent_invocations where office_id = %s order by created_at, id",
-            (office_id,),
+    async def list_invocations(
+        self,
+        office_id: str,
+        *,
+        statuses: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[AgentInvocation]:
+        for status in statuses or ():
+            check_invocation_status(status)
+        narrow = None if ids is None else ("id", list(ids))
+        statuses = None if statuses is None else list(statuses)
+        return await self._office_rows(
+            AgentInvocation, "agent_invocations", office_id, statuses, narrow
         )
 
     async def create_result(self, result: AgentResult) -> AgentResult:
@@ -863,16 +925,17 @@ class PostgresStore(Store):
         )
         return AgentResult.model_validate(row)
 
-    async def list_results(self, office_id: str, *, status: str | None = None) -> list[AgentResult]:
+    async def list_results(
+        self,
+        office_id: str,
+        *,
+        status: str | None = None,
+        invocation_ids: Sequence[str] | None = None,
+    ) -> list[AgentResult]:
         if status is not None and status not in RESULT_STATUSES:
             raise StoreError(f"unknown result status {status!r}")
-        where = "" if status is None else " and status = %(status)s"
-        return await self._list(
-            AgentResult,
-            f"select * from agent_results where office_id = %(office)s{where}"
-            " order by created_at, id",
-            {"office": office_id, "status": status},
-        )
+        narrow = None if invocation_ids is None else ("invocation_id", list(invocation_ids))
+        return await self._office_rows(AgentResult, "agent_results", office_id, status, narrow)
 
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
@@ -957,8 +1020,9 @@ class PostgresStore(Store):
         return JobEntry.model_validate(row)
 
     async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
-        return await self._list(
+        return await self._pages(
             JobEntry,
-            "select * from job_events where job_id = %s and id > %s order by id",
-            (job_id, after),
+            "select * from job_events where job_id = %(job)s and id > %(after)s",
+            {"job": job_id, "after": after},
+            ("id",),
         )

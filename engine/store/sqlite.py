@@ -63,6 +63,7 @@ from engine.store._shared import (
 )
 from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
+    LIST_PAGE_ROWS,
     NotFound,
     Store,
     StoreConflict,
@@ -717,6 +718,48 @@ class SqliteStore(Store):
         rows = await self._run(lambda c: c.execute(sql, params).fetchall())
         return [cls.model_validate(_decode(r)) for r in rows]
 
+    async def _pages(
+        self,
+        cls: type[M],
+        table: str,
+        where: str,
+        params: dict[str, Any],
+        keys: tuple[str, ...] = ("created_at", "rowid"),
+        *,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> list[M]:
+        """Every row of `table` (a name of ours) matching `where` (named parameters), or the
+        first `limit`, ordered by `keys` (the last one unique), LIST_PAGE_ROWS a query: each
+        page starts after the last row of the one before (keyset pagination)."""
+        names = [f"_key_{i}" for i in range(len(keys))]
+        picked = ", ".join(f"{k} AS {n}" for k, n in zip(keys, names, strict=True))
+        direction = " DESC" if desc else ""
+        order = ", ".join(f"{k}{direction}" for k in keys)
+        after_sql = (
+            f" AND ({', '.join(keys)}) {'<' if desc else '>'} ({', '.join(':' + n for n in names)})"
+        )
+        found: list[M] = []
+        after: dict[str, Any] | None = None
+        while limit is None or len(found) < limit:
+            size = LIST_PAGE_ROWS if limit is None else min(LIST_PAGE_ROWS, limit - len(found))
+            sql = f"SELECT *, {picked} FROM {table} WHERE {where}"
+            args = {**params, "_size": size}
+            if after is not None:
+                sql += after_sql
+                args.update(after)
+            sql += f" ORDER BY {order} LIMIT :_size"
+            rows = await self._run(lambda c, sql=sql, args=args: c.execute(sql, args).fetchall())
+            for row in rows:
+                data = _decode(row)
+                for name in names:
+                    data.pop(name)
+                found.append(cls.model_validate(data))
+            if len(rows) < size:
+                break
+            after = {n: rows[-1][n] for n in names}
+        return found
+
     # -- offices and agents --------------------------------------------------------------------
 
     async def create_office(self, office: Office) -> Office:
@@ -726,7 +769,7 @@ class SqliteStore(Store):
         return await self._get(Office, "offices", "id", office_id, "office")
 
     async def list_offices(self) -> list[Office]:
-        return await self._list(Office, "SELECT * FROM offices ORDER BY created_at, rowid", ())
+        return await self._pages(Office, "offices", "1", {})
 
     async def upsert_agent(self, agent: Agent) -> Agent:
         return await self._upsert("agents", "id", agent)
@@ -735,11 +778,7 @@ class SqliteStore(Store):
         return await self._get(Agent, "agents", "id", agent_id, "agent")
 
     async def list_agents(self, office_id: str) -> list[Agent]:
-        return await self._list(
-            Agent,
-            "SELECT * FROM agents WHERE office_id = ? ORDER BY created_at, rowid",
-            (office_id,),
-        )
+        return await self._pages(Agent, "agents", "office_id = :office", {"office": office_id})
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -753,10 +792,8 @@ class SqliteStore(Store):
         self, office_id: str, *, include_terminated: bool = False
     ) -> list[AgentSession]:
         where = "" if include_terminated else " AND status <> 'terminated'"
-        return await self._list(
-            AgentSession,
-            f"SELECT * FROM agent_sessions WHERE office_id = ?{where} ORDER BY created_at, rowid",
-            (office_id,),
+        return await self._pages(
+            AgentSession, "agent_sessions", f"office_id = :office{where}", {"office": office_id}
         )
 
     async def set_session_status(
@@ -822,13 +859,14 @@ class SqliteStore(Store):
     async def list_commands(
         self, office_id: str, *, status: CommandStatus | None = None, limit: int = 100
     ) -> list[AgentCommand]:
-        where = "" if status is None else " AND status = ?"
-        params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
-        return await self._list(
+        where = "" if status is None else " AND status = :status"
+        return await self._pages(
             AgentCommand,
-            f"SELECT * FROM agent_commands WHERE office_id = ?{where}"
-            " ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            (*params, max(0, int(limit))),
+            "agent_commands",
+            f"office_id = :office{where}",
+            {"office": office_id, "status": status},
+            desc=True,
+            limit=max(0, int(limit)),
         )
 
     async def claim_next_command(
@@ -1157,21 +1195,37 @@ class SqliteStore(Store):
         return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
 
     async def list_questions(
-        self, office_id: str, *, status: QuestionStatus | None = "pending"
+        self,
+        office_id: str,
+        *,
+        status: QuestionStatus | None = "pending",
+        session_ids: Sequence[str] | None = None,
     ) -> list[UserQuestion]:
-        return await self._office_rows(UserQuestion, "user_questions", office_id, status)
+        narrow = None if session_ids is None else ("session_id", list(session_ids))
+        return await self._office_rows(UserQuestion, "user_questions", office_id, status, narrow)
 
     async def _office_rows(
-        self, model: type[M], table: str, office_id: str, status: str | None
+        self,
+        model: type[M],
+        table: str,
+        office_id: str,
+        status: str | Sequence[str] | None,
+        narrow: tuple[str, list[str]] | None = None,
     ) -> list[M]:
-        """Rows of `table` (a name of ours, never input) for the office, oldest first."""
-        where = "" if status is None else " AND status = ?"
-        params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
-        return await self._list(
-            model,
-            f"SELECT * FROM {table} WHERE office_id = ?{where} ORDER BY created_at, rowid",
-            params,
-        )
+        """Rows of `table` (a name of ours, never input) for the office, oldest first: with
+        `status` (or one of them) unless None, with `narrow` = (column of ours, values) only
+        those whose column is one of the values."""
+        where, params = "office_id = :office", {"office": office_id}
+        if isinstance(status, str):
+            where += " AND status = :status"
+            params["status"] = status
+        elif status is not None:
+            where += " AND status IN (SELECT value FROM json_each(:statuses))"
+            params["statuses"] = json.dumps(list(status))
+        if narrow is not None:
+            where += f" AND {narrow[0]} IN (SELECT value FROM json_each(:narrow))"
+            params["narrow"] = json.dumps(narrow[1])
+        return await self._pages(model, table, where, params)
 
     async def _close_question(
         self, question_id: str, changes: dict[str, Any], *, answering: bool
@@ -1239,11 +1293,19 @@ class SqliteStore(Store):
 
         return _model(AgentInvocation, await self._run(update, write=True))  # type: ignore[return-value]
 
-    async def list_invocations(self, office_id: str) -> list[AgentInvocation]:
-        return await self._list(
-            AgentInvocation,
-            "SELECT * FROM agent_invocations WHERE office_id = ? ORDER BY created_at, rowid",
-            (office_id,),
+    async def list_invocations(
+        self,
+        office_id: str,
+        *,
+        statuses: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[AgentInvocation]:
+        for status in statuses or ():
+            check_invocation_status(status)
+        narrow = None if ids is None else ("id", list(ids))
+        statuses = None if statuses is None else list(statuses)
+        return await self._office_rows(
+            AgentInvocation, "agent_invocations", office_id, statuses, narrow
         )
 
     async def create_result(self, result: AgentResult) -> AgentResult:
@@ -1266,16 +1328,17 @@ class SqliteStore(Store):
 
         return _model(AgentResult, await self._run(deliver, write=True))  # type: ignore[return-value]
 
-    async def list_results(self, office_id: str, *, status: str | None = None) -> list[AgentResult]:
+    async def list_results(
+        self,
+        office_id: str,
+        *,
+        status: str | None = None,
+        invocation_ids: Sequence[str] | None = None,
+    ) -> list[AgentResult]:
         if status is not None and status not in RESULT_STATUSES:
             raise StoreError(f"unknown result status {status!r}")
-        where = "" if status is None else " AND status = ?"
-        params: tuple[Any, ...] = (office_id,) if status is None else (office_id, status)
-        return await self._list(
-            AgentResult,
-            f"SELECT * FROM agent_results WHERE office_id = ?{where} ORDER BY created_at, rowid",
-            params,
-        )
+        narrow = None if invocation_ids is None else ("invocation_id", list(invocation_ids))
+        return await self._office_rows(AgentResult, "agent_results", office_id, status, narrow)
 
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
@@ -1375,10 +1438,12 @@ class SqliteStore(Store):
         return _model(JobEntry, row)  # type: ignore[return-value]
 
     async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
-        return await self._list(
+        return await self._pages(
             JobEntry,
-            "SELECT * FROM job_events WHERE job_id = ? AND id > ? ORDER BY id",
-            (job_id, after),
+            "job_events",
+            "job_id = :job AND id > :after",
+            {"job": job_id, "after": after},
+            ("id",),
         )
 
     # -- wake-ups ----------------------------------------------------------------------------

@@ -84,6 +84,7 @@ from engine.store._shared import (
 )
 from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
+    LIST_PAGE_ROWS,
     NotFound,
     Store,
     StoreConflict,
@@ -129,8 +130,16 @@ _STATUS: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 CAS_ATTEMPTS = 20
 #: how many command ids -> office are remembered (to route result events)
 KNOWN_COMMANDS = 100_000
-#: rows of each kind read by a catch-up snapshot
+#: rows of each kind read by a catch-up snapshot (at most Supabase's default "Max rows")
 SNAPSHOT_ROWS = 1000
+#: rows per request of a listing: below Supabase's "Max rows" (1000 by default), so that a
+#: listing is read page by page (keyset pagination) and never cut short by the cap
+PAGE_ROWS = LIST_PAGE_ROWS
+#: a listing's order: (column, descending); the last column is unique
+Keys = tuple[tuple[str, bool], ...]
+OLDEST_FIRST: Keys = (("created_at", False), ("id", False))
+#: ids per `in.(...)` filter (a request's URL stays a few kB long)
+IN_IDS = 100
 #: allowance for the difference between our clock and the database's
 CLOCK_MARGIN_SECONDS = 1.0
 
@@ -142,6 +151,23 @@ async def _note_status(response: httpx.Response) -> None:
 def _stamp(value: datetime) -> str:
     """A timestamp for a PostgREST filter: UTC with `Z` (a `+` would be decoded as a space)."""
     return utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _quoted(value: Any) -> str:
+    """A value inside a PostgREST logic tree (`or=(...)`), double-quoted."""
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def _after(query: Any, keys: Keys, row: dict[str, Any]) -> Any:
+    """`query` narrowed to the rows after `row` in the order of `keys` (a row-value
+    comparison spelt as PostgREST's `or`: k1 > v1, or k1 = v1 and k2 > v2, ...)."""
+    branches = []
+    for index, (column, desc) in enumerate(keys):
+        equal = [f"{k}.eq.{_quoted(row[k])}" for k, _ in keys[:index]]
+        step = f"{column}.{'lt' if desc else 'gt'}.{_quoted(row[column])}"
+        branches.append(f"and({','.join([*equal, step])})" if equal else step)
+    return query.or_(",".join(branches))
 
 
 def _json(model: Row, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -393,6 +419,37 @@ class SupabaseStore(Store):
 
     async def _list(self, cls: type[M], build: Build) -> list[M]:
         return [cls.model_validate(r) for r in await self._rows(build)]
+
+    async def _pages(
+        self,
+        cls: type[M],
+        build: Build,
+        keys: Keys = OLDEST_FIRST,
+        limit: int | None = None,
+    ) -> list[M]:
+        """Every row `build(client)` selects (or the first `limit`), in the order of `keys`,
+        read PAGE_ROWS at a time: each page starts after the last row of the one before
+        (keyset pagination), so neither the server's row cap nor rows inserted meanwhile make
+        a listing skip or repeat a row."""
+        rows: list[dict[str, Any]] = []
+        after: dict[str, Any] | None = None
+        while limit is None or len(rows) < limit:
+            size = PAGE_ROWS if limit is None else min(PAGE_ROWS, limit - len(rows))
+
+            def page(c: AsyncClient, after: dict[str, Any] | None = after, size: int = size) -> Any:
+                query = build(c)
+                if after is not None:
+                    query = _after(query, keys, after)
+                for column, desc in keys:
+                    query = query.order(column, desc=desc)
+                return query.limit(size)
+
+            batch = await self._rows(page)
+            rows.extend(batch)
+            if len(batch) < size:
+                break
+            after = batch[-1]
+        return [cls.model_validate(r) for r in rows]
 
     def _remember(self, command_id: Any, office_id: Any) -> None:
         if isinstance(command_id, str) and isinstance(office_id, str):
@@ -1001,9 +1058,7 @@ class SupabaseStore(Store):
         return await self._get(Office, "offices", "id", office_id, "office")
 
     async def list_offices(self) -> list[Office]:
-        return await self._list(
-            Office, lambda c: c.table("offices").select("*").order("created_at").order("id")
-        )
+        return await self._pages(Office, lambda c: c.table("offices").select("*"))
 
     async def upsert_agent(self, agent: Agent) -> Agent:
         return await self._upsert("agents", "id", agent)
@@ -1012,15 +1067,8 @@ class SupabaseStore(Store):
         return await self._get(Agent, "agents", "id", agent_id, "agent")
 
     async def list_agents(self, office_id: str) -> list[Agent]:
-        return await self._list(
-            Agent,
-            lambda c: (
-                c.table("agents")
-                .select("*")
-                .eq("office_id", office_id)
-                .order("created_at")
-                .order("id")
-            ),
+        return await self._pages(
+            Agent, lambda c: c.table("agents").select("*").eq("office_id", office_id)
         )
 
     # -- sessions ----------------------------------------------------------------------------
@@ -1038,9 +1086,10 @@ class SupabaseStore(Store):
             query = c.table("agent_sessions").select("*").eq("office_id", office_id)
             if not include_terminated:
                 query = query.neq("status", "terminated")
-            return query.order("created_at").order("session_id")
+            return query
 
-        return await self._list(AgentSession, build)
+        keys: Keys = (("created_at", False), ("session_id", False))
+        return await self._pages(AgentSession, build, keys)
 
     async def set_session_status(
         self, session_id: str, status: SessionStatus, *, reason: str | None = None
@@ -1143,9 +1192,10 @@ class SupabaseStore(Store):
             query = c.table("agent_commands").select("*").eq("office_id", office_id)
             if status is not None:
                 query = query.eq("status", status)
-            return query.order("created_at", desc=True).order("seq", desc=True).limit(max(0, limit))
+            return query
 
-        return await self._list(AgentCommand, build)
+        keys: Keys = (("created_at", True), ("seq", True))
+        return await self._pages(AgentCommand, build, keys, limit=max(0, limit))
 
     async def claim_next_command(
         self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
@@ -1289,8 +1339,11 @@ class SupabaseStore(Store):
         return EngineEnded.model_validate({**rows[0], "engine_id": engine_id})
 
     async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
-        return await self._list(
-            EngineHeartbeat, lambda c: c.rpc("semo_list_engines", {"p_office_id": office_id})
+        keys: Keys = (("started_at", False), ("engine_id", False))
+        return await self._pages(
+            EngineHeartbeat,
+            lambda c: c.rpc("semo_list_engines", {"p_office_id": office_id}),
+            keys,
         )
 
     async def forget_engines(self, office_id: str, *, dead_for: float) -> int:
@@ -1309,22 +1362,47 @@ class SupabaseStore(Store):
         return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
 
     async def list_questions(
-        self, office_id: str, *, status: QuestionStatus | None = "pending"
+        self,
+        office_id: str,
+        *,
+        status: QuestionStatus | None = "pending",
+        session_ids: Sequence[str] | None = None,
     ) -> list[UserQuestion]:
-        return await self._office_rows(UserQuestion, "user_questions", office_id, status)
+        if session_ids is not None and not session_ids:
+            return []
+        narrow = None if session_ids is None else ("session_id", list(session_ids))
+        return await self._office_rows(UserQuestion, "user_questions", office_id, status, narrow)
 
     async def _office_rows(
-        self, model: type[M], table: str, office_id: str, status: str | None
+        self,
+        model: type[M],
+        table: str,
+        office_id: str,
+        status: str | Sequence[str] | None,
+        narrow: tuple[str, list[str]] | None = None,
     ) -> list[M]:
-        """Rows of `table` for the office (with `status`, unless None), oldest first."""
+        """Rows of `table` for the office (with `status`, or one of them, unless None; with
+        `narrow` = (column, values): only those whose column is one of the values), oldest
+        first, page by page."""
 
         def build(c: AsyncClient) -> Any:
             query = c.table(table).select("*").eq("office_id", office_id)
-            if status is not None:
+            if isinstance(status, str):
                 query = query.eq("status", status)
-            return query.order("created_at").order("id")
+            elif status is not None:
+                query = query.in_("status", list(status))
+            if narrow is not None:
+                query = query.in_(narrow[0], narrow[1])
+            return query
 
-        return await self._list(model, build)
+        if narrow is None or len(narrow[1]) <= IN_IDS:
+            return await self._pages(model, build)
+        column, values = narrow
+        found: list[M] = []
+        for start in range(0, len(values), IN_IDS):
+            chunk = (column, values[start : start + IN_IDS])
+            found += await self._office_rows(model, table, office_id, status, chunk)
+        return sorted(found, key=lambda row: (row.created_at, row.id))  # type: ignore[attr-defined]
 
     async def _transition(
         self,
@@ -1403,16 +1481,20 @@ class SupabaseStore(Store):
             raise StoreConflict(invocation_cancelled(invocation_id, current[0].get("error")))
         return AgentInvocation.model_validate(rows[0])
 
-    async def list_invocations(self, office_id: str) -> list[AgentInvocation]:
-        return await self._list(
-            AgentInvocation,
-            lambda c: (
-                c.table("agent_invocations")
-                .select("*")
-                .eq("office_id", office_id)
-                .order("created_at")
-                .order("id")
-            ),
+    async def list_invocations(
+        self,
+        office_id: str,
+        *,
+        statuses: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[AgentInvocation]:
+        if (statuses is not None and not statuses) or (ids is not None and not ids):
+            return []
+        for status in statuses or ():
+            check_invocation_status(status)
+        narrow = None if ids is None else ("id", list(ids))
+        return await self._office_rows(
+            AgentInvocation, "agent_invocations", office_id, statuses, narrow
         )
 
     async def create_result(self, result: AgentResult) -> AgentResult:
@@ -1427,17 +1509,19 @@ class SupabaseStore(Store):
         )
         return AgentResult.model_validate(row)
 
-    async def list_results(self, office_id: str, *, status: str | None = None) -> list[AgentResult]:
+    async def list_results(
+        self,
+        office_id: str,
+        *,
+        status: str | None = None,
+        invocation_ids: Sequence[str] | None = None,
+    ) -> list[AgentResult]:
         if status is not None and status not in RESULT_STATUSES:
             raise StoreError(f"unknown result status {status!r}")
-
-        def build(c: AsyncClient) -> Any:
-            query = c.table("agent_results").select("*").eq("office_id", office_id)
-            if status is not None:
-                query = query.eq("status", status)
-            return query.order("created_at").order("id")
-
-        return await self._list(AgentResult, build)
+        if invocation_ids is not None and not invocation_ids:
+            return []
+        narrow = None if invocation_ids is None else ("invocation_id", list(invocation_ids))
+        return await self._office_rows(AgentResult, "agent_results", office_id, status, narrow)
 
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
@@ -1520,11 +1604,10 @@ class SupabaseStore(Store):
         return JobEntry.model_validate(rows[0])
 
     async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
-        return await self._list(
+        return await self._pages(
             JobEntry,
-            lambda c: (
-                c.table("job_events").select("*").eq("job_id", job_id).gt("id", after).order("id")
-            ),
+            lambda c: c.table("job_events").select("*").eq("job_id", job_id).gt("id", after),
+            (("id", False),),
         )
 
 

@@ -569,11 +569,19 @@ class Postgrest:
         cache: SchemaCache,
         reload: Callable[[], Awaitable[None]],
         switch_roles: bool,
+        max_rows: int | None = None,
     ) -> None:
         self.pool = pool
         self.cache = cache
         self.reload = reload
         self.switch_roles = switch_roles
+        #: Supabase's "Max rows" (PostgREST db-max-rows): no read answers more rows than this
+        self.max_rows = max_rows
+
+    def _capped(self, limit: int | None) -> int | None:
+        if self.max_rows is None:
+            return limit
+        return self.max_rows if limit is None else min(max(limit, 0), self.max_rows)
 
     async def handle(self, request: Request, rest_path: str, auth: Auth) -> Response:
         try:
@@ -682,8 +690,9 @@ class Postgrest:
             projection, target, where, order
         )
         params = list(builder.params)
-        if query.limit is not None:
-            statement = sql.SQL("{} LIMIT {}").format(statement, sql.Literal(max(query.limit, 0)))
+        limit = self._capped(query.limit)
+        if limit is not None:
+            statement = sql.SQL("{} LIMIT {}").format(statement, sql.Literal(max(limit, 0)))
         if query.offset:
             statement = sql.SQL("{} OFFSET {}").format(statement, sql.Literal(max(query.offset, 0)))
         counting = prefs.get("count") in ("exact", "planned", "estimated")
@@ -983,10 +992,9 @@ class Postgrest:
             statement = sql.SQL("SELECT ({})::text FROM {}{} AS _t WHERE {}{}").format(
                 projection, source, call, where, order
             )
-            if query.limit is not None:
-                statement = sql.SQL("{} LIMIT {}").format(
-                    statement, sql.Literal(max(query.limit, 0))
-                )
+            limit = self._capped(query.limit) if function.returns_set else query.limit
+            if limit is not None:
+                statement = sql.SQL("{} LIMIT {}").format(statement, sql.Literal(max(limit, 0)))
             if query.offset:
                 statement = sql.SQL("{} OFFSET {}").format(
                     statement, sql.Literal(max(query.offset, 0))

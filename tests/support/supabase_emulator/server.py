@@ -92,7 +92,9 @@ class _Core:
         self.subscribe_delay = emulator.initial_subscribe_delay
         self.paused = False
         self.rest_failures: list[int] = []
-        self.postgrest = Postgrest(self.pool, self.cache, self.reload, emulator.switch_roles)
+        self.postgrest = Postgrest(
+            self.pool, self.cache, self.reload, emulator.switch_roles, emulator.max_rows
+        )
 
     # -- counters and faults ----------------------------------------------------------------------
 
@@ -397,7 +399,9 @@ class SupabaseEmulator:
     else triggers), "triggers" or "wal2json". `subscribe_delay`: seconds between the join reply
     and "Subscribed to PostgreSQL" (changes in between are not delivered, as on Supabase).
     `heartbeat_timeout`: a socket that sends nothing for this long is closed (Phoenix: 60 s;
-    realtime-py sends a heartbeat every max(hb_interval, 15) s).
+    realtime-py sends a heartbeat every max(hb_interval, 15) s). `max_rows`: Supabase's "Max
+    rows" (PostgREST `db-max-rows`, 1000 on a new project): no table read or set-returning RPC
+    answers more rows, whatever its `limit`; None lifts the cap.
     """
 
     def __init__(
@@ -414,6 +418,7 @@ class SupabaseEmulator:
         pool_size: int = 8,
         heartbeat_timeout: float = 60.0,
         publication: str = "supabase_realtime",
+        max_rows: int | None = 1000,
     ) -> None:
         if change_source not in ("auto", "triggers", "wal2json"):
             raise ValueError(
@@ -430,6 +435,7 @@ class SupabaseEmulator:
         self.heartbeat_timeout = heartbeat_timeout
         self.pool_size = pool_size
         self.publication = publication
+        self.max_rows = max_rows
         self.anon_key, self.service_role_key = project_keys(self.jwt_secret)
         self.wal_level: str | None = None
         self._core: _Core | None = None

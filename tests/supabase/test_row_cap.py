@@ -1,0 +1,261 @@
+"""Listings under Supabase's row cap ("Max rows", 1000 on a new project; the emulator's default).
+
+An office with 5,000 old rows in each table the engine reads (answered questions, delivered
+results, finished invocations, completed commands): what is new is still found, on every
+backend (sqlite, postgres, supabase through the emulator with the cap on), and whole listings
+come back complete, in order, without a row twice (keyset pagination; old rows share their
+timestamps ten by ten, so the tie-breaking key matters).
+
+Before paging, the supabase store read the first 1000 rows oldest first: a new answer, result
+or invocation behind 1000 old ones was never seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from engine.store.base import LIST_PAGE_ROWS
+from engine.store.models import (
+    Agent,
+    AgentInvocation,
+    AgentResult,
+    AgentSession,
+    Office,
+    UserQuestion,
+)
+from tests.store.conftest import Stores, open_stores
+
+OLD = 5000
+
+
+@pytest.fixture(params=["sqlite", "postgres", "supabase"])
+async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
+    async with open_stores(request.param, tmp_path) as factory:
+        if factory.emulator is not None:
+            assert factory.emulator.max_rows == 1000  # the cap is on by default
+        yield factory
+
+
+def _old_rows(office: str, agent: str, session: str) -> dict[str, list[dict[str, Any]]]:
+    start = datetime.now(UTC) - timedelta(days=1)
+    rows: dict[str, list[dict[str, Any]]] = {
+        "user_questions": [],
+        "agent_results": [],
+        "agent_invocations": [],
+        "agent_commands": [],
+    }
+    for n in range(OLD):
+        at = start + timedelta(milliseconds=n // 10)  # ten rows per timestamp
+        rows["user_questions"].append(
+            {
+                "id": str(uuid.uuid4()),
+                "office_id": office,
+                "agent_id": agent,
+                "session_id": session,
+                "question": f"old question {n}",
+                "status": "answered",
+                "answer": "yes",
+                "created_at": at,
+                "answered_at": at,
+            }
+        )
+        rows["agent_results"].append(
+            {
+                "id": str(uuid.uuid4()),
+                "office_id": office,
+                "sender_agent_id": agent,
+                "recipient_agent_id": agent,
+                "summary": f"old result {n}",
+                "status": "delivered",
+                "created_at": at,
+                "delivered_at": at,
+            }
+        )
+        rows["agent_invocations"].append(
+            {
+                "id": str(uuid.uuid4()),
+                "office_id": office,
+                "caller_agent_id": agent,
+                "target_agent_id": agent,
+                "task": f"old task {n}",
+                "status": "delivered",
+                "created_at": at,
+                "updated_at": at,
+            }
+        )
+        rows["agent_commands"].append(
+            {
+                "id": str(uuid.uuid4()),
+                "office_id": office,
+                "command_type": "get_output",
+                "payload": "{}",
+                "status": "completed",
+                "created_at": at,
+                "updated_at": at,
+            }
+        )
+    return rows
+
+
+def _insert_sqlite(path: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            for table, items in rows.items():
+                names = list(items[0])
+                conn.executemany(
+                    f"INSERT INTO {table} ({', '.join(names)})"
+                    f" VALUES ({', '.join('?' for _ in names)})",
+                    [
+                        [
+                            v.strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+                            if isinstance(v, datetime)
+                            else v
+                            for v in item.values()
+                        ]
+                        for item in items
+                    ],
+                )
+    finally:
+        conn.close()
+
+
+async def _insert_postgres(dsn: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        async with conn.cursor() as cur:
+            for table, items in rows.items():
+                names = list(items[0])
+                async with cur.copy(f"copy {table} ({', '.join(names)}) from stdin") as copy:
+                    for item in items:
+                        await copy.write_row(list(item.values()))
+        await conn.commit()
+
+
+async def _office_with_history(stores: Stores) -> tuple[Any, Office, Agent, AgentSession]:
+    store = await stores.new()
+    office = await store.create_office(Office(name="busy"))
+    agent = await store.upsert_agent(Agent(office_id=office.id, name="a", role="BE"))
+    session = await store.upsert_session(
+        AgentSession(office_id=office.id, agent_id=agent.id, status="ready")
+    )
+    rows = _old_rows(office.id, agent.id, session.session_id)
+    if stores.backend == "sqlite":
+        await asyncio.to_thread(_insert_sqlite, stores.target, rows)
+    else:
+        await _insert_postgres(stores.dsn, rows)
+    return store, office, agent, session
+
+
+async def test_new_rows_are_found_behind_5000_old_ones(stores: Stores) -> None:
+    store, office, agent, session = await _office_with_history(stores)
+
+    # an answer: the router reads the answered questions of its sessions
+    question = await store.create_question(
+        UserQuestion(
+            office_id=office.id, agent_id=agent.id, session_id=session.session_id, question="new?"
+        )
+    )
+    await store.answer_question(question.id, "new answer")
+    answered = await store.list_questions(
+        office.id, status="answered", session_ids=[session.session_id]
+    )
+    assert len(answered) == OLD + 1
+    assert answered[-1].id == question.id and answered[-1].answer == "new answer"
+    assert await store.list_questions(office.id, status="answered", session_ids=[]) == []
+    other = await store.list_questions(office.id, status="answered", session_ids=["not-mine"])
+    assert other == []
+
+    # a result between agents: the router delivers the pending ones
+    result = await store.create_result(
+        AgentResult(
+            office_id=office.id,
+            sender_agent_id=agent.id,
+            recipient_agent_id=agent.id,
+            summary="new",
+        )
+    )
+    assert [r.id for r in await store.list_results(office.id, status="pending")] == [result.id]
+
+    # an invocation: the router resumes the pending and running ones
+    invocation = await store.create_invocation(
+        AgentInvocation(
+            office_id=office.id, caller_agent_id=agent.id, target_agent_id=agent.id, task="new"
+        )
+    )
+    live = await store.list_invocations(office.id, statuses=("pending", "running"))
+    assert [i.id for i in live] == [invocation.id]
+    assert [i.id for i in await store.list_invocations(office.id, ids=[invocation.id])] == [
+        invocation.id
+    ]
+    assert await store.list_invocations(office.id, ids=[]) == []
+    result_of = await store.create_result(
+        AgentResult(
+            office_id=office.id,
+            invocation_id=invocation.id,
+            sender_agent_id=agent.id,
+            recipient_agent_id=agent.id,
+        )
+    )
+    found = await store.list_results(office.id, invocation_ids=[invocation.id])
+    assert [r.id for r in found] == [result_of.id]
+
+    # a command: claimed at once, listed first (newest first), whatever came before
+    command = await store.insert_command(office.id, "get_output", {}, session_id=session.session_id)
+    claimed = await store.claim_next_command(office.id, "engine-1")
+    assert claimed is not None and claimed.id == command.id
+    newest = await store.list_commands(office.id, limit=3)
+    assert newest[0].id == command.id and len(newest) == 3
+
+
+async def test_whole_listings_are_complete_in_order_without_repeats(stores: Stores) -> None:
+    store, office, _agent, session = await _office_with_history(stores)
+    assert OLD > 2 * LIST_PAGE_ROWS  # several pages, and past the server's cap
+
+    questions = await store.list_questions(office.id, status=None)
+    assert {q.question for q in questions} == {f"old question {n}" for n in range(OLD)}
+    assert len({q.id for q in questions}) == len(questions) == OLD
+    stamps = [q.created_at for q in questions]
+    assert stamps == sorted(stamps)
+
+    results = await store.list_results(office.id)
+    assert len({r.id for r in results}) == len(results) == OLD
+    invocations = await store.list_invocations(office.id)
+    assert len({i.id for i in invocations}) == len(invocations) == OLD
+    in_list = await store.list_invocations(office.id, ids=[i.id for i in invocations[:250]])
+    assert [i.id for i in in_list] == [i.id for i in invocations[:250]]
+
+    commands = await store.list_commands(office.id, limit=OLD + 10)
+    assert len({c.id for c in commands}) == len(commands) == OLD
+    stamps = [c.created_at for c in commands]
+    assert stamps == sorted(stamps, reverse=True)
+    some = await store.list_commands(office.id, status="completed", limit=1234)
+    assert [c.id for c in some] == [c.id for c in commands[:1234]]
+    assert session.session_id in {q.session_id for q in questions}
+
+
+async def test_the_emulator_caps_a_read_at_1000_rows(stores: Stores) -> None:
+    """The cap itself (what a hosted project does): a plain read of 5,000 rows answers 1000."""
+    if stores.emulator is None:
+        pytest.skip("the row cap is Supabase's")
+    _store, office, _agent, _session = await _office_with_history(stores)
+    emu = stores.emulator
+    headers = {"apikey": emu.service_role_key, "Authorization": f"Bearer {emu.service_role_key}"}
+    async with httpx.AsyncClient() as client:
+        answer = await client.get(
+            f"{emu.url}/rest/v1/user_questions",
+            params={"office_id": f"eq.{office.id}", "select": "id", "limit": "5000"},
+            headers=headers,
+        )
+    assert answer.status_code == 200
+    assert len(json.loads(answer.content)) == 1000
