@@ -74,6 +74,10 @@ class SemoApp(App[None]):
         self.push_screen(MainScreen(self.engine, demo_task=self.demo_task))  # type: ignore[arg-type]
 
     async def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+                loop.remove_signal_handler(signum)
         if self.start_engine:  # an in-process engine stops; a remote one is only detached from
             await self.engine.stop("console closed")
         thaw_heap()

@@ -12,6 +12,8 @@ start in the background, `semo stop`, `semo sessions` and `semo answer`.
   pending; ctrl+r starts the engine again.
 - SIGTERM to the console detaches and restores the terminal (alternate screen and mouse
   reporting off); the engine keeps running.
+- A foreground `semo engine` serves consoles too (none is started beside it) and stops, exit 0,
+  on `semo stop`.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import json
 import os
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from engine.control.server import socket_answers
-from tests.control.office import Console, Office, alive, consoles, wait_until
+from tests.control.office import SEMO, Console, Office, alive, consoles, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -148,3 +151,29 @@ def test_sigterm_detaches_and_restores_the_terminal(office: Office) -> None:
         assert "detached from office 'ctl' (SIGTERM)" in console.text()
         assert socket_answers(_socket(office))
         assert {s["status"] for s in office.sessions()} == {"ready"}
+
+
+def test_a_foreground_engine_takes_consoles_and_stops_with_semo_stop(office: Office) -> None:
+    log = (office.folder / "engine.log").open("wb")
+    engine = subprocess.Popen(
+        [str(SEMO), "engine", "--config", "semo.toml"],
+        cwd=office.folder,
+        env=office.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(lambda: list((office.runtime / "semo").glob("control-*.json")), "its socket")
+        assert office.engine_pid() == engine.pid
+        with consoles() as opened:
+            console = Console(office, "console")
+            opened.append(console)
+            console.wait(lambda s: "A · ready" in s and "B · ready" in s, "both agents")
+            assert office.engine_pid() == engine.pid  # attached to it, none started
+            assert "stopped" in office.semo("stop").stdout
+            assert engine.wait(30) == 0
+            console.wait_for("the engine stopped")
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+        log.close()

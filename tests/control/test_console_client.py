@@ -1,0 +1,127 @@
+"""The console app on an `EngineClient` (pilot tests; a real engine with bash agents serves the
+socket in the same process).
+
+- The panes are the engine's sessions, drawn from the mirrored screens; a key typed in a pane
+  reaches the agent through the socket.
+- "Stop the office" asks first: No leaves the engine running, Yes stops it.
+- ctrl+q detaches: the app exits and the engine and its agents keep running.
+- The engine's connection dropping (as after a SIGKILL) is shown ("Engine gone"); a prompt then
+  is refused with a message saying nothing was delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from console.app import SemoApp
+from console.confirm import Confirm
+from console.widgets.terminal_pane import TerminalPane
+from engine.config import parse_config
+from engine.control.client import EngineClient
+from engine.engine import Engine
+from tests.control.office import CONFIG
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Engine]:
+    runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    config = parse_config(CONFIG, tmp_path / "semo.toml")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    folder = tmp_path / "work"
+    folder.mkdir()
+    engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: folder)
+    await engine.start()
+    assert engine.control is not None
+    # `stop` would SIGTERM this process (the test runner): stop the engine object instead
+    engine.control._request_stop = lambda: asyncio.ensure_future(engine.stop("stopped"))
+    try:
+        yield engine
+    finally:
+        await engine.stop("test over")
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def notes(app: SemoApp) -> str:
+    """The notifications on screen, as text."""
+    return " | ".join(f"{n.title}: {n.message}" for n in app._notifications)
+
+
+def app_on(engine: Engine) -> SemoApp:
+    assert engine.control is not None
+    return SemoApp(EngineClient(engine.control.paths))
+
+
+async def test_panes_show_the_engines_sessions_and_keys_reach_them(engine: Engine) -> None:
+    app = app_on(engine)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await eventually(lambda: len(app.screen.query(TerminalPane)) == 2, 20)
+        pane = app.screen.query(TerminalPane).first()
+        await eventually(lambda: "$" in pane.terminal_screen.row_line(0).text, 20)
+        pane.focus()
+        await pilot.press(*"echo through-the-socket", "enter")
+        session = next(s for s in engine.sessions() if s.session_id == pane.session_id)  # type: ignore[attr-defined]
+        await eventually(
+            lambda: "through-the-socket" in "\n".join(session.terminal.screen.text_rows()), 20
+        )
+        await eventually(
+            lambda: "through-the-socket" in "\n".join(pane.terminal_screen.text_rows()), 20
+        )
+
+
+async def test_stop_the_office_asks_first(engine: Engine) -> None:
+    app = app_on(engine)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await eventually(lambda: len(app.screen.query(TerminalPane)) == 2, 20)
+        app.action_stop_office()
+        await pilot.pause()
+        assert isinstance(app.screen, Confirm)
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, Confirm)
+        assert engine.manager is not None and not engine._stopped
+        app.action_stop_office()
+        await pilot.pause()
+        await pilot.press("y")
+        await eventually(lambda: engine._stopped, 20)
+        await eventually(lambda: "Engine gone" in notes(app), 20)
+        assert "stopped" in notes(app)
+
+
+async def test_ctrl_q_detaches_and_the_agents_run_on(engine: Engine) -> None:
+    app = app_on(engine)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await eventually(lambda: len(app.screen.query(TerminalPane)) == 2, 20)
+        await pilot.press("ctrl+q")
+        await eventually(lambda: not app.is_running, 10)
+    assert app.exit_reason == "detached"
+    assert not engine._stopped
+    assert all(not s.ended for s in engine.sessions())
+    assert engine.control is not None
+    await eventually(lambda: engine.control.consoles == 0, 10)  # type: ignore[union-attr]
+
+
+async def test_the_engine_going_away_is_shown_and_prompts_are_refused(engine: Engine) -> None:
+    app = app_on(engine)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await eventually(lambda: len(app.screen.query(TerminalPane)) == 2, 20)
+        control = engine.control
+        assert control is not None and control._server is not None
+        control._server.close()  # as a SIGKILL looks from the console: the connection drops
+        for connection in list(control._connections):
+            connection.writer.transport.abort()
+        await eventually(lambda: "Engine gone" in notes(app), 20)
+        await pilot.press("f6")
+        await pilot.press(*"hello", "enter")
+        await eventually(lambda: "Prompt not sent" in notes(app), 10)
+        assert "nothing was delivered" in notes(app)
