@@ -14,7 +14,9 @@ Every secret (4+ characters) is replaced by ``***`` in the final line, whatever 
 DSN in an error message, a key in a library's log) and in whatever escaped form it got there:
 as is, JSON-escaped (ASCII or not), as a Python ``repr`` (either quote) or ``bytes`` repr,
 percent-encoded, made visible, and each of those JSON-escaped or repr'd once more (a repr in
-a traceback inside a JSON ``exc``).
+a traceback inside a JSON ``exc``). Secrets nobody registered are caught by their names: the
+value of a variable whose name says it is secret (``SEMO_HOOK_TOKEN=...``, ``'PGPASSWORD':
+'...'``, ``"api_key": "..."``) and an ``Authorization: Bearer ...`` credential are replaced too.
 """
 
 from __future__ import annotations
@@ -36,6 +38,20 @@ REDACTED = "***"
 MIN_SECRET = 4
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+#: `NAME=value`, `NAME: value`, `'NAME': 'value'`, `"NAME": "value"` (JSON-escaped quotes too)
+#: for a name that says it holds a secret; and `Bearer <credential>`
+_NAMED_SECRET = re.compile(
+    r"""(?ix)
+    (?P<head>
+        \b[a-z0-9_]*(?:token|secret|passw(?:or)?d|api_?key|access_?key|private_?key|credentials?)
+        [a-z0-9_]*
+        (?:\\?['"])?\s*[:=]\s*(?:\\?['"])?
+      | \bbearer\s+
+    )
+    (?P<value>[^\s'"\\,;&)}\]]{4,})
+    """
+)
 
 _lock = threading.Lock()
 _registered: dict[str, int] = {}  # secret -> how many holders added it
@@ -124,7 +140,15 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         pattern = self._current()
-        return text if pattern is None else pattern.sub(REDACTED, text)
+        if pattern is not None:
+            text = pattern.sub(REDACTED, text)
+        return _NAMED_SECRET.sub(_keep_name, text)
+
+
+def _keep_name(match: re.Match[str]) -> str:
+    if match.group("value").isdigit():  # max_tokens=1000 is a count, not a credential
+        return match.group()
+    return match.group("head") + REDACTED
 
 
 class JsonFormatter(logging.Formatter):

@@ -443,3 +443,28 @@ def test_log_redaction_covers_every_escaped_form(fmt: str) -> None:
     assert "\x1b" not in out
     if fmt == "json":
         assert all(json.loads(line)["msg"] for line in out.splitlines())
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_unregistered_tokens_are_redacted_by_their_names(fmt: str) -> None:
+    """A session's hook token nobody registered, an env dump, a bearer header: the value goes,
+    the name stays; counts named like tokens stay."""
+    stream = io.StringIO()
+    configure_logging(fmt, stream=stream)  # type: ignore[arg-type]
+    log = logging.getLogger("semo.test.names")
+    env = {"SEMO_HOOK_TOKEN": "hook-t0ken-abcdef", "PATH": "/usr/bin", "max_tokens": 1000}
+    try:
+        log.info("agent env %s", env)
+        log.info("SEMO_HOOK_TOKEN=hook-t0ken-abcdef PGPASSWORD=pg-pass-1234 other=kept")
+        log.info("request Authorization: Bearer api-t0ken-987654 from %s", "127.0.0.1")
+        log.info("payload %s", json.dumps({"api_key": "k3y-value-55", "token_count": 12}))
+    finally:
+        root = logging.getLogger()
+        for handler in list(root.handlers):
+            if getattr(handler, "stream", None) is stream:
+                root.removeHandler(handler)
+    out = stream.getvalue()
+    for secret in ("hook-t0ken-abcdef", "pg-pass-1234", "api-t0ken-987654", "k3y-value-55"):
+        assert secret not in out
+    for kept in ("SEMO_HOOK_TOKEN", "/usr/bin", "1000", "other=kept", "127.0.0.1", "12"):
+        assert kept in out
