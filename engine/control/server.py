@@ -83,10 +83,26 @@ class OpError(Exception):
     """A request that cannot be done: the message goes back to the console."""
 
 
-def peer_uid(sock: socket.socket) -> int:
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether `ancestor` is among `pid`'s parents (by /proc; False when unknown)."""
+    seen = 0
+    while pid > 1 and seen < 256:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                pid = int(stat.read().rpartition(b")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid == ancestor:
+            return True
+        seen += 1
+    return False
 
 
 def socket_answers(path: os.PathLike[str] | str, timeout: float = 1.0) -> bool:
@@ -317,11 +333,15 @@ class ControlServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
         try:
-            uid = peer_uid(sock)
+            pid, uid = peer_credentials(sock)
         except OSError:
-            uid = -1
+            pid, uid = 0, -1
         if uid != os.getuid():
             log.warning("control socket: refused a connection from uid %s", uid)
+            writer.close()
+            return
+        if descends_from(pid, os.getpid()):  # an agent (or what it started) is no console
+            log.warning("control socket: refused process %d, started by this engine", pid)
             writer.close()
             return
         connection = _Connection(self, next(self._numbers), reader, writer)

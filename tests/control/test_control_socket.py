@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import stat
@@ -200,4 +201,25 @@ async def test_a_stopped_engine_is_reported_and_nothing_is_sent(engine: Engine) 
         await client.answer("any-question", option=1)
     with pytest.raises(TerminalClosedError):
         terminal.write("echo lost\r")
+    await client.close()
+
+
+async def test_an_agent_cannot_attach_to_its_own_engine(engine: Engine) -> None:
+    """An agent runs as the operator's uid; the engine refuses connections from the processes
+    it started (checked by the peer's parent chain): no hello, the connection is closed."""
+    assert engine.control is not None
+    session = next(s for s in engine.sessions() if s.role == "A")
+    probe = (
+        "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+        "s.settimeout(5); print('received', len(s.recv(100)), 'bytes')"
+    )
+    session.terminal.write(f"python3 -c {probe!r} {engine.control.paths.socket}\r")
+
+    def answer() -> re.Match[str] | None:
+        return re.search(r"received (\d+) bytes", "\n".join(session.terminal.screen.text_rows()))
+
+    await eventually(answer, 20)
+    assert answer().group(1) == "0"  # type: ignore[union-attr]
+    client = client_of(engine)  # the operator's console still gets in
+    await client.start()
     await client.close()
