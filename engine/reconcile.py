@@ -31,6 +31,10 @@ after it (an id the reading did not have), keeps its sessions, commands and jobs
 pass ends the runs it knows to be dead whatever their heartbeat says (a process that is gone,
 or this engine's own id).
 
+A row that cannot be written (one engine's `end_engine`, one question's cancel) is logged and
+left for the next pass: rows agents caused never stop an engine's start; only a store that
+cannot be reached does.
+
 Pending commands are picked up by the dispatcher afterwards; one addressed to a session that
 has ended, or whose engine is not alive, is failed by the claim ("session X has ended ...; the
 command was not run"). On start, runs on other hosts or still alive here are left alone: their
@@ -47,7 +51,7 @@ from pydantic import BaseModel
 
 from engine.routing.job_recovery import recover_jobs, running_jobs_of
 from engine.store._shared import FORGET_ENGINES_AFTER, engine_silence, session_ended
-from engine.store.base import NotFound, Store, StoreConflict
+from engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
 from engine.store.models import AgentSession, EngineHeartbeat, Job
 
 log = logging.getLogger("semo.engine")
@@ -185,32 +189,44 @@ async def end_dead_engines(store: Store, office_id: str, dead: DeadRuns) -> Reco
     for engine_id in await _holders(store, office_id):
         if not dead(engine_id):
             continue
-        jobs = await running_jobs_of(store, office_id, engine_id)
-        job_reason = _reason(dead, engine_id, "while running this job")
-        ended = await store.end_engine(
-            office_id,
-            engine_id,
-            session_reason=_reason(dead, engine_id, "without ending it"),
-            command_error=_reason(dead, engine_id, "while running this command"),
-            job_reason=job_reason,
-            unless_alive=dead.unless_alive,
-        )
-        if not ended.dead:
-            log.info("engine %s is alive again: what it runs is left to it", engine_id)
-            continue
-        if engine_id != dead.me:  # shown dead at once (`semo engines`), not when its beat runs out
-            await store.expire_engine(office_id, engine_id)
-        # its jobs' work is cancelled, and each job retried once (engine.routing.job_recovery)
-        await recover_jobs(store, jobs, engine_id, job_reason)
-        report.dead_engines.append(engine_id)
-        report.sessions_ended += ended.sessions_ended
-        report.questions_cancelled += ended.questions_cancelled
-        report.commands_failed += ended.commands_failed
-        report.jobs_failed += ended.jobs_failed
-        if ended.jobs_failed:
-            log.info("%d job(s) of engine %s failed", ended.jobs_failed, engine_id)
+        try:
+            await _end_engine(store, office_id, dead, engine_id, report)
+        except StoreUnavailable:
+            raise
+        except StoreError as error:  # one engine's rows never stop the pass, or a start
+            log.warning("ending what engine %s left failed: %s", engine_id, error)
     report.questions_cancelled += await _cancel_questions(store, office_id)
     return report
+
+
+async def _end_engine(
+    store: Store, office_id: str, dead: DeadRuns, engine_id: str, report: ReconcileReport
+) -> None:
+    """End what dead engine `engine_id` left (counted in `report`)."""
+    jobs = await running_jobs_of(store, office_id, engine_id)
+    job_reason = _reason(dead, engine_id, "while running this job")
+    ended = await store.end_engine(
+        office_id,
+        engine_id,
+        session_reason=_reason(dead, engine_id, "without ending it"),
+        command_error=_reason(dead, engine_id, "while running this command"),
+        job_reason=job_reason,
+        unless_alive=dead.unless_alive,
+    )
+    if not ended.dead:
+        log.info("engine %s is alive again: what it runs is left to it", engine_id)
+        return
+    if engine_id != dead.me:  # shown dead at once (`semo engines`), not when its beat runs out
+        await store.expire_engine(office_id, engine_id)
+    # its jobs' work is cancelled, and each job retried once (engine.routing.job_recovery)
+    await recover_jobs(store, jobs, engine_id, job_reason)
+    report.dead_engines.append(engine_id)
+    report.sessions_ended += ended.sessions_ended
+    report.questions_cancelled += ended.questions_cancelled
+    report.commands_failed += ended.commands_failed
+    report.jobs_failed += ended.jobs_failed
+    if ended.jobs_failed:
+        log.info("%d job(s) of engine %s failed", ended.jobs_failed, engine_id)
 
 
 async def _holders(store: Store, office_id: str) -> list[str]:
@@ -267,5 +283,10 @@ async def _cancel_questions(store: Store, office_id: str) -> int:
             await store.cancel_question(question.id, session_ended(session_id, session.end_reason))
         except StoreConflict:
             continue  # answered or cancelled meanwhile
+        except StoreUnavailable:
+            raise
+        except StoreError as error:  # a question an agent wrote never stops a start
+            log.warning("cancelling question %s failed: %s", question.id, error)
+            continue
         cancelled += 1
     return cancelled

@@ -102,6 +102,7 @@ class Router:
         self._answers_sent: set[str] = set()
         self._results_sending: set[str] = set()
         self._results_skipped: set[str] = set()  # pending rows this router cannot deliver
+        self._warned: set[str] = set()  # rows whose failure was logged
         self._sweep_lock = asyncio.Lock()
         self._confirming: set[asyncio.Task[None]] = set()
         #: the job a session runs (the JobRunner sets it): what that session causes, and what
@@ -167,6 +168,13 @@ class Router:
             work = await self._inbox.get()
             try:
                 await self._handle(work.session, work.item)
+            except StoreError as error:
+                # e.g. a store that is away: the agent learns its message was not recorded
+                self._step("store_refused", work.session, str(error))
+                self._tell(
+                    work.session,
+                    f"[semo] Your message could not be recorded ({error}); send it again later.",
+                )
             except Exception:
                 log.exception("routing a message of session %s failed", work.session.session_id)
 
@@ -579,8 +587,10 @@ class Router:
                 if question.id in self._answers_sent:
                     continue
                 if question.session_id in self.manager.sessions:
-                    with contextlib.suppress(RoutingError):
-                        await self._deliver_answer(question)
+                    await self._guarded(
+                        f"delivering the answer to question {question.id}",
+                        self._deliver_answer(question),
+                    )
             for result in await self.store.list_results(self.office_id, status="pending"):
                 await self._guarded(f"delivering result {result.id}", self._deliver_result(result))
 
@@ -591,8 +601,12 @@ class Router:
             await step
         except StoreUnavailable:
             raise
+        except RoutingError as error:
+            log.debug("%s: %s", what, error)
         except Exception as error:
-            log.warning("%s failed: %s: %s", what, type(error).__name__, error)
+            if what not in self._warned:  # once per row and run: the sweep comes every 2 s
+                self._warned.add(what)
+                log.warning("%s failed: %s: %s", what, type(error).__name__, error)
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -461,10 +461,13 @@ async def test_semo_engine_refuses_a_forged_result_and_starts_over_legacy_rows(
             )
             await eventually_value(lambda: store.get_result(command.id), "the prompt typed")
             await eventually(lambda: b"result_refused" in log.read_bytes(), TIMEOUT)
+            # the reason reaches the agent (it reads prompts)
+            await eventually(lambda: len(prompts(tmp_path, "QA")) == 2, TIMEOUT)
+            assert "Your DELIVER_RESULT was refused" in prompts(tmp_path, "QA")[1]
             assert await store.list_results(office) == []
             assert await stop(engine) == 0
         text = log.read_text()
-        assert "Traceback" not in text
+        assert "StoreConflict" not in text and "routing sweep failed" not in text
         assert "there is no invocation 'forged-123' in this office" in text
 
         agents_by_role = {a.role: a.id for a in await store.list_agents(office)}
@@ -483,8 +486,9 @@ async def test_semo_engine_refuses_a_forged_result_and_starts_over_legacy_rows(
             assert "not taken as the result of invocation forged-123" in prompts(tmp_path, "FE")[0]
             assert engine.returncode is None
             assert await stop(engine) == 0
-        assert "start failed" not in log.read_text()
-        assert "Traceback" not in log.read_text()
+        text = log.read_text()
+        assert "start failed" not in text and "StoreConflict" not in text
+        assert "routing sweep failed" not in text
 
 
 async def test_an_engine_id_that_is_alive_refuses_a_second_engine(tmp_path: Path) -> None:
