@@ -702,7 +702,8 @@ listen = ""
 # a token written here gives a warning. At least 16 characters. Defaults: none.
 # token = "..."
 # tokens = { other-office = "..." }
-# Seconds a write waits for its command's result before answering 504. Default: 30.0.
+# Seconds a write waits for its command's result at least; it always waits past the command's
+# own limit ([engine] command_timeout, or a prompt's timeout) + 5 s. Default: 30.0.
 wait_timeout = 30.0
 # Larger request bodies get 413. Default: 1048576 (1 MiB).
 max_body_bytes = 1048576

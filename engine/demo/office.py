@@ -46,6 +46,7 @@ def demo_config(*, steps: int = 2, delay: float = 0.3) -> SemoConfig:
                 str(delay),
             ],
             prompt=PERSONAS[role],
+            reads_prompts=True,  # scripted stand-ins for models: semo's feedback goes to them
             cols=100,
             rows=24,
         )
