@@ -103,32 +103,26 @@ class Engine:
         """Start everything; if a step fails once the heartbeat runs, what had started is
         stopped (`stop`) before the error is raised."""
         self._stopped = False
-        if self._serve_control:  # first: a second engine for this office stops here
-            self.control = ControlServer(
-                self, office_paths(self.config.office.name, self.config.store_config())
-            )
-            await self.control.start()
+        if self._owns_store:
+            await self.store.open()
         try:
-            if self._owns_store:
-                await self.store.open()
-            self.office = await self._sync_office()
-        except BaseException:
-            if self.control is not None:
-                await self.control.stop("start failed")
-            raise
-        office_id = self.office.id
-        self._status("starting", f"office {self.office.name}, store {self.store.backend}")
-        heartbeat = Heartbeat(
-            self.store, office_id, self.engine_id, lease_seconds=self.config.engine.lease_seconds
-        )
-        try:
-            await heartbeat.refuse_if_running()  # before anything is touched: a live one stays
+            await self._refuse_if_running()  # before anything is written: a live one stays
         except BaseException as error:
             await self.stop(f"start refused: {error}")  # no heartbeat: its row is not touched
             raise
-        self.heartbeat = heartbeat
+        self.office = await self._sync_office()
+        office_id = self.office.id
+        self._status("starting", f"office {self.office.name}, store {self.store.backend}")
+        self.heartbeat = Heartbeat(
+            self.store, office_id, self.engine_id, lease_seconds=self.config.engine.lease_seconds
+        )
         await self.heartbeat.start()
         try:
+            if self._serve_control:  # a second engine for this office on this machine stops here
+                self.control = ControlServer(
+                    self, office_paths(self.config.office.name, self.config.store_config())
+                )
+                await self.control.start()
             await self._start_running(office_id)
         except BaseException as error:
             # whatever had started stops (the heartbeat too: recorded stopped, not left to run
@@ -335,6 +329,17 @@ class Engine:
         return await self.router.answer(question_id, text=text, option=option)
 
     # -- wiring --------------------------------------------------------------------------------
+
+    async def _refuse_if_running(self) -> None:
+        """EngineIdInUse when another engine runs with this engine's id in the configured office
+        (`Heartbeat.refuse_if_running`); nothing is written before this."""
+        name = self.config.office.name
+        office = next((o for o in await self.store.list_offices() if o.name == name), None)
+        if office is None:
+            return  # a new office: nobody runs it yet
+        lease = self.config.engine.lease_seconds
+        heartbeat = Heartbeat(self.store, office.id, self.engine_id, lease_seconds=lease)
+        await heartbeat.refuse_if_running()
 
     async def _sync_office(self) -> Office:
         """The configured office and its agents in the store (created or updated by role)."""

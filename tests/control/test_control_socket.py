@@ -154,7 +154,9 @@ async def test_socket_permissions_and_one_engine_per_office(engine: Engine) -> N
     assert stat.S_IMODE(os.stat(paths.socket).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(paths.socket.parent).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(paths.info).st_mode) == 0o600
-    second = Engine(engine.config, control=True)
+    config = engine.config
+    other_id = config.model_copy(update={"engine": config.engine.model_copy(update={"id": "b2"})})
+    second = Engine(other_id, control=True)  # another engine id, same office and store
     with pytest.raises(ControlError, match="another engine already serves office 'ctl'"):
         await second.start()
     assert socket_answers(paths.socket)  # the first one's socket is untouched
