@@ -184,8 +184,7 @@ class FinalLines:
         if self._pushed is None:
             self._pushed, self._columns = pushed - len(scrollback), screen.columns
         if screen.columns != self._columns:
-            yield from self._rebaseline(screen, pushed)
-            return
+            self._rebaseline(screen, pushed)  # then read on: output drawn after the resize is new
         count, self._pushed = pushed - self._pushed, pushed
         if count > 0:
             yield from self._read_pushed(screen, count)
@@ -258,15 +257,17 @@ class FinalLines:
 
     # -- keeping the row memory aligned ---------------------------------------------------
 
-    def _rebaseline(self, screen: TerminalScreen, pushed: int) -> Iterator[FinalLine]:
-        """The width changed: rows were cut or re-laid, which is not new output. What is on
-        screen above the cursor now counts as read."""
+    def _rebaseline(self, screen: TerminalScreen, pushed: int) -> None:
+        """The width changed: rows were cut or padded, which is not new output. A row read
+        before that still counts as read if it only lost its end; what the agent drew since
+        (the first chunk after a resize is read in the same call) is read as usual."""
         self._pushed, self._columns = pushed, screen.columns
         self._drop_partial()
-        for y in range(len(self._seen)):
-            below = y >= screen.cursor.y
-            self._seen[y] = None if below else screen.row_line(y).text
-        return iter(())
+        seen = self._seen
+        for y in range(min(screen.cursor.y, len(seen))):
+            old, text = seen[y], screen.row_line(y).text
+            if old is not None and old.startswith(text.rstrip()):
+                seen[y] = text
 
     def _realign(
         self, screen: TerminalScreen, top: int, bottom: int, cache: dict[int, Line]

@@ -110,13 +110,11 @@ async def test_hostile_questions_show_literally_in_the_console(
     tmp_path: Path, runtime_dir: Path
 ) -> None:
     choice = {"type": "choice", "question": HOSTILE_TEXT, "options": ["[/b]", "\x1b[31mred"]}
-    warm = {"match": "warm", "text": "warming up"}  # output after the panes' resize, see below
     scripts = {
         # the issue's one-line form, and an answer to acknowledge
-        "FE": [warm, {"match": "go", "text": f"[ASK_USER] Is this {MARKUP} ok?"}],
+        "FE": [{"match": "go", "text": f"[ASK_USER] Is this {MARKUP} ok?"}],
         # raw escapes to its own terminal first, then a question holding them (JSON escapes)
         "BE": [
-            warm,
             {"match": "go", "raw": f"{OSC52}{TITLE}{CSI_C1} {RLO}cba\r\n", "text": block(choice)},
         ],
     }
@@ -130,9 +128,6 @@ async def test_hostile_questions_show_literally_in_the_console(
             lambda: all(s.terminal.screen.columns != 60 for s in engine.sessions()), TIMEOUT
         )
         for session in engine.sessions():
-            # a first turn after the resize: the screen reader takes the first output after a
-            # width change as a re-layout (engine/protocol/screen_text.py), not as new lines
-            engine.send_prompt(session.session_id, "warm")
             engine.send_prompt(session.session_id, "go")
         panel = app.screen.query_one(QuestionsPanel)
         await eventually(lambda: len(panel.questions) == 2, TIMEOUT)
