@@ -114,7 +114,11 @@ async def test_row_level_security_is_enabled_and_keyed_on_office() -> None:
             )
             assert sorted(rows) == sorted((t, True) for t in TABLES)
             policies = await fetch(dsn, "select tablename from pg_policies")
-            assert sorted(p[0] for p in policies) == sorted(TABLES)
+            # members read every table (0007); operators also insert commands, answer questions
+            assert sorted(p[0] for p in policies) == sorted(
+                [*TABLES, "office_members", "agent_commands", "user_questions"]
+            )
+            member = str(uuid.uuid4())
 
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
                 # as the owner (engine, service role): everything, RLS bypassed
@@ -124,8 +128,11 @@ async def test_row_level_security_is_enabled_and_keyed_on_office() -> None:
                     " values ('ca', 'A', 'get_output', 's'), ('cb', 'B', 'get_output', 's');"
                     "insert into agent_command_results (command_id, success)"
                     " values ('ca', true), ('cb', true);"
+                    f"insert into office_members values ('A', '{member}', 'operator');"
                     f'grant usage on schema public to "{role}";'
                     f'grant select, insert, update on all tables in schema public to "{role}";'
+                    # what 0007 grants `authenticated` (its policies call these)
+                    f'grant execute on function semo_member_role(text) to "{role}";'
                 )
 
                 async def visible(claims: dict[str, str] | None) -> dict[str, list[str]]:
@@ -148,12 +155,14 @@ async def test_row_level_security_is_enabled_and_keyed_on_office() -> None:
                             seen[table] = [r[0] for r in await cur.fetchall()]
                         return seen
 
-                assert await visible({"office_id": "A"}) == {
+                # an operator of A (migration 0007: members by auth.uid(), the JWT's sub)
+                assert await visible({"sub": member}) == {
                     "offices": ["A"],
                     "agent_commands": ["ca"],
                     "agent_command_results": ["ca"],
                 }
-                assert (await visible({"office_id": "B"}))["agent_commands"] == ["cb"]
+                # the office_id claim of 0001 no longer grants anything
+                assert (await visible({"office_id": "B"}))["agent_commands"] == []
                 assert await visible(None) == {
                     "offices": [],
                     "agent_commands": [],
@@ -164,7 +173,7 @@ async def test_row_level_security_is_enabled_and_keyed_on_office() -> None:
                         await conn.execute(f'set local role "{role}"')
                         await conn.execute(
                             "select set_config('request.jwt.claims', %s, true)",
-                            (json.dumps({"office_id": "A"}),),
+                            (json.dumps({"sub": member}),),
                         )
                         await conn.execute(
                             "insert into agent_commands (office_id, command_type)"

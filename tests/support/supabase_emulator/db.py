@@ -72,27 +72,95 @@ def default_migrations() -> list[Path]:
     return sorted(root.glob("*.sql")) if root.is_dir() else []
 
 
-def prepare_supabase_database(dsn: str) -> None:
-    """What a Supabase project has before any migration: an empty `supabase_realtime` publication.
+#: What a Supabase project's database has before any migration, in the parts semo relies on:
+#: the API roles with Supabase's default privileges on `public`, `auth.users` with
+#: `auth.uid()` / `auth.role()` / `auth.jwt()` (reading `request.jwt.claims` as Supabase's do),
+#: and Realtime Authorization's `realtime.messages` (RLS on, no policy) with `realtime.topic()`.
+SUPABASE_SHAPE = """
+GRANT USAGE ON SCHEMA public TO anon, authenticated, service_role;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public
+    GRANT ALL ON TABLES TO anon, authenticated, service_role;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public
+    GRANT ALL ON SEQUENCES TO anon, authenticated, service_role;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public
+    GRANT EXECUTE ON FUNCTIONS TO anon, authenticated, service_role;
 
-    Migrations add their tables to it "when it exists"; the emulator then emits changes only for
-    the published tables, like the real Realtime server. Publications work at any wal_level.
+CREATE SCHEMA IF NOT EXISTS auth;
+GRANT USAGE ON SCHEMA auth TO anon, authenticated, service_role;
+CREATE TABLE IF NOT EXISTS auth.users (
+    id                  uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    aud                 text NOT NULL DEFAULT 'authenticated',
+    role                text NOT NULL DEFAULT 'authenticated',
+    email               text UNIQUE,
+    encrypted_password  text,
+    raw_app_meta_data   jsonb NOT NULL DEFAULT '{"provider": "email"}'::jsonb,
+    raw_user_meta_data  jsonb NOT NULL DEFAULT '{}'::jsonb,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    updated_at          timestamptz NOT NULL DEFAULT now()
+);
+GRANT ALL ON auth.users TO service_role;
+CREATE OR REPLACE FUNCTION auth.uid() RETURNS uuid LANGUAGE sql STABLE AS $f$
+    SELECT coalesce(nullif(current_setting('request.jwt.claim.sub', true), ''),
+                    nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub'
+    )::uuid
+$f$;
+CREATE OR REPLACE FUNCTION auth.role() RETURNS text LANGUAGE sql STABLE AS $f$
+    SELECT coalesce(nullif(current_setting('request.jwt.claim.role', true), ''),
+                    nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'role'
+    )::text
+$f$;
+CREATE OR REPLACE FUNCTION auth.jwt() RETURNS jsonb LANGUAGE sql STABLE AS $f$
+    SELECT coalesce(nullif(current_setting('request.jwt.claim', true), ''),
+                    nullif(current_setting('request.jwt.claims', true), ''))::jsonb
+$f$;
+GRANT EXECUTE ON FUNCTION auth.uid(), auth.role(), auth.jwt()
+    TO anon, authenticated, service_role;
+
+CREATE SCHEMA IF NOT EXISTS realtime;
+GRANT USAGE ON SCHEMA realtime TO anon, authenticated, service_role;
+CREATE TABLE IF NOT EXISTS realtime.messages (
+    id           uuid NOT NULL DEFAULT gen_random_uuid(),
+    topic        text NOT NULL,
+    extension    text NOT NULL,
+    payload      jsonb,
+    event        text,
+    private      boolean DEFAULT false,
+    updated_at   timestamp NOT NULL DEFAULT now(),
+    inserted_at  timestamp NOT NULL DEFAULT now(),
+    PRIMARY KEY (id, inserted_at)
+);
+ALTER TABLE realtime.messages ENABLE ROW LEVEL SECURITY;
+GRANT SELECT, INSERT, UPDATE ON realtime.messages TO anon, authenticated;
+GRANT ALL ON realtime.messages TO service_role;
+CREATE OR REPLACE FUNCTION realtime.topic() RETURNS text LANGUAGE sql STABLE AS $f$
+    SELECT nullif(current_setting('realtime.topic', true), '')::text
+$f$;
+GRANT EXECUTE ON FUNCTION realtime.topic() TO anon, authenticated, service_role;
+"""
+
+
+def prepare_supabase_database(dsn: str) -> None:
+    """What a Supabase project has before any migration: an empty `supabase_realtime`
+    publication, the roles `anon`, `authenticated` and `service_role` (cluster-wide, NOLOGIN;
+    service_role BYPASSRLS) with Supabase's default privileges on `public` (new tables and
+    functions are granted to all three: migrations must take back what they do not mean to
+    give), `auth.users` with `auth.uid()`, and `realtime.messages` with `realtime.topic()`.
+
+    Migrations add their tables to the publication "when it exists"; the emulator then emits
+    changes only for the published tables, like the real Realtime server. Publications work
+    at any wal_level.
     """
+    _create_roles(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         exists = conn.execute(
             "SELECT 1 FROM pg_publication WHERE pubname = 'supabase_realtime'"
         ).fetchone()
         if not exists:
             conn.execute("CREATE PUBLICATION supabase_realtime")
+        conn.execute(SUPABASE_SHAPE)  # type: ignore[arg-type]
 
 
-def ensure_supabase_roles(dsn: str) -> None:
-    """Create the roles `anon`, `authenticated` and `service_role` (cluster-wide, NOLOGIN) when
-    missing, and grant them what Supabase grants on the public schema of this database.
-
-    Only needed with ``SupabaseEmulator(switch_roles=True)``, which runs each request as the role
-    named in its JWT so that row-level security applies as on Supabase.
-    """
+def _create_roles(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for role in SUPABASE_ROLES:
             options = sql.SQL("NOLOGIN BYPASSRLS" if role == "service_role" else "NOLOGIN")
@@ -101,6 +169,17 @@ def ensure_supabase_roles(dsn: str) -> None:
             ):
                 if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone():
                     conn.execute(sql.SQL("CREATE ROLE {} {}").format(sql.Identifier(role), options))
+
+
+def ensure_supabase_roles(dsn: str) -> None:
+    """Create the roles `anon`, `authenticated` and `service_role` (cluster-wide, NOLOGIN) when
+    missing, and grant them what Supabase grants on the public schema of this database, on
+    what exists now (for tables made outside migrations, as the emulator's own tests do; a
+    database migrated with semo's migrations must not be passed here: it would give back what
+    migration 0007 takes away).
+    """
+    _create_roles(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
         roles = sql.SQL(", ").join(sql.Identifier(r) for r in SUPABASE_ROLES)
         for statement in (
             "GRANT USAGE ON SCHEMA public TO {}",
