@@ -170,6 +170,10 @@ def add_store_commands(commands: Any) -> None:
     add_config_option(answer)
     answer.set_defaults(handler=_run(_answer))
 
+    from engine.store.member_cli import add_office_commands
+
+    add_office_commands(commands, _run, _emit, add_config_option)
+
 
 def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
