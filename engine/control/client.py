@@ -49,6 +49,8 @@ log = logging.getLogger("semo.control.client")
 
 #: seconds an operation waits for the engine's reply
 REPLY_TIMEOUT = 30.0
+#: characters of input per request (JSON-escaped, even 4-byte characters stay under 1 MiB)
+INPUT_CHUNK = 100_000
 
 
 class EngineNotRunning(ConnectionError):
@@ -114,7 +116,9 @@ class RemoteTerminal:
     def write(self, text: str) -> None:
         if self._client.gone is not None:
             raise TerminalClosedError(self._client.gone)
-        self._client._send({"op": "input", "session": self.session_id, "data": text})
+        for start in range(0, len(text), INPUT_CHUNK):  # a big paste in frames under the limit
+            chunk = text[start : start + INPUT_CHUNK]
+            self._client._send({"op": "input", "session": self.session_id, "data": chunk})
 
     def resize(self, cols: int, rows: int) -> None:
         if self._client.gone is None:
@@ -419,6 +423,8 @@ class EngineClient:
             future.set_exception(RuntimeError(str(frame.get("error") or "failed")))
 
     def _apply_screen(self, frame: dict[str, Any]) -> None:
+        if frame.get("styles_reset"):
+            self._styles.clear()
         styles = frame.get("styles")
         if styles:
             self._styles.add(styles)

@@ -512,6 +512,8 @@ class ControlServer:
     ) -> dict[str, Any]:
         styles = connection.styles
         frame: dict[str, Any] = {"t": "screen", "s": session_id}
+        if styles.begin_frame():
+            frame["styles_reset"] = 1
         size = (screen.columns, screen.lines)
         if state.full or size != state.size:
             frame["size"] = list(size)
@@ -577,8 +579,12 @@ class ControlServer:
             start = max(0, end - HISTORY_LINES)
             if end <= start:
                 continue
-            lines = [encode_line(scrollback[i], connection.styles) for i in range(start, end)]
-            frame: dict[str, Any] = {"t": "screen", "s": session_id, "history": lines}
+            frame: dict[str, Any] = {"t": "screen", "s": session_id}
+            if connection.styles.begin_frame():
+                frame["styles_reset"] = 1
+            frame["history"] = [
+                encode_line(scrollback[i], connection.styles) for i in range(start, end)
+            ]
             new_styles = connection.styles.take_new()
             if new_styles:
                 frame["styles"] = new_styles

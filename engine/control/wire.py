@@ -66,12 +66,26 @@ def _style_key(cell: Cell) -> tuple[object, ...]:
     return tuple(cell[1:])
 
 
+#: a connection's style table starts over beyond this many styles (an agent printing endless
+#: distinct colours must not grow it without bound); checked between frames
+MAX_STYLES = 4096
+
+
 class StyleTable:
     """The sender's side of a connection's style interning."""
 
     def __init__(self) -> None:
         self._ids: dict[tuple[object, ...], int] = {}
         self._new: dict[str, list[object]] = {}
+
+    def begin_frame(self) -> bool:
+        """Call before encoding a frame's rows: True when the table started over (the frame
+        must then say `styles_reset`, and the receiver forgets every id first)."""
+        if len(self._ids) < MAX_STYLES:
+            return False
+        self._ids.clear()
+        self._new.clear()
+        return True
 
     def id_for(self, cell: Cell) -> int:
         key = _style_key(cell)
@@ -103,6 +117,9 @@ class StyleBook:
 
     def __init__(self) -> None:
         self._cells: dict[int, Cell] = {}
+
+    def clear(self) -> None:
+        self._cells.clear()
 
     def add(self, definitions: dict[str, list[Any]]) -> None:
         for key, (fg, bg, flags) in definitions.items():

@@ -30,7 +30,7 @@ import pytest
 from engine.config import parse_config
 from engine.control.client import EngineClient, EngineGone, RemoteTerminal
 from engine.control.server import ControlError, socket_answers
-from engine.control.wire import encode_frame
+from engine.control.wire import MAX_STYLES, encode_frame
 from engine.engine import Engine
 from engine.terminal.pty_process import TerminalClosedError
 from tests.control.office import CONFIG
@@ -225,3 +225,50 @@ async def test_an_agent_cannot_attach_to_its_own_engine(engine: Engine) -> None:
     client = client_of(engine)  # the operator's console still gets in
     await client.start()
     await client.close()
+
+
+async def test_a_paste_bigger_than_a_request_arrives_whole(engine: Engine, tmp_path: Path) -> None:
+    """2 MB of pasted text goes out in requests under the 1 MiB limit, in order, nothing lost
+    and the console not disconnected."""
+    client = client_of(engine)
+    try:
+        terminal = await attached(client, "A")
+        target = tmp_path / "pasted.txt"
+        terminal.write(f"cat > {target}\r")
+        line = "0123456789abcdefghijklmnopqrstuvwxyz-" * 1 + "é✓\r"
+        count = 2_000_000 // len(line.encode())
+        terminal.write(line * count)
+        terminal.write("\x04")
+        expected = len(line.replace("\r", "\n").encode()) * count
+        await eventually(lambda: target.exists() and target.stat().st_size == expected, 60)
+        assert target.read_text().splitlines()[-1] == line[:-1]
+        assert client.gone is None
+    finally:
+        await client.close()
+
+
+async def test_endless_distinct_styles_keep_the_style_table_bounded(engine: Engine) -> None:
+    """A hostile agent prints 20,000 distinct true colours: the engine's style table for the
+    console starts over instead of growing, and the console's rows keep the right colours."""
+    assert engine.control is not None
+    client = client_of(engine)
+    try:
+        terminal = await attached(client, "B")
+        loop = (
+            "for i in $(seq 1 20000); do printf '\\033[38;2;%d;%d;%dmX\\033[0m' "
+            "$((i % 256)) $((i / 256 % 256)) $((i / 65536)); done; echo; echo styles-done"
+        )
+        terminal.write(loop + "\r")
+        screen = engine_screen(engine, "B")
+        await eventually(lambda: "styles-done" in "\n".join(screen.text_rows()), 60)
+        await eventually(
+            lambda: (
+                [terminal.screen.row_line(y) for y in range(screen.lines)]
+                == [screen.row_line(y) for y in range(screen.lines)]
+            ),
+            20,
+        )
+        [connection] = list(engine.control._connections)
+        assert len(connection.styles._ids) <= MAX_STYLES + screen.lines * screen.columns
+    finally:
+        await client.close()
