@@ -186,6 +186,9 @@ class MainScreen(Screen[None]):
             grid.set_class(layout == size, f"layout-{layout}")
         for session_id, pane in self.panes.items():
             pane.display = session_id in visible
+            shown = getattr(pane.source, "set_visible", None)
+            if shown is not None:  # an attached engine sends no frames for hidden panes
+                shown(session_id in visible)
 
     def _title(self, session_id: str) -> str:
         session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None

@@ -112,6 +112,7 @@ class RemoteTerminal:
         self.screen = MirrorScreen()
         self._listeners: list[Callable[[str], None]] = []
         self.attached = False
+        self.visible = True
 
     def write(self, text: str) -> None:
         if self._client.gone is not None:
@@ -126,6 +127,12 @@ class RemoteTerminal:
                 {"op": "resize", "session": self.session_id, "cols": cols, "rows": rows}
             )
 
+    def set_visible(self, visible: bool) -> None:
+        """A hidden pane gets no frames; shown again, it gets the whole screen at once."""
+        if visible != self.visible and self.attached and self._client.gone is None:
+            self._client._send({"op": "pause", "session": self.session_id, "paused": not visible})
+        self.visible = visible
+
     def add_listener(self, listener: Callable[[str], None]) -> None:
         self._listeners.append(listener)
         self.attach()
@@ -139,7 +146,9 @@ class RemoteTerminal:
     def attach(self) -> None:
         if not self.attached and self._client.gone is None:
             self.attached = True
-            self._client._send({"op": "attach", "session": self.session_id})
+            self._client._send(
+                {"op": "attach", "session": self.session_id, "paused": not self.visible}
+            )
 
     def detach(self) -> None:
         if self.attached and self._client.gone is None:

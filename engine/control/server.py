@@ -133,6 +133,7 @@ class _Attach:
     pushed: int = 0
     history_mark: int | None = None  # history to send: lines pushed before this count
     flushed_at: float = float("-inf")  # loop time of the last frame sent
+    paused: bool = False  # the console does not show it: no frames until it does
     typed_at: float = float("-inf")  # loop time this console last typed into the session
 
 
@@ -487,7 +488,7 @@ class ControlServer:
         manager = self.engine.manager
         states = sorted(connection.attached.items(), key=lambda item: -item[1].typed_at)
         for session_id, state in states:
-            if not state.pending:
+            if not state.pending or state.paused:
                 continue
             active = now - state.typed_at < ACTIVE_SECONDS
             due = state.flushed_at + (FRAME_SECONDS if active else BACKGROUND_FRAME_SECONDS)
@@ -691,7 +692,7 @@ class ControlServer:
     async def op_attach(self, connection: _Connection, request: dict[str, Any]) -> Any:
         session = self._session(request)
         self._watch(session)
-        connection.attached[session.session_id] = _Attach()
+        connection.attached[session.session_id] = _Attach(paused=request.get("paused") is True)
         size = _size(request)
         if size is not None:
             self._used_by(connection, session.session_id, size)
@@ -702,6 +703,19 @@ class ControlServer:
         session_id = request.get("session")
         if isinstance(session_id, str):
             self._detach(connection, session_id)
+        return None
+
+    async def op_pause(self, connection: _Connection, request: dict[str, Any]) -> Any:
+        """`paused`: true while the console does not show the session (a hidden pane); on
+        false the whole screen follows at once."""
+        state = connection.attached.get(str(request.get("session")))
+        if state is None:
+            raise OpError(f"not attached to session {request.get('session')!r}")
+        paused = request.get("paused") is True
+        if state.paused and not paused:
+            state.full = state.pending = True
+            connection.wake.set()
+        state.paused = paused
         return None
 
     async def op_input(self, connection: _Connection, request: dict[str, Any]) -> Any:

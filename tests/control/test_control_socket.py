@@ -272,3 +272,36 @@ async def test_endless_distinct_styles_keep_the_style_table_bounded(engine: Engi
         assert len(connection.styles._ids) <= MAX_STYLES + screen.lines * screen.columns
     finally:
         await client.close()
+
+
+async def test_a_hidden_pane_gets_no_frames_until_shown(engine: Engine) -> None:
+    client = client_of(engine)
+    try:
+        terminal = await attached(client, "A")
+        frames = 0
+
+        def count(_chunk: str) -> None:
+            nonlocal frames
+            frames += 1
+
+        terminal.add_listener(count)
+        terminal.set_visible(False)
+        await client.request({"op": "ping"})  # the pause is in effect from here
+        frames = 0
+        terminal.write("seq 1 50; echo hidden-done\r")
+        screen = engine_screen(engine, "A")
+        await eventually(lambda: "hidden-done" in "\n".join(screen.text_rows()), 20)
+        await asyncio.sleep(0.3)
+        assert frames == 0
+        assert "hidden-done" not in "\n".join(terminal.screen.text_rows())
+        terminal.set_visible(True)
+        await eventually(lambda: terminal.screen.text_rows() == screen.text_rows(), 10)
+        await eventually(
+            lambda: (
+                [line.text for line in terminal.screen.scrollback]
+                == [line.text for line in screen.scrollback]
+            ),
+            10,
+        )
+    finally:
+        await client.close()
