@@ -11,18 +11,21 @@ path (tests/terminal/test_plain_batch.py checks that with generated streams).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyte.screens import StaticDefaultDict
 
 from engine.terminal.cell import Cell
 from engine.terminal.scrollback import (
+    FIELDS_BY_ID,
     Line,
     Record,
     WrappedSegments,
+    finish_record,
     line_from_row,
     pack_line,
     pack_segments,
+    style_fields,
 )
 
 if TYPE_CHECKING:
@@ -30,7 +33,15 @@ if TYPE_CHECKING:
 
 _SGR_SPLIT = re.compile(r"\x1b\[([0-9;:]*)m")
 Segment = tuple[Cell, str]
-Row = list[Segment] | Line  # a Line when the row is known to scroll away within the batch
+
+
+class _Packed(NamedTuple):
+    """A row known to scroll away within the batch, already packed for the scrollback."""
+
+    record: Record
+
+
+Row = list[Segment] | Line | _Packed  # Line/_Packed: the row scrolls away within the batch
 
 
 class PlainBatch:
@@ -120,12 +131,57 @@ class PlainBatch:
                 else:
                     rows.append([(attrs, body)])
                 continue
-            segments = self._segments(body)
+            if index < surely_scrolled:  # scrolls away in this batch: straight to a Record
+                parts = _SGR_SPLIT.split(body)
+                if sum(map(len, parts[0::2])) <= columns:
+                    rows.append(_Packed(self._pack_parts(parts, default)))
+                    continue
+                segments = self._segments_of(parts)
+            else:
+                segments = self._segments(body)
             if sum(len(text) for _, text in segments) <= columns:
                 rows.append(segments)
             else:
                 rows.extend(self._wrap(segments, columns))
         return rows
+
+    def _pack_parts(self, parts: list[str], blank: Cell) -> Record:
+        """`pack_segments(self._segments_of(parts))` in one pass (the SGRs apply as well)."""
+        screen = self.screen
+        cached = screen._sgr_cache.get
+        by_id = FIELDS_BY_ID.get
+        cursor = screen.cursor
+        attrs = cursor.attrs
+        runs: list[list[Any]] = []
+        last_fields: tuple[object, ...] | None = None
+        last_text = ""
+        pos = 0
+        for index, part in enumerate(parts):
+            if index & 1:
+                hit = cached((id(attrs), part))
+                if hit is not None and hit[0] is attrs:
+                    attrs = hit[1]
+                else:
+                    cursor.attrs = attrs
+                    screen.select_graphic_rendition(params=part)
+                    attrs = cursor.attrs
+            elif part:
+                known = by_id(id(attrs))
+                fields = known[1] if known is not None and known[0] is attrs else None
+                if fields is None:
+                    fields = style_fields(attrs)
+                size = len(part)
+                if fields is last_fields or fields == last_fields:
+                    runs[-1][1] = pos + size
+                else:
+                    runs.append([pos, pos + size, attrs, fields])
+                    last_fields = fields
+                pos += size
+                last_text = part
+        cursor.attrs = attrs
+        if last_text:
+            screen.last_graphic = last_text[-1]
+        return finish_record("".join(parts[0::2]), runs, False, blank)
 
     @staticmethod
     def _wrap(segments: list[Segment], columns: int) -> list[Row]:
@@ -151,7 +207,11 @@ class PlainBatch:
             if body:
                 screen.last_graphic = body[-1]
             return [(screen.cursor.attrs, body)] if body else []
-        parts = _SGR_SPLIT.split(body)
+        return self._segments_of(_SGR_SPLIT.split(body))
+
+    def _segments_of(self, parts: list[str]) -> list[Segment]:
+        """Segments of a body split at its SGRs (text, params, text, ...); applies the SGRs."""
+        screen = self.screen
         segments: list[Segment] = []
         cached = screen._sgr_cache.get
         cursor = screen.cursor
@@ -214,6 +274,8 @@ class PlainBatch:
     def _as_record(
         row: Row | StaticDefaultDict[int, Cell] | None, columns: int, default: Cell
     ) -> Record:
+        if isinstance(row, _Packed):
+            return row.record
         if isinstance(row, Line):
             return pack_line(row)
         if isinstance(row, list):

@@ -167,19 +167,19 @@ def _fields(style: Cell) -> tuple[object, ...]:
     return fields
 
 
-_FIELDS_BY_ID: dict[int, tuple[Cell, tuple[object, ...]]] = {}
+FIELDS_BY_ID: dict[int, tuple[Cell, tuple[object, ...]]] = {}
 
 
-def _style_fields(cell: Cell) -> tuple[object, ...]:
+def style_fields(cell: Cell) -> tuple[object, ...]:
     """`_fields` of `cell` as a style (data " "), looked up by identity first: cells come from
     the screen's interned attributes, so the same few objects recur."""
-    hit = _FIELDS_BY_ID.get(id(cell))
+    hit = FIELDS_BY_ID.get(id(cell))
     if hit is not None and hit[0] is cell:
         return hit[1]
     fields = _fields(cell if cell.data == " " else cell._replace(data=" "))
-    if len(_FIELDS_BY_ID) >= 4096:
-        _FIELDS_BY_ID.clear()
-    _FIELDS_BY_ID[id(cell)] = (cell, fields)
+    if len(FIELDS_BY_ID) >= 4096:
+        FIELDS_BY_ID.clear()
+    FIELDS_BY_ID[id(cell)] = (cell, fields)
     return fields
 
 
@@ -191,12 +191,12 @@ def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> 
     texts: list[str] = []
     pos = 0
     last: tuple[object, ...] | None = None
-    by_id = _FIELDS_BY_ID.get
+    by_id = FIELDS_BY_ID.get
     for attrs, text in segments:
         if not text:
             continue
         hit = by_id(id(attrs))
-        fields = hit[1] if hit is not None and hit[0] is attrs else _style_fields(attrs)
+        fields = hit[1] if hit is not None and hit[0] is attrs else style_fields(attrs)
         size = len(text)
         if fields is last or fields == last:
             runs[-1][1] = pos + size
@@ -205,7 +205,12 @@ def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> 
             last = fields
         texts.append(text)
         pos += size
-    text = "".join(texts)
+    return finish_record("".join(texts), runs, is_wrapped(segments), blank)
+
+
+def finish_record(text: str, runs: list[list[Any]], wrapped: bool, blank: Cell) -> Record:
+    """The Record of `text` with `runs` ([start, end, cell, style fields], adjacent runs of
+    different styles): trailing default blanks dropped, as `line_from_segments` does."""
     while runs and _same_style(runs[-1][2], blank):
         start, end = runs[-1][:2]
         kept = text[start:end].rstrip(" ")
@@ -216,7 +221,6 @@ def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> 
         runs.pop()
     if len(runs) == 1 and _same_style(runs[0][2], blank):
         runs = []
-    wrapped = is_wrapped(segments)
     if not runs and not wrapped:
         return text
     return (text, tuple([(run[0], run[1], run[3]) for run in runs]), wrapped)
