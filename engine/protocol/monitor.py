@@ -41,14 +41,28 @@ PATTERNS: tuple[Pattern, ...] = (
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _FENCE_CHARS = ("`", "~")
-#: One scan per line: a line holds a signal only if it holds one of these literals (every
-#: pattern above contains one, matched here case-insensitively so it is a superset), so most
-#: lines cost a single search and only the rare hit runs the patterns themselves.
-_PREFILTER = re.compile(
-    r"\[SEMO:DONE\]|Created pull request #|\[main |All tests passed|Build completed successfully"
-    r"|ENOENT:|Permission denied|fatal:|Error:",
-    re.I,
+#: Every pattern above contains one of these literals; a text whose case-folded form holds
+#: none of them has no signal, so most lines and batches cost a few C-level substring scans.
+_LITERALS = (
+    "[semo:done]",
+    "created pull request #",
+    "[main ",
+    "all tests passed",
+    "build completed successfully",
+    "enoent:",
+    "permission denied",
+    "fatal:",
+    "error:",
 )
+
+
+def _may_match(text: str) -> bool:
+    """False only if no pattern can match `text`. Case folding covers what `re.I` equates,
+    but for U+0130/U+0131 (an `i` to re.I, `i̇`/`ı` once folded)."""
+    folded = text.casefold()
+    if "\u0131" in folded or "\u0307" in folded:
+        folded = folded.replace("\u0131", "i").replace("\u0307", "")
+    return any(literal in folded for literal in _LITERALS)
 
 
 @dataclass(frozen=True)
@@ -68,7 +82,7 @@ class Signal:
 
 def scan_line(line: str, source: Source, at: float) -> list[Signal]:
     """Signals in one line, highest priority first; one per pattern family (completion/error)."""
-    if _PREFILTER.search(line) is None:
+    if not _may_match(line):
         return []
     found: dict[SignalKind, Signal] = {}
     for pattern in PATTERNS:
@@ -114,6 +128,18 @@ class OutputMonitor:
                 continue
             if fence is None:
                 signals.extend(scan_line(line, source, at))
+        return signals
+
+    def scan_each(self, lines: list[str], source: Source, at: float) -> list[Signal]:
+        """Signals in `lines` taken one by one (a fence line itself is skipped; fences do not
+        span lines): what `scan([line])` gives for each, with one prefilter for the batch."""
+        if not lines or not _may_match("\n".join(lines)):
+            return []
+        signals: list[Signal] = []
+        for line in lines:
+            if line.lstrip()[:1] in _FENCE_CHARS and _FENCE.match(line):
+                continue
+            signals.extend(scan_line(line, source, at))
         return signals
 
     def check_stale(self, now: float, *, busy: bool) -> Signal | None:

@@ -221,17 +221,18 @@ class AgentObserver:
     # -- generic -----------------------------------------------------------------------------
 
     def _read_generic(self, out: list[ObserverEvent], screen: TerminalScreen, at: float) -> None:
-        parser, monitor = self._parser, self.monitor
-        for line in self._final_lines.take(screen):
-            text = line.text[2:] if line.text.startswith(_GUTTERS) else line.text
-            if self._report(out, parser.feed_line(text, cut=line.cut), "screen", at):
+        reader = self._final_lines
+        lines = reader.take(screen)
+        if lines:
+            texts = [line[2:] if line.startswith(_GUTTERS) else line for line in lines]
+            if self._report(out, self._parser.feed_lines(texts, reader.cut), "screen", at):
                 self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
             if self._turn_signals < MAX_SIGNALS_PER_TURN:
-                self._signals(out, monitor.scan([text], "screen", at))
+                self._signals(out, self.monitor.scan_each(texts, "screen", at))
         at_prompt = bool(self._prompt.search(screen.row_line(screen.cursor.y).text.rstrip()))
         if at_prompt and self.state != AgentState.READY:
             # the turn is over: a block still open was never closed (an error, not pending)
-            self._report(out, parser.flush(), "screen", at)
+            self._report(out, self._parser.flush(), "screen", at)
         if at_prompt and self.state in (AgentState.CREATING, AgentState.EXECUTING):
             self._state(out, AgentState.READY, "screen", "prompt on screen", at)
             self._new_turn()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
@@ -151,6 +151,22 @@ class MarkerParser:
             if cut:
                 self._cut_line(line)
             self._line_end()
+        return self._take()
+
+    def feed_lines(self, lines: list[str], cut: Collection[int] = ()) -> list[ParseItem]:
+        """`feed_line` for each of `lines` (`cut`: indexes of lines that were cut). Lines that
+        hold no `[`, backtick or `~` at all cannot matter outside a block: when none does, the
+        batch costs three scans of its text."""
+        if not cut and self._block is None and not self._head and self._mode is None:
+            text = "\n".join(lines)
+            if "`" not in text and "~" not in text and (self._fence or "[" not in text):
+                return []
+        for index, line in enumerate(lines):
+            if not self._skips(line, 0, len(line)):
+                self._line_data(line)
+                if index in cut:
+                    self._cut_line(line)
+                self._line_end()
         return self._take()
 
     def _skips(self, text: str, start: int, end: int) -> bool:

@@ -14,10 +14,9 @@ moved below it or it scrolled into scrollback, so redraws of the current line ar
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from engine.protocol.messages import MAX_PAYLOAD_BYTES
 from engine.terminal.screen import TerminalScreen, char_width
@@ -147,13 +146,8 @@ the 64 KiB limit whatever followed (a character is at least one byte), so the he
 report it, and a flood of endless lines costs bounded memory."""
 
 
-class FinalLine(NamedTuple):
-    text: str
-    cut: bool = False  # longer than LINE_CAP (or rows of it were lost): `text` is its head
-
-
 class FinalLines:
-    """Yields each logical line once it is final (the cursor moved below it); rows the
+    """Reads each logical line once it is final (the cursor moved below it); rows the
     terminal auto-wrapped are joined back into the line they came from.
 
     What was read is remembered per screen row (its text), following the rows as they scroll
@@ -171,10 +165,16 @@ class FinalLines:
         self._size = 0
         self._cut = False
         self._expect: int | None = None  # visible row that continues the waiting rows
+        #: indexes (in the list the last `take` returned) of lines cut at LINE_CAP: only
+        #: their head is there (the line was longer, or rows of it scrolled away unread)
+        self.cut: set[int] = set()
 
-    def take(self, screen: TerminalScreen) -> Iterator[FinalLine]:
+    def take(self, screen: TerminalScreen) -> list[str]:
+        """The lines that became final since the last call, in order."""
+        out: list[str] = []
+        self.cut = set()
         if screen.alternate:
-            return
+            return out
         scrollback = screen.scrollback
         pushed, rows = scrollback.total_pushed, screen.lines
         seen = self._seen
@@ -187,58 +187,58 @@ class FinalLines:
             self._rebaseline(screen, pushed)  # then read on: output drawn after the resize is new
         count, self._pushed = pushed - self._pushed, pushed
         if count > 0:
-            yield from self._read_pushed(screen, count)
+            self._read_pushed(screen, count, out)
         cache: dict[int, Line] = {}
         margins = screen.margins
         if margins is not None and (margins.top > 0 or margins.bottom < rows - 1):
             self._realign(screen, margins.top, min(margins.bottom, rows - 1), cache)
+        row_line = screen.row_line
         for y in range(min(screen.cursor.y, rows)):
-            line = cache.get(y) or screen.row_line(y)
+            line = cache.get(y) or row_line(y)
             if seen[y] != line.text:
                 seen[y] = line.text
-                yield from self._row(screen, line, y, lambda y=y: self._visible_text(screen, y + 1))
+                self._row(screen, line, y, out)
+        return out
 
     # -- reading rows ---------------------------------------------------------------------
 
-    def _read_pushed(self, screen: TerminalScreen, count: int) -> Iterator[FinalLine]:
+    def _read_pushed(self, screen: TerminalScreen, count: int, out: list[str]) -> None:
         """Rows that scrolled into scrollback since the last call: those not read yet."""
         scrollback, seen, rows = screen.scrollback, self._seen, screen.lines
-        kept = len(scrollback)
-        first = max(0, count - kept)
+        first = max(0, count - len(scrollback))
         if self._expect is not None:
             self._expect -= count
         if first and self._parts:  # more scrolled than scrollback keeps: rows gone unread
             self._cut, self._expect = True, first - count
+        append = out.append
         for index in range(first, count):
             line = scrollback[index - count]
-            if index < rows and seen[index] == line.text:
+            text = line.text
+            if index < rows and seen[index] == text:
                 continue
-            position = index - count  # negative: above the screen
-
-            def following(index: int = index) -> str:
-                return (
-                    scrollback[index + 1 - count].text
-                    if index + 1 < count
-                    else (self._visible_text(screen, 0))
-                )
-
-            yield from self._row(screen, line, position, following)
+            if line.wrapped or self._parts:
+                self._row(screen, line, index - count, out)
+            else:  # the common case: a whole line in one row
+                append(text)
         del seen[: min(count, rows)]
         seen.extend([None] * (rows - len(seen)))
 
-    def _row(
-        self, screen: TerminalScreen, line: Line, position: int, following: Callable[[], str]
-    ) -> Iterator[FinalLine]:
+    def _row(self, screen: TerminalScreen, line: Line, position: int, out: list[str]) -> None:
+        """Row `position` (negative: in scrollback, counted from the screen's top row)."""
         if self._parts and self._expect != position:
             self._drop_partial()  # the rest of that line was never drawn (the screen moved on)
         if line.wrapped:
-            self._add(_full_row_text(screen.columns, line.text, following))
+            self._add(_full_row_text(screen, line.text, position + 1))
             self._expect = position + 1
             return
+        if not self._parts:
+            out.append(line.text)
+            return
         self._add(line.text)
-        text, cut = "".join(self._parts), self._cut
+        if self._cut:
+            self.cut.add(len(out))
+        out.append("".join(self._parts))
         self._drop_partial()
-        yield FinalLine(text, cut)
 
     def _add(self, text: str) -> None:
         room = LINE_CAP - self._size
@@ -250,10 +250,6 @@ class FinalLines:
 
     def _drop_partial(self) -> None:
         self._parts, self._size, self._cut, self._expect = [], 0, False, None
-
-    @staticmethod
-    def _visible_text(screen: TerminalScreen, y: int) -> str:
-        return screen.row_line(y).text if y < screen.lines else ""
 
     # -- keeping the row memory aligned ---------------------------------------------------
 
@@ -299,12 +295,16 @@ class FinalLines:
                     return
 
 
-def _full_row_text(columns: int, text: str, following: Callable[[], str]) -> str:
+def _full_row_text(screen: TerminalScreen, text: str, following: int) -> str:
     """A wrapped row's text with the blanks its last columns really held (they were trimmed),
-    except the one cell a wide character left empty when it wrapped."""
-    missing = columns - text_width(text)
+    except the one cell a wide character left empty when it wrapped (`following`: the next
+    row's position, negative in scrollback)."""
+    missing = screen.columns - text_width(text)
     if missing == 1:
-        after = following()
+        if following < 0:
+            after = screen.scrollback[following].text
+        else:
+            after = screen.row_line(following).text if following < screen.lines else ""
         if after and _cells(after[0]) == 2:
             missing = 0
     return text + " " * max(missing, 0)
