@@ -14,7 +14,7 @@
 - Errors: SQLSTATE PT404/PT409 (raised by those functions; PostgREST answers 404/409) become
   NotFound/StoreConflict, a foreign-key violation NotFound, a duplicate key StoreConflict, a
   network error, a timeout or an HTTP 5xx StoreUnavailable. Messages never contain the key.
-- Wake-ups: one Realtime channel `office:{id}` per office that `wait_for_change` was asked
+- Wake-ups: one private Realtime channel `office:{id}` per office that `wait_for_change` was asked
   about, with postgres_changes bindings for INSERT on agent_commands (`office_id=eq.{id}`),
   UPDATE on agent_commands back to pending (`status=eq.pending`, office checked in the
   callback), UPDATE on user_questions (`office_id=eq.{id}`) and INSERT on
@@ -37,7 +37,9 @@
   socket). realtime-py's own reconnect is switched off (`auto_reconnect=False`) so that exactly
   one party reconnects; retries back off from 50 ms to at most 1 s and never give up.
 - Our Realtime callbacks never raise (each body is wrapped and logs).
-- Engine events (`publish_event`) are Realtime broadcasts on the same channel `office:{id}`:
+- Engine events (`publish_event`) are Realtime broadcasts on the same private channel
+  `office:{id}` (sent with the service role; members of the office receive them, see
+  docs/SUPABASE.md):
   publishing about an office starts watching it (the first publish waits for the channel, up to
   `connect_timeout`). Best effort: while the channel is not joined, nothing is sent or
   buffered (False), and a sent broadcast has no acknowledgement.
@@ -246,6 +248,17 @@ class _Watch:
 
 class _RealtimeProblem(Exception):
     pass
+
+
+#: the office channel is private (Realtime Authorization): members of the office may join it
+#: (migration 0007's policy on realtime.messages), only the service role may send on it
+_PRIVATE_CHANNEL: Any = {
+    "config": {
+        "broadcast": {"ack": False, "self": False},
+        "presence": {"key": "", "enabled": False},
+        "private": True,
+    }
+}
 
 
 class SupabaseStore(Store):
@@ -858,7 +871,7 @@ class SupabaseStore(Store):
 
     async def _subscribe(self, rt: AsyncRealtimeClient, generation: int, watch: _Watch) -> None:
         office = watch.office_id
-        channel = rt.channel(f"office:{office}")
+        channel = rt.channel(f"office:{office}", _PRIVATE_CHANNEL)
         watch.channel = channel
         watch.state, watch.ready = None, False
         channel.on_postgres_changes(

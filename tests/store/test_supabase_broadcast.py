@@ -1,8 +1,10 @@
 """Engine events as Realtime broadcasts (seed 003 SE10) on the supabase backend.
 
 The engine's SupabaseStore sends; an independent, unmodified `supabase` async client (as a web
-app would use it, with the anon key) joins the same channel `office:{id}` and listens with
-`on_broadcast`. The Supabase emulator relays broadcasts between sockets joined to a topic.
+app would use it: the anon key, signed in as a viewer of the office) joins the same private
+channel `office:{id}` and listens with `on_broadcast`. The Supabase emulator relays broadcasts
+between sockets joined to a topic, and lets only members of the office join it (migration
+0007's Realtime Authorization policy).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 import pytest
 from realtime import RealtimeSubscribeStates
 from supabase import AsyncClient, acreate_client
@@ -52,10 +55,19 @@ class Watcher:
 
 @contextlib.asynccontextmanager
 async def watcher(emu: SupabaseEmulator, office_id: str) -> AsyncIterator[Watcher]:
+    email = f"viewer-{time.monotonic_ns()}@example.test"
+    user_id = await asyncio.to_thread(emu.create_user, email, "secret-password")
+    async with await psycopg.AsyncConnection.connect(emu.dsn, autocommit=True) as conn:
+        await conn.execute(
+            "insert into office_members (office_id, user_id, role) values (%s, %s, 'viewer')",
+            (office_id, user_id),
+        )
     client: AsyncClient = await acreate_client(emu.url, emu.anon_key)
     seen = Watcher()
     try:
-        channel = client.channel(f"office:{office_id}")
+        token = emu.sign_jwt({"role": "authenticated", "sub": user_id, "aud": "authenticated"})
+        await client.realtime.set_auth(token)
+        channel = client.channel(f"office:{office_id}", {"config": {"private": True}})
         channel.on_broadcast(BROADCAST_EVENT, lambda message: seen.received.append(message))
         channel.on_broadcast("other", lambda message: seen.received.append(message))
         await channel.subscribe(lambda state, error=None: seen.states.append(state))

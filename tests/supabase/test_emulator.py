@@ -426,7 +426,9 @@ def test_error_shapes_and_status_codes(emulator: SupabaseEmulator) -> None:
         response = forged.get("/offices")
         assert response.status_code == 401 and response.json()["code"] == "PGRST301"
     with rest(emulator, key=emulator.anon_key) as anon:
-        assert anon.get("/offices").status_code == 200
+        # the request runs as anon, who has no privilege on semo's tables (migration 0007)
+        response = anon.get("/offices")
+        assert response.status_code == 401 and response.json()["code"] == "42501"
 
 
 def test_sync_client_and_injected_rest_failures(emulator: SupabaseEmulator) -> None:

@@ -10,7 +10,14 @@ backed by a real PostgreSQL database, for the unmodified official `supabase` cli
         emu.drop_sockets(); emu.set_event_loss(0.05, seed=1); emu.stats().events_dropped
 
 `http://127.0.0.1:PORT` serves `/rest/v1/...` (see `postgrest.py` for the exact subset and error
-shapes) and `/realtime/v1/websocket?apikey=...&vsn=1.0.0` (see `realtime.py` for the messages).
+shapes), `/realtime/v1/websocket?apikey=...&vsn=1.0.0|2.0.0` (see `realtime.py` for the messages
+and the authorization of changes and private channels), `/realtime/v1/api/broadcast` and a
+minimal `/auth/v1` (`gotrue.py`: password sign-in of users made with `emu.create_user(email,
+password)`). As strict as Supabase by default: REST requests run as the JWT's role with RLS
+(`switch_roles=True`), reads are capped at `max_rows=1000`, Realtime changes reach only
+subscribers who may SELECT the row, private channels only those the realtime.messages policies
+admit. `temporary_database` makes the database Supabase-shaped first (roles with Supabase's
+default privileges, auth.users, realtime.messages: `prepare_supabase_database`).
 The server runs in a daemon thread with its own asyncio loop (sync and async tests alike; every
 public method is thread-safe; `async with` works too). Keys are HS256 JWTs signed with
 `emu.jwt_secret` (`emu.sign_jwt({...})` makes more, e.g. role `authenticated` with claims).

@@ -1,8 +1,22 @@
-"""Realtime: Phoenix Channels protocol v1 (JSON serializer, ``vsn=1.0.0``) over a WebSocket.
+"""Realtime: Phoenix Channels protocol over a WebSocket, ``vsn=1.0.0`` and ``vsn=2.0.0``.
 
 Written from the public protocol (Phoenix channel messages and Supabase's documented
-``postgres_changes`` payloads). Every frame is one JSON object
-``{"topic", "event", "payload", "ref", "join_ref"}``.
+``postgres_changes`` payloads). With ``vsn=1.0.0`` every frame is one JSON object
+``{"topic", "event", "payload", "ref", "join_ref"}``; with ``vsn=2.0.0`` (supabase-js's
+default) a JSON array ``[join_ref, ref, topic, event, payload]``, and a client's broadcast may
+come as a binary "user broadcast push" frame (kind 3: lengths of join_ref, ref, topic, event,
+metadata, the payload's encoding, then those fields and the payload).
+
+Authorization, as on Supabase:
+- postgres_changes are delivered to a subscriber only when its role and claims (the API key's,
+  or the ``access_token`` of its latest join) can SELECT the row: the row is looked up by its
+  primary key as that role, with ``request.jwt.claims`` set (a role with BYPASSRLS, such as
+  service_role, sees every row). DELETE events are not checked (the row is gone).
+- A channel joined with ``config.private`` is a private channel: the join is refused ("Unauthorized:
+  You do not have permissions to read from this Channel topic: <topic>") unless the policies on
+  ``realtime.messages`` let the subscriber's role SELECT a broadcast message of that topic
+  (``realtime.topic()`` returns it); a broadcast sent on it is relayed only when they let it
+  INSERT one. Private and public channels of the same name are separate.
 
 Client → server:
 - ``phx_join`` on ``realtime:<name>``; ``payload.config.postgres_changes`` is a list of bindings
@@ -28,8 +42,7 @@ binding of the channel that matches) and ``payload.data`` = ``{schema, table, co
 old_record (UPDATE/DELETE)}``. ``old_record`` is the full old row when the table has
 ``REPLICA IDENTITY FULL`` and only its primary-key columns otherwise. Filters
 (``col=op.value``; eq neq lt lte gt gte in is, several joined by commas) are evaluated against
-the new row; DELETE events are not filtered (as on Supabase). Row-level security is not applied
-to change events: every subscriber sees every matching change.
+the new row; DELETE events are not filtered (as on Supabase).
 """
 
 from __future__ import annotations
@@ -195,6 +208,53 @@ class Channel:
     broadcast_ack: bool = False
     active: bool = False
     activation: asyncio.Task[None] | None = None
+    private: bool = False
+    #: a private channel: whether the subscriber may send broadcasts on it
+    can_send: bool = True
+
+
+USER_BROADCAST_PUSH = 3
+
+
+def decode_v2(data: bytes) -> dict[str, Any] | None:
+    """A vsn=2.0.0 frame as a v1-shaped message: a JSON array, or a binary user broadcast."""
+    if data[:1] == b"[":
+        try:
+            join_ref, ref, topic, event, payload = json.loads(data)
+        except (ValueError, TypeError):
+            return None
+        return {
+            "join_ref": join_ref,
+            "ref": ref,
+            "topic": topic,
+            "event": event,
+            "payload": payload,
+        }
+    if len(data) < 7 or data[0] != USER_BROADCAST_PUSH:
+        return None
+    sizes = list(data[1:6])
+    encoding = data[6]
+    offset, fields = 7, []
+    for size in sizes:
+        fields.append(data[offset : offset + size].decode("utf-8", "replace"))
+        offset += size
+    join_ref, ref, topic, user_event, metadata = fields
+    body = data[offset:]
+    payload: dict[str, Any] = {"type": "broadcast", "event": user_event}
+    if metadata:
+        with contextlib.suppress(ValueError):
+            payload.update(json.loads(metadata))
+    try:
+        payload["payload"] = json.loads(body) if encoding == 1 else body.decode("latin-1")
+    except ValueError:
+        return None
+    return {
+        "join_ref": join_ref or None,
+        "ref": ref or None,
+        "topic": topic,
+        "event": "broadcast",
+        "payload": payload,
+    }
 
 
 @dataclass(order=True)
@@ -216,8 +276,10 @@ class RealtimeSocket:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         claims: dict[str, Any],
+        vsn: str = "1.0.0",
     ) -> None:
         RealtimeSocket._seq += 1
+        self.vsn = vsn
         self.id = RealtimeSocket._seq
         self.core = core
         self.protocol = protocol
@@ -242,11 +304,17 @@ class RealtimeSocket:
                 with contextlib.suppress(OSError):
                     self.writer.write_eof()
 
+    def encode(self, message: dict[str, Any]) -> str:
+        if self.vsn == "2.0.0":
+            fields = [message.get(k) for k in ("join_ref", "ref", "topic", "event", "payload")]
+            return json.dumps(fields, separators=(",", ":"))
+        return json.dumps(message, separators=(",", ":"))
+
     def send(self, message: dict[str, Any]) -> None:
         if self.closed or self.frozen:
             return
         try:
-            self.protocol.send_text(json.dumps(message, separators=(",", ":")).encode())
+            self.protocol.send_text(self.encode(message).encode())
             self._flush()
         except Exception:
             self.abort()
@@ -324,6 +392,13 @@ class RealtimeSocket:
 
     # -- change events --------------------------------------------------------------------------
 
+    def wants(self, change: Change) -> bool:
+        """Whether a joined channel of this socket has a binding for the change."""
+        return any(
+            channel.active and any(b.matches(change) for b in channel.bindings)
+            for channel in self.channels.values()
+        )
+
     def dispatch(self, change: Change, table: Table | None) -> None:
         for channel in self.channels.values():
             if not channel.active:
@@ -348,9 +423,7 @@ class RealtimeSocket:
             }
             self._counter += 1
             due = time.monotonic() + self.core.event_delay
-            self._events.put_nowait(
-                _Outgoing(due, self._counter, json.dumps(message, separators=(",", ":")))
-            )
+            self._events.put_nowait(_Outgoing(due, self._counter, self.encode(message)))
 
     async def _sender(self) -> None:
         while True:
@@ -401,7 +474,9 @@ class RealtimeSocket:
 
     async def _on_text(self, text: bytes) -> None:
         try:
-            message = json.loads(text)
+            message = decode_v2(text) if self.vsn == "2.0.0" else json.loads(text)
+            if message is None:
+                raise ValueError("not a vsn 2.0.0 message")
             topic = message["topic"]
             event = message["event"]
             payload = message.get("payload") or {}
@@ -442,9 +517,14 @@ class RealtimeSocket:
                 else:
                     self.claims = claims
         elif event == "broadcast":
-            self.core.broadcast(self, channel, payload)
+            if channel.can_send:
+                self.core.broadcast(self, channel, payload)
             if channel.broadcast_ack:
-                self.reply(topic, ref, join_ref, "ok", {})
+                if channel.can_send:
+                    self.reply(topic, ref, join_ref, "ok", {})
+                else:
+                    reason = "Unauthorized: You do not have permissions to write to this Channel"
+                    self.reply(topic, ref, join_ref, "error", {"reason": reason})
         elif event == "presence":
             self.reply(topic, ref, join_ref, "ok", {})
         else:
@@ -472,6 +552,18 @@ class RealtimeSocket:
         if old is not None:
             self._leave(old)
         config = payload.get("config") or {}
+        private = bool(config.get("private"))
+        can_send = True
+        if private:
+            name = topic.removeprefix("realtime:")
+            can_read, can_send = await self.core.authorize_channel(self.claims, name)
+            if not can_read:
+                reason = (
+                    "Unauthorized: You do not have permissions to read from this Channel topic:"
+                    f" {name}"
+                )
+                self.reply(topic, ref, join_ref, "error", {"reason": reason})
+                return
         raw_bindings = config.get("postgres_changes") or []
         await self.core.refresh_capture(raw_bindings)
         bindings: list[Binding] = []
@@ -519,6 +611,8 @@ class RealtimeSocket:
             bindings,
             broadcast_self=bool(broadcast.get("self")),
             broadcast_ack=bool(broadcast.get("ack")),
+            private=private,
+            can_send=can_send,
         )
         self.channels[topic] = channel
         self.reply(topic, ref, join_ref, "ok", {"postgres_changes": echoes})

@@ -1,4 +1,5 @@
-"""The emulator process: one origin for `/rest/v1` and `/realtime/v1/websocket`, in a thread.
+"""The emulator process: one origin for `/rest/v1`, `/realtime/v1/websocket`,
+`/realtime/v1/api/broadcast` and a minimal `/auth/v1` (gotrue.py), in a thread.
 
 The server runs on its own asyncio loop in a daemon thread, so synchronous and asynchronous
 tests use it alike; every public method of `SupabaseEmulator` is thread-safe.
@@ -21,6 +22,7 @@ from typing import Any, Self
 from urllib.parse import parse_qs
 
 import psycopg
+from psycopg import sql
 from websockets.server import ServerProtocol
 
 from .auth import InvalidToken, project_keys, sign_jwt, verify_jwt
@@ -33,10 +35,11 @@ from .changes import (
     wal_level,
 )
 from .db import Pool
+from .gotrue import GoTrue, create_user
 from .http import HttpServer, Request, Response, encode_response
 from .postgrest import Auth, Postgrest
 from .realtime import RealtimeSocket
-from .schema import SchemaCache
+from .schema import SchemaCache, Table
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,15 @@ class Stats:
     open_sockets: int
 
 
+@dataclass(frozen=True)
+class _Target:
+    """A channel named by a server-side broadcast."""
+
+    topic: str
+    private: bool
+    broadcast_self: bool = True
+
+
 class _Core:
     """Loop-side state. Only `count`, `lose_event` and the plain settings are touched from
     other threads (under `lock`)."""
@@ -95,6 +107,7 @@ class _Core:
         self.postgrest = Postgrest(
             self.pool, self.cache, self.reload, emulator.switch_roles, emulator.max_rows
         )
+        self.gotrue: GoTrue | None = None
 
     # -- counters and faults ----------------------------------------------------------------------
 
@@ -151,6 +164,9 @@ class _Core:
             await self.refresh_capture()
             self.http = HttpServer(self.handle, self.upgrade)
             port = await self.http.start(self.emulator.host, self.emulator.port)
+            self.gotrue = GoTrue(
+                self.pool, self.emulator.jwt_secret, f"http://{self.emulator.host}:{port}"
+            )
         except BaseException as error:
             await self.shutdown()
             started.set_exception(error)
@@ -212,16 +228,93 @@ class _Core:
             if table is None:
                 await self.reload()
                 table = self.cache.table(*key)
+            seen: dict[str, bool] = {}
             for sock in list(self.sockets):
-                if not sock.closed:
+                if sock.closed or not sock.wants(change):
+                    continue
+                key = json.dumps(sock.claims, sort_keys=True, default=str)
+                if key not in seen:
+                    seen[key] = await self.can_see(sock.claims, change, table)
+                if seen[key]:
                     sock.dispatch(change, table)
 
-    def broadcast(self, sender: RealtimeSocket, channel: Any, payload: dict[str, Any]) -> None:
+    async def as_role(self, conn: psycopg.AsyncConnection, claims: dict[str, Any]) -> None:
+        """Inside a transaction: run as the JWT's role, with its claims, as PostgREST does."""
+        role = str(claims.get("role") or "anon")
+        await conn.execute(
+            "SELECT set_config('request.jwt.claims', %s, true),"
+            " set_config('request.jwt.claim.sub', %s, true),"
+            " set_config('request.jwt.claim.role', %s, true)",
+            [json.dumps(claims), str(claims.get("sub") or ""), role],
+        )
+        await conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+
+    async def can_see(self, claims: dict[str, Any], change: Change, table: Table | None) -> bool:
+        """Whether the JWT's role and claims can SELECT the changed row (looked up by its
+        primary key), as Supabase Realtime checks RLS; DELETE events are not checked."""
+        if change.type == "DELETE" or table is None or not table.primary_key:
+            return True
+        record = change.record or {}
+        where = sql.SQL(" AND ").join(
+            sql.SQL("{}::text = {}").format(sql.Identifier(k), sql.Literal(str(record.get(k))))
+            for k in table.primary_key
+        )
+        statement = sql.SQL("SELECT 1 FROM {}.{} WHERE {}").format(
+            sql.Identifier(table.schema), sql.Identifier(table.name), where
+        )
+        try:
+            async with self.pool.connection() as conn, conn.transaction(force_rollback=True):
+                await self.as_role(conn, claims)
+                return await (await conn.execute(statement)).fetchone() is not None
+        except psycopg.Error:
+            return False
+
+    async def authorize_channel(self, claims: dict[str, Any], topic: str) -> tuple[bool, bool]:
+        """(may read, may send) on the private channel `topic`: whether the policies on
+        realtime.messages let the JWT's role SELECT, and INSERT, a broadcast message of that
+        topic (realtime.topic() returns it), as Supabase's Realtime Authorization checks."""
+        try:
+            async with self.pool.connection() as conn, conn.transaction(force_rollback=True):
+                exists = await (
+                    await conn.execute("SELECT to_regclass('realtime.messages') IS NOT NULL")
+                ).fetchone()
+                if not exists or not exists[0]:
+                    return False, False
+                row = await (
+                    await conn.execute(
+                        "INSERT INTO realtime.messages (topic, extension, private, event)"
+                        " VALUES (%s, 'broadcast', true, 'authorization') RETURNING id",
+                        [topic],
+                    )
+                ).fetchone()
+                assert row is not None
+                await conn.execute("SELECT set_config('realtime.topic', %s, true)", [topic])
+                await self.as_role(conn, claims)
+                read = await (
+                    await conn.execute("SELECT 1 FROM realtime.messages WHERE id = %s", [row[0]])
+                ).fetchone()
+                try:
+                    async with conn.transaction():
+                        await conn.execute(
+                            "INSERT INTO realtime.messages (topic, extension, private, event)"
+                            " VALUES (%s, 'broadcast', true, 'authorization')",
+                            [topic],
+                        )
+                    write = True
+                except psycopg.Error:
+                    write = False
+                return read is not None, write
+        except psycopg.Error:
+            return False, False
+
+    def broadcast(
+        self, sender: RealtimeSocket | None, channel: Any, payload: dict[str, Any]
+    ) -> None:
         for sock in list(self.sockets):
             if sock is sender and not channel.broadcast_self:
                 continue
             target = sock.channels.get(channel.topic)
-            if target is not None:
+            if target is not None and target.private == channel.private:
                 sock.send(
                     {
                         "topic": channel.topic,
@@ -260,8 +353,8 @@ class _Core:
             refuse(403, "Invalid API key" if apikey else "No API key found in request")
             return
         vsn = (params.get("vsn") or ["1.0.0"])[0]
-        if vsn != "1.0.0":
-            refuse(400, f"the emulator speaks vsn=1.0.0 only, not {vsn}")
+        if vsn not in ("1.0.0", "2.0.0"):
+            refuse(400, f"the emulator speaks vsn=1.0.0 and 2.0.0, not {vsn}")
             return
         protocol = ServerProtocol()
         protocol.receive_data(request.head)
@@ -277,7 +370,7 @@ class _Core:
             writer.close()
             return
         claims = self.check_token(apikey) or {"role": "anon"}
-        sock = RealtimeSocket(self, protocol, reader, writer, claims)
+        sock = RealtimeSocket(self, protocol, reader, writer, claims, vsn)
         self.sockets.add(sock)
         self.count("connections")
         try:
@@ -328,6 +421,42 @@ class _Core:
             )
         return Auth(str(claims.get("role") or "anon"), claims)
 
+    async def auth_request(self, request: Request) -> Response:
+        apikey = request.header("apikey") or (parse_qs(request.query).get("apikey") or [None])[0]
+        if apikey not in (self.emulator.anon_key, self.emulator.service_role_key):
+            return Response.json(401, {"message": "Invalid API key"})
+        assert self.gotrue is not None
+        return await self.gotrue.handle(request, request.path[len("/auth/v1/") :].strip("/"))
+
+    async def broadcast_request(self, request: Request) -> Response:
+        """POST {"messages": [{"topic", "event", "payload", "private"?}]}: broadcasts sent by a
+        server (Supabase's REST broadcast API); on a private topic only when the JWT's role
+        may send on it (the service role may)."""
+        if request.method != "POST":
+            return Response.json(405, {"message": "POST only"})
+        auth = self.authenticate(request)
+        if isinstance(auth, Response):
+            return auth
+        try:
+            messages = (request.json() or {}).get("messages")
+            if not isinstance(messages, list):
+                raise ValueError("messages must be a list")
+        except (ValueError, AttributeError) as error:
+            return Response.json(400, {"message": f"bad broadcast body: {error}"})
+        for message in messages:
+            topic = str(message.get("topic") or "")
+            private = bool(message.get("private"))
+            if private and not (await self.authorize_channel(auth.claims, topic))[1]:
+                continue
+            channel = _Target(f"realtime:{topic}", private)
+            payload = {
+                "type": "broadcast",
+                "event": message.get("event"),
+                "payload": message.get("payload"),
+            }
+            self.broadcast(None, channel, payload)
+        return Response(202)
+
     async def handle(self, request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(
@@ -340,6 +469,10 @@ class _Core:
             )
         if request.path in ("/", "/health"):
             return Response.json(200, {"status": "ok"})
+        if request.path.startswith("/auth/v1/"):
+            return await self.auth_request(request)
+        if request.path.rstrip("/") == "/realtime/v1/api/broadcast":
+            return await self.broadcast_request(request)
         if not request.path.startswith("/rest/v1"):
             return Response.json(404, {"message": f"the emulator does not serve {request.path}"})
         self.count("rest_requests")
@@ -393,11 +526,12 @@ class SupabaseEmulator:
             ...
             emu.drop_sockets()
 
-    `switch_roles`: run each REST request as the JWT's role (`anon`, `authenticated`,
-    `service_role`; see `ensure_supabase_roles`) so row-level security applies; by default
-    requests run as the DSN's user. `change_source`: "auto" (wal2json when `wal_level=logical`,
-    else triggers), "triggers" or "wal2json". `subscribe_delay`: seconds between the join reply
-    and "Subscribed to PostgreSQL" (changes in between are not delivered, as on Supabase).
+    `switch_roles` (default on, as Supabase): run each REST request as the JWT's role (`anon`,
+    `authenticated`, `service_role`; `prepare_supabase_database` creates them) so row-level
+    security and privileges apply; off, requests run as the DSN's user. `change_source`: "auto"
+    (wal2json when `wal_level=logical`, else triggers), "triggers" or "wal2json".
+    `subscribe_delay`: seconds between the join reply and "Subscribed to PostgreSQL" (changes
+    in between are not delivered, as on Supabase).
     `heartbeat_timeout`: a socket that sends nothing for this long is closed (Phoenix: 60 s;
     realtime-py sends a heartbeat every max(hb_interval, 15) s). `max_rows`: Supabase's "Max
     rows" (PostgREST `db-max-rows`, 1000 on a new project): no table read or set-returning RPC
@@ -412,7 +546,7 @@ class SupabaseEmulator:
         port: int = 0,
         jwt_secret: str | None = None,
         schemas: tuple[str, ...] = ("public",),
-        switch_roles: bool = False,
+        switch_roles: bool = True,
         change_source: str = "auto",
         subscribe_delay: float = 0.0,
         pool_size: int = 8,
@@ -518,6 +652,10 @@ class SupabaseEmulator:
     def change_feed(self) -> str:
         """The change source in use: "triggers" or "wal2json"."""
         return self._core.feed.kind if self._core and self._core.feed else "?"
+
+    def create_user(self, email: str, password: str) -> str:
+        """A Supabase Auth user (auth.users) who can sign in with this password; their id."""
+        return create_user(self.dsn, email, password)
 
     def sign_jwt(self, claims: dict[str, Any]) -> str:
         """A token for `Authorization: Bearer` / `access_token` (e.g. role authenticated)."""
