@@ -1,6 +1,7 @@
 """Terminal ingest throughput: semo's screen beside plain pyte and tmux, same bytes, same run.
 
-    python bench/terminal.py [--mb 4] [--repeat 5] [--cols 120] [--rows 40] [--pty] [--only a,b]
+    python bench/terminal.py [--mb 4] [--repeat 5] [--cols 120] [--rows 40] [--pty] [--agent]
+                             [--no-pyte] [--only a,b]
 
 Streams: plain scrolling text (a log being cat'ed), the same with lines of up to 300 characters
 that wrap at the margin, coloured output (SGR every few words, like `ls --color`), highlighted
@@ -13,7 +14,9 @@ UTF-8 decoder into semo's screen and into plain pyte (`pyte.Screen` + `pyte.Byte
 a detached tmux 3.3a pane (same size, history-limit 10000) runs `cat` of the stream's file; the
 time is from the pane's start to `cat` having written everything and tmux having answered
 (`wait-for`), minus the same with an empty file. With --pty, semo too reads `cat` through a
-real PTY (`TerminalSession`), timed from spawn to exit. Prints MB/s medians.
+real PTY (`TerminalSession`), timed from spawn to exit; with --agent, a semo agent session
+(`AgentSession`, claude profile: screen + observer, what every agent runs) the same way.
+Prints MB/s medians.
 """
 
 from __future__ import annotations
@@ -242,6 +245,25 @@ def semo_cat(path: Path, cols: int, rows: int) -> float:
     return asyncio.run(run())
 
 
+def agent_cat(path: Path, cols: int, rows: int, profile: str = "claude") -> float:
+    """Seconds for a semo agent session (screen + observer) to take in `cat path`."""
+    from engine.sessions.agent_session import AgentSession
+    from engine.sessions.profiles import profile_named
+
+    async def run() -> float:
+        session = AgentSession(
+            "bench", ["cat", str(path)], profile_named(profile), cols=cols, rows=rows
+        )
+        start = time.perf_counter()
+        session.start()
+        await session.terminal.wait()
+        elapsed = time.perf_counter() - start
+        await session.terminate("bench done")
+        return elapsed
+
+    return asyncio.run(run())
+
+
 def median_mbps(fn: Callable[[bytes, int, int], float], data: bytes, args, repeat: int) -> float:
     times = [fn(data, args.cols, args.rows) for _ in range(repeat)]
     return len(data) / statistics.median(times) / 1e6
@@ -276,6 +298,9 @@ def main() -> None:
     parser.add_argument("--cols", type=int, default=120)
     parser.add_argument("--rows", type=int, default=40)
     parser.add_argument("--pty", action="store_true", help="also semo through a real PTY")
+    parser.add_argument(
+        "--agent", action="store_true", help="also a semo agent session (screen + observer)"
+    )
     parser.add_argument("--no-pyte", action="store_true", help="skip plain pyte (slow)")
     parser.add_argument("--only", default="", help="comma-separated stream name prefixes")
     args = parser.parse_args()
@@ -286,6 +311,8 @@ def main() -> None:
     header = f"{'stream':<24}{'semo':>8}{'pyte':>8}{'tmux':>8}{'/pyte':>8}{'/tmux':>8}"
     if args.pty:
         header += f"{'semo pty':>10}{'/tmux':>7}"
+    if args.agent:
+        header += f"{'agent':>8}{'/tmux':>7}"
     print(header + "   (MB/s)")
     with tempfile.TemporaryDirectory() as tmp:
         empty = Path(tmp) / "empty"
@@ -305,6 +332,9 @@ def main() -> None:
             if args.pty:
                 pty_rate = median_cat_mbps(semo_cat, path, empty, args, args.repeat)
                 row += f"{pty_rate:>10.2f}{pty_rate / tmux_rate:>6.2f}x"
+            if args.agent:
+                agent_rate = median_cat_mbps(agent_cat, path, empty, args, args.repeat)
+                row += f"{agent_rate:>8.2f}{agent_rate / tmux_rate:>6.2f}x"
             print(row, flush=True)
 
 

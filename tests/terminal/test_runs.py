@@ -10,7 +10,7 @@ from engine.terminal.screen import TerminalScreen
 from engine.terminal.stream import make_screen_and_stream
 
 _chars = st.sampled_from(
-    list("ab ⏺│●中文字ｱ한✅🚀👨⚠") + ["\u200d", "\ufe0f", "\u0301", "🇩🇪", "e\u0301"]
+    [*"ab ⏺│●中文字ｱ한✅🚀👨⚠", "\u200d", "\ufe0f", "\u0301", "🇩🇪", "e\u0301"]
 )
 _text = st.lists(_chars, min_size=1, max_size=30).map("".join)
 _control = st.sampled_from(
