@@ -86,13 +86,23 @@ __all__ = [
     "SessionPoolManager",
     "SessionStartFailed",
     "UnknownRole",
+    "warm_task_id",
 ]
 
 log = logging.getLogger("semo.pool")
 
 DEFAULT_WARM_ROLES = ("FE", "BE", "QA")
-#: The task id (and worktree folder name) of a role's warm session.
+#: The task id (and worktree folder name) of a role's warm session: `warm-<role>`, unique in
+#: the office (roles differ in more than case), so that the warm worktrees' git admin folders
+#: never share a name either (see `warm_task_id`).
 WARM_TASK_ID = "warm"
+
+
+def warm_task_id(role: str) -> str:
+    """The task id of `role`'s warm session, e.g. ``warm-fe``."""
+    return f"{WARM_TASK_ID}-{role.lower()}"
+
+
 #: Session ids the pool dropped after they ended on their own, remembered for `release`.
 _ENDED_MEMORY = 256
 
@@ -686,7 +696,7 @@ class SessionPoolManager:
         role = agent.role
         session: AgentSession | None = None
         worktree: Worktree | None = None
-        folder_task = WARM_TASK_ID if warm else task_id or f"pool-{new_id()[:8]}"
+        folder_task = warm_task_id(role) if warm else task_id or f"pool-{new_id()[:8]}"
         try:
             if evict is not None:
                 await self._retire(*evict)

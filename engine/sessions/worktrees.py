@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import re
 import stat
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -407,12 +409,34 @@ class WorktreeManager:
 
     async def _add_worktree(self, path: Path, args: list[str], what: str) -> None:
         try:
-            await self._git_ok("worktree", "add", "--quiet", *args, what=what)
+            async with self._adding():
+                await self._git_ok("worktree", "add", "--quiet", *args, what=what)
         except BaseException:
             for folder in (path, path.parent):  # what this call created, if git left it empty
                 with contextlib.suppress(OSError):
                     folder.rmdir()
             raise
+
+    @contextlib.asynccontextmanager
+    async def _adding(self) -> AsyncIterator[None]:
+        """One `git worktree add` at a time per repository, across processes too (an flock on
+        a file in the common git directory): git names a new worktree's admin folder after the
+        path's last part, taking `name1`, `name2`... when it exists, and two adds at once race
+        for the same name ("failed to read .git/worktrees/warm1/commondir")."""
+        common = await self.check_repository()
+        fd = os.open(
+            common / "semo-worktree-add.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600
+        )
+        try:
+            while True:  # polled, not a blocking flock in a thread: cancelling stays clean
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    await asyncio.sleep(0.02)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     async def _find(self, path: Path) -> Worktree | None:
         root = self._root()

@@ -405,7 +405,7 @@ async def test_reaped_cold_session_loses_the_worktree_the_pool_made(
     async with pool:
         warm = pool.sessions[0]
         assert warm.worktree is not None
-        assert warm.folder == workspace / "agent" / "FE" / "warm"
+        assert warm.folder == workspace / "agent" / "FE" / "warm-fe"
         lease = await pool.acquire(role="BE", task_id="task-9")
         assert lease.worktree is not None and lease.folder == lease.worktree.path
         result = await lease.session.execute("pwd; git branch --show-current", timeout=TIMEOUT)

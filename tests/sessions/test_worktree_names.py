@@ -1,0 +1,47 @@
+"""Warm worktrees have unique names, and `git worktree add`s running at once cannot collide
+(git names a worktree's admin folder after the path's last part and takes `name1`, `name2`...
+when it exists: two adds at once raced for the same name, "failed to read
+.git/worktrees/warm1/commondir", 2 of ~34 engine starts)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+from engine.sessions.pool import warm_task_id
+from engine.sessions.worktrees import WorktreeManager
+
+ROLES = [f"R{i}" for i in range(8)]
+
+
+def make_repo(folder: Path) -> Path:
+    repo = folder / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "README").write_text("x\n")
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    return repo
+
+
+def test_warm_task_ids_differ_per_role() -> None:
+    assert warm_task_id("FE") == "warm-fe"
+    assert len({warm_task_id(role) for role in ["FE", "BE", "QA", *ROLES]}) == 11
+
+
+async def test_many_adds_of_one_name_at_once_all_succeed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    # two managers (as two engines of two offices on one repository), one last name: "warm"
+    first = WorktreeManager(repo, tmp_path / "one")
+    second = WorktreeManager(repo, tmp_path / "two")
+    plan = [(first, role) for role in ROLES] + [(second, "S" + role) for role in ROLES]
+    for _round in range(3):
+        created = await asyncio.gather(*(manager.create(role, "warm") for manager, role in plan))
+        assert len({w.path for w in created}) == len(plan)
+        for worktree in created:
+            assert (worktree.path / "README").read_text() == "x\n"
+        removals = zip(plan, created, strict=True)
+        await asyncio.gather(*(m.remove(w, delete_branch=True) for (m, _), w in removals))
+    assert await first.list() == [] and await second.list() == []
