@@ -42,6 +42,7 @@ import pytest
 from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
 from engine.engine import Engine
 from engine.events import RoutingStep
+from engine.heartbeat import EngineIdInUse
 from engine.store.base import Store
 from engine.store.models import AgentInvocation, AgentResult
 from engine.store.sqlite import SqliteStore
@@ -87,11 +88,15 @@ def hostile(folder: Path, role: str, script: list[Any], reads_prompts: bool | No
     )
 
 
-def office_config(folder: Path, agents: list[AgentConfig], engine_id: str) -> SemoConfig:
+def office_config(
+    folder: Path, agents: list[AgentConfig], engine_id: str, lease_seconds: float = 30
+) -> SemoConfig:
     return SemoConfig(
         office=OfficeConfig(name="hostile", repository=folder, workspace_root=folder / "ws"),
         store={"backend": "sqlite", "sqlite_path": folder / "semo.db"},
-        engine=EngineConfig(id=engine_id, command_timeout=10, shutdown_grace=1),
+        engine=EngineConfig(
+            id=engine_id, command_timeout=10, shutdown_grace=1, lease_seconds=lease_seconds
+        ),
         pool=PoolConfig(max_sessions=6, warm_roles=[a.role for a in agents]),
         agents=agents,
     )
@@ -346,6 +351,31 @@ async def test_feedback_is_typed_only_into_agents_that_read_prompts(
         assert office.prompts("SH") == ["go", "echo next"]
 
 
+async def test_a_second_engine_with_a_live_engines_id_does_not_start(
+    backend: str, tmp_path: Path, runtime_dir: Path
+) -> None:
+    """On any backend (the heartbeat's clock is the database's): the second start raises
+    EngineIdInUse before it touches anything; the first engine's session and row stay."""
+    config = office_config(tmp_path, [hostile(tmp_path, "QA", [], True)], "twin", 3)
+    async with (
+        store_maker(backend, tmp_path) as make_store,
+        running(make_store, tmp_path, runtime_dir, config) as first,
+    ):
+        [session] = first.engine.sessions()
+        second = Engine(config, store=make_store(), runtime_dir=runtime_dir)
+        await second.store.open()
+        try:
+            with pytest.raises(EngineIdInUse, match="engine twin is already running"):
+                await second.start()
+        finally:
+            await second.store.close()
+        assert not session.ended
+        row = await first.store.get_session(session.session_id)
+        assert row.status != "terminated"
+        [beat] = await first.store.list_engines(first.engine.office_id)
+        assert (beat.engine_id, beat.status, beat.alive) == ("twin", "running", True)
+
+
 # -- a real `semo engine` process -------------------------------------------------------------
 
 
@@ -442,7 +472,7 @@ async def ready_session(store: SqliteStore, other_than: frozenset[str] = frozens
                     return session.session_id
         return None
 
-    return await eventually_value(probe, "a ready session")
+    return await eventually_value(probe, "a ready session", timeout=60)  # a loaded machine
 
 
 async def test_semo_engine_refuses_a_forged_result_and_starts_over_legacy_rows(
@@ -459,7 +489,9 @@ async def test_semo_engine_refuses_a_forged_result_and_starts_over_legacy_rows(
             command = await store.insert_command(
                 office, "send_prompt", {"prompt": "go"}, session_id=session_id
             )
-            await eventually_value(lambda: store.get_result(command.id), "the prompt typed")
+            await eventually_value(
+                lambda: store.get_result(command.id), "the prompt typed", timeout=60
+            )
             await eventually(lambda: b"result_refused" in log.read_bytes(), TIMEOUT)
             # the reason reaches the agent (it reads prompts)
             await eventually(lambda: len(prompts(tmp_path, "QA")) == 2, TIMEOUT)

@@ -224,9 +224,11 @@ async def test_invocations_of_one_target_run_one_after_another(
     scripts = {
         "FE": [{"match": "go", "text": invoke("BE", "task from FE")}],
         "QA": [{"match": "go", "text": invoke("BE", "task from QA")}],
+        # BE answers whichever task it is given (FE's and QA's INVOKE may be routed in either
+        # order), slowly, so that the other one has to wait for it
         "BE": [
-            {"match": "task from", "text": deliver("FE", "first done"), "delay": 0.5},
-            {"match": "task from", "text": deliver("QA", "second done")},
+            {"match": "task from FE", "text": deliver("FE", "FE's done"), "delay": 0.5},
+            {"match": "task from QA", "text": deliver("QA", "QA's done"), "delay": 0.5},
         ],
     }
     office = await make_office(tmp_path, scripts)
@@ -236,7 +238,9 @@ async def test_invocations_of_one_target_run_one_after_another(
     async with running(office, runtime_dir, bus) as (router, pool):
         await start_task(router, pool, "FE", "go")
         await start_task(router, pool, "QA", "go")
-        await eventually(lambda: len(office.prompts("QA")) == 2, TIMEOUT)
+        await eventually(
+            lambda: len(office.prompts("QA")) == 2 and len(office.prompts("FE")) == 2, TIMEOUT
+        )
         order = [
             (s.step, s.detail) for s in steps if s.step in ("invocation_sent", "result_created")
         ]
