@@ -248,6 +248,17 @@ class TerminalProcess:
         """Bytes accepted by `write` that the child has not been handed yet."""
         return len(self._pending)
 
+    @property
+    def read_size(self) -> int:
+        """Most bytes read from the PTY per turn of the event loop."""
+        return self._read_size
+
+    @read_size.setter
+    def read_size(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"read_size must be positive, got {size}")
+        self._read_size = size
+
     def canonical_input(self) -> bool:
         """True while the PTY's line discipline is canonical (cooked): input is read a line at
         a time and echoed. False in raw mode, or when the PTY is gone."""

@@ -17,6 +17,9 @@ from engine.terminal.scrollback import DEFAULT_SCROLLBACK_LINES
 from engine.terminal.stream import TerminalStream
 
 DEFAULT_TERM = "xterm-256color"
+#: Loop time one read of output should cost at most; see TerminalSession._fit_read_size.
+SLICE_SECONDS = 0.002
+MIN_READ_SIZE, MAX_READ_SIZE = 1024, 16384
 OutputListener = Callable[[str], None]
 ExitListener = Callable[[ExitStatus], None]
 
@@ -133,6 +136,7 @@ class TerminalSession:
         self._listeners.append(listener)
 
     def _on_output(self, text: str) -> None:
+        started = time.perf_counter()
         self.stream.feed(text)
         self.bytes_out += len(text)
         self.last_output_at = time.monotonic()
@@ -141,6 +145,20 @@ class TerminalSession:
         for listener in self._listeners:
             listener(text)
         self._changed.set()
+        self._fit_read_size(time.perf_counter() - started)
+
+    def _fit_read_size(self, spent: float) -> None:
+        """Keep one read's handling near `SLICE_SECONDS`: output that is costly to render
+        (escape storms, wide text, endless wrapping lines) is read in smaller pieces, so the
+        other sessions' prompts and output wait behind one slice, not one 16 KiB read."""
+        process = self.process
+        if process is None:
+            return
+        size = process.read_size
+        if spent > SLICE_SECONDS and size > MIN_READ_SIZE:
+            process.read_size = max(MIN_READ_SIZE, size // 2)
+        elif spent < SLICE_SECONDS / 4 and size < MAX_READ_SIZE:
+            process.read_size = min(MAX_READ_SIZE, size * 2)
 
     def add_exit_listener(self, listener: ExitListener) -> None:
         """Called once with the exit status when the child has exited and its output is read."""
