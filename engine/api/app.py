@@ -42,7 +42,7 @@ from engine.store.models import (
     Office,
     UserQuestion,
 )
-from engine.store.operations import answer_question
+from engine.store.operations import answer_question, check_input_reaches
 
 API_VERSION = "1"
 PREFIX = "/api/offices/{office_id}"
@@ -405,6 +405,7 @@ class _Api:
         answered in the default wait, 409 command_failed when the engine reports a failure."""
         own_limit = command_limit or self.settings.command_timeout
         limit = timeout or self.default_wait(own_limit)
+        await check_input_reaches(self.store, command_type, session_id)  # 409: engine gone
         command = await self.store.insert_command(
             office.id, command_type, payload, session_id=session_id
         )

@@ -31,6 +31,7 @@ from engine.store.base import Store, StoreError, StoreUnavailable
 from engine.store.models import COMMAND_TYPES, AgentSession, EngineHeartbeat, InvalidCommand
 from engine.store.operations import (
     answer_question,
+    check_input_reaches,
     end_session,
     resolve_office,
     wait_for_result,
@@ -243,6 +244,7 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
     if not isinstance(payload, dict):
         raise ValueError("--payload must be a JSON object")
     office = await resolve_office(store, office_for(args))
+    await check_input_reaches(store, args.type, args.session)  # not for a dead engine's session
     command = await store.insert_command(office.id, args.type, payload, session_id=args.session)
     if not args.wait:
         _emit(command, args.json, ["id", "command_type", "status", "session_id"])

@@ -89,6 +89,27 @@ async def answer_question(
     return await store.answer_question(question_id, answer_text(question, text, option))
 
 
+#: commands that type into a session: refused for a session whose engine is gone
+INPUT_COMMANDS = frozenset({"send_prompt", "send_text", "send_keys"})
+
+
+async def check_input_reaches(store: Store, command_type: str, session_id: str | None) -> None:
+    """StoreConflict when `command_type` would type into a session whose engine is gone (it
+    would sit in the queue until the engine is taken for dead, then fail)."""
+    if command_type not in INPUT_COMMANDS or not session_id:
+        return
+    try:
+        session = await store.get_session(session_id)
+    except NotFound:
+        return  # the claim reports an unknown session
+    gone = await _engine_gone(store, session.office_id, session.engine_id)
+    if gone is not None:
+        raise StoreConflict(
+            f"session {session_id}'s engine {session.engine_id} is not running ({gone}): "
+            f"the {command_type} command was not queued"
+        )
+
+
 async def _engine_gone(store: Store, office_id: str, engine_id: str | None) -> str | None:
     """Why the engine running a session is gone (its heartbeat says so, or it was a process
     of this machine that has exited), or None."""

@@ -9,7 +9,8 @@ start in the background, `semo stop`, `semo sessions` and `semo answer`.
   type into the same session; each sees what the other typed.
 - SIGKILL of the engine under an attached console: the console says the engine is gone;
   `semo answer` on the question of its session is refused (exit 2) and the question stays
-  pending; ctrl+r starts the engine again.
+  pending; a prompt for the session (`semo command send_prompt`) is not queued (exit
+  2); ctrl+r starts the engine again.
 - SIGTERM to the console detaches and restores the terminal (alternate screen and mouse
   reporting off); the engine keeps running.
 - A foreground `semo engine` serves consoles too (none is started beside it) and stops, exit 0,
@@ -127,6 +128,19 @@ def test_engine_killed_under_a_console_answers_are_refused(office: Office) -> No
         assert "is not running" in refused.stderr and "not recorded" in refused.stderr
         [still] = json.loads(office.semo("questions", "--office", "demo", "--json").stdout)
         assert still["status"] == "pending" and still["answer"] is None
+        prompt = office.semo(
+            "command",
+            "--office",
+            "demo",
+            "send_prompt",
+            "--session",
+            question["session_id"],
+            "--payload",
+            '{"prompt": "are you there?"}',
+            check=False,
+        )
+        assert prompt.returncode == 2, prompt
+        assert "is not running" in prompt.stderr and "was not queued" in prompt.stderr
 
         console.key("C-r")  # start it again from the console
         console.wait_for("the engine runs again")
