@@ -274,12 +274,12 @@ class PlainBatch:
     def _as_record(
         row: Row | StaticDefaultDict[int, Cell] | None, columns: int, default: Cell
     ) -> Record:
+        if isinstance(row, list):
+            return pack_segments(row, default)
         if isinstance(row, _Packed):
             return row.record
         if isinstance(row, Line):
             return pack_line(row)
-        if isinstance(row, list):
-            return pack_segments(row, default)
         return pack_line(line_from_row({} if row is None else row, columns, default))
 
 

@@ -185,8 +185,13 @@ def style_fields(cell: Cell) -> tuple[object, ...]:
 
 def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> Record:
     """`_pack(line_from_segments(segments, blank))`, without building the Line."""
-    if len(segments) <= 1:
-        return _pack(line_from_segments(segments, blank))
+    if len(segments) == 1 and segments[0][1]:  # the common case: one style for the row
+        attrs, text = segments[0]
+        wrapped = isinstance(segments, WrappedSegments)
+        if attrs is blank or _same_style(attrs, blank):
+            text = text.rstrip(" ")
+            return (text, (), True) if wrapped else text
+        return (text, ((0, len(text), style_fields(attrs)),), wrapped)
     runs: list[list[Any]] = []  # [start, end, cell, style fields]
     texts: list[str] = []
     pos = 0
@@ -267,6 +272,13 @@ class Scrollback:
 
     def __getitem__(self, index: int) -> Line:
         return _unpack(self._lines[index])
+
+    def text_at(self, index: int) -> tuple[str, bool]:
+        """(text, wrapped) of line `index`, without building its style runs."""
+        record = self._lines[index]
+        if type(record) is str:
+            return record, False
+        return record[0], record[2]
 
     def __iter__(self) -> Iterator[Line]:
         return map(_unpack, self._lines)
