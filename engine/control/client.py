@@ -34,6 +34,7 @@ from engine.control.paths import OfficePaths
 from engine.control.wire import (
     MAX_SERVER_FRAME_BYTES,
     PROTOCOL_VERSION,
+    START_WAIT_SECONDS,
     FrameError,
     StyleBook,
     encode_frame,
@@ -257,7 +258,8 @@ class EngineClient:
         in-process console)."""
         if self.gone is not None:
             await self.connect()
-        snapshot = await self.request({"op": "subscribe"})
+        # a starting engine answers once it runs (its warm sessions may take a while)
+        snapshot = await self.request({"op": "subscribe"}, timeout=START_WAIT_SECONDS + 10)
         self._apply_office(snapshot)
 
     async def close(self) -> None:

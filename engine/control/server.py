@@ -38,6 +38,7 @@ from engine.control.paths import OfficePaths, private_dir
 from engine.control.wire import (
     MAX_REQUEST_BYTES,
     PROTOCOL_VERSION,
+    START_WAIT_SECONDS,
     FrameError,
     StyleTable,
     encode_frame,
@@ -390,7 +391,7 @@ class ControlServer:
             if handler is None:
                 raise OpError(f"unknown operation {op!r}")
             if op not in ("ping", "detach") and not self._ready.is_set():
-                await asyncio.wait_for(self._ready.wait(), 60)
+                await asyncio.wait_for(self._ready.wait(), START_WAIT_SECONDS)
             result = await handler(self, connection, request)
         except OpError as error:
             result, failure = None, str(error)

@@ -21,6 +21,8 @@ MAX_REQUEST_BYTES = 1 << 20
 #: a server frame is at most this big (a full screen plus a scrollback tail fits easily)
 MAX_SERVER_FRAME_BYTES = 64 << 20
 PROTOCOL_VERSION = 1
+#: how long a request waits for a starting engine (reconcile, warm sessions) to run
+START_WAIT_SECONDS = 180.0
 
 _HEADER = 4
 _FLAGS = ("bold", "italics", "underscore", "strikethrough", "reverse", "blink", "dim")
