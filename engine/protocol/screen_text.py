@@ -210,14 +210,13 @@ class FinalLines:
             self._expect -= count
         if first and self._parts:  # more scrolled than scrollback keeps: rows gone unread
             self._cut, self._expect = True, first - count
-        append = out.append
+        append, text_at = out.append, scrollback.text_at
         for index in range(first, count):
-            line = scrollback[index - count]
-            text = line.text
+            text, wrapped = text_at(index - count)
             if index < rows and seen[index] == text:
                 continue
-            if line.wrapped or self._parts:
-                self._row(screen, line, index - count, out)
+            if wrapped or self._parts:
+                self._row(screen, Line(text, (), wrapped), index - count, out)
             else:  # the common case: a whole line in one row
                 append(text)
         del seen[: min(count, rows)]
@@ -302,7 +301,7 @@ def _full_row_text(screen: TerminalScreen, text: str, following: int) -> str:
     missing = screen.columns - text_width(text)
     if missing == 1:
         if following < 0:
-            after = screen.scrollback[following].text
+            after = screen.scrollback.text_at(following)[0]
         else:
             after = screen.row_line(following).text if following < screen.lines else ""
         if after and _cells(after[0]) == 2:
