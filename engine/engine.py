@@ -32,7 +32,7 @@ from engine.sessions.agent_session import AgentSession, SessionEvent
 from engine.sessions.breaker import CircuitBreaker
 from engine.sessions.manager import LaunchOptions, SessionManager, UnknownSession
 from engine.sessions.pool import SessionPoolManager
-from engine.sessions.profiles import profile_named
+from engine.sessions.profiles import profile_for_command, profile_named
 from engine.sessions.worktrees import WorktreeManager
 from engine.store import open_store
 from engine.store.base import NotFound, Store, StoreError
@@ -176,6 +176,7 @@ class Engine:
             agents=self.agents,
             bus=self.bus,
             wait_for_change=self._changes.cursor().wait_for_change,
+            reads_prompts=self._reads_prompts,
         )
         self.router.start()
         await self.router.resume()
@@ -377,6 +378,11 @@ class Engine:
             rows=config.rows,
             stale_after=config.stale_after or stale_after,
         )
+
+    def _reads_prompts(self, agent: Agent) -> bool:
+        """Whether `agent` reads typed text as a prompt for a model (its profile says)."""
+        profile = self._launch_options(agent).profile or profile_for_command(agent.command)
+        return profile.reads_prompts
 
     async def _create_session(self, payload: CreateSessionPayload) -> AgentSession:
         assert self.pool is not None

@@ -23,11 +23,14 @@ Every protocol message a session's observer finds is handled in order by one wor
 Agents are untrusted (docs/SECURITY.md): a refusal is an event on the bus (`RoutingStep`
 ``malformed``, ``invoke_refused``, ``result_refused``) and a log line, and is typed into the
 sender only when its profile says it reads prompts (`AgentProfile.reads_prompts`: a shell
-would run semo's text as a command). Rows already in the store that an agent caused (left by
-an older version, or written around the engine) never stop the router: `resume` and the sweep
-handle each row on its own; an invocation that cannot be sent is marked failed with the
-reason, a result whose invocation does not check out is delivered as a plain message (the
-invocation is left alone) and one whose recipient is no agent of the office is skipped.
+would run semo's text as a command). For the same reason an agent that does not read prompts
+is never given another agent's task or result: INVOKE and DELIVER_RESULT to it are refused.
+
+Rows already in the store that an agent caused (left by an older version, or written around
+the engine) never stop the router: `resume` and the sweep handle each row on its own; an
+invocation that cannot be sent is marked failed with the reason, a result whose invocation
+does not check out is delivered as a plain message (the invocation is left alone), and one
+whose recipient is no agent of the office, or does not read prompts, is skipped.
 
 Every step is a row in the store and an event on the bus (`RoutingStep`).
 """
@@ -85,8 +88,12 @@ class Router:
         agents: Mapping[str, Agent],
         bus: EventBus | None = None,
         wait_for_change: Callable[[str, float], Awaitable[bool]] | None = None,
+        reads_prompts: Callable[[Agent], bool] | None = None,
     ) -> None:
         self.store = store
+        #: whether an agent reads what is typed as a prompt for a model (its profile): another
+        #: agent's task or result is typed only into such an agent (a shell would run it)
+        self._reads_prompts = reads_prompts or (lambda _agent: True)
         self._wait_for_change = wait_for_change or store.wait_for_change
         self.manager = manager
         self.pool = pool
@@ -244,6 +251,9 @@ class Router:
         if target.id == caller.id:
             self._refuse(session, "an agent cannot invoke itself")
             return
+        if not self._reads_prompts(target):
+            self._refuse(session, _NOT_A_READER.format(role=target.role))
+            return
         chain = self._wait_chain(target.id, caller.id)
         if chain is not None:
             names = " -> ".join(self._role_of(a) for a in [caller.id, *chain])
@@ -326,6 +336,9 @@ class Router:
                 invocation, f"agent {missing} is not an agent of this office (any more)"
             )
             return
+        if not self._reads_prompts(target):
+            await self._fail_invocation(invocation, _NOT_A_READER.format(role=target.role))
+            return
         try:
             session = await self._session_for(target)
         except (PoolError, SessionError) as error:
@@ -369,6 +382,10 @@ class Router:
             return
         if recipient.id == sender.id:
             self._refuse(session, "an agent cannot deliver a result to itself", "DELIVER_RESULT")
+            return
+        if not self._reads_prompts(recipient):
+            reason = _NOT_A_READER.format(role=recipient.role)
+            self._refuse(session, reason, "DELIVER_RESULT")
             return
         if _size(payload) > MAX_PAYLOAD_BYTES:
             reason = f"its payload is larger than {MAX_PAYLOAD_BYTES} bytes"
@@ -442,11 +459,15 @@ class Router:
         if result.id in self._results_sending or result.id in self._results_skipped:
             return
         recipient = self._agent(result.recipient_agent_id)
+        reason = None
         if recipient is None:
-            self._results_skipped.add(result.id)
             reason = f"its recipient {result.recipient_agent_id} is not an agent of this office"
+        elif not self._reads_prompts(recipient):
+            reason = _NOT_A_READER.format(role=recipient.role)
+        if recipient is None or reason is not None:
+            self._results_skipped.add(result.id)
             log.warning("result %s is not delivered: %s", result.id, reason)
-            self._step("result_skipped", None, reason, ref=result.id)
+            self._step("result_skipped", None, reason or "", ref=result.id)
             return
         sender = self._agent(result.sender_agent_id)
         sender_name = sender.role if sender else f"agent {result.sender_agent_id}"
@@ -689,6 +710,12 @@ class Router:
                     detail=detail,
                 )
             )
+
+
+_NOT_A_READER = (
+    "{role} does not read prompts (not a model: [[agents]] reads_prompts is off), so no other "
+    "agent's text is typed into it"
+)
 
 
 def _size(payload: dict[str, Any] | str) -> int:

@@ -351,6 +351,56 @@ async def test_feedback_is_typed_only_into_agents_that_read_prompts(
         assert office.prompts("SH") == ["go", "echo next"]
 
 
+async def test_no_agent_text_is_typed_into_a_shell(tmp_path: Path, runtime_dir: Path) -> None:
+    """SH is bash (generic, reads_prompts not set): QA's result for it and QA's task for it are
+    refused (QA is told why), a result row left in the store for it is skipped, and nothing
+    reaches the shell: the commands hidden in them never run."""
+    script = [
+        {"match": "go", "text": deliver("SH", "x; touch pwned-by-result")},
+        {"match": "DELIVER_RESULT was refused", "text": invoke("SH", "touch pwned-by-invoke")},
+    ]
+    shell = AgentConfig(
+        role="SH",
+        profile="generic",
+        command=["bash", "--norc", "--noprofile", "-i"],
+        env={"PS1": "$ "},
+    )
+    config = office_config(tmp_path, [hostile(tmp_path, "QA", script, True), shell], "shell")
+    work = tmp_path / "work"
+    async with store_maker("sqlite", tmp_path) as make_store:
+        async with running(make_store, tmp_path, runtime_dir, config) as office:
+            await office.turn("QA", "go")
+            await eventually(lambda: len(office.prompts("QA")) == 3, TIMEOUT)
+            why = "SH does not read prompts (not a model: [[agents]] reads_prompts is off)"
+            assert why in office.prompts("QA")[1] and why in office.prompts("QA")[2]
+            refused = office.reasons("result_refused")
+            assert refused and all(r.startswith("SH does not read") for r in refused)
+            assert office.reasons("invoke_refused")[0].startswith("SH does not read prompts")
+            assert await office.store.list_results(office.engine.office_id) == []
+            assert await office.store.list_invocations(office.engine.office_id) == []
+            agents = {role: agent.id for role, agent in office.engine.agents.items()}
+            office_id = office.engine.office_id
+        store = make_store()
+        await store.open()
+        await store.create_result(
+            AgentResult(
+                office_id=office_id,
+                sender_agent_id=agents["QA"],
+                recipient_agent_id=agents["SH"],
+                summary="x; touch pwned-by-legacy-row",
+                payload="x; touch pwned-by-legacy-row",
+            )
+        )
+        await store.close()
+        async with running(make_store, tmp_path, runtime_dir, config) as office:
+            await eventually(lambda: bool(office.reasons("result_skipped")), TIMEOUT)
+            assert office.reasons("result_skipped")[0].startswith("SH does not read prompts")
+            # whatever semo typed into the shell before would run before this
+            await office.turn("SH", "touch marker")
+            await eventually(lambda: (work / "marker").exists(), TIMEOUT)
+    assert sorted(p.name for p in work.iterdir()) == ["marker"]
+
+
 async def test_a_second_engine_with_a_live_engines_id_does_not_start(
     backend: str, tmp_path: Path, runtime_dir: Path
 ) -> None:

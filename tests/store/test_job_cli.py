@@ -72,6 +72,7 @@ role = "{role}"
 profile = "generic"
 command = {json.dumps(command)}
 env = {{ PYTHONPATH = "{REPO}" }}
+reads_prompts = true
 """
 
 
