@@ -33,6 +33,9 @@ _TOKEN = re.compile(
     r"|(?P<ctl>[\x00-\x1a\x1c-\x1f\x7f-\x9f])",
     re.DOTALL,
 )
+_TEXT, _PARAMS, _INTER, _FINAL, _CTL = (
+    _TOKEN.groupindex[name] for name in ("text", "params", "inter", "final", "ctl")
+)
 _PARTIAL = re.compile(
     r"\x1b(?:\[[ -?]*|\][^\x07\x1b\x9c]*\x1b?|[P_^X].*|[ -/]*)?\Z",
     re.DOTALL,
@@ -110,6 +113,18 @@ class TerminalStream:
             if not prefix and not inter
         }
         self._register_plain_csi()
+        screen = self.screen
+        self._controls: dict[str, Callable[[], None]] = {
+            "\r": screen.carriage_return,
+            "\n": screen.linefeed,
+            "\x0b": screen.linefeed,
+            "\x0c": screen.linefeed,
+            "\x08": screen.backspace,
+            "\t": screen.tab,
+            "\x07": screen.bell,
+            "\x0e": screen.shift_out,
+            "\x0f": screen.shift_in,
+        }
 
     # -- feeding ----------------------------------------------------------------------------
 
@@ -122,13 +137,18 @@ class TerminalStream:
         self._pending = ""
         screen = self.screen
         match_token = _TOKEN.match
+        draw = screen.draw
+        plain_csi_for = self._plain_csi.get
+        controls = self._controls
+        batch = self.batch_enabled
+        bottom = screen.lines - 1
         pos, end = 0, len(data)
         no_batch_before = 0  # after a declined run, do not rescan it (keeps feed linear)
         while pos < end:
             if (
-                self.batch_enabled
+                batch
                 and pos >= no_batch_before
-                and (data[pos] in "\r\n" or screen.deferred_rows)
+                and (screen.deferred_rows or (data[pos] in "\r\n" and screen.cursor.y == bottom))
                 and self._batch_ready()
             ):
                 run = _PLAIN_RUN.match(data, pos)
@@ -156,17 +176,19 @@ class TerminalStream:
             pos = token.end()
             kind = token.lastgroup
             if kind == "text":
-                screen.draw(token.group("text"))
+                draw(token.group(_TEXT))
             elif kind == "final":
-                params, inter, final = token.group("params", "inter", "final")
+                params, inter, final = token.group(_PARAMS, _INTER, _FINAL)
                 if not inter and (not params or params[0] not in "<=>?"):
-                    plain_csi = self._plain_csi.get(final)
+                    plain_csi = plain_csi_for(final)
                     if plain_csi is not None:
                         plain_csi(params)
                         continue
                 self._dispatch_csi(params, inter, final)
             elif kind == "ctl":
-                self._control(token.group("ctl"))
+                control = controls.get(token.group(_CTL))
+                if control is not None:
+                    control()
             elif kind == "osc_end":
                 self._osc(token.group("osc"), token.group("osc_end"))
             elif kind == "esc_final":
@@ -218,21 +240,9 @@ class TerminalStream:
     # -- C0 controls and ESC sequences -----------------------------------------------------
 
     def _control(self, char: str) -> None:
-        screen = self.screen
-        if char == "\r":
-            screen.carriage_return()
-        elif char in "\n\x0b\x0c":
-            screen.linefeed()
-        elif char == "\x08":
-            screen.backspace()
-        elif char == "\t":
-            screen.tab()
-        elif char == "\x07":
-            screen.bell()
-        elif char == "\x0e":
-            screen.shift_out()
-        elif char == "\x0f":
-            screen.shift_in()
+        control = self._controls.get(char)
+        if control is not None:
+            control()
 
     def _escape(self, inter: str, final: str) -> None:
         screen = self.screen
