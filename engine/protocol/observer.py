@@ -173,8 +173,9 @@ class AgentObserver:
             self._state(out, AgentState.READY, "hook", "turn ended", at)
 
     def _watch_dialog(self, out: list[ObserverEvent], screen: TerminalScreen, at: float) -> None:
-        rows = screen.text_rows()
-        dialog = any(_DIALOG.search(row) for row in rows[-20:])
+        row_line = screen.row_line
+        bottom = "\n".join(row_line(y).text for y in range(max(0, screen.lines - 20), screen.lines))
+        dialog = _DIALOG.search(bottom) is not None  # rows hold no newline: a match is in one
         if dialog and not self._dialog_open:
             self._dialog_open = True
             self._state(out, AgentState.WAITING_INPUT, "screen", "permission dialog", at)
