@@ -368,24 +368,26 @@ class TerminalScreen(pyte.Screen):
         self.dirty.add(self.cursor.y)
 
     def _draw_runs(self, data: str) -> None:
-        """Text with non-ASCII characters, drawn run by run: widths come from one C-level pass,
-        runs of narrow characters take the ASCII path, runs of wide ones `_draw_wide`, and only
-        zero-width characters and joiners go character by character."""
+        """Text with non-ASCII characters. If it fits on the cursor's row, its cells come from a
+        per-attribute cache in one C-level pass and go in with one update; else it is drawn run
+        by run: runs of narrow characters take the ASCII path, runs of wide ones `_draw_wide`,
+        and only zero-width characters and joiners go character by character."""
         if modes.DECAWM not in self.mode:
             self._draw_unicode(data)
             return
         cursor = self.cursor
-        cells = list(
-            chain.from_iterable(map(self.glyphs_for(cursor.attrs).cells.__getitem__, data))
-        )
-        x, stop = cursor.x, cursor.x + len(cells)
-        if stop <= self.columns and None not in cells:  # fits on the row: one update
-            line = self.buffer[cursor.y]
-            self._split_wide_at(line, x)
-            self._split_wide_at(line, stop)
-            line.update(zip(range(x, stop), cells, strict=True))
-            cursor.x = stop
-            return
+        if len(data) <= self.columns - cursor.x:  # at least a cell each: it may fit
+            cells = list(
+                chain.from_iterable(map(self.glyphs_for(cursor.attrs).cells.__getitem__, data))
+            )
+            x, stop = cursor.x, cursor.x + len(cells)
+            if stop <= self.columns and None not in cells:
+                line = self.buffer[cursor.y]
+                self._split_wide_at(line, x)
+                self._split_wide_at(line, stop)
+                line.update(zip(range(x, stop), cells, strict=True))
+                cursor.x = stop
+                return
         if _HAS_REGIONAL_INDICATOR(data):
             self._draw_unicode(data)
             return
