@@ -85,3 +85,16 @@ ensure_postgres() {
         apt_install "postgresql-$ver-wal2json"
     fi
 }
+
+# The suite's independent client: @supabase/supabase-js (and ws, for Node without a global
+# WebSocket), pinned by tests/js/package-lock.json, installed into tests/js/node_modules.
+ensure_js_client() {
+    local dir=tests/js
+    local stamp="$dir/node_modules/.semo-installed"
+    if ! command -v npm >/dev/null; then apt_install nodejs npm; fi
+    if [ ! -f "$stamp" ] || [ "$dir/package-lock.json" -nt "$stamp" ]; then
+        echo "==> installing $dir's npm packages (@supabase/supabase-js)"
+        (cd "$dir" && npm ci --no-audit --no-fund --silent)
+        touch "$stamp"
+    fi
+}
