@@ -156,6 +156,8 @@ class AgentSession:
         self._ending: str | None = None
         self._typing: _Queued | None = None
         self._last_turn_text = ""
+        #: Claude Code's own session id, from its hooks (what `claude --resume` takes)
+        self.claude_session_id: str | None = None
         self._turn_messages: list[ProtocolMessage] = []
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -305,6 +307,8 @@ class AgentSession:
     def on_hook(self, event: HookEvent) -> None:
         """A hook report for this session (routed here by the session manager)."""
         self.last_activity = time.monotonic()
+        if event.claude_session_id:
+            self.claude_session_id = event.claude_session_id
         if event.event == "UserPromptSubmit":
             self._submitted.set()
             self._turn_messages = []

@@ -1,0 +1,161 @@
+"""A Claude Code conversation survives a SIGKILL of its engine (real Claude Code CLI, offline,
+scripted Messages API; a real `semo engine` process, then a second engine).
+
+The first engine's BE session gets a prompt with a marker word; the engine is SIGKILLed (its
+agent goes with it). The next engine of the office starts BE's conversation again with
+`claude --resume` in the same worktree and types a note that it was restarted: the request
+the scripted API gets for that note carries the earlier turn (the marker word and the first
+reply), and the note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.config import load_config
+from engine.engine import Engine
+from engine.sessions.agent_session import AgentSession
+from tests.control.office import SEMO, alive, wait_until
+from tests.support.claude_home import claude_env
+from tests.support.scripted_api import ScriptedMessagesAPI
+
+pytestmark = [pytest.mark.claude, pytest.mark.timeout(300)]
+
+MARKER = "pineapple-8812"
+FIRST_REPLY = "Noted the word, it is safe with me."
+
+CONFIG = """
+[office]
+name = "resume"
+repository = "repo"
+workspace_root = "ws"
+
+[store]
+backend = "sqlite"
+sqlite_path = "semo.db"
+
+[engine]
+command_timeout = 120
+
+[pool]
+max_sessions = 4
+warm_roles = ["BE"]
+
+[[agents]]
+role = "BE"
+cols = 100
+rows = 30
+env = {{ ANTHROPIC_BASE_URL = "{base_url}", ANTHROPIC_AUTH_TOKEN = "scripted-dummy-token" }}
+"""
+
+
+def semo(env: dict[str, str], folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SEMO), *args], env=env, cwd=folder, capture_output=True, text=True, timeout=180
+    )
+
+
+def ready_session(env: dict[str, str], folder: Path) -> dict[str, object] | None:
+    listed = semo(env, folder, "sessions", "--office", "resume", "--json")
+    rows = json.loads(listed.stdout or "[]")
+    return next((r for r in rows if r["status"] == "ready"), None)
+
+
+def first_engine(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
+    """Run `semo engine`, give BE a turn, SIGKILL the engine; BE's session row."""
+    log = (tmp_path / "first.log").open("wb")
+    first = subprocess.Popen(
+        [str(SEMO), "engine", "--config", "semo.toml"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(lambda: ready_session(env, tmp_path), "BE ready", 120)
+        row = ready_session(env, tmp_path)
+        assert row is not None
+        payload = json.dumps({"prompt": f"Remember the word {MARKER}."})
+        sent = semo(
+            env, tmp_path, "command", "send_prompt", "--office", "resume",
+            "--session", str(row["session_id"]), "--payload", payload, "--wait",
+            "--timeout", "120",
+        )  # fmt: skip
+        assert sent.returncode == 0, sent
+        records = tmp_path / "state" / "semo"
+        wait_until(lambda: list(records.glob("resume-*.json")), "the conversation recorded")
+        [record] = records.glob("resume-*.json")
+        assert row["session_id"] in json.loads(record.read_text())
+        time.sleep(1.0)  # the CLI writes its transcript after the turn's hooks
+        first.kill()
+        first.wait(30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        log.close()
+    agent_pid = int(row["pid"])  # type: ignore[call-overload]
+    wait_until(lambda: not alive(agent_pid), "the agent to go with its engine", 30)
+    return row
+
+
+def make_repo(folder: Path) -> None:
+    repo = folder / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+
+
+async def test_a_claude_conversation_is_resumed_after_an_engine_sigkill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await asyncio.to_thread(make_repo, tmp_path)
+    runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
+    replies = [FIRST_REPLY, "Back again."]
+    with ScriptedMessagesAPI(replies=replies) as api:
+        (tmp_path / "semo.toml").write_text(CONFIG.format(base_url=api.base_url))
+        env = {
+            **claude_env(tmp_path / "elsewhere", tmp_path / "home", api),
+            "XDG_RUNTIME_DIR": str(runtime),
+            "XDG_STATE_HOME": str(tmp_path / "state"),
+            "LANG": "C.UTF-8",
+        }
+        await asyncio.to_thread(first_engine, tmp_path, env)
+
+        config = load_config(tmp_path / "semo.toml")
+        monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])  # where the record is
+        monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+        second = Engine(config, control=True, agent_env=env)
+        await second.start()
+        try:
+
+            def resumed() -> AgentSession | None:
+                return next(
+                    (s for s in second.sessions() if "--resume" in s.terminal.argv),
+                    None,
+                )
+
+            async def note_requested() -> bool:
+                return any("was restarted" in r.body_text() for r in api.main_requests)
+
+            deadline = asyncio.get_running_loop().time() + 180
+            while resumed() is None or not await note_requested():
+                assert asyncio.get_running_loop().time() < deadline, "no resumed session"
+                await asyncio.sleep(0.2)
+            session = resumed()
+            assert session is not None and session.cwd is not None
+            assert session.cwd.name != "repo"  # the worktree the first engine made for BE
+            note = next(r for r in api.main_requests if "was restarted" in r.body_text())
+            body = note.body_text()
+            assert MARKER in body and FIRST_REPLY in body  # the earlier turn came along
+        finally:
+            await second.stop("test over")
+            shutil.rmtree(runtime, ignore_errors=True)
