@@ -152,8 +152,9 @@ async def _tell_it(engine: Engine, session: AgentSession, old_id: str) -> None:
         )
         unanswered = [question.question for question in cancelled]
     note = (
-        "[semo] The engine was restarted and this conversation resumed; anything you were "
-        "doing when it stopped was interrupted."
+        "[semo] The engine was restarted and this conversation resumed; what you were doing "
+        "when it stopped was interrupted (a job is retried from a new session): wait for new "
+        "instructions before you continue it."
     )
     if unanswered:
         asked = "; ".join(f'"{q[:200]}"' for q in unanswered[-3:])
