@@ -48,6 +48,7 @@ from typing import Any
 from engine.events import EventBus, RoutingStep
 from engine.protocol.messages import MAX_PAYLOAD_BYTES, AskUser, DeliverResult, Done, Invoke
 from engine.protocol.observer import MalformedMessage, MessageFound
+from engine.protocol.state import AgentState, StateChange
 from engine.sessions.agent_session import AgentSession, SessionError, SessionEvent
 from engine.sessions.manager import SessionManager
 from engine.sessions.pool import PoolError, SessionPoolManager
@@ -75,6 +76,8 @@ class RoutingError(Exception):
 class _Work:
     session: AgentSession
     item: MessageFound | MalformedMessage
+    #: the session's turn the message was printed in (`Router._turns` when it was found)
+    turn: int = 0
 
 
 class Router:
@@ -110,6 +113,9 @@ class Router:
         self._results_sending: set[str] = set()
         self._results_skipped: set[str] = set()  # pending rows this router cannot deliver
         self._warned: set[str] = set()  # rows whose failure was logged
+        self._turns: dict[str, int] = {}  # session id -> turns begun (into executing)
+        self._sent: dict[str, tuple[str, int]] = {}  # invocation id -> (session, its turn then)
+        self._handling_turn = 0  # the turn of the message being handled
         self._sweep_lock = asyncio.Lock()
         self._confirming: set[asyncio.Task[None]] = set()
         #: the job a session runs (the JobRunner sets it): what that session causes, and what
@@ -167,13 +173,18 @@ class Router:
     # -- input from sessions -------------------------------------------------------------------
 
     def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
-        if isinstance(event, MessageFound | MalformedMessage):
-            self._inbox.put_nowait(_Work(session, event))
+        sid = session.session_id
+        if isinstance(event, StateChange):
+            if event.state == AgentState.EXECUTING and event.previous != AgentState.EXECUTING:
+                self._turns[sid] = self._turns.get(sid, 0) + 1  # a turn begins
+        elif isinstance(event, MessageFound | MalformedMessage):
+            self._inbox.put_nowait(_Work(session, event, self._turns.get(sid, 0)))
 
     async def _work(self) -> None:
         while True:
             work = await self._inbox.get()
             try:
+                self._handling_turn = work.turn
                 await self._handle(work.session, work.item)
             except StoreError as error:
                 # e.g. a store that is away: the agent learns its message was not recorded
@@ -200,7 +211,7 @@ class Router:
                 session, message.recipient, message.summary, message.payload, message.invocation_id
             )
         elif isinstance(message, Done):
-            invocation_id = self._current.get(session.agent_id)
+            invocation_id = self._answerable(session)
             invocation = await self._find_invocation(invocation_id) if invocation_id else None
             caller = self._agent(invocation.caller_agent_id) if invocation else None
             if invocation is not None and caller is not None:
@@ -354,10 +365,23 @@ class Router:
             f"When it is finished, reply with a [DELIVER_RESULT:{caller.role}] block whose JSON "
             f'has "invocation_id": "{invocation_id}" and a "summary".'
         )
+        self._sent[invocation_id] = (session.session_id, self._turns.get(session.session_id, 0))
         session.post(prompt)
         self._step(
             "invocation_sent", session, invocation.task, ref=invocation_id, job=invocation.job_id
         )
+
+    def _answerable(self, session: AgentSession) -> str | None:
+        """The invocation `session`'s agent works on, if the message being handled can be its
+        answer: printed in a turn that began after the task was sent. A `[SEMO:DONE]` (or a
+        result without `invocation_id`) printed in the turn that delivered the previous
+        invocation's result is not taken for the next one, which the agent has not read."""
+        current = self._current.get(session.agent_id)
+        sent = self._sent.get(current or "")
+        if current is None or sent is None:
+            return current
+        sent_to, sent_in = sent
+        return current if session.session_id == sent_to and self._handling_turn > sent_in else None
 
     async def _fail_invocation(self, invocation: AgentInvocation, reason: str) -> None:
         log.warning("invocation %s failed: %s", invocation.id, reason)
@@ -391,7 +415,7 @@ class Router:
             reason = f"its payload is larger than {MAX_PAYLOAD_BYTES} bytes"
             self._refuse(session, reason, "DELIVER_RESULT")
             return
-        current = self._current.get(sender.id)
+        current = self._answerable(session)
         if invocation_id is None and current is not None:
             invocation = await self._find_invocation(current)
             if invocation is not None and invocation.caller_agent_id == recipient.id:
@@ -418,6 +442,7 @@ class Router:
         self._step("result_created", session, summary, ref=result.id, job=result.job_id)
         if invocation_id is not None and self._current.get(sender.id) == invocation_id:
             del self._current[sender.id]
+            self._sent.pop(invocation_id, None)
             await self._pump(sender.id)
         await self._deliver_result(result)
 

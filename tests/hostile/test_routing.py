@@ -299,6 +299,44 @@ async def test_only_the_invoked_agent_delivers_its_result_once(
         assert not any("wrong way" in p or "twice" in p for p in office.prompts("FE"))
 
 
+async def test_a_done_after_a_result_is_not_taken_for_the_next_invocation(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    """BE delivers FE's first invocation and says [SEMO:DONE] in the same reply while FE's
+    second invocation waits: the DONE belongs to the turn BE already answered, so the second
+    invocation is answered only by what BE prints after it read that task."""
+    two_tasks = invoke("BE", "task one") + "\n" + invoke("BE", "task two")
+    agents = [
+        hostile(tmp_path, "FE", [{"match": "go", "text": two_tasks}], True),
+        hostile(
+            tmp_path,
+            "BE",
+            [
+                {"match": "task one", "text": deliver("FE", "one done") + "\n[SEMO:DONE] all"},
+                {"match": "task two", "text": deliver("FE", "two done"), "delay": 0.3},
+            ],
+            True,
+        ),
+    ]
+    config = office_config(tmp_path, agents, "hostile-routing")
+    async with (
+        store_maker("sqlite", tmp_path) as make_store,
+        running(make_store, tmp_path, runtime_dir, config) as office,
+    ):
+        await office.turn("FE", "go")
+        office_id = office.engine.office_id
+
+        async def both_delivered() -> list[AgentInvocation] | None:
+            rows = await office.store.list_invocations(office_id)
+            return rows if [r.status for r in rows] == ["delivered", "delivered"] else None
+
+        invocations = await eventually_value(both_delivered, "both invocations delivered")
+        results = await office.store.list_results(office_id)
+        by_invocation = {r.invocation_id: r.summary for r in results}
+        assert by_invocation == {invocations[0].id: "one done", invocations[1].id: "two done"}
+        assert len(office.prompts("BE")) == 2
+
+
 async def test_self_oversize_and_unclosed_messages_are_refused(
     tmp_path: Path, runtime_dir: Path
 ) -> None:
