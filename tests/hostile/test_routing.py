@@ -16,9 +16,13 @@ sqlite). What each case shows:
   end of a turn are refused with the reason (nothing stored).
 - Feedback is typed only into agents whose profile reads prompts: a generic agent that does
   not say so gets no semo text (a shell would run it); the refusal is still an event.
-- An engine id that is alive refuses a second engine with that id (exit 1, a clear message);
-  the running engine keeps its sessions. Once it stopped, the id starts again; after a SIGKILL
-  the next start takes the silent row for a dead run.
+- No other agent's text reaches a real bash agent: a result or a task for it is refused, a
+  stored result for it skipped; the commands hidden in them never run.
+- "Deliver, then [SEMO:DONE]" in one reply does not complete the next queued invocation.
+- An engine id that is alive refuses a second engine with that id (in process on sqlite and
+  postgres; `semo engine`: exit 1, a clear message); the running engine keeps its sessions.
+  Once it stopped, the id starts again; after a SIGKILL the next start takes the silent row
+  for a dead run.
 """
 
 from __future__ import annotations
