@@ -226,8 +226,11 @@ class AgentObserver:
         lines = reader.take(screen)
         if lines:
             texts = [line[2:] if line.startswith(_GUTTERS) else line for line in lines]
-            if self._report(out, self._parser.feed_lines(texts, reader.cut), "screen", at):
-                self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
+            # past the turn's budget, what the parser would find is dropped: do not parse it
+            if self._turn_messages <= MAX_MESSAGES_PER_TURN:
+                items = self._parser.feed_lines(texts, reader.cut)
+                if self._report(out, items, "screen", at):
+                    self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
             if self._turn_signals < MAX_SIGNALS_PER_TURN:
                 self._signals(out, self.monitor.scan_each(texts, "screen", at))
         at_prompt = bool(self._prompt.search(screen.row_line(screen.cursor.y).text.rstrip()))
