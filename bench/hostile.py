@@ -116,9 +116,20 @@ async def round_trips(session: AgentSession, stop: asyncio.Event, interval: floa
     return samples
 
 
+async def loop_lag(stop: asyncio.Event) -> list[float]:
+    """How late a 5 ms sleep wakes up (ms): the event loop's own delay under the flood."""
+    samples: list[float] = []
+    while not stop.is_set():
+        start = time.perf_counter()
+        await asyncio.sleep(0.005)
+        samples.append((time.perf_counter() - start - 0.005) * 1000)
+    return samples
+
+
 async def bench(args: argparse.Namespace, folder: Path) -> None:
     from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
     from engine.engine import Engine
+    from engine.heap import freeze_startup_heap
     from engine.logs import configure_logging
     from engine.store.sqlite import SqliteStore
 
@@ -155,6 +166,7 @@ async def bench(args: argparse.Namespace, folder: Path) -> None:
     )
     await engine.store.open()
     await engine.start()
+    freeze_startup_heap()  # as `semo engine` (engine/daemon.py) does once it has started
     try:
         progress("engine started")
         shell = await engine.new_session("SH")
@@ -176,6 +188,7 @@ async def bench(args: argparse.Namespace, folder: Path) -> None:
 
         stop = asyncio.Event()
         busy_task = asyncio.create_task(round_trips(shell, stop, args.ping_interval))
+        lag_task = asyncio.create_task(loop_lag(stop))
         peak = before
         start = time.perf_counter()
         sent_before = agent.terminal.bytes_out
@@ -190,6 +203,7 @@ async def bench(args: argparse.Namespace, folder: Path) -> None:
         received = agent.terminal.bytes_out - sent_before
         stop.set()
         busy = await busy_task
+        lag = await lag_task
         gc.collect()
         after = rss_mb()
         screen = agent.terminal.screen
@@ -227,6 +241,7 @@ async def bench(args: argparse.Namespace, folder: Path) -> None:
     print(f"per-session state after the flood: {bounded}")
     print(describe("SH round trip, HO idle", idle))
     print(describe("SH round trip, HO flooding", busy))
+    print(describe("event loop lag, HO flooding", lag))
 
 
 def main() -> None:
