@@ -8,7 +8,11 @@ and the supabase backend under Realtime faults.
   commands one at a time, as `semo command` or a web app would, stamping wall time in the
   payload. Reports p50/p99 from insert to claim, per backend. supabase: the Supabase emulator
   (tests/support/supabase_emulator) in a process of its own, as the real server would be, over a
-  fresh database; both the inserter and the engine use SupabaseStore (PostgREST + Realtime).
+  fresh Supabase-shaped database migrated with 0007 (private channel, members, least
+  privilege), as strict as Supabase: every REST request runs as its JWT's role with RLS and
+  every Realtime change is checked against the subscriber's RLS; supabase-lax is the same run's
+  baseline with the emulator as it was before (superuser REST, no Realtime check). Both the
+  inserter and the engine use SupabaseStore (PostgREST + Realtime) with the service role.
 - exactly-once: two engine processes drain 2,000 commands of one Postgres office; every command
   must be executed once and have exactly one result row.
 - sigkill: an engine process claims a send_prompt and a get_output command and is killed with
@@ -141,8 +145,9 @@ from tests.support.supabase_emulator import (
     SupabaseEmulator, default_migrations, temporary_database)
 
 def main():
+    strict = sys.argv[2] == "strict"
     with temporary_database(sys.argv[1], migrations=default_migrations()) as dsn:
-        with SupabaseEmulator(dsn) as emu:
+        with SupabaseEmulator(dsn, switch_roles=strict, realtime_rls=strict) as emu:
             say({"url": emu.url, "key": emu.service_role_key, "dsn": dsn})
             stop, drops, idle, thread = threading.Event(), [], [0], None
 
@@ -198,10 +203,12 @@ class EmulatorProcess:
 
 
 @asynccontextmanager
-async def emulated_supabase() -> AsyncIterator[EmulatorProcess]:
-    """A fresh migrated database served by the Supabase emulator in its own process."""
+async def emulated_supabase(strict: bool = True) -> AsyncIterator[EmulatorProcess]:
+    """A fresh migrated database served by the Supabase emulator in its own process: strict
+    (requests as the JWT's role with RLS, Realtime changes checked against RLS per subscriber,
+    as Supabase), or not (the emulator before issue 16: REST as the superuser, no check)."""
     process = await asyncio.create_subprocess_exec(
-        *python(EMULATOR, ADMIN_DSN),
+        *python(EMULATOR, ADMIN_DSN, "strict" if strict else "lax"),
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdin=asyncio.subprocess.PIPE,
@@ -257,9 +264,9 @@ async def latency(backends: list[str], count: int) -> None:
                 path = str(Path(tmp) / "semo.db")
                 async with SqliteStore(path) as store:
                     figures = await measure_latency(store, path, "sqlite", "SqliteStore", count)
-        elif backend == "supabase":
+        elif backend in ("supabase", "supabase-lax"):
             async with (
-                emulated_supabase() as emu,
+                emulated_supabase(strict=backend == "supabase") as emu,
                 SupabaseStore(emu.url, emu.key) as store,
             ):
                 figures = await measure_latency(
@@ -268,7 +275,7 @@ async def latency(backends: list[str], count: int) -> None:
         else:
             async with fresh_database() as dsn, PostgresStore(dsn) as store:
                 figures = await measure_latency(store, dsn, "postgres", "PostgresStore", count)
-        print(f"  {backend:<9} {figures}", flush=True)
+        print(f"  {backend:<12} {figures}", flush=True)
 
 
 async def exactly_once(total: int = 2000) -> None:
@@ -485,7 +492,13 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=300)
-    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres", "supabase"])
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=["sqlite", "postgres", "supabase", "supabase-lax"],
+        help="supabase: the emulator as strict as Supabase (RLS on REST and Realtime); "
+        "supabase-lax: the same run's baseline without (the emulator before issue 16)",
+    )
     parser.add_argument(
         "--faults", action="store_true", help="only the supabase run under Realtime faults"
     )
