@@ -60,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine import safe_json
 from engine.fsutil import read_text_in, write_text_in
 from engine.gitsafe import git_argv, git_environment
+from engine.logs import add_secret, discard_secret
 from engine.protocol.transcript import TranscriptRefused, TranscriptScope, read_turn_text
 
 __all__ = [
@@ -558,6 +559,7 @@ class HookServer:
         token = token or secrets.token_urlsafe(32)
         self._sessions[_token_key(token)] = session_key
         self._tokens[session_key] = token
+        add_secret(token)  # redacted in every log line while the session holds it
         if transcripts is not None:
             self._scopes[session_key] = transcripts
         return token
@@ -566,6 +568,7 @@ class HookServer:
         token = self._tokens.pop(session_key, None)
         if token is not None:
             self._sessions.pop(_token_key(token), None)
+            discard_secret(token)
         self._scopes.pop(session_key, None)
         self._order.pop(session_key, None)
 
@@ -632,6 +635,8 @@ class HookServer:
         except FileNotFoundError:
             pass
         self._inode = None
+        for session_key in list(self._tokens):
+            self.unregister(session_key)  # the tokens are dead: stop redacting them
         _release_lock(self.lock_path, self._lock_fd)
         self._lock_fd = None
         if self._readers is not None:
