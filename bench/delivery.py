@@ -366,7 +366,11 @@ def spread(values: list[float], unit: float = 1000.0) -> str:
 
 
 async def faults(
-    total: int, pause: float = 0.01, drop_every: float = 0.2, loss: float = 0.05
+    total: int,
+    pause: float = 0.01,
+    drop_every: float = 0.2,
+    loss: float = 0.05,
+    strict: bool = True,
 ) -> None:
     import bisect
     import logging
@@ -377,10 +381,10 @@ async def faults(
         f"supabase under faults: {total} commands inserted by another process through PostgREST"
         f" ({pause * 1000:g} ms apart); the emulator drops the Realtime socket every"
         f" {drop_every * 1000:.0f} ms and loses {loss:.0%} of change events; one engine claims"
-        " and completes",
+        f" and completes ({'strict' if strict else 'lax'} emulator)",
         flush=True,
     )
-    async with emulated_supabase() as emu:
+    async with emulated_supabase(strict) as emu:
         engine = SupabaseStore(emu.url, emu.key)
         async with engine:
             office = await engine.create_office(Office(name="faults"))
@@ -486,7 +490,8 @@ async def main_async(args: argparse.Namespace) -> None:
             await exactly_once()
             await sigkill()
     if args.faults:
-        await faults(args.fault_commands, args.fault_pause / 1000)
+        for mode in args.fault_emulator:
+            await faults(args.fault_commands, args.fault_pause / 1000, strict=mode == "strict")
 
 
 def main() -> None:
@@ -504,6 +509,13 @@ def main() -> None:
     )
     parser.add_argument("--latency", action="store_true", help="with --faults: the rest too")
     parser.add_argument("--fault-commands", type=int, default=10_000)
+    parser.add_argument(
+        "--fault-emulator",
+        nargs="+",
+        choices=["strict", "lax"],
+        default=["strict"],
+        help="the emulator for --faults: strict (RLS, as Supabase), lax (before issue 16), both",
+    )
     parser.add_argument(
         "--fault-pause", type=float, default=10.0, help="ms between two inserts (0: flat out)"
     )

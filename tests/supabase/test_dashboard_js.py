@@ -13,6 +13,8 @@ added with `semo office members add EMAIL` (users made in auth.users). Then, in 
 - a viewer reads the office but cannot insert, answer or create jobs; joins the channel;
 - an operator of another office sees nothing of this one and cannot join its channel;
 - anon sees nothing (semo_migrations included) and cannot join.
+The office holds 5,000 old rows in each table the engine reads (the emulator caps reads at
+1000 rows): the answer, the results and the invocations of the job are still delivered.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import pytest
 from engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
 from tests.store.test_job_cli import FE_SCRIPT, REPO, SEMO, clean_env, write_config
+from tests.supabase.test_row_cap import insert_postgres as insert_old_rows
+from tests.supabase.test_row_cap import old_rows
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 from tests.support.waiting import eventually_value
 
@@ -133,7 +137,7 @@ async def test_a_dashboard_drives_the_engine_through_supabase(tmp_path: Path) ->
                 ready = sorted(r["role"] for r in rows if r["status"] == "ready")
                 return rows if ready == ["BE", "FE"] else None
 
-            await eventually_value(both_ready, "FE and BE ready", TIMEOUT)
+            sessions = await eventually_value(both_ready, "FE and BE ready", TIMEOUT)
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
                 row = await (
                     await conn.execute("select id from offices where name = 'cli-jobs'")
@@ -141,6 +145,11 @@ async def test_a_dashboard_drives_the_engine_through_supabase(tmp_path: Path) ->
                 assert row is not None
                 office_id = str(row[0])
                 await conn.execute("insert into offices (id, name) values ('other', 'other')")
+            # 5,000 old rows per table behind the 1000-row cap (questions answered in an
+            # earlier session, delivered results and invocations, completed commands): what
+            # the dashboard does next must still be delivered
+            fe = next(r for r in sessions if r["role"] == "FE")
+            await insert_old_rows(dsn, old_rows(office_id, fe["agent_id"], "an-earlier-session"))
             users = {
                 name: f"{name}@team.test" for name in ("operator", "viewer", "outsider", "nobody")
             }

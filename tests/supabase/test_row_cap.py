@@ -47,7 +47,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         yield factory
 
 
-def _old_rows(office: str, agent: str, session: str) -> dict[str, list[dict[str, Any]]]:
+def old_rows(office: str, agent: str, session: str) -> dict[str, list[dict[str, Any]]]:
     start = datetime.now(UTC) - timedelta(days=1)
     rows: dict[str, list[dict[str, Any]]] = {
         "user_questions": [],
@@ -108,7 +108,7 @@ def _old_rows(office: str, agent: str, session: str) -> dict[str, list[dict[str,
     return rows
 
 
-def _insert_sqlite(path: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+def insert_sqlite(path: str, rows: dict[str, list[dict[str, Any]]]) -> None:
     conn = sqlite3.connect(path)
     try:
         with conn:
@@ -131,7 +131,7 @@ def _insert_sqlite(path: str, rows: dict[str, list[dict[str, Any]]]) -> None:
         conn.close()
 
 
-async def _insert_postgres(dsn: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+async def insert_postgres(dsn: str, rows: dict[str, list[dict[str, Any]]]) -> None:
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         async with conn.cursor() as cur:
             for table, items in rows.items():
@@ -149,11 +149,11 @@ async def _office_with_history(stores: Stores) -> tuple[Any, Office, Agent, Agen
     session = await store.upsert_session(
         AgentSession(office_id=office.id, agent_id=agent.id, status="ready")
     )
-    rows = _old_rows(office.id, agent.id, session.session_id)
+    rows = old_rows(office.id, agent.id, session.session_id)
     if stores.backend == "sqlite":
-        await asyncio.to_thread(_insert_sqlite, stores.target, rows)
+        await asyncio.to_thread(insert_sqlite, stores.target, rows)
     else:
-        await _insert_postgres(stores.dsn, rows)
+        await insert_postgres(stores.dsn, rows)
     return store, office, agent, session
 
 
