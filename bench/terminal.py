@@ -2,6 +2,7 @@
 
     python bench/terminal.py [--mb 4] [--repeat 5] [--cols 120] [--rows 40] [--pty] [--agent]
                              [--no-pyte] [--only a,b]
+    python bench/terminal.py --before REF [--mb 2] [--only a,b]
 
 Streams: plain scrolling text (a log being cat'ed), the same with lines of up to 300 characters
 that wrap at the margin, coloured output (SGR every few words, like `ls --color`), highlighted
@@ -29,6 +30,7 @@ import os
 import random
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -264,6 +266,58 @@ def agent_cat(path: Path, cols: int, rows: int, profile: str = "claude") -> floa
     return asyncio.run(run())
 
 
+_CPU_FEED = """
+import codecs, random, sys, time
+sys.path[:0] = [{root!r}, {repo!r}]
+import engine.terminal.stream as stream_module
+assert stream_module.__file__.startswith({root!r}), stream_module.__file__
+from bench.terminal import STREAMS, CHUNK
+data = STREAMS[{name!r}](int({mb!r} * 1e6), random.Random(7))
+times = []
+for _ in range(3):
+    _screen, stream = stream_module.make_screen_and_stream({cols!r}, {rows!r})
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    start = time.process_time()
+    for offset in range(0, len(data), CHUNK):
+        stream.feed(decoder.decode(data[offset : offset + CHUNK]))
+    times.append(time.process_time() - start)
+print(len(data) / sorted(times)[1] / 1e6)
+"""
+
+
+def cpu_mbps(root: Path, name: str, args: argparse.Namespace) -> float:
+    """Screen-alone MB/s in CPU time, with the `engine` package found first in `root`."""
+    repo = str(Path(__file__).resolve().parent.parent)
+    code = _CPU_FEED.format(
+        root=str(root), repo=repo, name=name, mb=args.mb, cols=args.cols, rows=args.rows
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
+    )
+    return float(out.stdout)
+
+
+def compare_before(ref: str, names: list[str], args: argparse.Namespace) -> None:
+    """The screen alone at git `ref` (exported with git archive) and in this tree, alternating
+    in fresh processes, CPU time (less sensitive to other load than wall time)."""
+    repo = Path(__file__).resolve().parent.parent
+    print(f"screen alone, CPU time, {args.mb} MB per stream, {args.cols}x{args.rows}, median of 3")
+    print(f"{'stream':<24}{ref[:10] + ' MB/s':>16}{'this tree':>12}")
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", ref, "engine"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        for name in names:
+            before: list[float] = []
+            after: list[float] = []
+            for _ in range(3):
+                before.append(cpu_mbps(Path(tmp), name, args))
+                after.append(cpu_mbps(repo, name, args))
+            old, new = statistics.median(before), statistics.median(after)
+            print(f"{name:<24}{old:>16.2f}{new:>12.2f}   x{new / old:.2f}", flush=True)
+
+
 def median_mbps(fn: Callable[[bytes, int, int], float], data: bytes, args, repeat: int) -> float:
     times = [fn(data, args.cols, args.rows) for _ in range(repeat)]
     return len(data) / statistics.median(times) / 1e6
@@ -303,10 +357,16 @@ def main() -> None:
     )
     parser.add_argument("--no-pyte", action="store_true", help="skip plain pyte (slow)")
     parser.add_argument("--only", default="", help="comma-separated stream name prefixes")
+    parser.add_argument(
+        "--before", metavar="REF", help="instead: the screen alone at git REF vs this tree"
+    )
     args = parser.parse_args()
     size = int(args.mb * 1e6)
     wanted = [w.strip() for w in args.only.split(",") if w.strip()]
     names = [n for n in STREAMS if not wanted or any(n.startswith(w) for w in wanted)]
+    if args.before:
+        compare_before(args.before, names, args)
+        return
     print(f"screen {args.cols}x{args.rows}, {args.mb} MB per stream, median of {args.repeat}")
     header = f"{'stream':<24}{'semo':>8}{'pyte':>8}{'tmux':>8}{'/pyte':>8}{'/tmux':>8}"
     if args.pty:
