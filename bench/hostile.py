@@ -213,9 +213,13 @@ async def bench(args: argparse.Namespace, folder: Path) -> None:
             f"output history {len(agent.output_history)} chunks"
         )
         await engine.terminate(agent.session_id)
+        del agent, turn, screen  # this bench's own references: what stays is the engine's
         await asyncio.sleep(0.5)
         gc.collect()
         ended = rss_mb()
+        from engine.terminal.screen import TerminalScreen
+
+        screens = sum(isinstance(o, TerminalScreen) for o in gc.get_objects())
     finally:
         await engine.stop("bench over")
         await engine.store.close()
@@ -239,6 +243,7 @@ async def bench(args: argparse.Namespace, folder: Path) -> None:
         f"after end {ended - before:+.1f} MB (budget < 30 MB)"
     )
     print(f"per-session state after the flood: {bounded}")
+    print(f"screens still alive after HO ended: {screens} (SH's is one)")
     print(describe("SH round trip, HO idle", idle))
     print(describe("SH round trip, HO flooding", busy))
     print(describe("event loop lag, HO flooding", lag))
