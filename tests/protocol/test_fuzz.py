@@ -177,3 +177,37 @@ def test_sanitised_input_is_a_fixed_point_without_controls(text):
     assert pasted.count("\x1b") == 2
     typed = paste(text, bracketed=False)
     assert not any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in typed)
+
+
+@given(text=st.text())
+def test_text_width_by_runs_equals_the_sum_of_character_widths(text):
+    from engine.protocol.screen_text import text_width
+    from engine.terminal.screen import char_width
+
+    assert text_width(text) == sum(max(char_width(char), 0) for char in text)
+
+
+SIGNAL_BITS = [
+    "All tests passed",
+    "aLL TEſTS PASSED",  # ſ is an s to re.I
+    "Permİssion denied",  # İ is an i to re.I
+    "permıssion denıed",
+    "ERROR:",
+    "fatal:",
+    "ENOENT:",
+    "[main abc1234] fix",
+    "[SEMO:DONE]",
+    "Created pull request #7",
+    "Build completed successfully",
+    "\u212a",  # Kelvin sign
+    "İ",
+    "ı",
+]
+
+
+@given(line=st.lists(st.one_of(st.sampled_from(SIGNAL_BITS), st.text(max_size=5))).map("".join))
+def test_the_monitor_prefilter_never_hides_a_pattern_match(line):
+    from engine.protocol.monitor import PATTERNS, scan_line
+
+    expected = {p.kind for p in PATTERNS if p.regex.search(line)}
+    assert {s.kind for s in scan_line(line, "screen", 0.0)} == expected

@@ -303,3 +303,64 @@ def test_generic_reads_lines_that_scrolled_into_scrollback_between_updates():
     observer = AgentObserver("generic")
     stream.feed("".join(f"line {i}\r\n" for i in range(20)) + "[SEMO:DONE]\r\n")
     assert [m.kind for m in _messages(observer.on_screen(screen, 1.0))] == ["done"]
+
+
+def test_generic_reads_a_screen_drawn_again_after_clear_but_not_the_same_redraw():
+    screen, stream = make_screen_and_stream(40, 6)
+    observer = AgentObserver("generic")
+    stream.feed("one\r\n[STEP_COMPLETE] first\r\n")
+    assert [m.text for m in _messages(observer.on_screen(screen, 1.0))] == ["first"]
+    stream.feed("\x1b[H\x1b[2J[ASK_USER] after clear?\r\n")
+    assert [m.kind for m in _messages(observer.on_screen(screen, 2.0))] == ["ask_user"]
+    stream.feed("\x1b[H[ASK_USER] after clear?\r\n")  # the same row drawn again
+    assert _messages(observer.on_screen(screen, 3.0)) == []
+
+
+def test_generic_follows_rows_scrolling_inside_a_scroll_region():
+    screen, stream = make_screen_and_stream(30, 8)
+    observer = AgentObserver("generic")
+    stream.feed("\x1b[8;1Hstatus\x1b[1;6r\x1b[6;1H")  # rows 1-6 scroll, row 8 stays
+    events = []
+    for i in range(12):  # one line per pass: the region scrolls by one each time
+        stream.feed(f"[STEP_COMPLETE] step {i}\r\n")
+        events += observer.on_screen(screen, float(i))
+    assert [m.text for m in _messages(events)] == [f"step {i}" for i in range(12)]
+
+
+def test_generic_drops_the_start_of_a_line_that_was_never_finished():
+    screen, stream = make_screen_and_stream(10, 6)
+    observer = AgentObserver("generic")
+    stream.feed("[SEMO:DONE] this wraps\r\n")  # a whole line, for reference
+    stream.feed("[ASK_USER] abcdefgh")  # wraps onto a second row, then the screen is cleared
+    observer.on_screen(screen, 1.0)
+    stream.feed("\r\n\x1b[H\x1b[2Jplain\r\n")
+    events = observer.on_screen(screen, 2.0)
+    assert not [m for m in _messages(events) if m.kind == "ask_user"]
+
+
+def test_generic_line_longer_than_the_cap_is_an_oversize_error_with_bounded_memory():
+    from engine.protocol.screen_text import LINE_CAP
+
+    screen, stream = make_screen_and_stream(100, 5)
+    observer = AgentObserver("generic")
+    stream.feed("[STEP_COMPLETE] ")
+    events = []
+    for _ in range(40):  # 40 x 4000 characters, read between every piece
+        stream.feed("y" * 4000)
+        events += observer.on_screen(screen, 1.0)
+        assert observer._final_lines._size <= LINE_CAP
+    stream.feed("\r\n")
+    events += observer.on_screen(screen, 2.0)
+    errors = [e.error.kind for e in events if isinstance(e, MalformedMessage)]
+    assert errors == ["oversize"] and _messages(events) == []
+
+
+def test_generic_follows_a_scroll_region_scrolling_several_rows_per_pass():
+    screen, stream = make_screen_and_stream(30, 8)
+    observer = AgentObserver("generic")
+    stream.feed("\x1b[8;1Hstatus\x1b[1;6r\x1b[6;1H")
+    events = []
+    for start in range(0, 12, 3):
+        stream.feed("".join(f"[STEP_COMPLETE] step {i}\r\n" for i in range(start, start + 3)))
+        events += observer.on_screen(screen, float(start))
+    assert [m.text for m in _messages(events)] == [f"step {i}" for i in range(12)]
