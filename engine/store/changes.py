@@ -28,7 +28,11 @@ class ChangeFeed:
         self.store = store
         self.office_id = office_id
         self.generation = 0
-        self._changed = asyncio.Condition()
+        #: resolved (and replaced) at the next change; waiters never cancel it, so a waiter's
+        #: cancellation cannot be lost in a shared primitive (asyncio.wait_for around a
+        #: Condition.wait swallowed it on 3.11 when a change came at the same moment, and an
+        #: engine's stop then hung on the router's sweep forever)
+        self._next: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -54,9 +58,16 @@ class ChangeFeed:
                 changed = True  # waiters re-read the store: that is what a wake-up means
                 await asyncio.sleep(FEED_WAIT_SECONDS)
             if changed:
-                async with self._changed:
-                    self.generation += 1
-                    self._changed.notify_all()
+                self.generation += 1
+                waiting, self._next = self._next, None
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(None)
+
+    def _change(self) -> asyncio.Future[None]:
+        """The future the next change resolves."""
+        if self._next is None or self._next.done():
+            self._next = asyncio.get_running_loop().create_future()
+        return self._next
 
 
 class ChangeCursor:
@@ -70,13 +81,10 @@ class ChangeCursor:
         if office_id != self.feed.office_id:
             raise ValueError(f"this cursor follows office {self.feed.office_id}, not {office_id}")
         feed = self.feed
-        async with feed._changed:
-            if feed.generation == self.seen:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        feed._changed.wait_for(lambda: feed.generation != self.seen), timeout
-                    )
-            if feed.generation == self.seen:
-                return False
-            self.seen = feed.generation
-            return True
+        if feed.generation == self.seen:
+            # asyncio.wait neither cancels the shared future nor hides this task's cancellation
+            await asyncio.wait({feed._change()}, timeout=max(0.0, timeout))
+        if feed.generation == self.seen:
+            return False
+        self.seen = feed.generation
+        return True
