@@ -153,7 +153,9 @@ class FinalLines:
     What was read is remembered per screen row (its text), following the rows as they scroll
     (into scrollback, or inside a scroll region). A row above the cursor is read when its text
     differs from what was read there: new lines, a screen redrawn after `clear` or a cursor-home
-    redraw with new content. A redraw of the same text is not new output and is not read again.
+    redraw with new content. A redraw of the same text is not new output and is not read again,
+    nor is a row whose text was read on another row that no longer shows it (a redraw that moved
+    rows, e.g. a line inserted above them).
     The work per call is the rows that scrolled plus the visible rows above the cursor.
     """
 
@@ -193,10 +195,17 @@ class FinalLines:
         if margins is not None and (margins.top > 0 or margins.bottom < rows - 1):
             self._realign(screen, margins.top, min(margins.bottom, rows - 1), cache)
         row_line = screen.row_line
-        for y in range(min(screen.cursor.y, rows)):
-            line = cache.get(y) or row_line(y)
-            if seen[y] != line.text:
-                seen[y] = line.text
+        lines = [cache.get(y) or row_line(y) for y in range(min(screen.cursor.y, rows))]
+        moved: set[str | None] | None = None
+        for y, line in enumerate(lines):
+            text = line.text
+            if seen[y] == text:
+                continue
+            if moved is None:  # texts read on some row that no longer shows them
+                moved = {seen[z] for z, other in enumerate(lines) if seen[z] != other.text}
+                moved.discard("")
+            seen[y] = text
+            if text not in moved:  # else a row already read, moved by a redraw (lines inserted)
                 self._row(screen, line, y, out)
         return out
 

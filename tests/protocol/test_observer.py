@@ -364,3 +364,15 @@ def test_generic_follows_a_scroll_region_scrolling_several_rows_per_pass():
         stream.feed("".join(f"[STEP_COMPLETE] step {i}\r\n" for i in range(start, start + 3)))
         events += observer.on_screen(screen, float(start))
     assert [m.text for m in _messages(events)] == [f"step {i}" for i in range(12)]
+
+
+def test_generic_redraw_that_inserts_a_line_above_does_not_repeat_the_rows_it_moved():
+    screen, stream = make_screen_and_stream(40, 8)
+    observer = AgentObserver("generic")
+    stream.feed("alpha\r\n[STEP_COMPLETE] moved down\r\n")
+    assert len(_messages(observer.on_screen(screen, 1.0))) == 1
+    # an Ink-like redraw from the top: a new line first, the old ones one row lower
+    stream.feed(
+        "\x1b[H[SEMO:DONE] new\x1b[K\r\nalpha\x1b[K\r\n[STEP_COMPLETE] moved down\x1b[K\r\n"
+    )
+    assert [m.kind for m in _messages(observer.on_screen(screen, 2.0))] == ["done"]
