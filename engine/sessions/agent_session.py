@@ -250,7 +250,11 @@ class AgentSession:
     ) -> PromptDelivered:
         """Queue `text` and wait until the agent took it; on timeout it leaves the queue
         (unless it is being typed at that moment), so a caller that gave up is not typed later."""
-        delivered = self.submit(text, kind)
+        return await self._delivery(self.submit(text, kind), timeout)
+
+    async def _delivery(
+        self, delivered: asyncio.Future[PromptDelivered], timeout: float
+    ) -> PromptDelivered:
         try:
             return await asyncio.wait_for(asyncio.shield(delivered), timeout)
         except TimeoutError:
@@ -260,14 +264,34 @@ class AgentSession:
     async def execute(
         self, text: str, *, timeout: float, kind: PromptKind = "prompt"
     ) -> TurnResult:
-        """Deliver `text` and wait until the turn it started ends (ready or waiting_input)."""
+        """Deliver `text` and wait until the turn it started ends (ready or waiting_input).
+        The result is taken when that turn ends, so a prompt typed right after it (semo's
+        feedback on a message the turn held) cannot empty its messages or replace its text."""
         deadline = time.monotonic() + timeout
-        await self.deliver(text, timeout=timeout, kind=kind)
-        remaining = max(0.0, deadline - time.monotonic())
-        await self._wait_state(
-            lambda s: s in (AgentState.READY, AgentState.WAITING_INPUT), remaining, "turn end"
-        )
-        return TurnResult(self.state, self._last_turn_text, list(self._turn_messages))
+        turn_end = (AgentState.READY, AgentState.WAITING_INPUT)
+        delivered = self.submit(text, kind)
+        ours = self._queue[-1].prompt_id
+        messages: list[list[ProtocolMessage]] = []  # this turn's list, once it was typed
+        result: list[TurnResult] = []
+
+        def watch(_session: AgentSession, event: SessionEvent) -> None:
+            if result:
+                return
+            if isinstance(event, PromptDelivered) and event.prompt_id == ours:
+                messages.append(self._turn_messages)  # the next prompt starts a new list
+                if self.state in turn_end:  # the turn ended before the agent confirmed it
+                    result.append(TurnResult(self.state, self._last_turn_text, list(messages[0])))
+            elif messages and isinstance(event, StateChange) and event.state in turn_end:
+                result.append(TurnResult(event.state, self._last_turn_text, list(messages[0])))
+
+        self._listeners.append(watch)
+        try:
+            await self._delivery(delivered, timeout)
+            remaining = max(0.0, deadline - time.monotonic())
+            await self._wait_state(lambda _state: bool(result), remaining, "turn end")
+            return result[0]
+        finally:
+            self._listeners.remove(watch)
 
     def write(self, text: str) -> None:
         """Raw input, at once (an operator's keystrokes, a dialog answer)."""
@@ -432,6 +456,7 @@ class AgentSession:
         self._submitted.clear()
         if not self.profile.uses_hooks:
             self._turn_messages = []  # a generic turn starts here (hooks say it for Claude)
+            self.observer.prompt_delivered()
         self._turn_start_line = self._absolute_cursor_line()
         await self._paste(item.text)
         for attempt in (1, 2):

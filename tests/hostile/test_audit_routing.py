@@ -5,6 +5,10 @@
   shared `asyncio.Condition` (Python 3.11) the cancellation was lost now and then: the router's
   sweep never ended and `semo engine` hung on SIGTERM forever (found with a busy office: jobs,
   answers and results arriving while the engine stopped). Real sqlite store, real change feed.
+- `send_prompt` with `wait` reports the protocol messages of the turn it started, also when the
+  router types feedback into the agent the moment that turn ends (the next turn used to reset
+  the list first: `messages: []` for a turn that held a DELIVER_RESULT). Real engine, real
+  hostile agents in PTYs.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from pathlib import Path
 from engine.store.changes import ChangeFeed
 from engine.store.models import Office
 from engine.store.sqlite import SqliteStore
+from tests.api.conftest import store_maker
+from tests.hostile.test_routing import deliver, hostile, office_config, running, runtime_dir
+from tests.support.waiting import eventually, eventually_value
+
+__all__ = ["runtime_dir"]  # a fixture, used by name
 
 
 async def test_a_cancelled_change_wait_always_ends_even_when_a_change_comes_with_it(
@@ -71,3 +80,47 @@ async def test_every_cursor_sees_each_change_once(tmp_path: Path) -> None:
             assert await changed()
         finally:
             await feed.stop()
+
+
+# -- a waited prompt reports the messages of its own turn ----------------------------------------
+
+
+async def test_a_waited_prompt_reports_its_turns_messages_though_feedback_follows_at_once(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    """send_prompt with wait on a generic agent whose reply holds a DELIVER_RESULT the router
+    refuses (to itself, to a forged invocation): semo types the refusal into the agent at once,
+    and that next turn used to empty the waited turn's messages (`messages: []`)."""
+    to_self = deliver("HOS", "me")
+    forged = deliver("QA", "hi", "forged-1")
+    script = [{"match": f"go{i}", "text": to_self if i % 2 else forged} for i in range(6)]
+    agents = [hostile(tmp_path, "HOS", script, True), hostile(tmp_path, "QA", [], True)]
+    config = office_config(tmp_path, agents, "audit-wait")
+    async with (
+        store_maker("sqlite", tmp_path) as make_store,
+        running(make_store, tmp_path, runtime_dir, config) as office,
+    ):
+
+        async def ready() -> str | None:
+            for session in office.engine.sessions():
+                if session.role == "HOS" and str(session.state) == "ready":
+                    return session.session_id
+            return None
+
+        session_id = await eventually_value(ready, "a ready HOS session")
+        for i in range(6):
+            command = await office.store.insert_command(
+                office.engine.office_id,
+                "send_prompt",
+                {"prompt": f"go{i}", "wait": True, "timeout": 15},
+                session_id=session_id,
+            )
+            row = await eventually_value(
+                lambda c=command: office.store.get_result(c.id), f"go{i} answered", 30
+            )
+            assert row.success, row.error
+            assert row.result["messages"] == ["deliver_result"], (i, row.result)
+            assert "[DELIVER_RESULT:" in row.result["text"]
+            # the refusal reached the agent as the next turn
+            await eventually(lambda n=i: len(office.prompts("HOS")) >= 2 * (n + 1), 20)
+        assert len(office.reasons("result_refused")) == 6
