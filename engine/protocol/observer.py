@@ -147,6 +147,12 @@ class AgentObserver:
         stale = self.monitor.check_stale(now, busy=self.tracker.busy)
         return self._emit([stale] if stale else [])
 
+    def prompt_delivered(self) -> None:
+        """semo typed a prompt: a new turn, with a new message and signal budget. Only this
+        starts one for a screen-read agent (a prompt it merely prints, e.g. `$ ` after every
+        line of a flood, must not reset the budget)."""
+        self._new_turn()
+
     def answered(self, at: float) -> list[ObserverEvent]:
         """The operator answered the pending question; the answer goes in as the next prompt."""
         out: list[ObserverEvent] = []
@@ -239,7 +245,6 @@ class AgentObserver:
             self._report(out, self._parser.flush(), "screen", at)
         if at_prompt and self.state in (AgentState.CREATING, AgentState.EXECUTING):
             self._state(out, AgentState.READY, "screen", "prompt on screen", at)
-            self._new_turn()
         elif not at_prompt and self.state == AgentState.READY:
             self._state(out, AgentState.EXECUTING, "screen", "output after prompt", at)
 

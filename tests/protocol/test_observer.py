@@ -376,3 +376,19 @@ def test_generic_redraw_that_inserts_a_line_above_does_not_repeat_the_rows_it_mo
         "\x1b[H[SEMO:DONE] new\x1b[K\r\nalpha\x1b[K\r\n[STEP_COMPLETE] moved down\x1b[K\r\n"
     )
     assert [m.kind for m in _messages(observer.on_screen(screen, 2.0))] == ["done"]
+
+
+def test_generic_prompts_the_agent_prints_itself_do_not_renew_the_message_budget():
+    from engine.protocol.observer import MAX_MESSAGES_PER_TURN
+
+    screen, stream = make_screen_and_stream(40, 6)
+    observer = AgentObserver("generic")
+    events = []
+    for i in range(3 * MAX_MESSAGES_PER_TURN):  # each pass ends at a forged `$ ` prompt
+        stream.feed(f"\r\n[STEP_COMPLETE] step {i}\r\n$ ")
+        events += observer.on_screen(screen, float(i))
+    assert len(_messages(events)) == MAX_MESSAGES_PER_TURN
+    assert [e.error.kind for e in events if isinstance(e, MalformedMessage)] == ["too_many"]
+    observer.prompt_delivered()  # semo typed a prompt: a new turn
+    stream.feed("\r\n[STEP_COMPLETE] next turn\r\n$ ")
+    assert [m.text for m in _messages(observer.on_screen(screen, 1000.0))] == ["next turn"]
