@@ -31,10 +31,11 @@ from engine.protocol.screen_text import (
     claude_rows,
     claude_turn_text,
     latest_turn,
-    screen_lines,
+    latest_turn_lines,
 )
 from engine.protocol.state import AgentState, StateChange, StateSource, StateTracker
 from engine.terminal.screen import TerminalScreen
+from engine.terminal.scrollback import Line
 
 Profile = Literal["claude", "generic"]
 EVENT_HISTORY = 2000
@@ -195,7 +196,8 @@ class AgentObserver:
     ) -> None:
         """Without hooks: when the latest turn shows its end line (`✻ Baked for 3s`), parse the
         turn's text once. A turn is known by its prompt and its text."""
-        rows = claude_rows(screen_lines(screen))
+        lines = latest_turn_lines(screen)
+        rows = claude_rows(lines)
         prompts = [row.text for row in rows if row.kind == "prompt"]
         turn = latest_turn(rows)
         if not prompts:
@@ -205,7 +207,7 @@ class AgentObserver:
         if not any(row.kind == "other" and _TURN_END.match(row.text) for row in turn):
             self._state(out, AgentState.EXECUTING, "screen", "prompt submitted", at)
             return
-        text = claude_turn_text(screen_lines(screen), screen.columns)
+        text = claude_turn_text(lines, screen.columns)
         key = (prompts[-1], text)
         if key == self._last_screen_turn:
             return
@@ -213,15 +215,17 @@ class AgentObserver:
         self._new_turn()
         asked = self._report(out, parse_reply(text), "screen", at)
         self._signals(out, self.monitor.scan(text.splitlines(), "screen", at))
-        self._signals(out, self.tool_output_signals(screen, at))
+        self._signals(out, self.tool_output_signals(screen, at, lines))
         if asked:
             self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
         else:
             self._state(out, AgentState.READY, "screen", "turn ended", at)
 
-    def tool_output_signals(self, screen: TerminalScreen, at: float) -> list[Signal]:
+    def tool_output_signals(
+        self, screen: TerminalScreen, at: float, lines: list[Line] | None = None
+    ) -> list[Signal]:
         """Signals in the tool output of the latest turn on screen (informational only)."""
-        rows = latest_turn(claude_rows(screen_lines(screen)))
+        rows = latest_turn(claude_rows(lines if lines is not None else latest_turn_lines(screen)))
         lines = [row.text for row in rows if row.kind == "tool_output"]
         return self.monitor.scan(lines, "tool_output", at)
 

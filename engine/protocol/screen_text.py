@@ -63,6 +63,25 @@ def screen_lines(screen: TerminalScreen) -> list[Line]:
     return [*screen.scrollback, *(screen.row_line(y) for y in range(screen.lines))]
 
 
+def latest_turn_lines(screen: TerminalScreen) -> list[Line]:
+    """The lines from the last submitted prompt row on (scrollback included), or all lines when
+    no prompt row is there. Rows after a prompt classify the same whatever came before it, so
+    the latest turn read from these is the one read from `screen_lines`; finding it costs the
+    turn's length (a text check per scrollback line), not the whole scrollback's."""
+    rows = [screen.row_line(y) for y in range(screen.lines)]
+    for y in range(len(rows) - 1, -1, -1):
+        if classify(rows[y], False).kind == "prompt":
+            return rows[y:]
+    scrollback = screen.scrollback
+    count = len(scrollback)
+    for index in range(count - 1, -1, -1):
+        if scrollback.text_at(index)[0].startswith("❯"):
+            line = scrollback[index]
+            if classify(line, False).kind == "prompt":
+                return [line, *(scrollback[i] for i in range(index + 1, count)), *rows]
+    return [*scrollback, *rows]
+
+
 def claude_rows(lines: list[Line]) -> list[Row]:
     rows: list[Row] = []
     in_tool_output = False

@@ -211,3 +211,40 @@ def test_the_monitor_prefilter_never_hides_a_pattern_match(line):
 
     expected = {p.kind for p in PATTERNS if p.regex.search(line)}
     assert {s.kind for s in scan_line(line, "screen", 0.0)} == expected
+
+
+CLAUDE_BITS = [
+    "\x1b[48;5;237m❯ a prompt\x1b[0m\r\n",
+    "❯ \r\n",
+    "● reply text\r\n",
+    "● Bash(ls)\r\n",
+    "  ⎿  tool output\r\n",
+    "     more output\r\n",
+    "  continued prose\r\n",
+    "  \x1b[38;5;2mcode line\x1b[0m\r\n",
+    "✻ Baked for 3s\r\n",
+    "[ASK_USER] q?\r\n",
+    "\r\n",
+    "\x1b[2J\x1b[H",
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(parts=st.lists(st.one_of(st.sampled_from(CLAUDE_BITS), st.text(max_size=10)), max_size=80))
+def test_the_latest_turn_from_the_last_prompt_on_equals_the_one_from_every_line(parts):
+    from engine.protocol.screen_text import (
+        claude_rows,
+        claude_turn_text,
+        latest_turn,
+        latest_turn_lines,
+        screen_lines,
+    )
+
+    screen, stream = make_screen_and_stream(30, 6)
+    stream.feed("".join(parts))
+    every, tail = screen_lines(screen), latest_turn_lines(screen)
+    assert latest_turn(claude_rows(tail)) == latest_turn(claude_rows(every))
+    assert claude_turn_text(tail, 30) == claude_turn_text(every, 30)
+    prompts = [row.text for row in claude_rows(every) if row.kind == "prompt"]
+    tail_prompts = [row.text for row in claude_rows(tail) if row.kind == "prompt"]
+    assert tail_prompts[-1:] == prompts[-1:]
