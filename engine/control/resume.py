@@ -19,8 +19,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from engine.control.paths import OfficePaths, private_dir
 from engine.fsutil import atomic_write
@@ -34,6 +35,14 @@ log = logging.getLogger("semo.resume")
 
 #: seconds a resumed session gets to reach its prompt before the note is typed
 READY_TIMEOUT = 180.0
+#: what Claude Code's session ids look like (a UUID). The id comes from the agent's own hook
+#: reports, so it is checked before it goes on a command line: "--dangerously-..." must never
+#: become a flag of the resumed CLI.
+CLAUDE_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+def valid_claude_id(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and CLAUDE_SESSION_ID.fullmatch(value) is not None
 
 
 def conversations_path(paths: OfficePaths) -> Path:
@@ -72,7 +81,7 @@ class ConversationKeeper:
                 self._save()
             return
         claude_id = session.claude_session_id
-        if not claude_id or session.ended:
+        if not valid_claude_id(claude_id) or session.ended:
             return
         known = self.entries.get(sid)
         if known is not None and known.get("claude_session_id") == claude_id:
@@ -106,8 +115,13 @@ async def resume_conversations(engine: Engine, keeper: ConversationKeeper) -> li
         agent = engine.agents.get(str(entry.get("role")))
         folder = Path(str(entry.get("folder") or ""))
         claude_id = entry.get("claude_session_id")
-        if agent is None or agent.id != entry.get("agent_id") or not isinstance(claude_id, str):
+        if agent is None or agent.id != entry.get("agent_id"):
             log.info("not resuming session %s: its agent is no longer configured", old_id)
+            continue
+        if not valid_claude_id(claude_id):
+            log.warning(
+                "not resuming session %s: %r is not a Claude Code session id", old_id, claude_id
+            )
             continue
         if not entry.get("folder") or not await asyncio.to_thread(folder.is_dir):
             log.info("not resuming session %s: its folder %s is gone", old_id, folder)
