@@ -8,9 +8,11 @@ waiting_input if the turn asked the operator something, else ready. The screen a
 says in time: a permission dialog (waiting_input), and tool output lines (signals that inform but
 do not decide).
 
-Other agents (`profile="generic"`): the screen is all there is. Each line is read once when it
-is final, protocol markers are parsed from it, signals come from the screen, and the agent is
-ready when its prompt pattern is on the cursor line.
+Other agents (`profile="generic"`): the screen is all there is. Each line is read when it is
+final (and again only if a redraw changed it), protocol markers are parsed from it, signals come
+from the screen, and the agent is ready when its prompt pattern is on the cursor line; a block
+still open then is reported as never closed. A turn (from one prompt semo typed to the next)
+yields at most MAX_MESSAGES_PER_TURN messages and MAX_SIGNALS_PER_TURN signals.
 """
 
 from __future__ import annotations

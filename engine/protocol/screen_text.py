@@ -7,8 +7,9 @@ itself at the terminal width. `claude_turn_text` undoes that for the latest turn
 bullets removed, tool calls and their output left out, code lines put back inside fences (so a
 quoted marker is not a message), and lines the renderer wrapped joined again.
 
-`FinalLines` serves plain (non-Claude) agents: it yields each line once, when the cursor has
-moved below it or it scrolled into scrollback, so redraws of the current line are never re-read.
+`FinalLines` serves plain (non-Claude) agents: it returns each line when the cursor has moved
+below it or it scrolled into scrollback (redraws of the current line are never read), and a row
+again only when a redraw gave it new text.
 """
 
 from __future__ import annotations
