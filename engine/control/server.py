@@ -463,6 +463,8 @@ class ControlServer:
         if sizes is None:
             return
         sizes.pop(connection.number, None)
+        if not sizes:
+            del self._sizes[session_id]
         if self._latest.get(session_id) == connection.number:
             del self._latest[session_id]
             if sizes:  # the console that used it most recently among those left
@@ -695,9 +697,9 @@ class ControlServer:
         else:
             snapshot["questions"] = [q.model_dump(mode="json") for q in questions]
             snapshot["commands"] = [c.model_dump(mode="json") for c in commands]
-            snapshot["results"] = {
-                c.id: self._results[c.id] for c in commands if c.id in self._results
-            }
+            # only the listed commands' outcomes are kept (the cache never outgrows the list)
+            self._results = {c.id: self._results[c.id] for c in commands if c.id in self._results}
+            snapshot["results"] = dict(self._results)
         return snapshot
 
     # -- operations ----------------------------------------------------------------------------
