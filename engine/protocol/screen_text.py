@@ -174,8 +174,9 @@ class FinalLines:
     (into scrollback, or inside a scroll region). A row above the cursor is read when its text
     differs from what was read there: new lines, a screen redrawn after `clear` or a cursor-home
     redraw with new content. A redraw of the same text is not new output and is not read again,
-    nor is a row whose text was read on another row that no longer shows it (a redraw that moved
-    rows, e.g. a line inserted above them).
+    nor is a row whose text was read on another row above the cursor that now shows other text
+    (a redraw that moved rows, e.g. a line inserted above them; a row erased by `clear` moves
+    nothing, so the same text printed again after a clear is read).
     The work per call is the rows that scrolled plus the visible rows above the cursor.
     """
 
@@ -221,8 +222,8 @@ class FinalLines:
             text = line.text
             if seen[y] == text:
                 continue
-            if moved is None:  # texts read on some row that no longer shows them
-                moved = {seen[z] for z, other in enumerate(lines) if seen[z] != other.text}
+            if moved is None:  # texts read on a row that now shows other text (not erased)
+                moved = {seen[z] for z, row in enumerate(lines) if row.text and seen[z] != row.text}
                 moved.discard("")
             seen[y] = text
             if text not in moved:  # else a row already read, moved by a redraw (lines inserted)

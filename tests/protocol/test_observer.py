@@ -392,3 +392,12 @@ def test_generic_prompts_the_agent_prints_itself_do_not_renew_the_message_budget
     observer.prompt_delivered()  # semo typed a prompt: a new turn
     stream.feed("\r\n[STEP_COMPLETE] next turn\r\n$ ")
     assert [m.text for m in _messages(observer.on_screen(screen, 1000.0))] == ["next turn"]
+
+
+def test_generic_same_marker_printed_again_after_clear_on_another_row_is_read():
+    screen, stream = make_screen_and_stream(40, 10)
+    observer = AgentObserver("generic")
+    stream.feed("one\r\ntwo\r\nthree\r\n[SEMO:DONE]\r\n$ ")
+    assert [m.kind for m in _messages(observer.on_screen(screen, 1.0))] == ["done"]
+    stream.feed("next\r\n\x1b[H\x1b[2J[SEMO:DONE]\r\n$ ")  # a new turn clears, then finishes
+    assert [m.kind for m in _messages(observer.on_screen(screen, 2.0))] == ["done"]
