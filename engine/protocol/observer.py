@@ -34,6 +34,7 @@ from engine.protocol.screen_text import (
     claude_turn_text,
     latest_turn,
     latest_turn_lines,
+    screen_lines,
 )
 from engine.protocol.state import AgentState, StateChange, StateSource, StateTracker
 from engine.terminal.screen import TerminalScreen
@@ -198,14 +199,14 @@ class AgentObserver:
     ) -> None:
         """Without hooks: when the latest turn shows its end line (`✻ Baked for 3s`), parse the
         turn's text once. A turn is known by its prompt and its text."""
-        lines = latest_turn_lines(screen)
+        lines, input_row = latest_turn_lines(screen)
+        if lines is None:  # no prompt submitted yet
+            if input_row:
+                self._state(out, AgentState.READY, "screen", "input box on screen", at)
+            return
         rows = claude_rows(lines)
         prompts = [row.text for row in rows if row.kind == "prompt"]
         turn = latest_turn(rows)
-        if not prompts:
-            if any(row.kind == "other" and row.text.startswith("❯") for row in rows):
-                self._state(out, AgentState.READY, "screen", "input box on screen", at)
-            return
         if not any(row.kind == "other" and _TURN_END.match(row.text) for row in turn):
             self._state(out, AgentState.EXECUTING, "screen", "prompt submitted", at)
             return
@@ -227,7 +228,9 @@ class AgentObserver:
         self, screen: TerminalScreen, at: float, lines: list[Line] | None = None
     ) -> list[Signal]:
         """Signals in the tool output of the latest turn on screen (informational only)."""
-        rows = latest_turn(claude_rows(lines if lines is not None else latest_turn_lines(screen)))
+        if lines is None:
+            lines = latest_turn_lines(screen)[0] or screen_lines(screen)
+        rows = latest_turn(claude_rows(lines))
         lines = [row.text for row in rows if row.kind == "tool_output"]
         return self.monitor.scan(lines, "tool_output", at)
 

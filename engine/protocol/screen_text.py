@@ -64,23 +64,28 @@ def screen_lines(screen: TerminalScreen) -> list[Line]:
     return [*screen.scrollback, *(screen.row_line(y) for y in range(screen.lines))]
 
 
-def latest_turn_lines(screen: TerminalScreen) -> list[Line]:
-    """The lines from the last submitted prompt row on (scrollback included), or all lines when
-    no prompt row is there. Rows after a prompt classify the same whatever came before it, so
-    the latest turn read from these is the one read from `screen_lines`; finding it costs the
-    turn's length (a text check per scrollback line), not the whole scrollback's."""
+def latest_turn_lines(screen: TerminalScreen) -> tuple[list[Line] | None, bool]:
+    """The lines from the last submitted prompt row on (scrollback included), or None when no
+    row is a submitted prompt; and, in that case, whether some row starts with `❯` (an input
+    box that was never submitted). Rows after a prompt classify the same whatever came before
+    it, so the latest turn read from these lines is the one read from `screen_lines`; finding it
+    costs a text check per row back to the prompt, not the whole scrollback's style runs."""
     rows = [screen.row_line(y) for y in range(screen.lines)]
+    input_row = False
     for y in range(len(rows) - 1, -1, -1):
-        if classify(rows[y], False).kind == "prompt":
-            return rows[y:]
+        if rows[y].text.startswith("❯"):
+            if classify(rows[y], False).kind == "prompt":
+                return rows[y:], False
+            input_row = True
     scrollback = screen.scrollback
     count = len(scrollback)
     for index in range(count - 1, -1, -1):
         if scrollback.text_at(index)[0].startswith("❯"):
             line = scrollback[index]
             if classify(line, False).kind == "prompt":
-                return [line, *(scrollback[i] for i in range(index + 1, count)), *rows]
-    return [*scrollback, *rows]
+                return [line, *(scrollback[i] for i in range(index + 1, count)), *rows], False
+            input_row = True
+    return None, input_row
 
 
 def claude_rows(lines: list[Line]) -> list[Row]:
