@@ -418,3 +418,40 @@ async def test_the_migration_applies_again_and_on_plain_postgres() -> None:
             )
             row = await cur.fetchone()
             assert row is not None and row[0] == 2  # members read, operators insert
+
+
+OPERATOR_FUNCTIONS = {
+    "semo_user_id",
+    "semo_member_role",
+    "semo_topic_office",
+    "semo_create_job",
+    "semo_cancel_job",
+}
+
+
+async def test_no_semo_function_or_table_is_open_beyond_the_list(world: World) -> None:
+    """Guards later migrations: a new semo_* function gets EXECUTE for anon and authenticated
+    from Supabase's default privileges unless the migration ends with semo_lock_down()."""
+    async with await psycopg.AsyncConnection.connect(world.dsn) as conn:
+        cur = await conn.execute(
+            "select p.proname, has_function_privilege('authenticated', p.oid, 'EXECUTE'),"
+            " has_function_privilege('anon', p.oid, 'EXECUTE'),"
+            " has_function_privilege('service_role', p.oid, 'EXECUTE')"
+            " from pg_proc p where p.pronamespace = 'public'::regnamespace"
+            " and p.proname like 'semo\\_%'"
+        )
+        rows = await cur.fetchall()
+        assert {name for name, user, _, _ in rows if user} == OPERATOR_FUNCTIONS
+        assert [name for name, _, anon, _ in rows if anon] == []
+        assert all(service for *_, service in rows)
+        cur = await conn.execute(
+            "select c.relname from pg_class c where c.relnamespace = 'public'::regnamespace"
+            " and c.relkind = 'r' and (has_table_privilege('anon', c.oid,"
+            " 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))"
+        )
+        assert await cur.fetchall() == []
+        cur = await conn.execute(
+            "select c.relname from pg_class c where c.relnamespace = 'public'::regnamespace"
+            " and c.relkind = 'r' and not c.relrowsecurity"
+        )
+        assert await cur.fetchall() == []  # every table has RLS, semo_migrations included
