@@ -11,6 +11,9 @@
   Updates that the postgres backend runs under `SELECT ... FOR UPDATE` (session status, jobs)
   are compare-and-set PATCHes here; ending a session cancels its pending questions with a
   second PATCH (a failure there is logged; `reconcile` cancels them on the next start).
+- Listings are read PAGE_ROWS (500) rows a request, each page after the last row of the one
+  before (keyset pagination spelt as PostgREST `or` filters; `list_engines` pages the RPC's
+  result the same way), so Supabase's "Max rows" cap (1000 by default) never cuts one short.
 - Errors: SQLSTATE PT404/PT409 (raised by those functions; PostgREST answers 404/409) become
   NotFound/StoreConflict, a foreign-key violation NotFound, a duplicate key StoreConflict, a
   network error, a timeout or an HTTP 5xx StoreUnavailable. Messages never contain the key.

@@ -259,3 +259,30 @@ async def test_the_emulator_caps_a_read_at_1000_rows(stores: Stores) -> None:
         )
     assert answer.status_code == 200
     assert len(json.loads(answer.content)) == 1000
+
+
+async def test_more_than_1000_engines_are_all_listed(stores: Stores) -> None:
+    """`list_engines` (an RPC on supabase, paged by started_at and engine id) past the cap."""
+    store = await stores.new()
+    office = await store.create_office(Office(name="many engines"))
+    start = datetime.now(UTC) - timedelta(hours=1)
+    rows = {
+        "engines": [
+            {
+                "office_id": office.id,
+                "engine_id": f"host-{n}",
+                "status": "stopped",
+                "started_at": start + timedelta(milliseconds=n // 10),
+                "last_seen": start,
+                "alive_until": start,
+            }
+            for n in range(1200)
+        ]
+    }
+    if stores.backend == "sqlite":
+        await asyncio.to_thread(insert_sqlite, stores.target, rows)
+    else:
+        await insert_postgres(stores.dsn, rows)
+    engines = await store.list_engines(office.id)
+    assert sorted(e.engine_id for e in engines) == sorted(f"host-{n}" for n in range(1200))
+    assert [e.started_at for e in engines] == sorted(e.started_at for e in engines)
