@@ -244,8 +244,11 @@ class Router:
                 "has ended on this engine"
             )
         self._answers_sent.add(question.id)
-        options = f" (options were: {', '.join(question.options)})" if question.options else ""
-        prompt = f"[semo] Answer to your question {question.id}: {question.answer}{options}"
+        if session.profile.reads_prompts:
+            options = f" (options were: {', '.join(question.options)})" if question.options else ""
+            prompt = f"[semo] Answer to your question {question.id}: {question.answer}{options}"
+        else:
+            prompt = _answer_for_a_program(question)
         session.post(prompt, kind="answer")
         job = await self._job_for(session)
         self._step("question_answered", session, question.answer, ref=question.id, job=job)
@@ -748,3 +751,14 @@ def _size(payload: dict[str, Any] | str) -> int:
     if not isinstance(payload, str):
         payload = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     return len(payload.encode("utf-8", "surrogatepass"))
+
+
+def _answer_for_a_program(question: UserQuestion) -> str:
+    """What is typed into an agent that is not a model (a shell) to answer its question: only
+    the operator's own answer, or the number of the option they picked. Never semo's wording,
+    the question or the option texts: those are the agent's text (a repository file it printed)
+    and a shell would run them (an option "b\\ntouch x #" ran `touch x` on any answer)."""
+    answer = question.answer or ""
+    if answer in question.options:
+        return str(question.options.index(answer) + 1)
+    return answer

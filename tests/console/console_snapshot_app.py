@@ -44,6 +44,7 @@ def script_agent(
         role=role,
         profile="generic",
         command=[*command, "--log", str(folder / f"{role}.log")],
+        reads_prompts=True,  # stand-ins for models: they get semo's answers and feedback
         cols=cols,
         rows=rows,
     )
