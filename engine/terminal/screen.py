@@ -65,6 +65,7 @@ _MOUSE_TRACKING = (MOUSE_X10, MOUSE_NORMAL, MOUSE_BUTTON, MOUSE_ANY)
 _MOUSE_ENCODING = (MOUSE_UTF8, MOUSE_SGR, MOUSE_URXVT)
 _IGNORED_PRIVATE = {3}  # DECCOLM: never resize to 132 columns behind the operator's back
 _DEC_GRAPHICS = {"0": charsets.VT100_MAP}
+_DECAWM = modes.DECAWM
 
 # Bounds on state that output drives (an agent is untrusted: it must not grow us without end).
 MAX_NOTIFICATIONS = 64  # newest kept
@@ -454,8 +455,21 @@ class TerminalScreen(pyte.Screen):
         cursor = self.cursor
         columns = self.columns
         glyph = self.glyphs_for(cursor.attrs).__getitem__
-        if modes.DECAWM not in self.mode:
+        if _DECAWM not in self.mode:
             self._draw_ascii_no_wrap(data, glyph)
+            return
+        x = cursor.x
+        stop = x + len(data)
+        if stop <= columns:  # the common case: it fits on the row
+            line = self._buffer[cursor.y] if not self.deferred_rows else self.buffer[cursor.y]
+            cell = line.get(x)
+            if cell is not None and not cell.data:
+                self._split_wide_at(line, x)
+            cell = line.get(stop)
+            if cell is not None and not cell.data:
+                self._split_wide_at(line, stop)
+            line.update(zip(range(x, stop), map(glyph, data), strict=True))
+            cursor.x = stop
             return
         pos, end = 0, len(data)
         while pos < end:
