@@ -75,12 +75,12 @@ def _narrow_prefix(text: str) -> str:
     width, a regional indicator): the batch path counts one cell per character."""
     for found in _NON_ASCII.finditer(text):
         chars = found.group()
-        widths = bytes(map(_one_cell, map(wcwidth, chars), repeat(0)))
-        if widths.count(1) != len(widths) or _HAS_REGIONAL_INDICATOR(chars):
-            cut = found.start() + widths.find(0) if 0 in widths else found.start()
-            if _HAS_REGIONAL_INDICATOR(chars):
-                cut = min(cut, found.start() + _HAS_REGIONAL_INDICATOR(chars).start())
-            return text[:cut]
+        cut = bytes(map(_one_cell, map(wcwidth, chars), repeat(0))).find(0)  # 1 = one cell
+        flag = _HAS_REGIONAL_INDICATOR(chars)  # wcwidth says 2, tmux gives 1: general path
+        if flag is not None and (cut < 0 or flag.start() < cut):
+            cut = flag.start()
+        if cut >= 0:
+            return text[: found.start() + cut]
     return text
 
 
