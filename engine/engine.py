@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from engine.config import AgentConfig, SemoConfig
+from engine.control.liveness import killed_run_of_office
 from engine.control.paths import office_paths
 from engine.control.server import ControlServer
 from engine.events import EngineStatus, EventBus, EventForwarder
@@ -338,6 +339,18 @@ class Engine:
         office = next((o for o in await self.store.list_offices() if o.name == name), None)
         if office is None:
             return  # a new office: nobody runs it yet
+        row = next(
+            (r for r in await self.store.list_engines(office.id) if r.engine_id == self.engine_id),
+            None,
+        )
+        if row is not None and row.alive:
+            paths = office_paths(name, self.config.store_config())
+            gone = killed_run_of_office(paths, self.engine_id, row.started_at.isoformat())
+            if gone is not None:  # a SIGKILLed run on this machine: no need to watch its beats
+                log.info(
+                    "engine %s: the run the store says alive is gone: %s", self.engine_id, gone
+                )
+                return
         lease = self.config.engine.lease_seconds
         heartbeat = Heartbeat(self.store, office.id, self.engine_id, lease_seconds=lease)
         await heartbeat.refuse_if_running()

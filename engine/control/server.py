@@ -106,6 +106,12 @@ def descends_from(pid: int, ancestor: int) -> bool:
     return False
 
 
+def _heartbeat_start(engine: Engine) -> str | None:
+    heartbeat = getattr(engine, "heartbeat", None)
+    last = heartbeat.last if heartbeat is not None else None
+    return last.started_at.isoformat() if last is not None else None
+
+
 def socket_answers(path: os.PathLike[str] | str, timeout: float = 1.0) -> bool:
     """Whether something accepts connections on the Unix socket at `path`."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -285,6 +291,9 @@ class ControlServer:
                     "office": self.paths.office,
                     "socket": str(path),
                     "started_at": self.started_at,
+                    # ties this file to the run's heartbeat row: after a SIGKILL the next
+                    # engine with this id need not watch the row run out (liveness.py)
+                    "heartbeat_started_at": _heartbeat_start(self.engine),
                 }
             ),
             mode=0o600,
