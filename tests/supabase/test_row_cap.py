@@ -244,12 +244,18 @@ async def test_whole_listings_are_complete_in_order_without_repeats(stores: Stor
     assert session.session_id in {q.session_id for q in questions}
 
 
-async def test_the_emulator_caps_a_read_at_1000_rows(stores: Stores) -> None:
+@pytest.fixture
+async def supabase_stores(tmp_path: Path) -> AsyncIterator[Stores]:
+    """The supabase backend alone: the row cap is Supabase's (sqlite and postgres have none)."""
+    async with open_stores("supabase", tmp_path) as factory:
+        yield factory
+
+
+async def test_the_emulator_caps_a_read_at_1000_rows(supabase_stores: Stores) -> None:
     """The cap itself (what a hosted project does): a plain read of 5,000 rows answers 1000."""
-    if stores.emulator is None:
-        pytest.skip("the row cap is Supabase's")
-    _store, office, _agent, _session = await _office_with_history(stores)
-    emu = stores.emulator
+    _store, office, _agent, _session = await _office_with_history(supabase_stores)
+    emu = supabase_stores.emulator
+    assert emu is not None and emu.max_rows == 1000
     headers = {"apikey": emu.service_role_key, "Authorization": f"Bearer {emu.service_role_key}"}
     async with httpx.AsyncClient() as client:
         answer = await client.get(
