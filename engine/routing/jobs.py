@@ -256,13 +256,16 @@ class _Watch:
         self.screen = _ScreenTurns(session.terminal.screen) if generic else None
 
     def on_event(self, event: SessionEvent) -> None:
-        if self.outcome.done():
-            return
         if isinstance(event, PromptDelivered) and not self.delivered:
-            # published from the session's own event, so it always precedes the turn's end
+            # also after the outcome: a fast agent's [SEMO:DONE] can be read before its
+            # session confirms the prompt (the attempt ends only once `deliver` returns, so the
+            # step still comes before the outcome's)
             self.delivered = True
             self.on_delivered()
-        elif isinstance(event, MessageFound):
+            return
+        if self.outcome.done():
+            return
+        if isinstance(event, MessageFound):
             if isinstance(event.message, Done):
                 summary = event.message.text
                 self._finish(_Outcome(True, detail=summary))
@@ -509,7 +512,9 @@ class JobRunner:
             except SessionEnded as error:
                 if watch.outcome.done():
                     return watch.outcome.result()
-                return _Outcome(False, "crash", str(error))
+                # ended before its state change reached the watch: the same outcome it gives
+                status = session.exit_status
+                return _Outcome(False, "crash", status.describe() if status else str(error))
             except DeliveryFailed as error:
                 return _Outcome(False, "timeout", f"the agent did not take the prompt ({error})")
             except TimeoutError:

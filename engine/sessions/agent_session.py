@@ -490,15 +490,19 @@ class AgentSession:
         deadline = time.monotonic() + timeout
         while self.terminal.bytes_out == output_before and time.monotonic() < deadline:
             self._output_seen.clear()
+            # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancellation that meets
+            # the event (terminate() then waits forever for this task)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._output_seen.wait(), deadline - time.monotonic())
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    await self._output_seen.wait()
         return self.terminal.bytes_out != output_before
 
     async def _confirmed(self, output_before: int) -> bool:
         timeout = self.profile.confirm_timeout
         if self.profile.uses_hooks:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._submitted.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._submitted.wait()
             return self._submitted.is_set()
         return await self._output_after(output_before, timeout)
 
@@ -529,7 +533,8 @@ class AgentSession:
                 raise TimeoutError(f"session {self.session_id}: not {what} after {timeout:.0f} s")
             self._state_changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._state_changed.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._state_changed.wait()
 
     async def _tick_loop(self) -> None:
         while not self.ended:

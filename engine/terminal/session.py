@@ -197,8 +197,9 @@ class TerminalSession:
                 return False
             self._changed.clear()
             wait = min(settle - quiet_for, deadline - now)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait)
+            with contextlib.suppress(TimeoutError):  # asyncio.timeout: keeps a cancellation
+                async with asyncio.timeout(wait):
+                    await self._changed.wait()
 
     # -- input --------------------------------------------------------------------------------
 
