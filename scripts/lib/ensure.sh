@@ -79,6 +79,11 @@ ensure_postgres() {
         for _ in $(seq 1 50); do _pg_answers && break; sleep 0.2; done
         if ! _pg_answers; then echo "error: PostgreSQL does not answer on 127.0.0.1:5432" >&2; return 1; fi
     fi
+    # the server binaries (initdb, pg_ctl): tests/supabase/test_plain_cluster.py starts a
+    # throwaway cluster without Supabase's roles, even when 5432 is answered from elsewhere
+    if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+        apt_install postgresql
+    fi
     local ver
     ver=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
     if [ -n "$ver" ] && [ ! -e "/usr/lib/postgresql/$ver/lib/wal2json.so" ]; then
