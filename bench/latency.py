@@ -2,11 +2,16 @@
 
     python bench/latency.py [--mb 50] [--keys 300]
     python bench/latency.py --startup [--rounds 7]
+    python bench/latency.py --cli [--rounds 20]
 
 --startup: an in-process `Engine` (sqlite store in a fresh folder, a fresh git repository, three
 bash agents, warm roles FE, BE, QA) from `Engine(...)` + `start()` until the three warm sessions
 are ready, against three bash `TerminalSession`s started by hand until each shows its prompt,
 alternating, in the same run.
+
+--cli: wall time of `semo --help`, `semo engine --help`, `semo hook Stop` and `semo capture
+--settle 1 -- true` as real processes (the venv's `semo` script), each round running every
+command once in turn, beside a bare `python -c pass`; medians.
 
 Session B runs `cat` (the tty echoes each key); session A runs `cat` on a file of --mb MB of
 log lines, restarted whenever it ends, so it floods for the whole measurement. Both live on one
@@ -23,6 +28,7 @@ import random
 import statistics
 import string
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -189,13 +195,52 @@ async def startup_async(args: argparse.Namespace) -> None:
     print(f"  difference                                   {engine - hand:+7.1f} ms")
 
 
+CLI_COMMANDS: list[tuple[str, list[str]]] = [
+    ("python -c pass", ["-c", "pass"]),
+    ("semo --help", ["SEMO", "--help"]),
+    ("semo engine --help", ["SEMO", "engine", "--help"]),
+    ("semo hook Stop", ["SEMO", "hook", "Stop"]),
+    ("semo capture --settle 1 -- true", ["SEMO", "capture", "--settle", "1", "--", "true"]),
+]
+
+
+def cli_startup(rounds: int) -> None:
+    python = Path(sys.executable)
+    semo = str(python.parent / "semo")
+    times: dict[str, list[float]] = {name: [] for name, _ in CLI_COMMANDS}
+    env = {**os.environ, "SEMO_HOOK_SOCKET": "/nonexistent/semo-bench.sock"}
+    for _ in range(rounds):
+        for name, argv in CLI_COMMANDS:
+            cmd = [semo, *argv[1:]] if argv[0] == "SEMO" else [str(python), *argv]
+            started = time.perf_counter()
+            subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                check=False,
+            )
+            times[name].append(time.perf_counter() - started)
+    print(f"CLI start, wall time, median of {rounds} (min)")
+    for name, values in times.items():
+        print(
+            f"  {name:34s} {statistics.median(values) * 1000:7.1f} ms  ({min(values) * 1000:.1f})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=50.0)
     parser.add_argument("--keys", type=int, default=300)
     parser.add_argument("--startup", action="store_true", help="engine start-up instead")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--cli", action="store_true", help="command-line start instead")
+    parser.add_argument("--rounds", type=int, default=None)
     args = parser.parse_args()
+    if args.cli:
+        cli_startup(args.rounds or 20)
+        return
+    args.rounds = args.rounds or 7
     asyncio.run(startup_async(args) if args.startup else main_async(args))
 
 

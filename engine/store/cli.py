@@ -15,42 +15,23 @@ alone decides, as before.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from engine import safe_json
 from engine.plain_text import plain, plain_json
-from engine.store import StoreConfig, open_store
-from engine.store.base import Store, StoreError, StoreUnavailable
-from engine.store.models import COMMAND_TYPES, AgentSession, EngineHeartbeat, InvalidCommand
-from engine.store.operations import (
-    answer_question,
-    check_input_reaches,
-    end_session,
-    resolve_office,
-    wait_for_result,
-)
+from engine.store.literals import COMMAND_TYPES
 
-Handler = Callable[[Store, argparse.Namespace], Awaitable[int]]
+if TYPE_CHECKING:  # the store, pydantic and the models load when a command runs, not for --help
+    from pydantic import BaseModel
 
+    from engine.store import StoreConfig
+    from engine.store.base import Store
 
-class SessionView(AgentSession):
-    """A session row with its agent's role and name (None when the agent row is gone)."""
-
-    role: str | None = None
-    name: str | None = None
-
-
-class EngineView(EngineHeartbeat):
-    """An engine's heartbeat row with its state for people: alive, stopped or dead."""
-
-    state: str
+Handler = Callable[["Store", argparse.Namespace], Awaitable[int]]
 
 
 class ConfigFileError(ValueError):
@@ -84,6 +65,8 @@ def load_cli_config(args: argparse.Namespace) -> Any:
 
 def store_config_for(args: argparse.Namespace) -> StoreConfig:
     """The store of `--config` with the environment's overrides, or the environment's alone."""
+    from engine.store import StoreConfig
+
     config = load_cli_config(args)
     return StoreConfig.from_env() if config is None else config.store_config()
 
@@ -178,6 +161,11 @@ def add_store_commands(commands: Any) -> None:
 
 def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        import asyncio
+
+        from engine.store.base import StoreError, StoreUnavailable
+        from engine.store.models import InvalidCommand
+
         try:
             return asyncio.run(_with_store(handler, args) if needs_store else handler(None, args))  # type: ignore[arg-type]
         except ConfigFileError as error:
@@ -194,6 +182,8 @@ def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Na
 
 
 async def _with_store(handler: Handler, args: argparse.Namespace) -> int:
+    from engine.store import open_store
+
     store = open_store(store_config_for(args))
     async with store:
         return await handler(store, args)
@@ -235,6 +225,8 @@ async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
 
 
 async def _command(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.operations import check_input_reaches, resolve_office, wait_for_result
+
     try:
         payload = safe_json.loads(args.payload)
     except safe_json.JSONInputError as error:
@@ -263,6 +255,9 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _sessions(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.operations import resolve_office
+    from engine.store.views import SessionView
+
     office = await resolve_office(store, office_for(args))
     rows = await store.list_sessions(office.id, include_terminated=args.all)
     agents = {agent.id: agent for agent in await store.list_agents(office.id)}
@@ -280,6 +275,9 @@ async def _sessions(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _engines(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.operations import resolve_office
+    from engine.store.views import EngineView
+
     office = await resolve_office(store, office_for(args))
     rows = [
         EngineView(**row.model_dump(), state=engine_state(row.status, row.alive))
@@ -299,12 +297,16 @@ def engine_state(status: str, alive: bool) -> str:
 
 
 async def _end_session(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.operations import end_session
+
     session = await end_session(store, args.session_id, args.reason)
     _emit(session, args.json, ["session_id", "status", "engine_id", "end_reason"])
     return 0
 
 
 async def _questions(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.operations import resolve_office
+
     office = await resolve_office(store, office_for(args))
     rows = await store.list_questions(office.id, status=None if args.all else "pending")
     _emit(rows, args.json, ["id", "question_type", "question", "options", "status"])
@@ -312,6 +314,8 @@ async def _questions(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _answer(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.operations import answer_question
+
     question = await answer_question(store, args.question_id, text=args.text, option=args.option)
     _emit(question, args.json, ["id", "status", "answer"])
     return 0

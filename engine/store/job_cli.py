@@ -9,23 +9,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import safe_json
 from engine.plain_text import plain, plain_json
-from engine.store.base import Store
 from engine.store.cli import _emit, _run, add_config_option, office_for
-from engine.store.job_ops import (
-    agents_of,
-    cancel_job,
-    create_job,
-    describe_entry,
-    follow_job,
-    job_timeline,
-    list_jobs,
-)
-from engine.store.models import Agent, JobEntry
-from engine.store.operations import resolve_office
+
+if TYPE_CHECKING:  # the store and its models load when a command runs, not for --help
+    from engine.store.base import Store
+    from engine.store.models import Agent, JobEntry
 
 
 def add_job_commands(commands: Any) -> None:
@@ -96,6 +88,9 @@ def _context(text: str | None) -> dict[str, Any] | None:
 
 
 async def _create(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.job_ops import agents_of, create_job, follow_job, job_timeline
+    from engine.store.operations import resolve_office
+
     context = _context(args.context)
     office = await resolve_office(store, office_for(args))
     job, _ = await create_job(store, office.id, role=args.role, task=args.task, context=context)
@@ -128,12 +123,16 @@ async def _create(store: Store, args: argparse.Namespace) -> int:
 
 
 def _print_step(entry: JobEntry, agents: dict[str, Agent]) -> None:
+    from engine.store.job_ops import describe_entry
+
     print(plain(describe_entry(entry, agents), one_line=True), flush=True)
     if entry.step == "question_asked" and entry.ref_id:
         print(f"          answer with: semo answer {entry.ref_id} TEXT (or --option N)", flush=True)
 
 
 async def _show(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.job_ops import agents_of, describe_entry, job_timeline
+
     timeline = await job_timeline(store, args.job_id)
     if args.json:
         print(plain_json(timeline.model_dump(mode="json"), indent=2))
@@ -176,12 +175,17 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _cancel(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.job_ops import cancel_job
+
     job = await cancel_job(store, args.job_id, args.reason)
     _emit(job, args.json, ["id", "status", "cancel_reason", "failure_reason"])
     return 0
 
 
 async def _jobs(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.job_ops import list_jobs
+    from engine.store.operations import resolve_office
+
     office = await resolve_office(store, office_for(args))
     rows = await list_jobs(store, office.id, include_ended=args.all)
     columns = ["id", "role", "status", "attempts", "task", "failure_reason", "updated_at"]

@@ -8,12 +8,13 @@ commands: 0 done, 2 bad input (or not a postgres/supabase store), 3 the store is
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.plain_text import plain
-from engine.store.base import Store
-from engine.store.members import ROLES, add_member, list_members, remove_member
-from engine.store.operations import resolve_office
+from engine.store.literals import ROLES
+
+if TYPE_CHECKING:  # the store loads when the command runs, not for --help
+    from engine.store.base import Store
 
 COLUMNS = ["user_id", "email", "role", "created_at"]
 
@@ -44,6 +45,8 @@ def add_office_commands(commands: Any, run: Any, emit: Any, add_config_option: A
 
     async def handle(store: Store, args: argparse.Namespace) -> int:
         from engine.store.cli import office_for
+        from engine.store.members import add_member, list_members, remove_member
+        from engine.store.operations import resolve_office
 
         office_row = await resolve_office(store, office_for(args))
         if args.action == "list":

@@ -9,15 +9,13 @@ machine, whose user is the operator.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel
 
 from engine.store.base import Store, StoreError
-
-MemberRole = Literal["operator", "viewer"]
-ROLES: tuple[MemberRole, ...] = ("operator", "viewer")
+from engine.store.literals import ROLES, MemberRole
 
 
 class Member(BaseModel):

@@ -12,18 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from engine.store.literals import COMMAND_TYPES, CommandType
+
 SessionStatus = Literal["creating", "ready", "executing", "waiting_input", "error", "terminated"]
 CommandStatus = Literal["pending", "processing", "completed", "failed"]
-CommandType = Literal[
-    "create_session",
-    "send_prompt",
-    "send_text",
-    "send_keys",
-    "get_output",
-    "cancel",
-    "terminate",
-    "run_job",
-]
 QuestionType = Literal["text", "choice", "confirm"]
 QuestionStatus = Literal["pending", "answered", "cancelled"]
 #: cancelled: the job that caused it ended (failed attempt, engine death, cancel): never resent
@@ -32,7 +24,6 @@ ResultStatus = Literal["pending", "delivered", "cancelled"]
 JobStatus = Literal["pending", "running", "done", "failed"]
 EngineState = Literal["running", "stopped"]
 
-COMMAND_TYPES: tuple[str, ...] = CommandType.__args__  # type: ignore[attr-defined]
 #: Re-run after an engine died mid-command: repeating these cannot do harm.
 SAFE_TO_REPEAT = frozenset({"get_output", "cancel", "terminate"})
 #: Types that act on an existing session and so need `session_id`.
