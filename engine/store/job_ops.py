@@ -113,6 +113,17 @@ async def create_job(
     except StoreError:
         await store.request_job_cancel(job.id, "its run_job command could not be written")
         raise
+    await store.add_job_entry(
+        JobEntry(
+            job_id=job.id,
+            office_id=office_id,
+            step="created",
+            status=job.status,
+            agent_id=agent.id,
+            ref_id=command.id,
+            detail=job.task[:200],
+        )
+    )
     await _announce(store, job, "created", job.task[:200])
     return job, command
 

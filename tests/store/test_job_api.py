@@ -70,7 +70,7 @@ async def test_a_job_created_on_the_api_runs_to_its_end(live: Live) -> None:
             client, f"{live.base()}/jobs/{job_id}", lambda b: b["job"]["status"] == "done"
         )
         steps = [e["step"] for e in timeline["entries"]]
-        assert steps == ["started", "session", "delivered", "done"]
+        assert steps == ["created", "started", "session", "delivered", "done"]
         assert timeline["entries"][-1]["detail"] == "said it"
         assert timeline["job"]["context"] == {"n": 1}
 
