@@ -739,8 +739,11 @@ class PostgresStore(Store):
         return EngineHeartbeat.model_validate(row)
 
     async def list_engines(self, office_id: str) -> list[EngineHeartbeat]:
-        return await self._list(
-            EngineHeartbeat, "select * from semo_list_engines(%s)", (office_id,)
+        return await self._pages(
+            EngineHeartbeat,
+            "select * from semo_list_engines(%(office)s) as e where true",
+            {"office": office_id},
+            ("started_at", "engine_id"),
         )
 
     async def end_engine(
