@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.api.errors import ApiError, ErrorBody, error_response, install_error_handlers
 from engine.api.jobs import build_jobs_router
+from engine.api.responses import PlainJSONResponse
 from engine.api.schemas import (
     Answer,
     CommandDone,
@@ -463,6 +464,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         ),
         docs_url=None,
         redoc_url=None,
+        default_response_class=PlainJSONResponse,
     )
     api = _Api(store, settings)
     app.state.api = api
@@ -470,7 +472,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.exception_handler(CommandStillRunning)
     async def _still_running(request: Request, pending: CommandStillRunning) -> JSONResponse:
-        return JSONResponse(pending.body.model_dump(), status_code=202)
+        return PlainJSONResponse(pending.body.model_dump(), status_code=202)
 
     tokens = {office: t.get_secret_value().encode() for office, t in settings.tokens.items()}
     # the last added runs first: no token, no further look at the request

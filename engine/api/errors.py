@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from engine.api.responses import PlainJSONResponse
 from engine.store.base import NotFound, StoreConflict, StoreError, StoreUnavailable
 from engine.store.models import InvalidCommand
 
@@ -96,7 +97,7 @@ def error_response(
         command_id=command_id,
         details=[ProblemDetail(**d) for d in details] if details is not None else None,
     )
-    return JSONResponse(
+    return PlainJSONResponse(
         ErrorBody(error=info).model_dump(mode="json"), status_code=status, headers=headers
     )
 

@@ -15,6 +15,7 @@ case shows:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -36,7 +37,10 @@ from tests.support.waiting import eventually, eventually_value
 
 TOKEN = "hostile-api-token-0123456789abc"
 TIMEOUT = 20.0
-ESCAPES = "\x1b]52;c;aGVsbG8=\x07\x1b]2;pwned\x07 [/x] [@click=app.quit]click[/]"
+ESCAPES = (
+    "\x1b]52;c;aGVsbG8=\x07\x1b]2;pwned\x07 [/x] [@click=app.quit]click[/]"
+    " \x9b2J \u202ecba \u2028 \x7f"  # 8-bit CSI, bidi override, line separator, DEL
+)
 
 
 @pytest.fixture
@@ -71,8 +75,11 @@ async def api_office(
 
 
 def no_control_bytes(body: bytes) -> None:
-    """JSON escapes every C0 control: none may reach a client's terminal raw."""
+    """No control reaches a client's terminal raw: JSON escapes every C0 control, and the API
+    escapes DEL, C1 and bidi controls and line separators too (engine.api.responses)."""
     assert not [b for b in body if b < 0x20 and b not in (0x0A, 0x0D)], body[:200]
+    unsafe = re.findall("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]", body.decode())
+    assert not unsafe, unsafe
 
 
 async def test_a_hostile_question_with_a_thousand_options_stays_json_and_is_answered(
