@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 
 from pydantic import BaseModel
 
@@ -233,7 +234,9 @@ async def _holders(store: Store, office_id: str) -> list[str]:
     """The engine ids that hold something in the office, sorted: a live session, a claimed
     command or a running job (a job without an engine: the engine of its session)."""
     holders = {row.engine_id for row in await store.list_sessions(office_id) if row.engine_id}
-    for command in await store.list_commands(office_id, status="processing", limit=10_000):
+    # every in-flight command, page by page (a cap would hide the engines holding only older
+    # ones); claims are bounded by what engines run at once
+    for command in await store.list_commands(office_id, status="processing", limit=sys.maxsize):
         if command.claimed_by:
             holders.add(command.claimed_by)
     for job in await store.list_jobs(office_id, status="running"):

@@ -292,3 +292,36 @@ async def test_more_than_1000_engines_are_all_listed(stores: Stores) -> None:
     engines = await store.list_engines(office.id)
     assert sorted(e.engine_id for e in engines) == sorted(f"host-{n}" for n in range(1200))
     assert [e.started_at for e in engines] == sorted(e.started_at for e in engines)
+
+
+async def test_the_engine_holding_only_the_oldest_of_10001_claims_is_found(stores: Stores) -> None:
+    """Reconcile finds every engine that holds an in-flight command: one old claim of a gone
+    engine behind 10,000 newer ones of another (the pass read the newest 10,000 and missed it)."""
+    from engine.reconcile import _holders
+
+    store = await stores.new()
+    office = await store.create_office(Office(name="busy claims"))
+    start = datetime.now(UTC) - timedelta(hours=1)
+    lease = datetime.now(UTC) + timedelta(hours=1)
+    rows = {
+        "agent_commands": [
+            {
+                "id": str(uuid.uuid4()),
+                "office_id": office.id,
+                "command_type": "get_output",
+                "payload": "{}",
+                "status": "processing",
+                "claimed_by": "gone-engine" if n == 0 else "busy-engine",
+                "lease_expires_at": lease,
+                "attempts": 1,
+                "created_at": start + timedelta(milliseconds=n),
+                "updated_at": start,
+            }
+            for n in range(10_001)
+        ]
+    }
+    if stores.backend == "sqlite":
+        await asyncio.to_thread(insert_sqlite, stores.target, rows)
+    else:
+        await insert_postgres(stores.dsn, rows)
+    assert await _holders(store, office.id) == ["busy-engine", "gone-engine"]
