@@ -2,8 +2,10 @@
 
 `semo console` and `semo demo` give the app an `EngineClient` (engine.control.client): the
 engine runs in its own process and the console attaches to it through the office's control
-socket. Leaving the console only detaches: ctrl+q (the detach key), closing the terminal
-(SIGHUP) and SIGTERM all restore the terminal and leave every agent running. The agents stop
+socket. Leaving the console only detaches: ctrl+q outside a pane or the prefix chord then d
+(the detach keys), closing the terminal (SIGHUP) and SIGTERM all restore the terminal and leave
+every agent running. A focused pane gets every other key, ctrl+q and ctrl+p included
+(console/screens/main.py has the key model). The agents stop
 through `semo stop` or the palette's "Stop the office" (after a confirmation). When the engine
 goes away under the console, the console says so and the palette (and ctrl+r) offers to start
 it again.
@@ -27,6 +29,7 @@ from textual.screen import Screen
 
 from console.commands import SemoCommands
 from console.confirm import Confirm
+from console.keys import prefix_key
 from console.screens.main import MainScreen
 from engine.control.client import EngineClient
 from engine.engine import Engine
@@ -40,8 +43,11 @@ class SemoApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "semo"
     COMMANDS = App.COMMANDS | {SemoCommands}
+    ESCAPE_TO_MINIMIZE = False  # Escape in a zoomed pane is the agent's
+    # not priority (Textual's are): a focused pane sends ctrl+q and ctrl+p to its agent
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(DETACH_KEY, "detach", "Detach", priority=True),
+        Binding(DETACH_KEY, "detach", "Detach"),
+        Binding("ctrl+p", "command_palette", "Palette", show=False),
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False),
     ]
 
@@ -52,8 +58,11 @@ class SemoApp(App[None]):
         demo_task: bool = False,
         start_engine: bool = True,
         restart: Callable[[], object] | None = None,
+        prefix: str = "ctrl+]",
     ):
+        """`prefix`: the pane's prefix chord as semo.toml's `[console] prefix` writes it."""
         super().__init__()
+        self.prefix = prefix_key(prefix)
         self.engine = engine
         self.demo_task = demo_task
         self.start_engine = start_engine
@@ -71,7 +80,9 @@ class SemoApp(App[None]):
         if isinstance(self.engine, EngineClient):
             self.engine.on_gone(self._engine_gone)
             self.engine.on_office(self._office_changed)
-        self.push_screen(MainScreen(self.engine, demo_task=self.demo_task))  # type: ignore[arg-type]
+        self.push_screen(
+            MainScreen(self.engine, demo_task=self.demo_task, prefix=self.prefix)  # type: ignore[arg-type]
+        )
 
     async def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -178,20 +189,17 @@ class SemoApp(App[None]):
         else:
             await self.engine.stop("stopped by the operator")
 
+    def action_show_help_panel(self) -> None:
+        main = self._main()
+        if main is not None:
+            main.action_keys_help()
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        # semo's own entries come from SemoCommands; Quit (detach is the way out), Textual's
+        # keys panel (resizes the panes: semo's keys help replaces it) and maximize are left out
         for command in super().get_system_commands(screen):
-            if command.title != "Quit":
+            if command.title in ("Theme", "Screenshot"):
                 yield command
-        yield SystemCommand(
-            "Detach",
-            f"leave the console ({DETACH_KEY}); the agents keep running",
-            self.action_detach,
-        )
-        yield SystemCommand(
-            "Stop the office",
-            "stop the engine and every agent (asks first)",
-            self.action_stop_office,
-        )
         if isinstance(self.engine, EngineClient) and self.engine.gone is not None:
             yield SystemCommand(
                 "Start the engine again", "the engine is gone (ctrl+r)", self.action_restart_engine

@@ -18,34 +18,56 @@ class SemoCommands(Provider):
         screen = self.screen  # the screen the palette was opened on (app.screen is the palette)
         if not isinstance(screen, MainScreen):
             return []
+        app = screen.app
         commands: list[tuple[str, str, Action]] = [
             (
-                "Send a prompt to the selected agent",
-                "types it when the agent is ready",
+                "Send a prompt to the selected session",
+                "types it when the agent is ready (F6)",
                 screen.action_prompt,
             ),
             (
-                "Cancel the selected agent's turn",
-                "Esc for Claude Code, Ctrl+C for others",
+                "Cancel the selected session's turn",
+                "Esc for Claude Code, Ctrl+C for others (F8)",
                 screen.action_cancel,
             ),
             (
                 "Terminate the selected session",
-                "ends the agent's process",
+                "ends the agent's process (asks first)",
                 screen.terminate_selected,
             ),
-            ("Answer questions", "go to the question inbox", screen.action_questions),
-            ("Zoom the selected pane", "toggle full size", screen.action_zoom),
-            ("Cycle the pane layout", "1, 2, 4 or 6 panes", screen.action_cycle_layout),
+            ("Answer the oldest question", "the question inbox (F4)", screen.answer_oldest),
             (
-                "Start recording the selected pane",
+                "Zoom the selected pane",
+                "the whole terminal, again to leave (F3)",
+                screen.action_zoom,
+            ),
+            (
+                "Cycle the pane layout",
+                "one large pane, or 2, 4 or 6 (F2)",
+                screen.action_cycle_layout,
+            ),
+            ("Next session", "select the next session (n)", lambda: screen.action_next_session(1)),
+            (
+                "Previous session",
+                "select the previous session (p)",
+                lambda: screen.action_next_session(-1),
+            ),
+            (
+                "Start recording the selected session",
                 "asciicast v2 in the state directory",
                 screen.start_recording,
             ),
             (
-                "Stop recording the selected pane",
+                "Stop recording the selected session",
                 "finish the asciicast file",
                 screen.stop_recording,
+            ),
+            ("Keys", "what every key does (F1)", screen.action_keys_help),
+            ("Detach", "leave the console; the agents keep running", app.action_detach),  # type: ignore[attr-defined]
+            (
+                "Stop the office",
+                "stop the engine and every agent (asks first)",
+                app.action_stop_office,  # type: ignore[attr-defined]
             ),
         ]
         for role in sorted(screen.engine.agents):

@@ -110,3 +110,13 @@ def paste_to_bytes(text: str, *, bracketed: bool) -> str:
     while _PASTE_END in text:
         text = text.replace(_PASTE_END, "")
     return "\x1b[200~" + text + _PASTE_END
+
+
+def prefix_key(spec: str) -> str:
+    """`[console] prefix` ("ctrl+]", "ctrl+b") as Textual names it (ctrl+right_square_bracket)."""
+    from textual.keys import _character_to_key
+
+    modifier, _, base = spec.rpartition("+")
+    if len(base) == 1:
+        base = _character_to_key(base)
+    return f"{modifier}+{base}" if modifier else base

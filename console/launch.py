@@ -36,12 +36,14 @@ def launch(args: list[str]) -> int:
         if command == "demo":
             from engine.demo.office import DEMO_OFFICE, demo_config
 
+            prefix = demo_config().console.prefix
             paths = office_paths(DEMO_OFFICE, demo_config().store_config())
             engine_argv = engine_command(None)
             stop_hint = "semo stop --demo"
             again = "semo demo"
         else:
             config = load_config(options.config)
+            prefix = config.console.prefix
             paths = office_paths(config.office.name, config.store_config())
             engine_argv = engine_command(options.config)
             flag = "" if options.config == Path("semo.toml") else f" --config {options.config}"
@@ -60,7 +62,7 @@ def launch(args: list[str]) -> int:
         print(f"semo {command}: {error}", file=sys.stderr)
         return 1
     client = EngineClient(paths)
-    app = SemoApp(client, restart=lambda: _restart(engine_argv, paths))
+    app = SemoApp(client, restart=lambda: _restart(engine_argv, paths), prefix=prefix)
     app.run()
     if app.exit_reason == "SIGHUP":  # a closed terminal has nowhere to print to
         return 0
@@ -75,7 +77,7 @@ def launch(args: list[str]) -> int:
             f"semo {command}: detached from office {paths.office!r} ({app.exit_reason}); its "
             f"engine{pid} and agents keep running.\n"
             f"  attach again: {again}    stop the agents: {stop_hint}    "
-            f"detach key in the console: {DETACH_KEY}"
+            f"detach in the console: {DETACH_KEY}, or {prefix} then d in a pane"
         )
     return 0
 

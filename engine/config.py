@@ -339,6 +339,14 @@ class AgentConfig(_Section):
         )
 
 
+class ConsoleSection(_Section):
+    """`[console]`: the operator console's keys."""
+
+    # the chord that a focused pane does not pass to its agent (tmux's prefix): Textual key
+    # names, e.g. "ctrl+]" or "ctrl+b"
+    prefix: str = Field(default="ctrl+]", pattern=r"^ctrl\+[a-z\]\\^_@]$")
+
+
 class SemoConfig(_Section):
     """The whole `semo.toml`."""
 
@@ -347,6 +355,7 @@ class SemoConfig(_Section):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     pool: PoolConfig = Field(default_factory=PoolConfig)
     api: ApiSection = Field(default_factory=ApiSection)
+    console: ConsoleSection = Field(default_factory=ConsoleSection)
     agents: list[AgentConfig] = Field(default_factory=list)
 
     _source: Path | None = PrivateAttr(default=None)
@@ -451,6 +460,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "engine": EngineConfig,
     "pool": PoolConfig,
     "api": ApiSection,
+    "console": ConsoleSection,
     "agents": AgentConfig,
 }
 

@@ -1,9 +1,16 @@
-"""The one screen: agent panes on the left, pool / questions / commands on the right.
+"""The one screen: the session list, questions and commands on the left, the selected session
+large on the right.
 
-Keys (also in the footer and the command palette): F2 cycles the pane layout (1, 2, 4, 6
-visible), F3 zooms the selected pane, F4 goes to the question inbox, F6 sends a prompt to the
-selected session, F8 cancels its turn. These work from inside a pane too; every other key in a
-pane goes to the agent, and ctrl+] leaves it.
+Layouts (F2): one large pane of the selected session (the default), or a grid of 2, 4 or 6
+panes holding it. Zoom (F3, or the prefix then z) shows the pane on the whole terminal.
+
+Keys outside a pane (also in the footer, the keys help F1 and the palette): Enter on the list
+opens the selected session's pane, n/p or up/down pick a session, F2 layout, F3 zoom, F4 the
+question inbox, F6 a prompt for the selected session (Escape closes it), F8 cancel its turn,
+ctrl+p the palette, ctrl+q detach. In a pane every key goes to the agent except the prefix
+chord (ctrl+] unless `[console] prefix` says otherwise), tmux-style: the prefix, then d detach,
+z zoom, n/p next/previous session, q questions, : palette, [ scrollback, o out of the pane,
+? keys; the prefix twice sends the chord to the agent.
 """
 
 from __future__ import annotations
@@ -11,19 +18,23 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+from collections import deque
+from datetime import UTC, datetime
 from typing import ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input
+from textual.widgets import DataTable, Footer, Header, Input
 
-from console.widgets.commands_panel import CommandsPanel
-from console.widgets.pool_panel import PoolPanel
+from console.confirm import Confirm
+from console.widgets.badges import state_word
+from console.widgets.commands_panel import CommandRow, CommandsPanel
 from console.widgets.questions_panel import QuestionsPanel
+from console.widgets.session_list import SessionList, SessionRow
 from console.widgets.terminal_pane import TerminalPane
 from engine.demo.office import DEMO_TASK
 from engine.engine import Engine
@@ -39,39 +50,78 @@ LAYOUTS = (1, 2, 4, 6)
 REFRESH_SECONDS = 0.5
 STORE_REFRESH_SECONDS = 1.0
 NOTIFY_CHARS = 300  # a toast shows the start of an agent's text; the inbox shows all of it
+ROUTING_WORDS = {
+    "question_asked": "asked you",
+    "question_answered": "got answer",
+    "invoked": "invokes",
+    "invocation_sent": "got task",
+    "result_created": "result",
+    "result_delivered": "got result",
+    "invoke_refused": "refused",
+    "result_refused": "refused",
+    "malformed": "malformed",
+    "store_refused": "not stored",
+}
+
+
+def last_line(screen: object) -> str:
+    """The last line with text on a session's screen (a bare prompt character or the closing
+    line of a protocol block does not count)."""
+    rows = screen.text_rows() if hasattr(screen, "text_rows") else getattr(screen, "display", [])
+    for row in reversed(rows):
+        text = row.strip()
+        if text and text.strip("❯>$#%:") != "" and not text.startswith("[/"):
+            return text
+    return ""
 
 
 class MainScreen(Screen[None]):
-    AUTO_FOCUS = "#question-list"  # keyboard first: the inbox, until the operator picks a pane
-    # priority: these work from inside a pane too (the only keys a pane does not get, with ctrl+])
+    AUTO_FOCUS = "#sessions"
+    ALLOW_IN_MAXIMIZED_VIEW = ""  # zoom is the whole terminal: no header, no footer
+    # not priority: a focused pane gets every key (the prefix is the way out, see TerminalPane)
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f2", "cycle_layout", "Layout", priority=True),
-        Binding("f3", "zoom", "Zoom", priority=True),
-        Binding("f4", "questions", "Questions", priority=True),
-        Binding("f6", "prompt", "Prompt", priority=True),
-        Binding("f8", "cancel", "Cancel turn", priority=True),
+        Binding("f1,question_mark", "keys_help", "Keys"),
+        Binding("f2", "cycle_layout", "Layout"),
+        Binding("f3", "zoom", "Zoom"),
+        Binding("f4", "questions", "Questions"),
+        Binding("f6", "prompt", "Prompt"),
+        Binding("f8", "cancel", "Cancel"),
+        Binding("n", "next_session(1)", "Next", show=False),
+        Binding("p", "next_session(-1)", "Previous", show=False),
+        Binding("escape", "back", show=False),
     ]
 
-    def __init__(self, engine: Engine, *, demo_task: bool = False) -> None:
+    def __init__(
+        self, engine: Engine, *, demo_task: bool = False, prefix: str | None = None
+    ) -> None:
         super().__init__()
         self.engine = engine
         self.demo_task = demo_task
+        self.prefix = prefix or TerminalPane.PREFIX_KEY
+        self.prefix_display = prefix_display(self.prefix)
         self.panes: dict[str, TerminalPane] = {}
-        self.layout_size = 4
+        self.order: list[str] = []  # session ids as the list shows them
+        self.layout_size = 1
         self.zoomed: str | None = None
         self.selected: str | None = None
         self._results: dict[str, str] = {}
+        self._steps: deque[CommandRow] = deque(maxlen=20)
+        self._commands: list[CommandRow] = []
         self.started = False  # the engine is running and the panes are shown
+        self._manual = False  # the operator picked a session: questions no longer move the view
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon="*")
         with Horizontal(id="body"):
-            yield Grid(id="panes", classes="layout-4")
             with Vertical(id="sidebar"):
-                yield PoolPanel(id="pool")
+                yield SessionList(id="sessions")
                 yield QuestionsPanel(id="questions")
                 yield CommandsPanel(id="commands")
-        yield Input(placeholder="prompt for the selected agent; Enter sends", id="prompt-input")
+            yield Grid(id="panes", classes="layout-1")
+        yield Input(
+            placeholder="prompt for the selected session; Enter sends, Escape closes",
+            id="prompt-input",
+        )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -90,16 +140,14 @@ class MainScreen(Screen[None]):
         timeout: float | None = None,
     ) -> None:
         """A toast whose text may come from an agent or the store: never markup, control
-        characters made visible (engine.plain_text), at most NOTIFY_CHARS characters."""
+        characters made visible (engine.plain_text), at most NOTIFY_CHARS characters. The same
+        text while it is still shown is not repeated."""
         if len(message) > NOTIFY_CHARS:
             message = message[: NOTIFY_CHARS - 1] + "…"
-        self.notify(
-            plain(message),
-            title=plain(title, one_line=True),
-            severity=severity,
-            timeout=timeout,
-            markup=False,
-        )
+        message, title = plain(message), plain(title, one_line=True)
+        if any(n.message == message and n.title == title for n in self.app._notifications):
+            return
+        self.notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     # -- the engine -----------------------------------------------------------------------------
 
@@ -141,8 +189,8 @@ class MainScreen(Screen[None]):
 
     @work(group="bus")
     async def listen_to_bus(self) -> None:
-        with self.engine.bus.subscribe() as events:
-            async for event in events:
+        with self.engine.bus.subscribe() as events_:
+            async for event in events_:
                 self.on_engine_event(event)
 
     def on_engine_event(self, event: Event) -> None:
@@ -151,73 +199,214 @@ class MainScreen(Screen[None]):
                 self.sync_panes()
             elif pane := self.panes.get(event.session_id):
                 pane.set_title(self._title(event.session_id))
-        elif isinstance(event, RoutingStep) and event.step == "question_asked":
-            self.app.bell()
-            role = self._role(event.agent_id)
-            self.tell(f"{role} asks: {event.detail}", title="Question", timeout=8)
-            self.refresh_from_store()
+        elif isinstance(event, RoutingStep):
+            self._routing_step(event)
         elif isinstance(event, JobEvent) and event.step in ("done", "failed"):
             severity = "information" if event.step == "done" else "error"
             self.tell(f"job {event.step}: {event.detail}", title="Job", severity=severity)
 
+    def _routing_step(self, event: RoutingStep) -> None:
+        role = self._role(event.agent_id)
+        what = f"{role} {ROUTING_WORDS.get(event.step, event.step.replace('_', ' '))}"
+        key = f"step:{event.step}:{event.ref_id or len(self._steps)}"
+        if any(row.key == key for row in self._steps):
+            return
+        self._steps.appendleft(CommandRow(key, datetime.now(UTC), what, "", str(event.detail)))
+        self._show_commands()
+        if event.step == "question_asked":
+            if not self._manual:
+                for session in self.engine.sessions():
+                    if session.session_id == event.session_id:
+                        self.select(session.session_id)
+            self.app.bell()
+            self.tell(f"{role} asks: {event.detail}", title="Question", timeout=8)
+            self.refresh_from_store()
+
     # -- panes ----------------------------------------------------------------------------------
 
     def sync_panes(self) -> None:
-        """One pane per live session, in role order; hidden beyond the layout's size."""
+        """One pane per live session, in role order; hidden beyond the layout."""
         sessions = {s.session_id: s for s in self.engine.sessions() if not s.ended}
         grid = self.query_one("#panes", Grid)
         for session_id in list(self.panes):
             if session_id not in sessions:
                 self.panes.pop(session_id).remove()
-        for session_id, session in sorted(sessions.items(), key=lambda i: i[1].role):
+                if self.zoomed == session_id:
+                    self.zoomed = None
+                    self.minimize()
+        self.order = [sid for sid, _s in sorted(sessions.items(), key=lambda i: i[1].role)]
+        for session_id in self.order:
             if session_id not in self.panes:
-                pane = TerminalPane(session.terminal, title=self._title(session_id))
+                pane = TerminalPane(
+                    sessions[session_id].terminal,
+                    title=self._title(session_id),
+                    prefix=self.prefix,
+                    prefix_display=self.prefix_display,
+                )
                 pane.session_id = session_id  # type: ignore[attr-defined]
                 self.panes[session_id] = pane
                 grid.mount(pane)
+        if self.selected not in sessions:
+            self.selected = self.order[0] if self.order else None
+        self.refresh_panels()
         self._apply_layout()
+
+    def visible_sessions(self) -> list[str]:
+        if self.zoomed:
+            return [self.zoomed]
+        if self.selected not in self.order:
+            return self.order[: self.layout_size]
+        start = self.order.index(self.selected) // self.layout_size * self.layout_size
+        return self.order[start : start + self.layout_size]
 
     def _apply_layout(self) -> None:
         grid = self.query_one("#panes", Grid)
-        visible = [self.zoomed] if self.zoomed else list(self.panes)[: self.layout_size]
+        visible = self.visible_sessions()
         # the smallest layout that holds the visible panes: 2 sessions fill the grid, not half
         size = next(n for n in LAYOUTS if n >= min(max(len(visible), 1), self.layout_size))
         for layout in LAYOUTS:
             grid.set_class(layout == size, f"layout-{layout}")
         for session_id, pane in self.panes.items():
             pane.display = session_id in visible
+            pane.set_class(session_id == self.selected, "selected")
             shown = getattr(pane.source, "set_visible", None)
             if shown is not None:  # an attached engine sends no frames for hidden panes
                 shown(session_id in visible)
+        if size == 1:
+            self.call_after_refresh(self._size_hidden_panes)
+
+    def _size_hidden_panes(self) -> None:
+        """With one large pane, every session's terminal takes its size, shown or not: a
+        session picked later shows lines written at that width instead of cut ones (a terminal
+        does not reflow what it already wrote)."""
+        shown = [p for p in self.panes.values() if p.display and p.size.width > 0]
+        if len(shown) != 1 or self.zoomed:
+            return
+        cols, rows = shown[0].size
+        for pane in self.panes.values():
+            screen = pane.source.screen
+            if not pane.display and (screen.columns, screen.lines) != (cols, rows):
+                with contextlib.suppress(Exception):
+                    pane.source.resize(cols, rows)
 
     def _title(self, session_id: str) -> str:
         session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
         if session is None:
-            return session_id[:8]
+            return session_id[:6]
         queued = f" · {session.queued} queued" if session.queued else ""
-        return f"{session.role} · {session.state.value}{queued}"
+        return f"{session.role} {session_id[:6]} · {state_word(session.state.value)}{queued}"
 
-    def on_descendant_focus(self, event: object) -> None:
-        widget = getattr(event, "widget", None)
+    def select(self, session_id: str | None, *, focus_pane: bool = False) -> None:
+        if session_id is None or session_id not in self.panes:
+            return
+        changed = session_id != self.selected
+        self.selected = session_id
+        self.query_one(SessionList).select(session_id)
+        if changed:
+            if self.zoomed:
+                self.minimize()
+                self.zoomed = None
+            self._apply_layout()
+        if focus_pane:
+            self.panes[session_id].focus()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        widget = event.widget
         if isinstance(widget, TerminalPane):
-            self.selected = getattr(widget, "session_id", None)
+            self._manual = True
+            self.select(getattr(widget, "session_id", None))
+
+    @on(DataTable.RowHighlighted, "#sessions")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value
+        if key is None or key == self.selected:
+            return  # (a move the console made itself comes back as the selected row)
+        if event.data_table.has_focus:
+            self._manual = True
+        self.select(str(key))
+
+    @on(DataTable.RowSelected, "#sessions")
+    def _open(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self._manual = True
+            self.select(str(event.row_key.value), focus_pane=True)
 
     def _selected_session(self) -> AgentSession | None:
         manager = self.engine.manager
         if manager is None:
             return None
-        session_id = self.selected or next(iter(self.panes), None)
-        return manager.sessions.get(session_id or "")
+        return manager.sessions.get(self.selected or "")
+
+    # -- the prefix chord -----------------------------------------------------------------------
+
+    @on(TerminalPane.Prefixed)
+    def _prefixed(self, message: TerminalPane.Prefixed) -> None:
+        self.run_prefixed(message.key, message.pane)
+
+    def run_prefixed(self, key: str, pane: TerminalPane | None = None) -> None:
+        """What the prefix chord then `key` does (keys help: PREFIX_KEYS)."""
+        if key == "d":
+            self.app.action_detach()  # type: ignore[attr-defined]
+        elif key == "z":
+            self.action_zoom()
+        elif key in ("n", "p"):
+            self.action_next_session(1 if key == "n" else -1)
+        elif key == "q":
+            self.action_questions()
+        elif key == "colon":
+            self.app.action_command_palette()
+        elif key == "left_square_bracket" and pane is not None:
+            pane.scroll_mode()
+        elif key in ("o", "tab"):
+            if self.zoomed:
+                self.action_zoom()
+            self.query_one(SessionList).focus()
+        elif key == "question_mark":
+            self.action_keys_help()
+        else:
+            self.tell(
+                f"{self.prefix_display} then {key}: not a console key ({self.prefix_display} ? "
+                "lists them)",
+                severity="warning",
+                timeout=3,
+            )
 
     # -- panels ---------------------------------------------------------------------------------
 
     def refresh_panels(self) -> None:
         pool = self.engine.pool
-        self.query_one(PoolPanel).show(pool.status() if pool else None)
+        status = pool.status() if pool else None
+        pooled = status.sessions if status else {}
+        rows: list[SessionRow] = []
+        for session_id in self.order:
+            session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+            if session is None:
+                continue
+            info = pooled.get(session_id)
+            rows.append(
+                SessionRow(
+                    session_id=session_id,
+                    role=session.role,
+                    state=session.state.value,
+                    age_s=info.age_s if info else None,
+                    job=(info.task_id or None) if info else None,
+                    last_line=last_line(session.terminal.screen),
+                )
+            )
+        subtitle = ""
+        if status is not None:
+            down = f" · {', '.join(status.down)} down" if status.down else ""
+            subtitle = f"{status.total}/{status.max_sessions}{down}"
+        session_list = self.query_one(SessionList)
+        session_list.show(rows, subtitle)
+        if self.selected:
+            session_list.select(self.selected)
         office = self.engine.office
         if office is not None:
+            layout = "zoom" if self.zoomed else f"{self.layout_size} pane(s)"
             self.sub_title = plain(
-                f"{office.name} · {self.engine.store.backend} · {self.engine.connection_state()}",
+                f"{office.name} · {self.engine.store.backend} · "
+                f"{self.engine.connection_state()} · {layout}",
                 one_line=True,
             )
         for session_id, pane in self.panes.items():
@@ -239,7 +428,15 @@ class MainScreen(Screen[None]):
             return
         roles = {agent.id: role for role, agent in self.engine.agents.items()}
         self.query_one(QuestionsPanel).show(questions, roles)
-        self.query_one(CommandsPanel).show(commands, self._results)
+        self._commands = [
+            CommandRow(c.id, c.created_at, c.command_type, c.status, self._results.get(c.id, ""))
+            for c in commands
+        ]
+        self._show_commands()
+
+    def _show_commands(self) -> None:
+        rows = sorted([*self._commands, *self._steps], key=lambda r: r.at, reverse=True)
+        self.query_one(CommandsPanel).show(rows[:20])
 
     def _role(self, agent_id: str | None) -> str:
         for role, agent in self.engine.agents.items():
@@ -261,30 +458,74 @@ class MainScreen(Screen[None]):
         self.tell(f"answered: {question.answer}", title="Question")
         self.refresh_from_store()
 
+    def action_keys_help(self) -> None:
+        from console.keys_help import KeysHelp
+
+        focused = self.focused
+        in_pane = isinstance(focused, TerminalPane)
+        self.app.push_screen(KeysHelp(self.prefix_display, in_pane=in_pane))
+
+    def action_back(self) -> None:
+        """Escape outside a pane: close the prompt line, else back to the session list."""
+        field = self.query_one("#prompt-input", Input)
+        if field.display:
+            self._close_prompt()
+        else:
+            self.query_one(SessionList).focus()
+
     def action_cycle_layout(self) -> None:
         index = LAYOUTS.index(self.layout_size)
         self.layout_size = LAYOUTS[(index + 1) % len(LAYOUTS)]
-        self.zoomed = None
+        if self.zoomed:
+            self.zoomed = None
+            self.minimize()
         self._apply_layout()
-        self.tell(f"layout: {self.layout_size} pane(s)")
+        self.refresh_panels()  # the sub-title says which layout: no toast per key press
 
     def action_zoom(self) -> None:
-        session = self._selected_session()
-        if self.zoomed or session is None:
-            self.zoomed = None
-        else:
-            self.zoomed = session.session_id
-        self._apply_layout()
         if self.zoomed:
-            self.panes[self.zoomed].focus()
+            self.zoomed = None
+            self.minimize()
+            self._apply_layout()
+            if self.selected in self.panes:
+                self.panes[self.selected].focus()
+        elif self.selected in self.panes:
+            self.zoomed = self.selected
+            self._apply_layout()
+            pane = self.panes[self.selected]
+            self.maximize(pane, container=False)
+            pane.focus()
+        self.refresh_panels()
+
+    def action_next_session(self, step: int) -> None:
+        if not self.order:
+            return
+        index = self.order.index(self.selected) if self.selected in self.order else -step
+        in_pane = isinstance(self.focused, TerminalPane)
+        self._manual = True
+        was_zoomed = self.zoomed is not None
+        self.select(self.order[(index + step) % len(self.order)], focus_pane=in_pane)
+        if was_zoomed and self.selected:
+            self.action_zoom()
 
     def action_questions(self) -> None:
+        if self.zoomed:
+            self.action_zoom()
         self.query_one("#question-list").focus()
 
     def action_prompt(self) -> None:
         field = self.query_one("#prompt-input", Input)
+        session = self._selected_session()
+        who = f"{session.role} {session.session_id[:6]}" if session else "the selected session"
+        field.placeholder = f"prompt for {who}; Enter sends, Escape closes"
         field.display = True
         field.focus()
+
+    def _close_prompt(self) -> None:
+        field = self.query_one("#prompt-input", Input)
+        field.value = ""
+        field.display = False
+        self.query_one(SessionList).focus()
 
     @on(Input.Submitted, "#prompt-input")
     def _send_prompt(self, event: Input.Submitted) -> None:
@@ -295,15 +536,20 @@ class MainScreen(Screen[None]):
             except Exception as error:  # e.g. the engine is gone: nothing was sent
                 self.tell(str(error), title="Prompt not sent", severity="error")
             else:
-                self.tell(f"prompt queued for {session.role}")
-        event.input.value = ""
-        event.input.display = False
+                self.tell(f"prompt queued for {session.role} {session.session_id[:6]}")
+        self._close_prompt()
 
     async def action_cancel(self) -> None:
         session = self._selected_session()
-        if session is not None:
-            with contextlib.suppress(Exception):
-                await self.engine.cancel(session.session_id)
+        if session is None:
+            self.tell("no session selected", severity="warning", timeout=3)
+            return
+        try:
+            await self.engine.cancel(session.session_id)
+        except Exception as error:
+            self.tell(str(error), title="Not cancelled", severity="error")
+            return
+        self.tell(f"cancelled {session.role}'s turn (its process keeps running)", timeout=4)
 
     async def new_session(self, role: str) -> None:
         try:
@@ -313,14 +559,36 @@ class MainScreen(Screen[None]):
             return
         self.sync_panes()
 
-    async def terminate_selected(self) -> None:
+    def terminate_selected(self) -> None:
         session = self._selected_session()
-        if session is not None:
-            try:
-                await self.engine.terminate(session.session_id)
-            except Exception as error:
-                self.tell(str(error), title="Not terminated", severity="error")
-            self.sync_panes()
+        if session is None:
+            self.tell("no session selected", severity="warning", timeout=3)
+            return
+        question = (
+            f"Terminate {session.role} {session.session_id[:6]}? Its agent process ends; "
+            "what it was doing is lost."
+        )
+        self.app.push_screen(
+            Confirm(question, "Terminate"),
+            callback=lambda yes: self._terminate(session.session_id) if yes else None,
+        )
+
+    @work(group="terminate")
+    async def _terminate(self, session_id: str) -> None:
+        try:
+            await self.engine.terminate(session_id)
+        except Exception as error:
+            self.tell(str(error), title="Not terminated", severity="error")
+        self.sync_panes()
+
+    def answer_oldest(self) -> None:
+        """The palette's "Answer the oldest question": the inbox, its oldest question selected."""
+        panel = self.query_one(QuestionsPanel)
+        self.action_questions()
+        if panel.questions:
+            panel.query_one("#question-list").highlighted = 0  # type: ignore[attr-defined]
+        else:
+            self.tell("no pending questions", timeout=3)
 
     async def start_recording(self) -> None:
         session = self._selected_session()
@@ -337,11 +605,23 @@ class MainScreen(Screen[None]):
     async def stop_recording(self) -> None:
         session = self._selected_session()
         if session is not None:
-            try:
+            with contextlib.suppress(Exception):
                 done = self.engine.stop_recording(session.session_id)
                 if inspect.isawaitable(done):
                     await done
-            except Exception as error:
-                self.tell(str(error), title="Recording", severity="error")
+                self.tell(f"recording of {session.role} stopped")
                 return
-            self.tell(f"recording of {session.role} stopped")
+            self.tell("not recording", title="Recording", severity="error")
+
+
+def prefix_display(key: str) -> str:
+    """ctrl+right_square_bracket -> ctrl+]"""
+    names = {
+        "right_square_bracket": "]",
+        "backslash": "\\",
+        "circumflex_accent": "^",
+        "underscore": "_",
+        "at": "@",
+    }
+    modifier, _, base = key.rpartition("+")
+    return f"{modifier}+{names.get(base, base)}" if modifier else names.get(base, base)

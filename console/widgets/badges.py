@@ -1,4 +1,9 @@
-"""Short coloured labels for session states and durations, shared by the panels."""
+"""Short coloured labels for session states and durations, shared by the panels.
+
+One word per state everywhere (session list, pane titles, help): the operator never sees the
+engine's `waiting_input`, only "asks you". Glyphs are plain ASCII or in every common terminal
+font.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,14 @@ STATE_STYLES = {
 }
 
 
+def state_word(state: str) -> str:
+    """The state in words ("asks you" for `waiting_input`)."""
+    return STATE_STYLES.get(state, (plain(state, one_line=True), ""))[0]
+
+
 def state_badge(state: str) -> Text:
     label, style = STATE_STYLES.get(state, (plain(state, one_line=True), ""))
-    return Text(f"● {label}", style=style)
+    return Text(f"* {label}", style=style, end="")
 
 
 def duration(seconds: float) -> str:
@@ -28,3 +38,11 @@ def duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{int(seconds // 60)}m"
     return f"{int(seconds // 3600)}h"
+
+
+def clip(text: str, width: int) -> str:
+    """`text` on one line, at most `width` cells wide (an ellipsis marks the cut)."""
+    text = plain(text, one_line=True)
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"

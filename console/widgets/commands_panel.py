@@ -1,35 +1,83 @@
-"""The commands panel: the office's recent commands (newest first) and how they ended."""
+"""The commands panel: what the office was told to do, newest first.
+
+Commands from the store (`semo command`, the API, the console) and the agents' own requests
+the router carried out (questions asked, invocations sent, results delivered), as one list:
+time, what, status and a short detail. One column composed to the panel's width, so nothing is
+clipped and there is no horizontal scrollbar; rows are replaced only when the list changed.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
+from rich.text import Text
+from textual import events
 from textual.widgets import DataTable
 
-from console.text import rich_text
-from engine.store.models import AgentCommand
+from console.widgets.badges import clip
 
-STATUS_STYLES = {"pending": "yellow", "processing": "cyan", "completed": "green", "failed": "red"}
+STATUS_STYLES = {
+    "pending": "yellow",
+    "processing": "cyan",
+    "completed": "green",
+    "failed": "red",
+    "done": "green",
+}
 
 
-class CommandsPanel(DataTable[object]):
+@dataclass(frozen=True)
+class CommandRow:
+    key: str
+    at: datetime
+    what: str
+    status: str
+    detail: str = ""
+
+
+def _cells(row: CommandRow, width: int) -> Text:
+    text = Text(end="", no_wrap=True)
+    text.append(row.at.strftime("%H:%M:%S") + " ", "dim")
+    rest = width - 9
+    what = clip(row.what, min(max(rest - 8, 6), 22))
+    text.append(what + " ")
+    rest -= len(what) + 1
+    if row.status:
+        status = clip(row.status, max(rest, 0))
+        text.append(status, STATUS_STYLES.get(row.status, ""))
+        rest -= len(status)
+    if row.detail and rest > 4:
+        text.append(" " + clip(row.detail, rest - 1), "dim")
+    return text
+
+
+class CommandsPanel(DataTable[Text]):
     BORDER_TITLE = "Commands"
 
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_columns("at", "command", "status", "result")
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", cell_padding=0, show_header=False)
+        self.rows_shown: list[CommandRow] = []
+        self._width = 0
 
-    def show(self, commands: list[AgentCommand], results: dict[str, str]) -> None:
-        """`results`: a short text per finished command id (its error or its outcome)."""
-        shown = [(c.id, c.status, results.get(c.id, "")) for c in commands]
-        if shown == getattr(self, "_shown", None):
+    def on_resize(self, event: events.Resize) -> None:
+        width = max(self.scrollable_content_region.width, 1)
+        if width != self._width:
+            self._width = width
+            self._rebuild(self.rows_shown)
+
+    def show(self, rows: list[CommandRow]) -> None:
+        if rows == self.rows_shown:
             return  # nothing changed: no rebuild, no repaint
-        self._shown = shown
-        self.clear()
-        for command in commands:
-            style = STATUS_STYLES.get(command.status, "")
-            self.add_row(
-                command.created_at.strftime("%H:%M:%S"),
-                rich_text(command.command_type, one_line=True),
-                rich_text(command.status, one_line=True, style=style),
-                rich_text(results.get(command.id, ""), one_line=True),
-                key=command.id,
-            )
+        self._rebuild(rows)
+
+    def _rebuild(self, rows: list[CommandRow]) -> None:
+        self.rows_shown = rows
+        if not self._width:
+            return
+        keep = self.cursor_row
+        self.clear(columns=True)
+        self.add_column("", width=self._width, key="row")
+        for row in rows:
+            self.add_row(_cells(row, self._width), key=row.key)
+        if rows:
+            self.move_cursor(row=min(keep, len(rows) - 1), animate=False)

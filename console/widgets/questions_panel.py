@@ -1,5 +1,8 @@
 """The question inbox: pending ASK_USER questions of every agent, answered from the keyboard.
 
+The oldest pending question is selected and shown in full below the list: its whole text and
+every option on a line of its own, so a 4-option choice fits at 80x24.
+
 Keys while the panel has focus: up/down pick a question; 1-9 answer a choice (or confirm)
 question with that option; y/n answer a confirm question; Enter on a text question opens the
 answer line (Enter sends it, Escape closes it).
@@ -19,7 +22,6 @@ from textual.message import Message
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from console.text import content
 from engine.plain_text import plain
 from engine.store.models import UserQuestion
 
@@ -58,6 +60,7 @@ class QuestionsPanel(Vertical, can_focus=False):
         return self.questions[index]
 
     def show(self, questions: list[UserQuestion], agent_roles: dict[str, str]) -> None:
+        questions = sorted(questions, key=lambda q: q.created_at)  # the oldest first
         if [q.id for q in questions] == [q.id for q in self.questions]:
             return
         keep = self.selected.id if self.selected else None
@@ -86,13 +89,21 @@ class QuestionsPanel(Vertical, can_focus=False):
         if question is None:
             detail.update("no pending questions")
             return
+        role = plain(self.agent_roles.get(question.agent_id, "?"), one_line=True)
+        text = Text.assemble((f"{role} asks: ", "bold"), plain(question.question), "\n")
         if question.question_type == "text":
-            hint = "Enter: type the answer"
+            text.append("Enter: type the answer", "dim")
         elif question.question_type == "confirm":
-            hint = "y / n"
+            text.append("y", "bold")
+            text.append(" yes   ")
+            text.append("n", "bold")
+            text.append(" no")
         else:
-            hint = "  ".join(f"{n}:{o}" for n, o in enumerate(question.options, 1))
-        detail.update(content(hint, one_line=True))
+            for number, option in enumerate(question.options, 1):
+                text.append(f"{number} ", "bold")
+                text.append(plain(option, one_line=True) + "\n")
+            text.rstrip()
+        detail.update(text)
 
     @on(OptionList.OptionSelected)
     def _open_input(self) -> None:

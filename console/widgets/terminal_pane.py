@@ -69,17 +69,16 @@ class TerminalPane(Widget, can_focus=True):
 
     Keys: while the pane has focus, every key is sent to the child, translated to the bytes a
     terminal sends (`console.keys`: arrows in CSI or SS3 form by the child's cursor-key mode,
-    xterm modifier forms, ctrl and alt chords), Tab, Shift+Tab and ctrl+c included. Two kinds of
-    keys are not sent:
+    xterm modifier forms, ctrl and alt chords), Tab, Shift+Tab, ctrl+c, ctrl+q, ctrl+p and the
+    F-keys included. Not sent:
 
-    - the escape chord `RELEASE_KEY`, **ctrl+]** (as in telnet), leaves the pane: it posts
-      `TerminalPane.Released` and moves focus to the next widget;
+    - the prefix chord (`prefix`, **ctrl+]** by default, `[console] prefix` in semo.toml), as in
+      tmux: the next key is a console command, posted as `TerminalPane.Prefixed` (the screen
+      runs it); the prefix twice sends the chord itself to the child, Escape forgets it;
     - shift+PageUp / shift+PageDown page through the scrollback (so does the mouse wheel; the
       border title shows `scrollback -N`); any other key returns to the live view and is sent
-      as usual.
-
-    The app's own *priority* bindings (by default Textual's ctrl+q quit and ctrl+p command
-    palette) are seen by the app before any widget, so they never reach the child.
+      as usual. `scroll_mode()` (the prefix, then `[`) holds the view in the scrollback: arrows,
+      PageUp/PageDown, Home/End move it, q or Escape return to the live view, nothing is sent.
 
     Pastes go to the child wrapped in ESC[200~ ... ESC[201~ when it enabled bracketed paste
     (mode 2004), raw otherwise. A BEL from the child rings the app's bell.
@@ -89,9 +88,11 @@ class TerminalPane(Widget, can_focus=True):
     engine in the same process do).
     """
 
-    RELEASE_KEY: ClassVar[str] = "ctrl+right_square_bracket"
-    """Textual's name for ctrl+] (byte 0x1d): the chord that moves focus out of the pane."""
-    RELEASE_KEY_DISPLAY: ClassVar[str] = "ctrl+]"
+    PREFIX_KEY: ClassVar[str] = "ctrl+right_square_bracket"
+    """Textual's name for ctrl+] (byte 0x1d): the default prefix chord."""
+    PREFIX_HINT: ClassVar[str] = (
+        "d detach z zoom n/p next/prev q questions : palette [ scroll o out"
+    )
     SCROLLBACK_UP_KEY: ClassVar[str] = "shift+pageup"
     SCROLLBACK_DOWN_KEY: ClassVar[str] = "shift+pagedown"
     FRAME_SECONDS: ClassVar[float] = 1 / 60
@@ -118,6 +119,17 @@ class TerminalPane(Widget, can_focus=True):
     """
 
     @dataclass
+    class Prefixed(Message):
+        """The operator typed the prefix and then `key` (a Textual key name): a command."""
+
+        pane: TerminalPane
+        key: str
+
+        @property
+        def control(self) -> TerminalPane:
+            return self.pane
+
+    @dataclass
     class Released(Message):
         """The operator left the pane with the escape chord (focus has moved on)."""
 
@@ -135,8 +147,16 @@ class TerminalPane(Widget, can_focus=True):
         name: str | None = None,
         id: str | None = None,
         classes: str | None = None,
+        prefix: str | None = None,
+        prefix_display: str = "ctrl+]",
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
+        self.prefix = prefix or self.PREFIX_KEY
+        self.prefix_display = prefix_display
+        self.armed = False
+        """The prefix was typed: the next key is a console command."""
+        self.scrolling = False
+        """The view is held in the scrollback (`scroll_mode`)."""
         self._source = source
         self._title = title
         self._view_offset = 0  # rows scrolled back into the scrollback; 0 = live
@@ -276,20 +296,63 @@ class TerminalPane(Widget, can_focus=True):
         self._note_cursor()
         self.refresh()
 
+    def scroll_mode(self) -> None:
+        """Hold the view in the scrollback, one page back (tmux's copy mode, without copying)."""
+        self.scrolling = True
+        self.scroll_scrollback(max(1, self.size.height - 1))
+        self._update_subtitle()
+
+    def _update_subtitle(self) -> None:
+        if self.armed:
+            self.border_subtitle = f"{self.prefix_display} then: {self.PREFIX_HINT}"
+        elif self.scrolling:
+            self.border_subtitle = "scrollback: arrows PgUp PgDn Home End, q leaves"
+        elif self.has_focus:
+            self.border_subtitle = f"keys go to the agent; {self.prefix_display} ? for console keys"
+        else:
+            self.border_subtitle = None
+
     def on_focus(self, event: events.Focus) -> None:
-        self.border_subtitle = f"{self.RELEASE_KEY_DISPLAY} leaves"
+        self._update_subtitle()
         self._refresh_cursor_row()
 
     def on_blur(self, event: events.Blur) -> None:
-        self.border_subtitle = None
+        self.armed = False
+        self._update_subtitle()
         self._refresh_cursor_row()
+
+    def _scroll_key(self, key: str) -> None:
+        page = max(1, self.size.height - 1)
+        moves = {"up": 1, "down": -1, "pageup": page, "pagedown": -page}
+        if key in moves:
+            self.scroll_scrollback(moves[key])
+        elif key == "home":
+            self.scroll_scrollback(len(self._source.screen.scrollback))
+        elif key == "end":
+            self.scroll_scrollback(-self._view_offset)
+        elif key in ("q", "escape"):
+            self.scrolling = False
+            self.live_view()
+            self._update_subtitle()
 
     def on_key(self, event: events.Key) -> None:
         event.stop()
         event.prevent_default()
         key = event.key
-        if key == self.RELEASE_KEY:
-            self.release()
+        if self.armed:
+            self.armed = False
+            self._update_subtitle()
+            if key == self.prefix:
+                self.send(key_to_bytes(key, event.character) or "")
+            elif key != "escape":
+                self.post_message(self.Prefixed(self, key))
+            return
+        if key == self.prefix:
+            self.armed = True
+            self._update_subtitle()
+            return
+        if self.scrolling:
+            self._scroll_key(key)
             return
         page = max(1, self.size.height - 1)
         if key == self.SCROLLBACK_UP_KEY:

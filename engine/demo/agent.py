@@ -8,14 +8,21 @@ its `❯` prompt, shows a spinner while "working", and answers in semo's protoco
   answer: invokes BE; given BE's result: invokes QA; given QA's result: `[SEMO:DONE]`.
 - BE and QA, given an invocation: work, then deliver a result to the caller (DELIVER_RESULT
   with the invocation id); given a plain task: work, then `[SEMO:DONE]`.
+
+It prints short, human lines: the terminal does not echo what semo types (a job's prompt is
+several lines: the task, its context, a reminder); the agent reads the lines typed together as
+one prompt and shows its first line, then its steps by name.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import select
 import sys
+import termios
 import time
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -23,6 +30,8 @@ COLOURS = {"FE": "38;5;39", "BE": "38;5;208", "QA": "38;5;70"}
 INVOCATION = re.compile(r"^\[semo\] Invocation (\S+) from (\w+): (.*?)(?: Context:| When it|$)")
 ANSWER = re.compile(r"^\[semo\] Answer to your question \S+: (\S+)")
 RESULT = re.compile(r"^\[semo\] Result(?: of invocation \S+)? from (\w+): (.*)")
+STEPS = ["read the code", "make the change", "check it"]
+LINE = 60  # the longest line the agent prints about a task
 
 
 def say(text: str) -> None:
@@ -46,20 +55,21 @@ class DemoAgent:
             say(line + "\r\n")
 
     def work(self, what: str) -> None:
-        self.bullet(f"{self.role} is on it: {what}")
+        self.bullet(f"{self.role}: {short(what)}")
         for step in range(1, self.steps + 1):
+            name = STEPS[(step - 1) % len(STEPS)]
             for frame in range(8):
                 spin = f"\x1b[{COLOURS.get(self.role, '1')}m{SPINNER[frame % 10]}\x1b[39m"
-                say(f"\r\x1b[2K{spin} step {step}/{self.steps}…")
+                say(f"\r\x1b[2K{spin} {name}…")
                 time.sleep(self.delay / 8)
             say("\r\x1b[2K")
-            self.message(f"[STEP_COMPLETE] step {step} of {what!r}")
+            self.message(f"[STEP_COMPLETE] {name}")
 
     def handle(self, prompt: str) -> None:
         if match := INVOCATION.match(prompt):
             invocation_id, caller, task = match.groups()
             self.work(task)
-            summary = f"{self.role}: {task.strip()} (demo)"
+            summary = f"{self.role}: {short(task)} (demo)"
             if self.role == "QA":
                 self.bullet("All tests passed (demo: 12 scripted tests)")
             body = json.dumps({"invocation_id": invocation_id, "summary": summary})
@@ -87,6 +97,45 @@ class DemoAgent:
             self.message(f"[ASK_USER]\n{json.dumps(question)}\n[/ASK_USER]")
 
 
+def short(text: str) -> str:
+    """The first line of `text`, at most LINE characters."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= LINE else line[: LINE - 1] + "…"
+
+
+def shown(prompt: str) -> str:
+    """What the agent shows of a prompt semo typed: a line a person reads at a glance."""
+    if match := INVOCATION.match(prompt):
+        return f"task from {match.group(2)}: {short(match.group(3))}"
+    if match := ANSWER.match(prompt):
+        return f"answer: {match.group(1)}"
+    if match := RESULT.match(prompt):
+        return f"result from {match.group(1)}"
+    return short(prompt)
+
+
+def read_prompt() -> str | None:
+    """One prompt: a line, and the lines typed right after it (a job's prompt is several)."""
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    lines = [line]
+    while select.select([sys.stdin], [], [], 0.05)[0]:
+        more = sys.stdin.readline()
+        if not more:
+            break
+        lines.append(more)
+    return "".join(lines).strip()
+
+
+def no_echo() -> None:
+    """The terminal does not echo what semo types: the agent shows a short line instead."""
+    with contextlib.suppress(termios.error, OSError, ValueError):
+        attributes = termios.tcgetattr(sys.stdin.fileno())
+        attributes[3] &= ~termios.ECHO
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, attributes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="semo demo agent (scripted, not an AI)")
     parser.add_argument("--role", default="FE")
@@ -96,15 +145,16 @@ def main() -> None:
     agent = DemoAgent(args.role, args.steps, args.delay)
     say("\x1b]0;semo demo agent " + args.role + "\x07")
     say(
-        f"\x1b[{COLOURS.get(args.role, '1')}m▐ semo demo agent · {args.role}\x1b[0m"
-        "  (scripted stand-in, not an AI)\r\n\r\n"
+        f"\x1b[{COLOURS.get(args.role, '1')}m▐ semo demo agent {args.role}\x1b[0m"
+        " (scripted, not an AI)\r\n\r\n"
     )
+    no_echo()
     while True:
         say("\x1b[1m❯\x1b[22m ")
-        line = sys.stdin.readline()
-        if not line:
+        prompt = read_prompt()
+        if prompt is None:
             return
-        prompt = line.strip()
+        say(shown(prompt) + "\r\n")
         if prompt in ("exit", "quit"):
             return
         if prompt:

@@ -56,6 +56,7 @@ def console_engine(
     *,
     scripts: dict[str, list[object]] | dict[str, object] | None = None,
     agent: str = "tests.support.script_agent",
+    max_sessions: int = 4,
 ) -> Engine:
     """`agent`: the module each agent runs (tests.support.hostile_agent for a hostile one)."""
     scripts = SCRIPTS if scripts is None else scripts
@@ -66,7 +67,7 @@ def console_engine(
     config = SemoConfig(
         office=OfficeConfig(name="console-test", workspace_root=folder / "ws"),
         store={"backend": "sqlite", "sqlite_path": folder / "semo.db"},
-        pool=PoolConfig(max_sessions=4, warm_roles=list(scripts)),
+        pool=PoolConfig(max_sessions=max_sessions, warm_roles=list(scripts)),
         agents=agents,
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "HOME": str(folder)}
@@ -82,9 +83,11 @@ def console_engine(
 async def settle_with_questions(app: SemoApp, count: int = 2, timeout: float = 15.0) -> None:
     """Start every session's task and wait until `count` questions are in the inbox."""
     await eventually(lambda: getattr(app.screen, "started", False), timeout)
-    # the panes give the agents their size before the agents print (agents start at 60x12)
+    # the panes give the agents their size before the agents print (agents start at 60x12;
+    # with one large pane, hidden sessions get its size too)
     await eventually(
-        lambda: all(s.terminal.screen.columns != 60 for s in app.engine.sessions()), timeout
+        lambda: all(s.terminal.screen.columns != 60 for s in app.engine.sessions()),
+        timeout,
     )
     for session in app.engine.sessions():
         app.engine.send_prompt(session.session_id, "go")
@@ -101,3 +104,53 @@ async def settle_with_questions(app: SemoApp, count: int = 2, timeout: float = 1
     app.screen.query_one("#question-list").focus()
     await asyncio.sleep(1.2)  # one more panel refresh, then a quiet screen
     app.clear_notifications()
+
+
+ROLES = ["FE", "BE", "QA", "DB", "OPS", "DOCS", "SEC", "UX", "DATA", "ML"]
+ROLES += ["INFRA", "API", "WEB", "IOS", "ANDROID", "PERF", "RELEASE", "SUPPORT", "PM", "ARCH"]
+FOUR = {
+    "type": "choice",
+    "question": "Which database should the login page use? The page stores sessions and users.",
+    "options": ["postgres", "sqlite", "mysql", "none: keep them in memory"],
+}
+
+
+def office_scripts(count: int) -> dict[str, object]:
+    """`count` agents; FE asks a 4-option question when told "go", the others say what they
+    did in one line."""
+    scripts: dict[str, object] = {}
+    for role in ROLES[:count]:
+        if role == "FE":
+            reply = f"[ASK_USER]\n{json.dumps(FOUR)}\n[/ASK_USER]"
+        else:
+            reply = f"{role.lower()}: read the task, 3 files checked"
+        scripts[role] = [{"match": "go", "text": reply}]
+    return scripts
+
+
+async def settle_office(app: SemoApp, count: int, timeout: float = 60.0) -> None:
+    """Every agent told "go"; FE's 4-option question in the inbox; one notification shown."""
+    await eventually(lambda: getattr(app.screen, "started", False), timeout)
+    await eventually(lambda: len(app.engine.sessions()) == count, timeout)
+    screen = app.screen
+    await eventually(
+        lambda: all(s.terminal.screen.columns != 60 for s in app.engine.sessions()),
+        timeout,
+    )
+    sessions = app.engine.sessions()
+    for session in sessions:
+        app.engine.send_prompt(session.session_id, "go")
+    panel = screen.query_one(QuestionsPanel)
+    await eventually(
+        lambda: (
+            len(panel.questions) == 1
+            and not any(s.queued for s in sessions)
+            and all(s.state.value in ("waiting_input", "ready") for s in sessions)
+            and all("go" in s.terminal.screen.display[1] for s in sessions)
+        ),
+        timeout,
+    )
+    screen.query_one("#question-list").focus()
+    await asyncio.sleep(1.2)  # one more panel refresh, then a quiet screen
+    app.clear_notifications()
+    screen.tell("prompt queued for BE", timeout=600)  # type: ignore[attr-defined]

@@ -2,7 +2,7 @@
 Pilot at the keyboard.
 
 Checked: a choice question and a text question answered from the keyboard (store row answered,
-the agent's next prompt is the answer); the pool panel lists the sessions; F2 and F3 change the
+the agent's next prompt is the answer); the session list lists the sessions; F2 and F3 change the
 visible panes; a prompt typed in the prompt line reaches the selected agent; the start-up heap
 is frozen while the console runs (engine/heap.py) and thawed when it closes.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from console.app import SemoApp
-from console.widgets.pool_panel import PoolPanel
 from console.widgets.questions_panel import QuestionsPanel
+from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from engine.store.models import UserQuestion
 from tests.console.console_snapshot_app import console_engine, settle_with_questions
@@ -68,7 +68,7 @@ async def test_questions_are_answered_from_the_keyboard(tmp_path: Path, runtime_
         await engine.store.create_question(stale)
         await settle_with_questions(app)
         panel = app.screen.query_one(QuestionsPanel)
-        assert app.screen.query_one(PoolPanel).row_count == 2
+        assert app.screen.query_one(SessionList).row_count == 2
         assert "stale?" not in [q.question for q in panel.questions]
 
         await pilot.press("f4")
@@ -96,15 +96,17 @@ async def test_layout_zoom_and_prompt_line(tmp_path: Path, runtime_dir: Path) ->
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         panes = list(app.screen.query(TerminalPane))
-        assert len(panes) == 2 and all(p.display for p in panes)
+        assert len(panes) == 2 and [p.display for p in panes] == [True, False]  # one large pane
         fe_pane = next(p for p in panes if "FE" in str(p.border_title))
         fe_pane.focus()
-        await pilot.press("ctrl+right_square_bracket")  # the escape chord leaves the pane
-        await pilot.press("f3")  # zoom the selected (FE) pane
+        await pilot.press(TerminalPane.PREFIX_KEY, "o")  # the prefix, then o: out of the pane
+        assert isinstance(app.focused, SessionList)
+        await pilot.press("f3")  # zoom the selected (FE) pane: the whole terminal
+        assert app.screen.maximized is fe_pane and fe_pane.has_focus
         assert [p.display for p in panes] == [p is fe_pane for p in panes]
-        assert fe_pane.has_focus  # zoomed: keys go to the agent again, F-keys to the console
-        await pilot.press("f3")
-        await pilot.press("f2")  # 4 -> 6 panes
+        await pilot.press(TerminalPane.PREFIX_KEY, "z")
+        assert app.screen.maximized is None
+        await pilot.press(TerminalPane.PREFIX_KEY, "o", "f2")  # 1 -> 2 panes
         assert all(p.display for p in panes)
         await pilot.press("f6", *"hello", "enter")
         await wait_for(lambda: "hello" in prompts(tmp_path, "FE"), "FE receiving the prompt")

@@ -1,6 +1,7 @@
-"""Snapshots of the console's main layout at 80x24 and 160x48 (scripted agents, questions
-pending). Regenerate with `scripts/test tests/console --snapshot-update` after a deliberate
-change, and look at the SVGs."""
+"""Snapshots of the console at 80x24, 120x40 and 200x60 with 3, 6 and 20 sessions (scripted
+agents in real PTYs), FE's 4-option question pending and a notification shown. Regenerate
+with `scripts/test tests/console --snapshot-update` after a deliberate change, and look at the
+SVGs (rsvg-convert -w 1400 X.svg -o X.png)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from console.app import SemoApp
-from tests.console.console_snapshot_app import console_engine, settle_with_questions
+from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
 
 
 @pytest.fixture
@@ -22,13 +23,20 @@ def runtime_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+@pytest.mark.parametrize(
+    ("size", "sessions"),
+    [((80, 24), 3), ((120, 40), 6), ((200, 60), 20)],
+    ids=["80x24-3", "120x40-6", "200x60-20"],
+)
 def test_main_layout(
-    snap_compare, tmp_path: Path, runtime_dir: Path, size: tuple[int, int]
+    snap_compare, tmp_path: Path, runtime_dir: Path, size: tuple[int, int], sessions: int
 ) -> None:
-    app = SemoApp(console_engine(Path(tmp_path), runtime_dir))
+    engine = console_engine(
+        Path(tmp_path), runtime_dir, scripts=office_scripts(sessions), max_sessions=sessions
+    )
+    app = SemoApp(engine)
 
     async def settle(_pilot: object) -> None:
-        await settle_with_questions(app)
+        await settle_office(app, sessions)
 
     assert snap_compare(app, terminal_size=size, run_before=settle)

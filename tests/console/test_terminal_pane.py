@@ -38,6 +38,7 @@ class PaneApp(App[None]):
         self.source = source
         self.title_text = title
         self.released: list[TerminalPane.Released] = []
+        self.prefixed: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield TerminalPane(self.source, title=self.title_text)  # type: ignore[arg-type]
@@ -45,6 +46,9 @@ class PaneApp(App[None]):
 
     def on_terminal_pane_released(self, message: TerminalPane.Released) -> None:
         self.released.append(message)
+
+    def on_terminal_pane_prefixed(self, message: TerminalPane.Prefixed) -> None:
+        self.prefixed.append(message.key)
 
 
 def rendered(pane: TerminalPane) -> list[str]:
@@ -130,26 +134,55 @@ async def test_arrow_keys_follow_the_childs_cursor_key_mode():
         await application.close()
 
 
-async def test_ctrl_bracket_leaves_the_pane_and_sends_nothing():
-    session = await started(["cat", "-v"])
+async def test_the_prefix_chord_is_the_only_key_the_agent_does_not_get():
+    """ctrl+] then a key is a console command (posted, nothing sent); ctrl+] twice sends ^];
+    Escape after the prefix forgets it; F-keys go to the agent (ctrl+q and ctrl+p too:
+    test_console_keys, on the console app whose bindings they were)."""
+    session = await started(["bash", "-c", "stty -ixon; exec cat -v"])
     try:
         app = PaneApp(session)
         async with app.run_test(size=APP_SIZE) as pilot:
             pane = app.query_one(TerminalPane)
             pane.focus()
             await pilot.pause()
-            assert pane.RELEASE_KEY == "ctrl+right_square_bracket"
-            assert pane.border_subtitle == "ctrl+] leaves"
-            await pilot.press("x", TerminalPane.RELEASE_KEY)
-            assert app.focused is app.query_one("#after", Input)
-            assert [m.pane for m in app.released] == [pane]
-            assert cursor_cells(pane) == []  # no cursor without focus
-            await pilot.press("y")  # goes to the Input now
-            assert app.query_one("#after", Input).value == "y"
+            assert pane.prefix == "ctrl+right_square_bracket"
+            assert "ctrl+] ? for console keys" in str(pane.border_subtitle)
+            await pilot.press("x", TerminalPane.PREFIX_KEY)
+            assert pane.armed and "d detach" in str(pane.border_subtitle)
+            await pilot.press("z")
+            await pilot.pause()
+            assert app.prefixed == ["z"] and not pane.armed
+            await pilot.press(TerminalPane.PREFIX_KEY, "escape")  # forgotten, nothing sent
+            await pilot.press(TerminalPane.PREFIX_KEY, TerminalPane.PREFIX_KEY)
+            await pilot.press("f3", "enter")
+            await eventually(lambda: any(r.startswith("x^]^[OR") for r in rendered(pane)))
+            assert app.prefixed == ["z"]
+            assert app.focused is pane
+    finally:
+        await session.close()
+
+
+async def test_a_configured_prefix_and_scroll_mode():
+    session = await started(BASH, env=BASH_ENV)
+    try:
+        app = PaneApp(session)
+        async with app.run_test(size=APP_SIZE) as pilot:
+            pane = app.query_one(TerminalPane)
+            pane.prefix = "ctrl+b"
             pane.focus()
-            await pilot.press("enter")
-            await eventually(lambda: sum(r == "x" for r in rendered(pane)) == 2)
-            assert not shows(pane, "^]")
+            await pilot.press(*"seq 1 200", "enter")
+            await eventually(lambda: shows(pane, "200"))
+            await pilot.press("ctrl+b", "o")
+            await pilot.pause()
+            assert app.prefixed == ["o"]
+            pane.scroll_mode()
+            assert pane.scrolling and pane.view_offset > 0
+            offset = pane.view_offset
+            await pilot.press("up", "x")  # x is not sent while scrolling
+            assert pane.view_offset == offset + 1
+            await pilot.press("q")
+            assert not pane.scrolling and pane.view_offset == 0
+            assert not shows(pane, "$ x")
     finally:
         await session.close()
 

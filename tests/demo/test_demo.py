@@ -53,5 +53,6 @@ def test_demo_agent_says_it_is_scripted() -> None:
         text=True,
         timeout=30,
     )
-    assert "scripted stand-in, not an AI" in result.stdout
+    assert "(scripted, not an AI)" in result.stdout
+    assert "check" in result.stdout and '"check"' not in result.stdout  # the task, once, short
     assert "[SEMO:DONE]" in result.stdout

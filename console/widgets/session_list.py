@@ -1,0 +1,145 @@
+"""The session list: every live session of the office, one row each, the selected one shown
+large beside it.
+
+A row is role, name (the session id's start), state in words, age, current job and the last
+line on the session's screen; the columns that do not fit the panel's width are left out
+(last line first, then job, then name), so nothing is clipped and there is no horizontal
+scrollbar. Rows are updated in place when they change (the cursor stays where the operator put
+it); the table is rebuilt only when sessions come or go, keeping the cursor on its session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import events
+from textual.widgets import DataTable
+
+from console.widgets.badges import STATE_STYLES, clip, duration, state_word
+
+ROLE = 8
+NAME = 6
+STATE = 9
+AGE = 3
+JOB = 8
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session_id: str
+    role: str
+    state: str
+    age_s: float | None = None
+    job: str | None = None
+    last_line: str = ""
+
+
+def _columns(width: int) -> tuple[str, ...]:
+    shown = ["role", "state", "age"]
+    if width >= ROLE + STATE + AGE + NAME + 4:
+        shown.insert(1, "name")
+    if width >= ROLE + NAME + STATE + AGE + JOB + 5:
+        shown.append("job")
+    if width >= ROLE + NAME + STATE + AGE + JOB + 6 + 12:
+        shown.append("last")
+    return tuple(shown)
+
+
+def _cells(row: SessionRow, columns: tuple[str, ...], width: int) -> Text:
+    used = 0
+    text = Text(end="", no_wrap=True, overflow="ellipsis")
+    for column in columns:
+        if used:
+            text.append(" ")
+            used += 1
+        if column == "role":
+            text.append(clip(row.role, ROLE).ljust(ROLE), "bold")
+            used += ROLE
+        elif column == "name":
+            text.append(row.session_id[:NAME].ljust(NAME), "dim")
+            used += NAME
+        elif column == "state":
+            style = STATE_STYLES.get(row.state, ("", ""))[1]
+            text.append(clip(state_word(row.state), STATE).ljust(STATE), style)
+            used += STATE
+        elif column == "age":
+            age = duration(row.age_s) if row.age_s is not None else ""
+            text.append(age.rjust(AGE))
+            used += AGE
+        elif column == "job":
+            text.append(clip(row.job or "-", JOB).ljust(JOB), "dim")
+            used += JOB
+        elif column == "last":
+            text.append(clip(row.last_line, width - used))
+            used = width
+    return text
+
+
+def _header(columns: tuple[str, ...], width: int) -> str:
+    widths = {"role": ROLE, "name": NAME, "state": STATE, "age": AGE, "job": JOB}
+    parts = []
+    for column in columns:
+        label = "last line" if column == "last" else column
+        parts.append(label.rjust(AGE) if column == "age" else label.ljust(widths.get(column, 0)))
+    return clip(" ".join(parts).rstrip(), width)
+
+
+class SessionList(DataTable[Text]):
+    BORDER_TITLE = "Sessions"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", cell_padding=0, zebra_stripes=False)
+        self.rows_shown: list[SessionRow] = []
+        self._columns: tuple[str, ...] = ()
+        self._width = 0
+        self._built = False
+        self.rebuilds = 0
+        """How often the table was built from scratch (sessions came or went, or a resize)."""
+
+    @property
+    def selected_session(self) -> str | None:
+        if not self.rows_shown or self.cursor_row >= len(self.rows_shown):
+            return None
+        return self.rows_shown[self.cursor_row].session_id
+
+    def select(self, session_id: str) -> None:
+        for index, row in enumerate(self.rows_shown):
+            if row.session_id == session_id:
+                if self.cursor_row != index:
+                    self.move_cursor(row=index)
+                return
+
+    def on_resize(self, event: events.Resize) -> None:
+        width = max(self.scrollable_content_region.width, 1)
+        if width != self._width:
+            self._width = width
+            self._rebuild(self.rows_shown)
+
+    def show(self, rows: list[SessionRow], subtitle: str = "") -> None:
+        self.border_subtitle = subtitle
+        ids = [r.session_id for r in rows]
+        if not self._built or ids != [r.session_id for r in self.rows_shown]:
+            self._rebuild(rows)
+            return
+        for old, new in zip(self.rows_shown, rows, strict=True):
+            if old != new:
+                self.update_cell(new.session_id, "row", _cells(new, self._columns, self._width))
+        self.rows_shown = rows
+
+    def _rebuild(self, rows: list[SessionRow]) -> None:
+        if not self._width:
+            self.rows_shown = rows
+            return
+        keep = self.selected_session if self._built else None
+        self._built = True
+        self.rebuilds += 1
+        self.clear(columns=True)
+        self._columns = _columns(self._width)
+        self.add_column(_header(self._columns, self._width), width=self._width, key="row")
+        for row in rows:
+            self.add_row(_cells(row, self._columns, self._width), key=row.session_id)
+        self.rows_shown = rows
+        ids = [r.session_id for r in rows]
+        if keep in ids:
+            self.move_cursor(row=ids.index(keep), animate=False)
