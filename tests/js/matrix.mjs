@@ -66,6 +66,10 @@ async function operations(supabase, who, office) {
       p_office_id: office.id, p_engine_id: 'engine-1', p_session_reason: 's', p_command_error: 'c',
       p_job_reason: 'j', p_unless_alive: false,
     }))
+    o.complete = outcome(await supabase.rpc('semo_complete_command', {
+      p_command_id: office.command, p_engine_id: 'engine-1', p_success: true, p_result: null,
+      p_error: null,
+    }))
   }
   return o
 }
