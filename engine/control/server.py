@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.control.paths import OfficePaths, private_dir
+from engine.control.reaper import OrphanReaper, is_subreaper, set_subreaper
 from engine.control.wire import (
     MAX_REQUEST_BYTES,
     PROTOCOL_VERSION,
@@ -253,6 +254,7 @@ class ControlServer:
         self._latest: dict[str, int] = {}  # session -> the console that used it last
         self._office_changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._made_subreaper = False
         self._results: dict[str, str] = {}
         self._socket_inode: int | None = None
         self.started_at = time.time()
@@ -300,6 +302,12 @@ class ControlServer:
         )
         self._tasks.append(asyncio.create_task(self._forward_events(), name="control events"))
         self._tasks.append(asyncio.create_task(self._office_loop(), name="control office"))
+        # agents that daemonize stay descendants, so still no consoles (engine/control/reaper.py)
+        self._made_subreaper = not is_subreaper() and set_subreaper(True)
+        if self._made_subreaper:
+            self._tasks.append(asyncio.create_task(OrphanReaper().run(), name="control reaper"))
+        elif not is_subreaper():
+            log.warning("control socket: cannot make the engine a child subreaper")
         log.info("control socket %s", path)
 
     def ready(self) -> None:
@@ -342,6 +350,9 @@ class ControlServer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        if self._made_subreaper:
+            set_subreaper(False)
+            self._made_subreaper = False
         self._remove_files()
 
     def _remove_files(self) -> None:
