@@ -155,12 +155,12 @@ async def test_hostile_questions_show_literally_in_the_console(
         options.highlighted = list(shown).index("BE")  # type: ignore[attr-defined]
         await pilot.pause()
         detail = str(app.screen.query_one("#question-detail").render())
-        assert detail == "1:[/b]  2:\\x1b[31mred"
+        assert detail.splitlines()[-2:] == ["1 [/b]", "2 \\x1b[31mred"]
 
         screen = terminal_output(app)
         assert UNSAFE_OUTPUT.findall(screen) == []
         text = CSI.sub("", screen)
-        for literal in ("[/x]", "[@click=app.quit]click", "\\x1b]52;c;aGFja2Vk\\x07", "1:[/b]"):
+        for literal in ("[/x]", "[@click=app.quit]click", "\\x1b]52;c;aGFja2Vk\\x07", "1 [/b]"):
             assert literal in text, literal
         assert "asks:" in text  # the toasts are on screen too
 
@@ -172,7 +172,7 @@ async def test_hostile_questions_show_literally_in_the_console(
         await eventually(lambda: bad.id in app.screen._results, TIMEOUT)  # type: ignore[attr-defined]
         await asyncio.sleep(1.2)
         cells = [str(cell) for cell in commands.get_row(bad.id)]
-        assert "[/x]" in cells[3] and "\\x1b]52" in cells[3], cells
+        assert "[/x] [@click=app.quit]" in cells[0], cells  # literally (clipped to the width)
         assert UNSAFE_OUTPUT.findall(terminal_output(app)) == []
 
         # an answer holding markup: sent as typed, the acknowledgement shows it literally
