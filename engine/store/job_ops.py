@@ -131,9 +131,14 @@ async def create_job(
 async def list_jobs(store: Store, office_id: str, *, include_ended: bool) -> list[JobView]:
     """The office's jobs, oldest first: pending and running ones, or all."""
     agents = await agents_of(store, office_id)
-    jobs = await store.list_jobs(office_id)
-    if not include_ended:
-        jobs = [job for job in jobs if job.status in ("pending", "running")]
+    if include_ended:
+        jobs = await store.list_jobs(office_id)
+    else:  # only the open ones are read, not every job the office ever ran
+        open_jobs = [
+            *await store.list_jobs(office_id, status="pending"),
+            *await store.list_jobs(office_id, status="running"),
+        ]
+        jobs = sorted(open_jobs, key=lambda job: (job.created_at, job.id))  # as the store orders
     return [view(job, agents) for job in jobs]
 
 

@@ -325,3 +325,39 @@ async def test_the_engine_holding_only_the_oldest_of_10001_claims_is_found(store
     else:
         await insert_postgres(stores.dsn, rows)
     assert await _holders(store, office.id) == ["busy-engine", "gone-engine"]
+
+
+async def test_open_jobs_are_listed_behind_5000_ended_ones(stores: Stores) -> None:
+    """`semo jobs` (job_ops.list_jobs): the pending and running jobs, oldest first, read by
+    status rather than by reading every job the office ever ran."""
+    from engine.store.job_ops import list_jobs
+
+    store = await stores.new()
+    office = await store.create_office(Office(name="many jobs"))
+    agent = await store.upsert_agent(Agent(office_id=office.id, name="a", role="BE"))
+    start = datetime.now(UTC) - timedelta(hours=1)
+    statuses = ["done"] * OLD + ["running", "pending"]
+    rows = {
+        "jobs": [
+            {
+                "id": f"job-{n:05d}",
+                "office_id": office.id,
+                "agent_id": agent.id,
+                "task": f"task {n}",
+                "status": status,
+                "created_at": start + timedelta(milliseconds=n // 10),
+                "updated_at": start,
+            }
+            for n, status in enumerate(statuses)
+        ]
+    }
+    if stores.backend == "sqlite":
+        await asyncio.to_thread(insert_sqlite, stores.target, rows)
+    else:
+        await insert_postgres(stores.dsn, rows)
+    open_jobs = await list_jobs(store, office.id, include_ended=False)
+    assert [(j.id, j.status) for j in open_jobs] == [
+        (f"job-{OLD:05d}", "running"),
+        (f"job-{OLD + 1:05d}", "pending"),
+    ]
+    assert len(await list_jobs(store, office.id, include_ended=True)) == OLD + 2
