@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from engine.control.paths import OfficePaths, private_dir
 from engine.fsutil import atomic_write
 from engine.protocol.state import AgentState, StateChange
+from engine.sessions.pool import warm_task_id
 
 if TYPE_CHECKING:
     from engine.engine import Engine
     from engine.sessions.agent_session import AgentSession, SessionEvent
+    from engine.store.models import Agent
 
 log = logging.getLogger("semo.resume")
 
@@ -141,6 +143,7 @@ async def resume_conversations(engine: Engine, keeper: ConversationKeeper) -> li
             session.session_id,
             old_id,
         )
+        await _adopt(engine, session, agent, folder)
         resumed.append(session)
         task = asyncio.create_task(_tell_it(engine, session, old_id), name="resume note")
         _NOTES.add(task)
@@ -150,6 +153,26 @@ async def resume_conversations(engine: Engine, keeper: ConversationKeeper) -> li
 
 
 _NOTES: set[asyncio.Task[None]] = set()
+
+
+async def _adopt(engine: Engine, session: AgentSession, agent: Agent, folder: Path) -> None:
+    """The resumed session joins the pool as a cold session: listed, leased, reaped when
+    idle, its worktree removed then (not a warm role's worktree: that one is the pool's warm
+    slot's, whichever session runs in it)."""
+    pool, worktrees = engine.pool, engine.manager.worktrees if engine.manager else None
+    if pool is None:
+        return
+    worktree = None
+    if worktrees is not None:
+        with contextlib.suppress(Exception):
+            resolved = await asyncio.to_thread(folder.resolve)
+            worktree = next((w for w in await worktrees.list() if w.path == resolved), None)
+    if worktree is not None and worktree.task_id == warm_task_id(agent.role):
+        worktree = None
+    try:
+        pool.adopt(session, agent, worktree)
+    except Exception as error:  # a pool that is closing: the session stays beside it
+        log.warning("resumed session %s not added to the pool: %s", session.session_id, error)
 
 
 async def _tell_it(engine: Engine, session: AgentSession, old_id: str) -> None:

@@ -451,6 +451,30 @@ class SessionPoolManager:
         log.info("pool: %s session %s released", entry.role, session_id)
         self._emit()
 
+    def adopt(
+        self, session: AgentSession, agent: Agent, worktree: Worktree | None
+    ) -> PooledSession:
+        """A session started outside the pool (a Claude Code conversation an engine restart
+        resumed, engine.control.resume) becomes a cold session of it: listed, leased to tasks
+        of its agent (first to its worktree's task), reaped once idle, and `worktree` removed
+        then unless another session of the pool uses the folder."""
+        self._check_open()
+        now = self.clock()
+        entry = PooledSession(
+            session=session,
+            agent=agent,
+            role=agent.role,
+            warm=False,
+            created_at=now,
+            folder=session.cwd,
+            worktree=worktree,
+            ready_since=now if session.state == AgentState.READY else None,
+        )
+        self._entries[session.session_id] = entry
+        log.info("pool: %s session %s adopted (%s)", agent.role, session.session_id, session.cwd)
+        self._emit()
+        return entry
+
     def get(self, session_id: str) -> PooledSession:
         try:
             return self._entries[session_id]

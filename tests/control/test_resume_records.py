@@ -9,9 +9,11 @@ configured or whose folder is gone is dropped; every record read is removed from
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -77,6 +79,64 @@ async def test_records_are_checked_before_anything_is_resumed(
         assert all(
             "--dangerously-skip-permissions" not in s.terminal.argv for s in engine.sessions()
         )
+    finally:
+        await engine.stop("test over")
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _make_repo(repo: Path) -> None:
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+
+
+async def test_a_resumed_session_is_a_pool_session_reaped_with_its_worktree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resumed session joins the pool: listed in its status (the console's pool panel),
+    reaped once idle like any cold session, and the worktree it ran in (a job's) removed."""
+    runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    repo = tmp_path / "repo"
+    await asyncio.to_thread(_make_repo, repo)
+    bash = 'command = ["bash", "--norc", "--noprofile", "-i"'
+    text = CONFIG.replace(
+        f'role = "B"\nprofile = "generic"\n{bash}]',
+        f'role = "B"\nprofile = "generic"\n{bash}, "-s", "--"]',
+    ).replace("max_sessions = 4\n", "max_sessions = 4\nidle_timeout = 1\n")
+    assert "idle_timeout = 1" in text and '"-s", "--"' in text
+    config = parse_config(text, tmp_path / "semo.toml")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    engine = Engine(config, control=True, agent_env=env)
+    await engine.start()
+    agent_id = engine.agents["B"].id
+    assert engine.manager is not None and engine.manager.worktrees is not None
+    worktree = await engine.manager.worktrees.create("B", "job-left-behind")
+    await engine.stop("a job's session left a conversation behind")
+    record = conversations_path(office_paths("ctl", config.store_config()))
+    entry = {"claude_session_id": UUID, "role": "B", "agent_id": agent_id}
+    save(record, {"old": entry | {"folder": str(worktree.path)}})
+
+    engine = Engine(config, control=True, agent_env=env)
+    await engine.start()
+    try:
+        assert engine.pool is not None
+
+        def resumed() -> list[str]:
+            return [s.session_id for s in engine.sessions() if "--resume" in s.terminal.argv]
+
+        await eventually(lambda: resumed(), 30)
+        [session_id] = resumed()
+        await eventually(lambda: session_id in engine.pool.status().sessions, 10)
+        status = engine.pool.status().sessions[session_id]
+        assert status.role == "B"
+        # idle once it is ready: reaped by the pool, and the job's worktree with it
+        await eventually(lambda: session_id not in engine.pool.status().sessions, 60)
+        await eventually(lambda: session_id not in resumed(), 30)
+        await eventually(lambda: not worktree.path.exists(), 30)
+        assert (repo / ".git").is_dir()
     finally:
         await engine.stop("test over")
         shutil.rmtree(runtime, ignore_errors=True)
