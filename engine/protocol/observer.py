@@ -30,6 +30,7 @@ from engine.protocol.monitor import DEFAULT_STALE_AFTER, OutputMonitor, Signal, 
 from engine.protocol.parser import MarkerParser, parse_reply
 from engine.protocol.screen_text import (
     FinalLines,
+    PromptIndex,
     claude_rows,
     claude_turn_text,
     latest_turn,
@@ -87,6 +88,7 @@ class AgentObserver:
         self._prompt = re.compile(prompt_pattern)
         self._read_transcript = read_transcript or turn_text_from_transcript
         self._final_lines = FinalLines()
+        self._prompts = PromptIndex()
         self._parser = MarkerParser()
         self._dialog_open = False
         self._hooks_seen = False
@@ -199,7 +201,7 @@ class AgentObserver:
     ) -> None:
         """Without hooks: when the latest turn shows its end line (`✻ Baked for 3s`), parse the
         turn's text once. A turn is known by its prompt and its text."""
-        lines, input_row = latest_turn_lines(screen)
+        lines, input_row = latest_turn_lines(screen, self._prompts)
         if lines is None:  # no prompt submitted yet
             if input_row:
                 self._state(out, AgentState.READY, "screen", "input box on screen", at)
@@ -229,7 +231,7 @@ class AgentObserver:
     ) -> list[Signal]:
         """Signals in the tool output of the latest turn on screen (informational only)."""
         if lines is None:
-            lines = latest_turn_lines(screen)[0] or screen_lines(screen)
+            lines = latest_turn_lines(screen, self._prompts)[0] or screen_lines(screen)
         rows = latest_turn(claude_rows(lines))
         lines = [row.text for row in rows if row.kind == "tool_output"]
         return self.monitor.scan(lines, "tool_output", at)

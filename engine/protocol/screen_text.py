@@ -21,7 +21,7 @@ from typing import Literal
 
 from engine.protocol.messages import MAX_PAYLOAD_BYTES
 from engine.terminal.screen import TerminalScreen, char_width
-from engine.terminal.scrollback import Line
+from engine.terminal.scrollback import Line, Scrollback
 
 RowKind = Literal["blank", "prompt", "bullet", "tool", "tool_output", "prose", "styled", "other"]
 _TOOL_CALL = re.compile(r"^[A-Z][A-Za-z0-9_.:-]*\(.*\)?$")
@@ -64,28 +64,66 @@ def screen_lines(screen: TerminalScreen) -> list[Line]:
     return [*screen.scrollback, *(screen.row_line(y) for y in range(screen.lines))]
 
 
-def latest_turn_lines(screen: TerminalScreen) -> tuple[list[Line] | None, bool]:
+class PromptIndex:
+    """Where the scrollback's last submitted prompt and last `❯` input row are, kept up to date
+    by checking only the lines pushed since the previous call: scrollback lines never change, so
+    a frame costs a text check per new line, not one per line of a 10,000-line scrollback.
+    Positions are absolute (`Scrollback.total_pushed` counts every line ever pushed): a line
+    evicted or cleared is below the first one still held and so no longer counts."""
+
+    def __init__(self) -> None:
+        self._scrollback: Scrollback | None = None
+        self._checked = 0  # absolute position of the first line not checked yet
+        self._prompt: int | None = None  # absolute position of the newest submitted prompt
+        self._input: int | None = None  # absolute position of the newest other `❯` row
+
+    def find(self, scrollback: Scrollback) -> tuple[int | None, bool]:
+        """(index in `scrollback` of its last submitted prompt or None, whether a `❯` row that
+        is not a submitted prompt is held after it: only meaningful when there is no prompt)."""
+        end = scrollback.total_pushed
+        first = end - len(scrollback)
+        if scrollback is not self._scrollback or self._checked > end:
+            self._scrollback, self._checked, self._prompt, self._input = (
+                scrollback,
+                first,
+                None,
+                None,
+            )
+        for position in range(max(self._checked, first), end):
+            if scrollback.text_at(position - first)[0].startswith("❯"):
+                if classify(scrollback[position - first], False).kind == "prompt":
+                    self._prompt = position
+                else:
+                    self._input = position
+        self._checked = end
+        prompt = self._prompt if self._prompt is not None and self._prompt >= first else None
+        if prompt is not None:
+            return prompt - first, False
+        return None, self._input is not None and self._input >= first
+
+
+def latest_turn_lines(
+    screen: TerminalScreen, index: PromptIndex | None = None
+) -> tuple[list[Line] | None, bool]:
     """The lines from the last submitted prompt row on (scrollback included), or None when no
     row is a submitted prompt; and, in that case, whether some row starts with `❯` (an input
     box that was never submitted). Rows after a prompt classify the same whatever came before
     it, so the latest turn read from these lines is the one read from `screen_lines`; finding it
     costs a text check per row back to the prompt, not the whole scrollback's style runs."""
-    rows = [screen.row_line(y) for y in range(screen.lines)]
+    row_line = screen.row_line
     input_row = False
-    for y in range(len(rows) - 1, -1, -1):
-        if rows[y].text.startswith("❯"):
-            if classify(rows[y], False).kind == "prompt":
-                return rows[y:], False
+    for y in range(screen.lines - 1, -1, -1):
+        if screen.row_first_char(y) == "❯":
+            line = row_line(y)
+            if classify(line, False).kind == "prompt":
+                return [line, *(row_line(i) for i in range(y + 1, screen.lines))], False
             input_row = True
     scrollback = screen.scrollback
-    count = len(scrollback)
-    for index in range(count - 1, -1, -1):
-        if scrollback.text_at(index)[0].startswith("❯"):
-            line = scrollback[index]
-            if classify(line, False).kind == "prompt":
-                return [line, *(scrollback[i] for i in range(index + 1, count)), *rows], False
-            input_row = True
-    return None, input_row
+    at, held_input = (index or PromptIndex()).find(scrollback)
+    if at is not None:
+        rows = [row_line(y) for y in range(screen.lines)]
+        return [*(scrollback[i] for i in range(at, len(scrollback))), *rows], False
+    return None, input_row or held_input
 
 
 def claude_rows(lines: list[Line]) -> list[Row]:

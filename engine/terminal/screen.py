@@ -723,6 +723,17 @@ class TerminalScreen(pyte.Screen):
             return line_from_segments(segments, self._default)
         return line_from_row(self._buffer.get(y, {}), self.columns, self._default)
 
+    def row_first_char(self, y: int) -> str:
+        """The character in row y's first cell (" " when blank), without reading the row."""
+        segments = self.deferred_rows.get(y)
+        if segments is not None:
+            for _style, text in segments:
+                if text:
+                    return text[0]
+            return " "
+        cell = self._buffer.get(y, {}).get(0)
+        return cell.data[:1] or " " if cell is not None else " "
+
     def text_rows(self) -> list[str]:
         """Screen rows as text, trailing blanks trimmed (what `tmux capture-pane -p` prints)."""
         return [self.row_line(y).text.rstrip(" ") for y in range(self.lines)]

@@ -254,3 +254,35 @@ def test_the_latest_turn_from_the_last_prompt_on_equals_the_one_from_every_line(
     assert claude_turn_text(tail, 30) == claude_turn_text(every, 30)
     tail_prompts = [row.text for row in claude_rows(tail) if row.kind == "prompt"]
     assert tail_prompts[-1:] == prompts[-1:]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    pieces=st.lists(
+        st.lists(st.one_of(st.sampled_from(CLAUDE_BITS), st.text(max_size=10)), max_size=12),
+        max_size=10,
+    ),
+    limit=st.sampled_from([0, 3, 20, 1000]),
+)
+def test_a_prompt_index_kept_across_frames_finds_what_a_fresh_one_finds(pieces, limit):
+    """The observer keeps one PromptIndex for the session and checks only the lines pushed
+    since the last frame; after every frame it must agree with one that checks every line
+    (small scrollback limits evict prompts it has seen, `\\x1b[3J` clears them)."""
+    from engine.protocol.screen_text import PromptIndex, classify
+
+    def every_line(scrollback):  # what the index must answer, from a look at every line
+        kinds = [classify(line, False).kind for line in scrollback]
+        prompts = [i for i, kind in enumerate(kinds) if kind == "prompt"]
+        if prompts:
+            return prompts[-1], False
+        return None, any(line.text.startswith("❯") for line in scrollback)
+
+    screen, stream = make_screen_and_stream(30, 6, scrollback=limit)
+    kept = PromptIndex()
+    for piece in pieces:
+        stream.feed(
+            "".join(piece).replace("\x1b[2J", "\x1b[2J\x1b[3J") if limit == 3 else "".join(piece)
+        )
+        assert kept.find(screen.scrollback) == every_line(screen.scrollback)
+        for y in range(screen.lines):  # the row check latest_turn_lines makes before reading
+            assert screen.row_first_char(y) == (screen.row_line(y).text[:1] or " ")
