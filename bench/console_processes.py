@@ -326,7 +326,7 @@ def keystrokes(console: ConsoleProcess, count: int) -> list[float]:
 
 
 def bench_echo(args: argparse.Namespace) -> None:
-    for count, flood in ((6, False), (20, True)):
+    for count, flood in ((6, False), (20, False), (20, True)):
         office = Office(count)
         console = None
         try:
@@ -341,7 +341,7 @@ def bench_echo(args: argparse.Namespace) -> None:
                 asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
                 time.sleep(1.0)
             latencies = keystrokes(console, args.keys)
-            what = "20 sessions, a neighbouring pane flooding" if flood else "6 sessions, idle"
+            what = f"{count} sessions, a neighbouring pane flooding" if flood else f"{count} sessions, idle"
             print(f"keystroke -> echo through the socket, {what}:")
             print(f"  {summary(latencies)}")
         finally:
