@@ -67,6 +67,17 @@ DEFAULT_LEASE_SECONDS = 30.0
 LIST_PAGE_ROWS = 500
 
 
+def narrow_by(
+    column: str, values: Sequence[str] | None, job_id: str | None
+) -> tuple[str, list[str]] | None:
+    """The (column, values) a listing is narrowed to: `values` of `column`, or one job's rows."""
+    if job_id is not None:
+        if values is not None:
+            raise StoreError(f"narrow a listing by {column} or by job_id, not both")
+        return ("job_id", [job_id])
+    return None if values is None else (column, list(values))
+
+
 class StoreError(Exception):
     """Base of the store's errors; the message is meant for an operator."""
 
@@ -304,9 +315,11 @@ class Store(ABC):
         *,
         statuses: Sequence[str] | None = None,
         ids: Sequence[str] | None = None,
+        job_id: str | None = None,
     ) -> list[AgentInvocation]:
         """The office's invocations, oldest first: with `statuses`, only those in one of them;
-        with `ids`, only those (an empty list selects none)."""
+        with `ids`, only those (an empty list selects none); with `job_id`, only that job's
+        (not together with `ids`)."""
 
     @abstractmethod
     async def create_result(self, result: AgentResult) -> AgentResult: ...
@@ -321,9 +334,11 @@ class Store(ABC):
         *,
         status: str | None = None,
         invocation_ids: Sequence[str] | None = None,
+        job_id: str | None = None,
     ) -> list[AgentResult]:
         """The office's results between agents, oldest first: of one status, or all; with
-        `invocation_ids`, only the results of these invocations (none for an empty list)."""
+        `invocation_ids`, only the results of these invocations (none for an empty list);
+        with `job_id`, only that job's (not together with `invocation_ids`)."""
 
     @abstractmethod
     async def create_job(self, job: Job) -> Job: ...

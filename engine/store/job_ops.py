@@ -161,8 +161,8 @@ async def job_timeline(store: Store, job_id: str, office_id: str | None = None) 
             questions.append(await store.get_question(question_id))
         except NotFound:
             continue
-    invocations = [i for i in await store.list_invocations(job.office_id) if i.job_id == job.id]
-    results = [r for r in await store.list_results(job.office_id) if r.job_id == job.id]
+    invocations = await store.list_invocations(job.office_id, job_id=job.id)
+    results = await store.list_results(job.office_id, job_id=job.id)
     return JobTimeline(
         job=view(job, agents),
         entries=entries,

@@ -60,6 +60,7 @@ from engine.store.base import (
     StoreConflict,
     StoreError,
     StoreUnavailable,
+    narrow_by,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -905,10 +906,11 @@ class PostgresStore(Store):
         *,
         statuses: Sequence[str] | None = None,
         ids: Sequence[str] | None = None,
+        job_id: str | None = None,
     ) -> list[AgentInvocation]:
         for status in statuses or ():
             check_invocation_status(status)
-        narrow = None if ids is None else ("id", list(ids))
+        narrow = narrow_by("id", ids, job_id)
         statuses = None if statuses is None else list(statuses)
         return await self._office_rows(
             AgentInvocation, "agent_invocations", office_id, statuses, narrow
@@ -934,10 +936,11 @@ class PostgresStore(Store):
         *,
         status: str | None = None,
         invocation_ids: Sequence[str] | None = None,
+        job_id: str | None = None,
     ) -> list[AgentResult]:
         if status is not None and status not in RESULT_STATUSES:
             raise StoreError(f"unknown result status {status!r}")
-        narrow = None if invocation_ids is None else ("invocation_id", list(invocation_ids))
+        narrow = narrow_by("invocation_id", invocation_ids, job_id)
         return await self._office_rows(AgentResult, "agent_results", office_id, status, narrow)
 
     async def create_job(self, job: Job) -> Job:

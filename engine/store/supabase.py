@@ -95,6 +95,7 @@ from engine.store.base import (
     StoreConflict,
     StoreError,
     StoreUnavailable,
+    narrow_by,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -1503,12 +1504,13 @@ class SupabaseStore(Store):
         *,
         statuses: Sequence[str] | None = None,
         ids: Sequence[str] | None = None,
+        job_id: str | None = None,
     ) -> list[AgentInvocation]:
         if (statuses is not None and not statuses) or (ids is not None and not ids):
             return []
         for status in statuses or ():
             check_invocation_status(status)
-        narrow = None if ids is None else ("id", list(ids))
+        narrow = narrow_by("id", ids, job_id)
         return await self._office_rows(
             AgentInvocation, "agent_invocations", office_id, statuses, narrow
         )
@@ -1531,12 +1533,13 @@ class SupabaseStore(Store):
         *,
         status: str | None = None,
         invocation_ids: Sequence[str] | None = None,
+        job_id: str | None = None,
     ) -> list[AgentResult]:
         if status is not None and status not in RESULT_STATUSES:
             raise StoreError(f"unknown result status {status!r}")
         if invocation_ids is not None and not invocation_ids:
             return []
-        narrow = None if invocation_ids is None else ("invocation_id", list(invocation_ids))
+        narrow = narrow_by("invocation_id", invocation_ids, job_id)
         return await self._office_rows(AgentResult, "agent_results", office_id, status, narrow)
 
     async def create_job(self, job: Job) -> Job:

@@ -361,3 +361,39 @@ async def test_open_jobs_are_listed_behind_5000_ended_ones(stores: Stores) -> No
         (f"job-{OLD + 1:05d}", "pending"),
     ]
     assert len(await list_jobs(store, office.id, include_ended=True)) == OLD + 2
+
+
+async def test_a_jobs_timeline_reads_its_own_work_behind_5000_other_rows(stores: Stores) -> None:
+    """`semo job show` (job_ops.job_timeline): the job's invocation and result, read by job id
+    (list_invocations/list_results job_id=) rather than every invocation and result of the
+    office filtered afterwards."""
+    from engine.store.base import StoreError
+    from engine.store.job_ops import job_timeline
+    from engine.store.models import Job
+
+    store, office, agent, _session = await _office_with_history(stores)
+    job = await store.create_job(Job(office_id=office.id, agent_id=agent.id, task="build"))
+    invocation = await store.create_invocation(
+        AgentInvocation(
+            office_id=office.id,
+            caller_agent_id=agent.id,
+            target_agent_id=agent.id,
+            task="part",
+            job_id=job.id,
+        )
+    )
+    result = await store.create_result(
+        AgentResult(
+            office_id=office.id,
+            invocation_id=invocation.id,
+            sender_agent_id=agent.id,
+            recipient_agent_id=agent.id,
+            job_id=job.id,
+        )
+    )
+    timeline = await job_timeline(store, job.id)
+    assert [i.id for i in timeline.invocations] == [invocation.id]
+    assert [r.id for r in timeline.results] == [result.id]
+    assert await store.list_invocations(office.id, job_id="no-such-job") == []
+    with pytest.raises(StoreError, match="not both"):
+        await store.list_results(office.id, invocation_ids=[invocation.id], job_id=job.id)
