@@ -49,7 +49,7 @@ class QuestionsPanel(Vertical, can_focus=False):
 
     def compose(self) -> ComposeResult:
         yield OptionList(id="question-list")
-        yield Static("", id="question-detail", classes="empty")
+        yield Static("no pending questions", id="question-detail", classes="empty")
         yield Input(placeholder="your answer, Enter to send", id="answer-input")
 
     @property

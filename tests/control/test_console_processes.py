@@ -41,6 +41,11 @@ def office(tmp_path: Path) -> Office:
     office.cleanup()
 
 
+def ready(screen: str, role: str) -> bool:
+    """The console's session list shows `role` ready."""
+    return re.search(rf"│{role}\s+(\w{{6}}\s+)?ready", screen) is not None
+
+
 def _socket(office: Office) -> Path:
     return Path(str(office.info()["socket"]))
 
@@ -49,7 +54,7 @@ def test_closing_the_terminal_detaches_and_semo_stop_ends_the_agents(office: Off
     with consoles() as opened:
         first = Console(office, "console")
         opened.append(first)
-        first.wait(lambda s: "A · ready" in s and "B · ready" in s, "both agents ready")
+        first.wait(lambda s: ready(s, "A") and ready(s, "B"), "both agents ready")
         engine_pid = office.engine_pid()
         assert first.pid != engine_pid
         before = {s["role"]: s for s in office.sessions()}
@@ -68,7 +73,7 @@ def test_closing_the_terminal_detaches_and_semo_stop_ends_the_agents(office: Off
 
         second = Console(office, "console", cols=100, rows=30)
         opened.append(second)
-        second.wait(lambda s: "A · ready" in s and "B · ready" in s, "the same sessions")
+        second.wait(lambda s: ready(s, "A") and ready(s, "B"), "the same sessions")
         assert office.engine_pid() == engine_pid  # attached, not a new engine
 
         stopped = office.semo("stop")
@@ -86,20 +91,20 @@ def test_two_consoles_share_panes_scrollback_and_typing(office: Office) -> None:
     with consoles() as opened:
         one = Console(office, "console", cols=120, rows=32)
         opened.append(one)
-        one.wait(lambda s: "A · ready" in s, "agent A")
-        one.click(10, 5)  # into A's pane (top left)
+        one.wait(lambda s: ready(s, "A"), "agent A")
+        one.click(80, 5)  # into A's pane (the selected session, right of the session list)
         one.type("seq 1 120\r")
-        one.wait(lambda s: "\n│120" in s, "the end of seq in console one")
+        one.wait(lambda s: "│120" in s, "the end of seq in console one")
 
         two = Console(office, "console", cols=100, rows=32)
         opened.append(two)
-        two.wait(lambda s: "\n│120" in s and "B · ready" in s, "the same pane in console two")
+        two.wait(lambda s: "│120" in s and ready(s, "B"), "the same pane in console two")
 
-        two.click(10, 5)
+        two.click(70, 5)
         two.type("echo from-two\r")
         one.wait_for("from-two")
         one.type("echo from-one\r")
-        two.wait_for("\n│from-one")
+        two.wait_for("│from-one")
 
         live = _left_numbers(two.text())
         two.key("S-PPage")  # the scrollback came with the attach: page back into it
@@ -108,15 +113,15 @@ def test_two_consoles_share_panes_scrollback_and_typing(office: Office) -> None:
 
 
 def _left_numbers(screen: str) -> list[int]:
-    """The numbers `seq` printed, as shown in the left pane."""
-    return [int(m.group(1)) for m in re.finditer(r"^│(\d+) *│", screen, re.MULTILINE)]
+    """The numbers `seq` printed, as shown in the selected session's pane."""
+    return [int(m.group(1)) for m in re.finditer(r"│ *│(\d+) *│$", screen, re.MULTILINE)]
 
 
 def test_engine_killed_under_a_console_answers_are_refused(office: Office) -> None:
     with consoles() as opened:
         console = Console(office, "demo", cols=120, rows=36)
         opened.append(console)
-        console.wait_for("1:postgres")
+        console.wait_for("1 postgres")
         [question] = json.loads(office.semo("questions", "--office", "demo", "--json").stdout)
         engine_pid = office.engine_pid()
 
@@ -145,7 +150,7 @@ def test_engine_killed_under_a_console_answers_are_refused(office: Office) -> No
         console.key("C-r")  # start it again from the console
         console.wait_for("the engine runs again")
         assert office.engine_pid() != engine_pid
-        console.wait_for("1:postgres")  # the demo's new job asks again
+        console.wait_for("1 postgres")  # the demo's new job asks again
     office.cleanup("--demo")
 
 
@@ -153,7 +158,7 @@ def test_sigterm_detaches_and_restores_the_terminal(office: Office) -> None:
     with consoles() as opened:
         console = Console(office, "console")
         opened.append(console)
-        console.wait(lambda s: "A · ready" in s, "the console")
+        console.wait(lambda s: ready(s, "A"), "the console")
         assert console.flag("alternate_on") == "1"
         assert console.flag("mouse_any_flag") == "1"
 
@@ -182,7 +187,7 @@ def test_a_foreground_engine_takes_consoles_and_stops_with_semo_stop(office: Off
         with consoles() as opened:
             console = Console(office, "console")
             opened.append(console)
-            console.wait(lambda s: "A · ready" in s and "B · ready" in s, "both agents")
+            console.wait(lambda s: ready(s, "A") and ready(s, "B"), "both agents")
             assert office.engine_pid() == engine.pid  # attached to it, none started
             assert "stopped" in office.semo("stop").stdout
             assert engine.wait(30) == 0
