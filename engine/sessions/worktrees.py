@@ -79,6 +79,10 @@ class Worktree:
         return (self.role, self.task_id)
 
 
+#: common git dir -> the lock adds to that repository take in this process.
+_ADD_LOCKS: dict[str, asyncio.Lock] = {}
+
+
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -419,24 +423,29 @@ class WorktreeManager:
 
     @contextlib.asynccontextmanager
     async def _adding(self) -> AsyncIterator[None]:
-        """One `git worktree add` at a time per repository, across processes too (an flock on
-        a file in the common git directory): git names a new worktree's admin folder after the
-        path's last part, taking `name1`, `name2`... when it exists, and two adds at once race
-        for the same name ("failed to read .git/worktrees/warm1/commondir")."""
+        """One `git worktree add` at a time per repository, across processes too: git names a
+        new worktree's admin folder after the path's last part, taking `name1`, `name2`... when
+        it exists, and two adds at once race for the same name ("failed to read
+        .git/worktrees/warm1/commondir"); an add also reads every other worktree's admin folder,
+        so even differently named adds fail on one another's half-made folder. In this process
+        waiters queue on an asyncio lock (each starts the moment the previous add ends); across
+        processes an flock on a file in the common git directory, polled (cancelling stays
+        clean)."""
         common = await self.check_repository()
-        fd = os.open(
-            common / "semo-worktree-add.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600
-        )
-        try:
-            while True:  # polled, not a blocking flock in a thread: cancelling stays clean
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    await asyncio.sleep(0.02)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
+        async with _ADD_LOCKS.setdefault(str(common), asyncio.Lock()):
+            fd = os.open(
+                common / "semo-worktree-add.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600
+            )
+            try:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        await asyncio.sleep(0.02)
+                yield
+            finally:
+                os.close(fd)  # releases the lock
 
     async def _find(self, path: Path) -> Worktree | None:
         root = self._root()

@@ -94,6 +94,21 @@ async def test_concurrent_creates_of_one_task_make_one_worktree(
     assert len(await manager.list()) == 1
 
 
+async def test_concurrent_creates_of_many_tasks_all_succeed(
+    manager: WorktreeManager, repo: Path, tmp_path: Path
+) -> None:
+    """Adds to one repository are one at a time (git reads every worktree's admin folder, and a
+    half-made one fails the other add); two managers of the same repository in one process (two
+    engines) and same-named tasks of different roles queue too."""
+    other = WorktreeManager(repo, manager.workspace_root)
+    made = await asyncio.gather(
+        *(manager.create(role, task) for role in ("FE", "BE", "QA") for task in ("warm", "t1")),
+        *(other.create("OPS", f"t{n}") for n in range(3)),
+    )
+    assert len({w.path for w in made}) == 9
+    assert len(await manager.list()) == 9
+
+
 async def test_create_from_a_base(manager: WorktreeManager, repo: Path) -> None:
     first = git(repo, "rev-parse", "HEAD")
     commit_file(repo, "later.txt", "later\n")
