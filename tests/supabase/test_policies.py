@@ -455,3 +455,40 @@ async def test_no_semo_function_or_table_is_open_beyond_the_list(world: World) -
             " and c.relkind = 'r' and not c.relrowsecurity"
         )
         assert await cur.fetchall() == []  # every table has RLS, semo_migrations included
+
+
+async def test_an_upgrade_from_0006_on_a_supabase_shaped_database(tmp_path: Path) -> None:
+    """A project that ran semo before issue 16 (0001-0006, office-claim policies, Supabase's
+    default privileges) takes 0007: rows kept, the claim policies gone, privileges as listed."""
+    upto_0006 = tmp_path / "upto_0006"
+    upto_0006.mkdir()
+    for path in default_migrations():
+        if path.name < "0007":
+            text = await asyncio.to_thread(Path(path).read_bytes)
+            await asyncio.to_thread((upto_0006 / path.name).write_bytes, text)
+    with temporary_database(ADMIN_DSN) as dsn:
+        assert len(await migrate(dsn, folder=upto_0006)) == 6
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            office = _seed_office(conn, "before")
+        assert [name[:4] for name in await migrate(dsn)] == ["0007"]
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            cur = await conn.execute(
+                "select (select count(*) from jobs where id = %s),"
+                " (select count(*) from user_questions where id = %s),"
+                " (select count(*) from pg_policies where policyname = 'semo_office_isolation'),"
+                " (select count(*) from pg_policies where schemaname = 'realtime'"
+                "   and policyname = 'semo_members_receive'),"
+                " (select count(*) from pg_constraint"
+                "   where conname = 'office_members_user_id_fkey')",
+                (office.job, office.question),
+            )
+            assert await cur.fetchone() == (1, 1, 0, 1, 1)
+            cur = await conn.execute(
+                "select p.proname from pg_proc p where p.pronamespace = 'public'::regnamespace"
+                " and p.proname like 'semo\\_%%'"
+                " and (has_function_privilege('anon', p.oid, 'EXECUTE')"
+                "      or (has_function_privilege('authenticated', p.oid, 'EXECUTE')"
+                "          and p.proname <> all(%s)))",
+                (sorted(OPERATOR_FUNCTIONS),),
+            )
+            assert await cur.fetchall() == []
