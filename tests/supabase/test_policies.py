@@ -470,7 +470,8 @@ async def test_an_upgrade_from_0006_on_a_supabase_shaped_database(tmp_path: Path
         assert len(await migrate(dsn, folder=upto_0006)) == 6
         with psycopg.connect(dsn, autocommit=True) as conn:
             office = _seed_office(conn, "before")
-        assert [name[:4] for name in await migrate(dsn)] == ["0007"]
+        later = [p.name for p in default_migrations() if p.name >= "0007"]
+        assert await migrate(dsn) == later
         async with await psycopg.AsyncConnection.connect(dsn) as conn:
             cur = await conn.execute(
                 "select (select count(*) from jobs where id = %s),"
