@@ -22,7 +22,8 @@ from tests.control.office import SEMO, Office, alive, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
-# argv: the runtime folder (the socket is <runtime>/semo/control-*.sock) and a report file.
+# argv: the runtime folder (the socket is <runtime>/semo/control-*.sock; the hook socket is
+# there too) and a report file.
 DAEMON = r"""
 import json, os, socket, struct, sys, time
 runtime, report = sys.argv[1], sys.argv[2]
@@ -38,7 +39,10 @@ if os.fork() == 0:
             os.close(fd)
         sockets = []
         while not sockets:
-            sockets = [f for f in os.listdir(runtime + "/semo") if f.endswith(".sock")]
+            sockets = [
+                f for f in os.listdir(runtime + "/semo")
+                if f.startswith("control-") and f.endswith(".sock")
+            ]
             time.sleep(0.05)
         result = {"pid": os.getpid(), "ppid": os.getppid()}
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
