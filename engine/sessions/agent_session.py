@@ -1,11 +1,16 @@
 """One agent session: a CLI in a PTY, its protocol observer, and a FIFO input queue.
 
 Prompts never go straight to the terminal. `submit` puts them in the session's queue; one
-delivery task takes them in order and types each only when the agent is ready for it:
+delivery task types each only when the agent is ready for it:
 
 - a ``prompt`` when the session is ``ready`` (at its prompt, idle);
 - an ``answer`` (to the agent's own ASK_USER) also when it is ``waiting_input`` because of
   that question, but never while Claude Code shows a permission dialog.
+
+The task takes the first item the agent accepts now: in order while it is ready, and while it
+waits for the operator the answer overtakes the prompts queued before it (another agent's
+result, semo's feedback, a job's task), which stay queued in their order until it is ready
+again. An agent that exits while its prompt is typed fails that prompt with `SessionEnded`.
 
 A prompt is pasted (bracketed when the CLI enabled mode 2004), Enter is pressed, and the agent
 must confirm it: Claude Code through its UserPromptSubmit hook, a generic program by answering
@@ -40,7 +45,7 @@ from engine.protocol.observer import (
 )
 from engine.protocol.state import AgentState, StateChange
 from engine.sessions.profiles import AgentProfile, paste, sanitize_input
-from engine.terminal.pty_process import ExitStatus
+from engine.terminal.pty_process import ExitStatus, TerminalClosedError
 from engine.terminal.session import TerminalSession
 
 log = logging.getLogger("semo.sessions")
@@ -417,18 +422,31 @@ class AgentSession:
         last = self.observer.tracker.history[-1] if self.observer.tracker.history else None
         return last is not None and last.source == "protocol"
 
+    def _next(self) -> _Queued | None:
+        """The first item the agent takes now, wherever it is in the queue: while it waits for
+        the operator an answer overtakes the prompts queued before it (they stay queued, in
+        order, until the agent is ready again); items of one kind keep their order."""
+        return next((item for item in self._queue if self._accepts(item)), None)
+
     async def _deliver_loop(self) -> None:
         while True:
-            while not (self._queue and self._accepts(self._queue[0])):
+            while (item := self._next()) is None:
                 self._queue_changed.clear()
                 await self._queue_changed.wait()
-            item = self._typing = self._queue[0]
+            self._typing = item
             try:
                 attempts = await self._deliver(item)
-            except DeliveryFailed as error:
+            except (DeliveryFailed, TerminalClosedError) as error:
+                # TerminalClosedError: the agent exited while its prompt was typed
                 self._pop(item)
                 if not item.delivered.done():
-                    item.delivered.set_exception(error)
+                    failure = (
+                        error
+                        if isinstance(error, DeliveryFailed)
+                        else SessionEnded(f"session {self.session_id} ended while typing: {error}")
+                    )
+                    item.delivered.set_exception(failure)
+                    item.delivered.exception()  # retrieved: its caller may have gone
                 continue
             finally:
                 self._typing = None
@@ -441,8 +459,8 @@ class AgentSession:
             self._notify(done)
 
     def _pop(self, item: _Queued) -> None:
-        if self._queue and self._queue[0] is item:
-            self._queue.pop(0)
+        """Take `item` out of the queue wherever it is (gone already if the queue was failed)."""
+        self._queue = [queued for queued in self._queue if queued is not item]
 
     def _withdraw(self, future: asyncio.Future[PromptDelivered]) -> None:
         """Take a prompt whose caller gave up out of the queue, unless it is being typed."""
@@ -450,6 +468,7 @@ class AgentSession:
             if item.delivered is future and item is not self._typing:
                 del self._queue[index]
                 future.cancel()
+                self._queue_changed.set()  # an item behind it may be deliverable now
                 return
 
     async def _deliver(self, item: _Queued) -> int:

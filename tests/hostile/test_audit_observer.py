@@ -1,7 +1,6 @@
 """Audit of issue 12: gaps found in the session's delivery queue (engine/sessions/agent_session.py,
 OBSERVER's file, still being worked on when the audit ran). Each test reproduces the attack on
-a real program in a real PTY and is marked xfail(strict=True) until the queue is fixed: remove
-the mark with the fix.
+a real program in a real PTY (they were strict xfails until the queue was fixed).
 
 - An agent waiting for the operator's answer (ASK_USER pending) gets a prompt queued (another
   agent's result, semo's feedback, a job's task); the operator's answer queues behind it and
@@ -15,6 +14,7 @@ the mark with the fix.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from engine.protocol.state import AgentState
+from engine.sessions.agent_session import SessionEnded
 from engine.sessions.manager import SessionManager
 from engine.sessions.profiles import GENERIC
 from engine.store.models import Agent
@@ -49,7 +50,6 @@ async def manager(tmp_path: Path) -> AsyncIterator[SessionManager]:
         yield manager
 
 
-@pytest.mark.xfail(strict=True, reason="agent_session: an answer waits behind a queued prompt")
 async def test_an_answer_is_typed_though_a_prompt_was_queued_while_the_agent_waited(
     manager: SessionManager, tmp_path: Path
 ) -> None:
@@ -72,7 +72,6 @@ async def test_an_answer_is_typed_though_a_prompt_was_queued_while_the_agent_wai
     await eventually(lambda: "a result another agent delivered" in typed(), TIMEOUT)
 
 
-@pytest.mark.xfail(strict=True, reason="agent_session: TerminalClosedError escapes _deliver_loop")
 async def test_an_agent_that_exits_while_a_prompt_is_typed_ends_cleanly(
     manager: SessionManager, tmp_path: Path
 ) -> None:
@@ -84,5 +83,72 @@ async def test_an_agent_that_exits_while_a_prompt_is_typed_ends_cleanly(
     delivered = session.submit("hello " * 50)
     # the agent is gone (the prompt failed) and the delivery got past its typing
     await eventually(lambda: delivered.done() and session._typing is None, TIMEOUT)
+    assert isinstance(delivered.exception(), SessionEnded)  # a clear failure for its caller
     await manager.terminate(session.session_id, reason="test over")  # raised TerminalClosedError
     assert session.ended
+
+
+def _asking_agent(tmp_path: Path, replies: int) -> tuple[Agent, Path]:
+    """A generic agent that asks the operator on `go` and answers anything else with `ok`."""
+    script = tmp_path / "script.json"
+    acts = [{"match": "go", "text": "[ASK_USER] which one?"}] + [{"text": "ok"}] * replies
+    script.write_text(json.dumps(acts))
+    log = tmp_path / "prompts.jsonl"
+    command = [sys.executable, "-m", "tests.support.hostile_agent", "--script", str(script)]
+    return Agent(office_id="o", name="A", role="A", command=[*command, "--log", str(log)]), log
+
+
+def _typed(log: Path) -> list[str]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+async def test_an_answer_overtakes_queued_prompts_which_keep_their_order(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """Two prompts (another agent's result, semo's feedback) queued while the agent waits for
+    the operator: the answer is typed first, then both prompts in the order they came, each
+    once the agent is ready again."""
+    agent, log = _asking_agent(tmp_path, replies=3)
+    session = await manager.create(agent, working_dir=tmp_path, profile=GENERIC)
+    await session.wait_ready(TIMEOUT)
+    await session.execute("go", timeout=TIMEOUT)
+    assert session.state == AgentState.WAITING_INPUT
+    first = session.submit("first queued prompt")
+    second = session.submit("second queued prompt")
+    answer = session.submit("the operator's answer", kind="answer")
+    await asyncio.wait_for(asyncio.gather(first, second, answer), TIMEOUT)
+    assert _typed(log) == [
+        "go",
+        "the operator's answer",
+        "first queued prompt",
+        "second queued prompt",
+    ]
+    assert answer.result().prompt_id > first.result().prompt_id  # it did overtake them
+
+
+async def test_a_prompt_withdrawn_while_the_agent_waits_is_never_typed(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """A caller gives up on its prompt while the agent waits for the operator: the operator's
+    answer queued behind it is typed, and the prompt leaves the queue, never typed (here the
+    agent stays busy with the answer, with no new prompt, until the caller gave up)."""
+    script = tmp_path / "script.json"
+    acts = [
+        {"match": "go", "text": "[ASK_USER] which one?"},
+        {"match": "answer", "text": "working on it", "prompt": False},
+    ]
+    script.write_text(json.dumps(acts))
+    log = tmp_path / "prompts.jsonl"
+    command = [sys.executable, "-m", "tests.support.hostile_agent", "--script", str(script)]
+    agent = Agent(office_id="o", name="A", role="A", command=[*command, "--log", str(log)])
+    session = await manager.create(agent, working_dir=tmp_path, profile=GENERIC)
+    await session.wait_ready(TIMEOUT)
+    await session.execute("go", timeout=TIMEOUT)
+    given_up = asyncio.create_task(session.deliver("a prompt nobody waits for", timeout=0.5))
+    await asyncio.sleep(0)  # queued first
+    await session.deliver("the operator's answer", kind="answer", timeout=TIMEOUT)
+    with pytest.raises(TimeoutError):
+        await given_up
+    assert session.queued == 0
+    await eventually(lambda: "the operator's answer" in _typed(log), TIMEOUT)
+    assert _typed(log) == ["go", "the operator's answer"]
