@@ -5,7 +5,8 @@ The first engine's BE session gets a prompt with a marker word; the engine is SI
 agent goes with it). The next engine of the office starts BE's conversation again with
 `claude --resume` in the same worktree and types a note that it was restarted: the request
 the scripted API gets for that note carries the earlier turn (the marker word and the first
-reply), and the note.
+reply), and the note, which names the question the first turn asked ([ASK_USER]) and nobody
+could answer before the engine died.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from tests.support.scripted_api import ScriptedMessagesAPI
 pytestmark = [pytest.mark.claude, pytest.mark.timeout(300)]
 
 MARKER = "pineapple-8812"
-FIRST_REPLY = "Noted the word, it is safe with me."
+ASKED = "Which colour should the pineapple button be?"
+FIRST_REPLY = f"Noted the word, it is safe with me.\n[ASK_USER] {ASKED}"
 
 CONFIG = """
 [office]
@@ -155,7 +157,9 @@ async def test_a_claude_conversation_is_resumed_after_an_engine_sigkill(
             assert session.cwd.name != "repo"  # the worktree the first engine made for BE
             note = next(r for r in api.main_requests if "was restarted" in r.body_text())
             body = note.body_text()
-            assert MARKER in body and FIRST_REPLY in body  # the earlier turn came along
+            assert MARKER in body and FIRST_REPLY.splitlines()[0] in body  # the earlier turn
+            # what was waiting for it: the question it asked, cancelled with the dead engine
+            assert ASKED in body and "got no answer before the restart" in body
         finally:
             await second.stop("test over")
             shutil.rmtree(runtime, ignore_errors=True)
