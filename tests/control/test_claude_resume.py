@@ -159,7 +159,7 @@ async def test_a_claude_conversation_is_resumed_after_an_engine_sigkill(
             body = note.body_text()
             assert MARKER in body and FIRST_REPLY.splitlines()[0] in body  # the earlier turn
             # what was waiting for it: the question it asked, cancelled with the dead engine
-            assert ASKED in body and "got no answer before the restart" in body
+            assert f'"{ASKED}" got no answer before the restart' in body
         finally:
             await second.stop("test over")
             shutil.rmtree(runtime, ignore_errors=True)
