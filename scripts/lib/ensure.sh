@@ -25,6 +25,10 @@ apt_install() {
 }
 
 ensure_venv() {
+    if [ -x .venv/bin/python ] && ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+        echo "==> .venv is incomplete (an interrupted creation?): creating it again"
+        rm -rf .venv
+    fi
     if [ ! -x .venv/bin/python ]; then
         echo "==> creating .venv"
         "$PYTHON" -m venv .venv
