@@ -117,10 +117,18 @@ async def test_prompt_sent_while_busy_is_delivered_once_after_the_turn(
             await s.submit("first task")
             assert s.state == AgentState.EXECUTING
             second = s.submit("second task")
-            await asyncio.sleep(0.5)
-            assert not second.done()
-            assert len(api.main_requests) == 1
+            # What the first turn's end finds: the second prompt still queued, one request made.
+            # (UserPromptSubmit confirms a prompt before Claude Code sends its request, so the
+            # request count is read when the turn ends, not a moment after the confirmation.)
+            at_turn_end: list[tuple[bool, int]] = []
+
+            def turn_end(_s: AgentSession, event: object) -> None:
+                if isinstance(event, StateChange) and event.state == AgentState.READY:
+                    at_turn_end.append((second.done(), len(api.main_requests)))
+
+            s.add_listener(turn_end)
             await asyncio.wait_for(second, TURN)
+            assert at_turn_end[0] == (False, 1)
             await s.wait_ready(TURN)
             users = [r.last_user_text() for r in api.main_requests]
             assert len(users) == 2
