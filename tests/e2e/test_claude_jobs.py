@@ -1,0 +1,363 @@
+"""A person runs a job for the real Claude Code team (FE, BE, QA) with the CLI alone:
+`semo job create --wait`, `semo questions`, `semo answer`, `semo job show`, against a real
+`semo engine` process whose store (sqlite, or postgres in a fresh database) is chosen in
+semo.toml alone. Each agent talks to its own scripted Messages API (offline).
+
+The second test SIGKILLs the engine while BE works on FE's invocation: the next engine retries
+the job once and finishes it; every invocation reached BE once (the cancelled one was never sent
+again) and every invocation and result of the office is the job's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import load_config
+from engine.store import open_store
+from engine.store.migrate import migrate
+from tests.store.conftest import fresh_database
+from tests.support.claude_home import claude_env
+from tests.support.scripted_api import ScriptedMessagesAPI
+from tests.support.waiting import eventually_value
+
+pytestmark = pytest.mark.claude
+
+SEMO = Path(sys.executable).with_name("semo")
+TIMEOUT = 120.0
+ROLES = ("FE", "BE", "QA")
+
+
+def block(tag: str, body: dict[str, Any], close: str) -> str:
+    return f"[{tag}]\n{json.dumps(body)}\n[/{close}]"
+
+
+def invocation_id(request: dict[str, Any]) -> str:
+    match = re.search(r"Invocation ([0-9a-f-]{36}) from FE", json.dumps(request))
+    assert match, "the invocation prompt names its id"
+    return match.group(1)
+
+
+def deliver(summary: str) -> Any:
+    def reply(request: dict[str, Any]) -> str:
+        body = {"invocation_id": invocation_id(request), "summary": summary}
+        return "Done.\n\n" + block("DELIVER_RESULT:FE", body, "DELIVER_RESULT")
+
+    return reply
+
+
+ASK = block(
+    "ASK_USER",
+    {"type": "choice", "question": "Which database?", "options": ["postgres", "sqlite"]},
+    "ASK_USER",
+)
+INVOKE_BE = block("INVOKE:BE", {"task": "Add GET /health", "context": {"db": "postgres"}}, "INVOKE")
+INVOKE_QA = "[INVOKE:QA]\nRun the whole test suite\n[/INVOKE]"
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="semo-cj-"))  # short: sockets live under it
+    yield path
+    if not os.environ.get("SEMO_TEST_KEEP"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store_section(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield '[store]\nbackend = "sqlite"\nsqlite_path = "semo.db"'
+        return
+    async with fresh_database() as dsn:
+        await migrate(dsn)
+        yield f'[store]\nbackend = "postgres"\ndatabase_url = "{dsn}"'
+
+
+def write_office(folder: Path, store: str, apis: dict[str, ScriptedMessagesAPI]) -> None:
+    repo = folder / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "README.md").write_text("# the office's product\n")
+    subprocess.run([*git, "add", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    agents = "".join(
+        f"""
+[[agents]]
+role = "{role}"
+name = "{role} agent"
+prompt = "You are the {role} engineer."
+env = {{ ANTHROPIC_BASE_URL = "{apis[role].base_url}" }}
+cols = 100
+rows = 30
+"""
+        for role in ROLES
+    )
+    (folder / "semo.toml").write_text(
+        f"""
+[office]
+name = "claude-jobs"
+repository = "repo"
+workspace_root = "ws"
+
+{store}
+
+[engine]
+command_timeout = 60
+shutdown_grace = 2
+
+[pool]
+max_sessions = 6
+warm_roles = ["FE", "BE", "QA"]
+{agents}"""
+    )
+
+
+def cli_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
+
+
+async def semo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run,
+        [str(SEMO), *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=folder,
+        timeout=60,
+    )
+
+
+@asynccontextmanager
+async def engine_process(
+    folder: Path, apis: dict[str, ScriptedMessagesAPI]
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    env = claude_env(folder / "elsewhere", folder / "home", apis["FE"])
+    env["XDG_RUNTIME_DIR"] = str(folder / "run")
+    (folder / "run").mkdir(exist_ok=True, mode=0o700)
+    with (folder / "engine.log").open("ab") as sink:
+        process = await asyncio.create_subprocess_exec(
+            str(SEMO), "engine", stdout=asyncio.subprocess.DEVNULL, stderr=sink, env=env, cwd=folder
+        )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(60):
+                    await process.wait()
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def team_ready(folder: Path) -> None:
+    async def ready() -> bool | None:
+        listed = await semo(folder, "sessions", "--json")
+        rows = json.loads(listed.stdout) if listed.returncode == 0 else []
+        return sorted(r["role"] for r in rows if r["status"] == "ready") == sorted(ROLES) or None
+
+    await eventually_value(ready, "FE, BE and QA ready", TIMEOUT)
+
+
+async def start_job(folder: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        str(SEMO),
+        "job",
+        "create",
+        "--role",
+        "FE",
+        "--task",
+        "Build the login page",
+        "--wait",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=cli_env(),
+        cwd=folder,
+    )
+
+
+async def answer_the_question(folder: Path) -> str:
+    async def pending() -> dict[str, Any] | None:
+        listed = await semo(folder, "questions", "--json")
+        rows = json.loads(listed.stdout) if listed.returncode == 0 else []
+        return rows[0] if rows else None
+
+    question = await eventually_value(pending, "FE's question", TIMEOUT)
+    assert (question["question"], question["options"]) == (
+        "Which database?",
+        ["postgres", "sqlite"],
+    )
+    answered = await semo(folder, "answer", question["id"], "--option", "1")
+    assert answered.returncode == 0, answered.stderr
+    return str(question["id"])
+
+
+@pytest.mark.timeout(300)
+async def test_a_claude_team_job_with_the_cli_alone(store_section: str, folder: Path) -> None:
+    replies = {
+        "FE": [ASK, INVOKE_BE, INVOKE_QA, "[SEMO:DONE] login page built on postgres"],
+        "BE": [deliver("GET /health added")],
+        "QA": [deliver("All tests passed (12)")],
+    }
+    apis = {role: ScriptedMessagesAPI(replies=replies[role]).start() for role in ROLES}
+    try:
+        write_office(folder, store_section, apis)
+        async with engine_process(folder, apis):
+            await team_ready(folder)
+            job = await start_job(folder)
+            question_id = await answer_the_question(folder)
+            async with asyncio.timeout(TIMEOUT):
+                out, err = await job.communicate()
+        lines = out.decode().splitlines()
+        assert job.returncode == 0, (lines, err.decode(), (folder / "engine.log").read_text())
+        job_id = lines[0]
+        assert lines[-1] == f"job {job_id} done after 1 attempt(s)"
+        steps = [line.split()[1] for line in lines[1:] if line[:2].isdigit()]
+        assert steps[:4] == ["created", "started", "session", "delivered"]
+        assert steps.count("invocation_sent") == 2 and steps.count("result_delivered") == 2
+        assert steps[-1] == "done"
+
+        shown = json.loads((await semo(folder, "job", "show", job_id, "--json")).stdout)
+        assert (shown["job"]["status"], shown["job"]["role"]) == ("done", "FE")
+        assert [(q["id"], q["answer"]) for q in shown["questions"]] == [(question_id, "postgres")]
+        invocations = shown["invocations"]
+        assert sorted(i["task"] for i in invocations) == [
+            "Add GET /health",
+            "Run the whole test suite",
+        ]
+        assert {(i["status"], i["job_id"]) for i in invocations} == {("delivered", job_id)}
+        results = shown["results"]
+        assert sorted(r["summary"] for r in results) == [
+            "All tests passed (12)",
+            "GET /health added",
+        ]
+        assert {(r["status"], r["job_id"]) for r in results} == {("delivered", job_id)}
+        text = (await semo(folder, "job", "show", job_id)).stdout
+        assert f"job {job_id}: done, 1 attempt(s), agent FE" in text
+
+        fe = [r.last_user_text() for r in apis["FE"].main_requests]
+        assert "Build the login page" in fe[0]
+        assert f"Answer to your question {question_id}: postgres" in fe[1]
+        assert "from BE: GET /health added" in fe[2] and "from QA: All tests passed" in fe[3]
+        assert len(fe) == 4
+        assert len(apis["BE"].main_requests) == len(apis["QA"].main_requests) == 1
+    finally:
+        for api in apis.values():
+            api.close()
+
+
+def last_user(request: dict[str, Any]) -> str:
+    """Every text of the request's last user message (what was just typed, or a tool result)."""
+    users = [m for m in request.get("messages") or [] if m.get("role") == "user"]
+    out: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            walk(value.get("text"))
+            walk(value.get("content"))
+
+    walk(users[-1].get("content") if users else None)
+    return "\n".join(out)
+
+
+WAITING = "Understood; waiting for instructions."
+
+
+@pytest.mark.timeout(400)
+async def test_the_engine_sigkilled_mid_invocation_the_next_one_finishes_the_job(
+    store_section: str, folder: Path
+) -> None:
+    """The scripted models answer by what they were just told (a Claude Code session resumed
+    by the next engine may first be told that its engine stopped: it waits)."""
+    release = threading.Event()
+    slow_started = threading.Event()
+    invoked: list[str] = []
+
+    def be(request: dict[str, Any]) -> str:
+        match = re.search(r"Invocation ([0-9a-f-]{36}) from FE", last_user(request))
+        if match is None:
+            return WAITING
+        invoked.append(match.group(1))
+        if len(invoked) == 1:
+            slow_started.set()
+            release.wait(TIMEOUT)  # BE "works" until its engine is gone
+        body = {"invocation_id": match.group(1), "summary": "GET /health added"}
+        return "Done.\n\n" + block("DELIVER_RESULT:FE", body, "DELIVER_RESULT")
+
+    def fe(request: dict[str, Any]) -> str:
+        text = last_user(request)
+        if "Build the login page" in text:
+            return INVOKE_BE
+        if "Result of invocation" in text:
+            return "[SEMO:DONE] login page built"
+        return WAITING
+
+    replies = {"FE": [fe] * 10, "BE": [be] * 10, "QA": [lambda request: WAITING] * 10}
+    apis = {role: ScriptedMessagesAPI(replies=replies[role]).start() for role in ROLES}
+    try:
+        write_office(folder, store_section, apis)
+        async with engine_process(folder, apis) as first:
+            await team_ready(folder)
+            job = await start_job(folder)
+            await asyncio.to_thread(slow_started.wait, TIMEOUT)
+            first.kill()
+            await first.wait()
+        async with engine_process(folder, apis):
+            async with asyncio.timeout(TIMEOUT * 2):
+                out, err = await job.communicate()
+        release.set()
+        lines = out.decode().splitlines()
+        assert job.returncode == 0, (lines, err.decode(), (folder / "engine.log").read_text())
+        job_id = lines[0]
+        assert lines[-1] == f"job {job_id} done after 2 attempt(s)"
+        steps = [line.split()[1] for line in lines[1:] if line[:2].isdigit()]
+        died = steps.index("engine_died")
+        assert steps[died : died + 2] == ["engine_died", "retry"] and steps[-1] == "done"
+
+        shown = json.loads((await semo(folder, "job", "show", job_id, "--json")).stdout)
+        assert (shown["job"]["status"], shown["job"]["attempts"]) == ("done", 2)
+        first_invocation, second = shown["invocations"]
+        assert first_invocation["status"] == "cancelled"
+        assert "while running this job" in first_invocation["error"]
+        assert second["status"] == "delivered"
+        assert [r["summary"] for r in shown["results"]] == ["GET /health added"]
+
+        # each invocation reached BE once; the cancelled one was never sent again
+        assert invoked == [first_invocation["id"], second["id"]]
+        retry = "Retry (attempt 2): the engine running the previous attempt stopped"
+        fe_prompts = [r.last_user_text() for r in apis["FE"].main_requests]
+        assert sum(retry in text for text in fe_prompts) == 1
+        # nothing untracked: every invocation and result of the office is the job's
+        config = load_config(folder / "semo.toml")
+        async with open_store(config.store_config()) as store:
+            [office] = await store.list_offices()
+            invocations = await store.list_invocations(office.id)
+            results = await store.list_results(office.id)
+        assert len(invocations) == 2 and {i.job_id for i in invocations} == {job_id}
+        assert len(results) == 1 and {r.job_id for r in results} == {job_id}
+    finally:
+        release.set()
+        for api in apis.values():
+            api.close()
