@@ -138,13 +138,20 @@ class _Outcome:
 # -- the prompt ---------------------------------------------------------------------------------
 
 
-def build_prompt(job: Job, agent: Agent, *, retry: str | None = None) -> str:
+def build_prompt(
+    job: Job, agent: Agent, *, retry: str | None = None, reads_prompts: bool = True
+) -> str:
     """The task as the agent gets it: the task, its context as JSON, a reminder of who the
     agent is and how to finish, and for a retry why there is one.
+
+    An agent that does not read prompts (a shell, a program: its profile's `reads_prompts`)
+    gets the task text alone, on every attempt: semo's own sentences would be run as commands.
 
     Typed into a generic agent, this text is echoed on its screen; no line of it starts with a
     protocol tag, and the runner's own words hold none of the completion/error patterns."""
     lines = [job.task.strip()]
+    if not reads_prompts:
+        return lines[0]
     if job.context:
         context = json.dumps(job.context, ensure_ascii=False, sort_keys=True)
         lines.append(f"Context (JSON): {context}")
@@ -506,9 +513,10 @@ class JobRunner:
         self._watches[session.session_id] = watch
         try:
             try:
-                await session.deliver(
-                    build_prompt(job, agent, retry=retry), timeout=self.job_timeout
+                prompt = build_prompt(
+                    job, agent, retry=retry, reads_prompts=session.profile.reads_prompts
                 )
+                await session.deliver(prompt, timeout=self.job_timeout)
             except SessionEnded as error:
                 if watch.outcome.done():
                     return watch.outcome.result()

@@ -54,9 +54,9 @@ from engine.routing.jobs import (
 from engine.routing.policy import MAX_ATTEMPTS, Decision, Failure, decide, kind_for_pattern
 from engine.sessions.agent_session import AgentSession
 from engine.sessions.breaker import CircuitBreaker
-from engine.sessions.manager import SessionManager
+from engine.sessions.manager import LaunchOptions, SessionManager
 from engine.sessions.pool import SessionPoolManager
-from engine.sessions.profiles import CLAUDE
+from engine.sessions.profiles import CLAUDE, profile_named
 from engine.store.base import Store
 from engine.store.models import Agent, Job, Office, RunJobPayload
 from tests.store.conftest import Stores, open_stores
@@ -74,6 +74,12 @@ def agent_env() -> dict[str, str]:
         "HOME": os.environ.get("HOME", "/tmp"),
         "PYTHONPATH": str(ROOT),  # the child runs `-m tests.support.script_agent` in its folder
     }
+
+
+def launch_options(agent: Agent) -> LaunchOptions:
+    """The rig's BE script agent stands in for a model (it reads prompts: semo's reminder and
+    retry notes are typed into it); any other role is a plain program that does not."""
+    return LaunchOptions(profile=profile_named("generic", reads_prompts=agent.role == "BE"))
 
 
 # -- the policy -------------------------------------------------------------------------------
@@ -155,6 +161,10 @@ def test_the_prompt_holds_no_pattern_of_its_own() -> None:
         assert scan_line(line, "screen", 0.0) == []
         assert scan_line(f"❯ {line}", "screen", 0.0) == []
     assert build_prompt(job.model_copy(update={"context": None}), agent).count("\n") == 1
+    # a program that does not read prompts gets the operator's task alone, never semo's words
+    assert build_prompt(job, agent, retry="Retry (attempt 2): x", reads_prompts=False) == (
+        "Add /health"
+    )
 
 
 # -- what decides an attempt in a Claude Code session (hooks: the model's own text) ----------
@@ -234,15 +244,18 @@ class Rig:
         replies: list[Any],
         *,
         breaker: CircuitBreaker | None = None,
+        role: str = "BE",
+        command: list[str] | None = None,
         **options: Any,
     ) -> Setup:
-        """A BE agent running `replies`, its pool (no warm sessions) and a JobRunner."""
+        """A BE agent running `replies` (or `command`), its pool (no warm sessions) and a
+        JobRunner."""
         script = self.tmp / f"script-{len(self.pools)}.json"
         script.write_text(json.dumps(replies))
         log = self.tmp / f"prompts-{len(self.pools)}.jsonl"
         folder = self.tmp / f"work-{len(self.pools)}"
         folder.mkdir()
-        command = [
+        command = command or [
             sys.executable,
             "-m",
             "tests.support.script_agent",
@@ -252,11 +265,11 @@ class Rig:
             str(log),
         ]
         agent = await self.store.upsert_agent(
-            Agent(office_id=self.office.id, name="be", role="BE", command=command)
+            Agent(office_id=self.office.id, name=role.lower(), role=role, command=command)
         )
         pool = SessionPoolManager(
             self.manager,
-            {"BE": agent},
+            {role: agent},
             warm_roles=(),
             breaker=breaker,
             folder_for=lambda _agent, _task: folder,
@@ -312,7 +325,9 @@ async def rig(stores: Stores) -> AsyncIterator[Rig]:
     bus = EventBus()
     rig: Rig | None = None
     try:
-        async with SessionManager(agent_env=agent_env(), runtime_dir=tmp / "run") as manager:
+        async with SessionManager(
+            agent_env=agent_env(), runtime_dir=tmp / "run", launch_options=launch_options
+        ) as manager:
             rig = Rig(store, office, manager, bus, tmp)
 
             def collect(event: BaseEvent) -> None:
@@ -455,6 +470,36 @@ async def test_a_crash_recreates_the_session_and_the_retry_succeeds(rig: Rig) ->
     sessions = [e.session_id for e in rig.events if e.job_id == job.id and e.step == "session"]
     assert len(set(sessions)) == 2 and sessions[0] not in setup.pool.status().sessions
     await setup.released()
+
+
+async def test_a_program_that_does_not_read_prompts_gets_the_task_alone(rig: Rig) -> None:
+    """SH does not read prompts (a generic profile): the operator's task is typed as it is, on
+    the retry too, without the context line, semo's reminder or the retry note."""
+    setup = await rig.runner(
+        ["Thinking about it", "[SEMO:DONE] done on the second try"],
+        role="SH",
+        job_timeout=SHORT,
+    )
+    job = await setup.run("make check", context={"file": "api.py"})
+    assert (job.status, job.attempts) == ("done", 2)
+    assert setup.prompts() == ["make check", "make check"]
+    await setup.released()
+
+
+async def test_a_shell_runs_its_job_and_none_of_semos_words(rig: Rig) -> None:
+    """A real bash as a job's agent: it runs the operator's task (which prints the done marker)
+    and nothing else; semo's reminder typed after the task was run as a command before."""
+    bash = ["env", "PS1=$ ", "bash", "--norc", "--noprofile", "-i"]
+    setup = await rig.runner([], role="SH", command=bash)
+    job = await setup.run("echo '[SEMO:DONE]' shell-done")
+    assert (job.status, job.attempts) == ("done", 1)
+    await setup.released()
+    session = rig.manager.get(job.session_id or "")
+    # bash runs what it was given in order: once this is printed, all of it has run
+    await session.deliver("echo barrier-$((40 + 2))", timeout=TIMEOUT)
+    await eventually(lambda: "barrier-42" in "\n".join(session.last_lines(40)), TIMEOUT)
+    screen = "\n".join(session.last_lines(40))
+    assert "command not found" not in screen and "You are" not in screen
 
 
 async def test_a_second_crash_fails_the_job(rig: Rig) -> None:
