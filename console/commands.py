@@ -27,7 +27,7 @@ class SemoCommands(Provider):
             ),
             (
                 "Cancel the selected session's turn",
-                "Esc for Claude Code, Ctrl+C for others (F8)",
+                "Esc for Claude Code, Ctrl+C for others; asks first (F8)",
                 screen.action_cancel,
             ),
             (
@@ -72,7 +72,11 @@ class SemoCommands(Provider):
         ]
         for role in sorted(screen.engine.agents):
             commands.append(
-                (f"New session for {role}", "from the pool", partial(screen.new_session, role))
+                (
+                    f"New session for {role}",
+                    "from the pool: an idle one, else a new one",
+                    partial(screen.new_session, role),
+                )
             )
         return commands
 

@@ -101,6 +101,7 @@ class MainScreen(Screen[None]):
         self.prefix_display = prefix_display(self.prefix)
         self.panes: dict[str, TerminalPane] = {}
         self.order: list[str] = []  # session ids as the list shows them
+        self.names: dict[str, str] = {}
         self.layout_size = 1
         self.zoomed: str | None = None
         self.selected: str | None = None
@@ -235,6 +236,7 @@ class MainScreen(Screen[None]):
                     self.zoomed = None
                     self.minimize()
         self.order = [sid for sid, _s in sorted(sessions.items(), key=lambda i: i[1].role)]
+        self.names = self._names(sessions)
         for session_id in self.order:
             if session_id not in self.panes:
                 pane = TerminalPane(
@@ -250,6 +252,17 @@ class MainScreen(Screen[None]):
             self.selected = self.order[0] if self.order else None
         self.refresh_panels()
         self._apply_layout()
+
+    def _names(self, sessions: dict[str, AgentSession]) -> dict[str, str]:
+        """A short name per session: #1, #2... among the live sessions of its role (the
+        oldest first; a name stays while its session lives and older ones do)."""
+        names: dict[str, str] = {}
+        count: dict[str, int] = {}
+        for session_id in self.order:
+            role = sessions[session_id].role
+            count[role] = count.get(role, 0) + 1
+            names[session_id] = f"#{count[role]}"
+        return names
 
     def visible_sessions(self) -> list[str]:
         if self.zoomed:
@@ -294,7 +307,14 @@ class MainScreen(Screen[None]):
         if session is None:
             return session_id[:6]
         queued = f" · {session.queued} queued" if session.queued else ""
-        return f"{session.role} {session_id[:6]} · {state_word(session.state.value)}{queued}"
+        name = self.names.get(session_id, "")
+        return f"{session.role} {name} · {state_word(session.state.value)}{queued}"
+
+    def _who(self, session_id: str) -> str:
+        """ "FE #1": a session as the operator knows it."""
+        session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+        role = session.role if session else "?"
+        return f"{role} {self.names.get(session_id, session_id[:6])}"
 
     def select(self, session_id: str | None, *, focus_pane: bool = False) -> None:
         if session_id is None or session_id not in self.panes:
@@ -386,6 +406,7 @@ class MainScreen(Screen[None]):
             rows.append(
                 SessionRow(
                     session_id=session_id,
+                    name=self.names.get(session_id, ""),
                     role=session.role,
                     state=session.state.value,
                     age_s=info.age_s if info else None,
@@ -516,7 +537,11 @@ class MainScreen(Screen[None]):
     def action_prompt(self) -> None:
         field = self.query_one("#prompt-input", Input)
         session = self._selected_session()
-        who = f"{session.role} {session.session_id[:6]}" if session else "the selected session"
+        who = (
+            f"{session.role} {self.names.get(session.session_id, '')}"
+            if session
+            else "the selected session"
+        )
         field.placeholder = f"prompt for {who}; Enter sends, Escape closes"
         field.display = True
         field.focus()
@@ -536,28 +561,51 @@ class MainScreen(Screen[None]):
             except Exception as error:  # e.g. the engine is gone: nothing was sent
                 self.tell(str(error), title="Prompt not sent", severity="error")
             else:
-                self.tell(f"prompt queued for {session.role} {session.session_id[:6]}")
+                self.tell(
+                    f"prompt queued for {session.role} {self.names.get(session.session_id, '')}"
+                )
         self._close_prompt()
 
-    async def action_cancel(self) -> None:
+    def action_cancel(self) -> None:
+        """Interrupt the selected session's turn, after a confirmation: for an agent that is
+        not Claude Code it is Ctrl+C, which ends a program that does not handle it."""
         session = self._selected_session()
         if session is None:
             self.tell("no session selected", severity="warning", timeout=3)
             return
+        question = (
+            f"Cancel {self._who(session.session_id)}'s turn? Claude Code gets Esc, "
+            "other agents Ctrl+C (a program that does not handle it ends)."
+        )
+        self.app.push_screen(
+            Confirm(question, "Cancel the turn"),
+            callback=lambda yes: self._cancel(session.session_id) if yes else None,
+        )
+
+    @work(group="cancel")
+    async def _cancel(self, session_id: str) -> None:
+        session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+        role = session.role if session else session_id[:6]
         try:
-            await self.engine.cancel(session.session_id)
+            await self.engine.cancel(session_id)
         except Exception as error:
             self.tell(str(error), title="Not cancelled", severity="error")
             return
-        self.tell(f"cancelled {session.role}'s turn (its process keeps running)", timeout=4)
+        self.tell(f"cancelled {role}'s turn", timeout=4)
 
     async def new_session(self, role: str) -> None:
+        """A session of `role` from the pool (an idle one if there is one, else a new one),
+        selected."""
+        self.tell(f"asking the pool for a {role} session…", timeout=3)
         try:
-            await self.engine.new_session(role)
+            session = await self.engine.new_session(role)
         except Exception as error:
             self.tell(str(error), title=f"No {role} session", severity="error")
             return
         self.sync_panes()
+        self._manual = True
+        self.select(session.session_id)
+        self.tell(f"{role} session {self.names.get(session.session_id, '')} is ready", timeout=4)
 
     def terminate_selected(self) -> None:
         session = self._selected_session()
@@ -565,7 +613,7 @@ class MainScreen(Screen[None]):
             self.tell("no session selected", severity="warning", timeout=3)
             return
         question = (
-            f"Terminate {session.role} {session.session_id[:6]}? Its agent process ends; "
+            f"Terminate {self._who(session.session_id)}? Its agent process ends; "
             "what it was doing is lost."
         )
         self.app.push_screen(

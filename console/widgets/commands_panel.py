@@ -37,7 +37,7 @@ class CommandRow:
 
 def _cells(row: CommandRow, width: int) -> Text:
     text = Text(end="", no_wrap=True)
-    text.append(row.at.strftime("%H:%M:%S") + " ", "dim")
+    text.append(row.at.astimezone().strftime(CommandsPanel.TIME_FORMAT) + " ", "dim")
     rest = width - 9
     what = clip(row.what, min(max(rest - 8, 6), 22))
     text.append(what + " ")
@@ -53,6 +53,7 @@ def _cells(row: CommandRow, width: int) -> Text:
 
 class CommandsPanel(DataTable[Text]):
     BORDER_TITLE = "Commands"
+    TIME_FORMAT = "%H:%M:%S"  # local time (snapshot tests set a fixed text)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", cell_padding=0, show_header=False)

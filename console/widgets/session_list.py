@@ -1,11 +1,12 @@
 """The session list: every live session of the office, one row each, the selected one shown
 large beside it.
 
-A row is role, name (the session id's start), state in words, age, current job and the last
-line on the session's screen; the columns that do not fit the panel's width are left out
-(last line first, then job, then name), so nothing is clipped and there is no horizontal
-scrollbar. Rows are updated in place when they change (the cursor stays where the operator put
-it); the table is rebuilt only when sessions come or go, keeping the cursor on its session.
+A row is role, name (#1, #2... among the sessions of the role), state in words, age, current
+job and the last line on the session's screen; the columns that do not fit the panel's width
+are left out (last line first, then job, then name), so nothing is clipped and there is no
+horizontal scrollbar. Rows are updated in place when they change (the cursor stays where the
+operator put it); the table is rebuilt only when sessions come or go, keeping the cursor on its
+session.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from textual.widgets import DataTable
 from console.widgets.badges import STATE_STYLES, clip, duration, state_word
 
 ROLE = 8
-NAME = 6
+NAME = 3
 STATE = 9
 AGE = 3
 JOB = 8
@@ -30,6 +31,7 @@ class SessionRow:
     session_id: str
     role: str
     state: str
+    name: str = ""
     age_s: float | None = None
     job: str | None = None
     last_line: str = ""
@@ -57,7 +59,7 @@ def _cells(row: SessionRow, columns: tuple[str, ...], width: int) -> Text:
             text.append(clip(row.role, ROLE).ljust(ROLE), "bold")
             used += ROLE
         elif column == "name":
-            text.append(row.session_id[:NAME].ljust(NAME), "dim")
+            text.append(clip(row.name, NAME).ljust(NAME), "dim")
             used += NAME
         elif column == "state":
             style = STATE_STYLES.get(row.state, ("", ""))[1]

@@ -151,14 +151,17 @@ def main() -> None:
     no_echo()
     while True:
         say("\x1b[1m❯\x1b[22m ")
-        prompt = read_prompt()
-        if prompt is None:
-            return
-        say(shown(prompt) + "\r\n")
-        if prompt in ("exit", "quit"):
-            return
-        if prompt:
-            agent.handle(prompt)
+        try:
+            prompt = read_prompt()
+            if prompt is None:
+                return
+            say(shown(prompt) + "\r\n")
+            if prompt in ("exit", "quit"):
+                return
+            if prompt:
+                agent.handle(prompt)
+        except KeyboardInterrupt:  # semo's cancel (Ctrl+C): the turn ends, the agent stays
+            say("\r\x1b[2K^C interrupted\r\n")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from console.app import SemoApp
+from console.widgets.commands_panel import CommandsPanel
 from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
+
+
+@pytest.fixture(autouse=True)
+def fixed_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(CommandsPanel, "TIME_FORMAT", "hh:mm:ss")  # the same picture every run
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ def office(tmp_path: Path) -> Office:
 
 def ready(screen: str, role: str) -> bool:
     """The console's session list shows `role` ready."""
-    return re.search(rf"│{role}\s+(\w{{6}}\s+)?ready", screen) is not None
+    return re.search(rf"│{role}\s+(#\d+\s+)?ready", screen) is not None
 
 
 def _socket(office: Office) -> Path:

@@ -1,0 +1,305 @@
+"""Every key of the console's key model and every palette action, at the keyboard (Textual's
+Pilot) over a real engine: scripted agents in real PTYs, the sqlite store.
+
+Outside a pane: n/p and up/down pick a session, Enter opens its pane, F1 and ? the keys help
+(Escape closes it; the panes keep their size), F2 layouts 1/2/4/6, F3 zoom (the whole
+terminal), F4 the inbox, F6 the prompt line (Escape closes it; Enter sends to the selected
+session), F8 cancel (says so), ctrl+p the palette, ctrl+q detach.
+In a pane: ctrl+p, ctrl+q and F-keys go to the agent; the prefix then z, n, p, q, :, [, o, ?,
+an unknown key (a warning) and d.
+The palette: every semo action by its name, destructive ones after a confirmation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.command import CommandList, CommandPalette
+from textual.widgets import Input
+
+from console.app import SemoApp
+from console.confirm import Confirm
+from console.keys_help import KeysHelp
+from console.screens.main import MainScreen
+from console.widgets.session_list import SessionList
+from console.widgets.terminal_pane import TerminalPane
+from tests.console.console_snapshot_app import console_engine, office_scripts
+
+TIMEOUT = 20.0
+PREFIX = TerminalPane.PREFIX_KEY
+
+
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="semo-keys-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def wait_for(condition: object, what: str) -> None:
+    for _ in range(int(TIMEOUT / 0.05)):
+        if condition():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def prompts(folder: Path, role: str) -> list[str]:
+    log = folder / f"{role}.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def started_app(tmp_path: Path, runtime_dir: Path, *, max_sessions: int = 3) -> SemoApp:
+    engine = console_engine(
+        tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=max_sessions
+    )
+    return SemoApp(engine)
+
+
+async def ready(app: SemoApp) -> MainScreen:
+    await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
+    screen = app.screen
+    assert isinstance(screen, MainScreen)
+    await wait_for(lambda: len(screen.order) == 3, "three sessions")
+    await wait_for(
+        lambda: all(s.state.value == "ready" for s in app.engine.sessions()), "agents ready"
+    )
+    await asyncio.sleep(0.3)
+    return screen
+
+
+def toasts(app: SemoApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+def shown(screen: MainScreen) -> list[str]:
+    return [sid for sid, pane in screen.panes.items() if pane.display]
+
+
+async def test_keys_outside_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
+    app = started_app(tmp_path, runtime_dir)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await ready(app)
+        order = screen.order
+        assert isinstance(app.focused, SessionList) and screen.selected == order[0]
+        assert shown(screen) == [order[0]]  # one large pane: the selected session's
+
+        await pilot.press("n")
+        assert screen.selected == order[1] and shown(screen) == [order[1]]
+        await pilot.press("p")
+        assert screen.selected == order[0]
+        await pilot.press("down")
+        await wait_for(lambda: screen.selected == order[1], "down to pick the next session")
+        await pilot.press("up")
+        await wait_for(lambda: screen.selected == order[0], "up")
+
+        sizes = {sid: pane.size for sid, pane in screen.panes.items() if pane.display}
+        for key in ("f1", "question_mark"):
+            await pilot.press(key)
+            assert isinstance(app.screen, KeysHelp) and not app.screen.in_pane
+            await pilot.press("escape")
+            assert app.screen is screen
+        assert {s: p.size for s, p in screen.panes.items() if p.display} == sizes
+
+        for size in (2, 4, 6, 1):
+            await pilot.press("f2")
+            assert screen.layout_size == size
+            assert len(shown(screen)) == min(size, 3)
+            assert f"{size} pane(s)" in str(screen.sub_title)
+
+        await pilot.press("f3")
+        pane = screen.panes[order[0]]
+        assert screen.maximized is pane and pane.has_focus
+        await pilot.press(PREFIX, "z")  # in the pane, F3 is the agent's: the prefix unzooms
+        assert screen.maximized is None
+
+        await pilot.press(PREFIX, "o", "f4")
+        assert app.focused is not None and app.focused.id == "question-list"
+
+        await pilot.press("f6")
+        field = screen.query_one("#prompt-input", Input)
+        assert field.display and field.has_focus
+        await pilot.press(*"draft", "escape")
+        assert not field.display and field.value == ""
+        await pilot.press("n", "f6", *"hello", "enter")  # to the session selected: order[1]
+        role = screen.engine.manager.sessions[order[1]].role
+        await wait_for(lambda: "hello" in prompts(tmp_path, role), f"{role} getting the prompt")
+        assert not field.display
+
+        await pilot.press("f8")  # asks first (Ctrl+C ends a program that does not handle it)
+        assert isinstance(app.screen, Confirm)
+        await pilot.press("n")
+        assert app.screen is screen and not any("cancelled" in t for t in toasts(app))
+
+        await pilot.press("enter")  # opens the selected session's pane
+        assert app.focused is screen.panes[order[1]]
+        await pilot.press(PREFIX, "o")
+        assert isinstance(app.focused, SessionList)
+
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press("escape")
+        await wait_for(lambda: app.screen is screen, "the palette closing")
+
+        await pilot.press("f8", "y")
+        await wait_for(lambda: any("cancelled" in t for t in toasts(app)), "F8's feedback")
+
+        await pilot.press("ctrl+q")
+        await wait_for(lambda: not app.is_running, "detaching")
+    assert app.exit_reason == "detached"
+
+
+async def test_keys_in_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
+    app = started_app(tmp_path, runtime_dir)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await ready(app)
+        order = screen.order
+        pane = screen.panes[order[0]]
+        role = screen.engine.manager.sessions[order[0]].role
+        pane.focus()
+        await pilot.pause()
+
+        # ctrl+p, ctrl+q and F-keys are the agent's: no palette, no detach, no layout change
+        await pilot.press("ctrl+p", "ctrl+q", "f2", "f3", *"typed", "enter")
+        await wait_for(lambda: any("typed" in p for p in prompts(tmp_path, role)), "the line")
+        line = next(p for p in prompts(tmp_path, role) if "typed" in p)
+        assert "\x10" in line  # ctrl+p reached the agent
+        assert app.is_running and app.screen is screen and pane.has_focus
+        assert screen.layout_size == 1 and screen.maximized is None
+
+        await pilot.press(PREFIX, "z")
+        assert screen.maximized is pane
+        await pilot.press(PREFIX, "z")
+        assert screen.maximized is None and pane.has_focus
+
+        await pilot.press(PREFIX, "n")
+        assert screen.selected == order[1] and app.focused is screen.panes[order[1]]
+        await pilot.press(PREFIX, "p")
+        assert screen.selected == order[0] and app.focused is pane
+
+        await pilot.press(PREFIX, "left_square_bracket")
+        assert pane.scrolling
+        await pilot.press("q")
+        assert not pane.scrolling
+
+        await pilot.press(PREFIX, "question_mark")
+        assert isinstance(app.screen, KeysHelp) and app.screen.in_pane
+        await pilot.press("escape")
+        assert app.screen is screen and pane.has_focus
+
+        await pilot.press(PREFIX, "colon")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press("escape")
+        await wait_for(lambda: app.screen is screen, "the palette closing")
+
+        pane.focus()
+        await pilot.press(PREFIX, "q")
+        assert app.focused is not None and app.focused.id == "question-list"
+
+        pane.focus()
+        await pilot.press(PREFIX, "x")
+        assert any("not a console key" in t for t in toasts(app))
+
+        await pilot.press(PREFIX, "d")
+        await wait_for(lambda: not app.is_running, "detaching")
+    assert app.exit_reason == "detached"
+
+
+async def run_palette(pilot: object, app: SemoApp, name: str) -> None:
+    """Open the palette, search `name`, check it is the first hit and run it."""
+    await pilot.press("ctrl+p", *name)  # type: ignore[attr-defined]
+    palette = app.screen
+    assert isinstance(palette, CommandPalette)
+    hits = palette.query_one(CommandList)
+
+    def first() -> str:
+        return str(hits.get_option_at_index(0).prompt) if hits.option_count else ""
+
+    await wait_for(lambda: first().startswith(name), f"the palette finding {name!r}")
+    await pilot.press("enter")  # type: ignore[attr-defined]
+    await wait_for(lambda: not isinstance(app.screen, CommandPalette), "the palette closing")
+
+
+async def test_every_palette_action(tmp_path: Path, runtime_dir: Path) -> None:
+    app = started_app(tmp_path, runtime_dir, max_sessions=4)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await ready(app)
+        order = list(screen.order)
+        engine = screen.engine
+
+        await run_palette(pilot, app, "New session for QA")  # the pool's idle QA session
+        await wait_for(lambda: any("QA session" in t for t in toasts(app)), "the QA session")
+        assert engine.manager.sessions[screen.selected].role == "QA"
+
+        await run_palette(pilot, app, "Send a prompt to the selected session")
+        assert screen.query_one("#prompt-input", Input).has_focus
+        await pilot.press("escape")
+
+        await run_palette(pilot, app, "Cancel the selected session's turn")
+        assert isinstance(app.screen, Confirm)
+        await pilot.press("n")  # (tests/console/test_console_keys: F8 then y cancels)
+
+        before = screen.selected
+        index = screen.order.index(before)
+        await run_palette(pilot, app, "Next session")
+        assert screen.selected == screen.order[(index + 1) % len(screen.order)]
+        await run_palette(pilot, app, "Previous session")
+        assert screen.selected == before
+
+        await run_palette(pilot, app, "Cycle the pane layout")
+        assert screen.layout_size == 2
+        await run_palette(pilot, app, "Zoom the selected pane")
+        assert screen.maximized is not None
+        await pilot.press(PREFIX, "z", PREFIX, "o")  # unzoomed, then out of the pane
+
+        await run_palette(pilot, app, "Start recording the selected session")
+        await wait_for(lambda: any(t.startswith("recording ") for t in toasts(app)), "recording")
+        await run_palette(pilot, app, "Stop recording the selected session")
+        await wait_for(lambda: any("recording of" in t for t in toasts(app)), "stopped")
+
+        await run_palette(pilot, app, "Keys")
+        assert isinstance(app.screen, KeysHelp)
+        await pilot.press("escape")
+
+        engine.send_prompt(
+            screen.order[
+                screen.order.index(
+                    next(sid for sid in screen.order if engine.manager.sessions[sid].role == "FE")
+                )
+            ],
+            "go",
+        )
+        await wait_for(lambda: screen.query_one("QuestionsPanel").questions, "FE's question")
+        await run_palette(pilot, app, "Answer the oldest question")
+        assert app.focused is not None and app.focused.id == "question-list"
+        await pilot.press("4")
+        await wait_for(
+            lambda: any("none: keep them in memory" in p for p in prompts(tmp_path, "FE")),
+            "FE's answer",
+        )
+
+        victim = screen.selected
+        await run_palette(pilot, app, "Terminate the selected session")
+        assert isinstance(app.screen, Confirm)
+        await pilot.press("n")  # not confirmed: nothing ends
+        assert victim in screen.order
+        await run_palette(pilot, app, "Terminate the selected session")
+        await pilot.press("y")
+        await wait_for(lambda: victim not in screen.order, "the session terminated")
+
+        await run_palette(pilot, app, "Stop the office")
+        assert isinstance(app.screen, Confirm)
+        await pilot.press("n")
+        assert app.is_running and all(
+            not s.ended for s in engine.sessions() if s.session_id in order[1:]
+        )
+
+        await run_palette(pilot, app, "Detach")
+        await wait_for(lambda: not app.is_running, "detaching")
+    assert app.exit_reason == "detached"
