@@ -212,6 +212,7 @@ class WorktreeManager:
         self.git = git
         self.git_timeout = git_timeout
         self._common_dir: Path | None = None
+        self._checking: asyncio.Future[Path] | None = None
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     # -- git ---------------------------------------------------------------------------------
@@ -256,9 +257,15 @@ class WorktreeManager:
 
     async def check_repository(self) -> Path:
         """The repository's common git directory; :class:`WorktreeError` if it is not a git
-        repository (checked once, then remembered)."""
+        repository (checked once, then remembered; callers that come while the check runs, as
+        the warm roles' creates at engine start do, wait for it instead of running their own)."""
         if self._common_dir is not None:
             return self._common_dir
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.ensure_future(self._check_repository())
+        return await asyncio.shield(self._checking)
+
+    async def _check_repository(self) -> Path:
         if not self.repository.is_dir():
             raise WorktreeError(f"repository {self.repository} does not exist or is not a folder")
         result = await self._run_git("rev-parse", "--path-format=absolute", "--git-common-dir")
@@ -382,7 +389,13 @@ class WorktreeManager:
         await self.check_repository()
         async with self._lock((role, task_id)):
             path = self.path_for(role, task_id)
-            existing = await self._find(path)
+            branch = branch_name(role, task_id)
+            existing, exists = await asyncio.gather(  # two git reads at once, not one by one
+                self._find(path),
+                self._run_git(
+                    "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"
+                ),
+            )
             if existing is not None:
                 if existing.path.is_dir():
                     return existing
@@ -395,10 +408,6 @@ class WorktreeManager:
                 )
             path.parent.mkdir(parents=True, exist_ok=True)
             path = self.path_for(role, task_id)  # again, now that the parents exist
-            branch = branch_name(role, task_id)
-            exists = await self._run_git(
-                "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"
-            )
             what = f"cannot create the worktree {path}"
             if exists.returncode == 0:
                 log.info("branch %s exists; checking it out in %s (base ignored)", branch, path)
