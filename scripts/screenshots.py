@@ -2,9 +2,10 @@
 
     .venv/bin/python scripts/screenshots.py
 
-Views: the demo office with FE's question pending (160x48 and 80x24), and a zoomed pane of the
-real Claude Code CLI answering a prompt (offline, against the tests' scripted Messages API; skipped
-with a message when `claude` is not installed). Everything runs in temporary folders: the user's
+Views: the demo office with FE's question pending (160x48 and 80x24), an office of six scripted
+agents with a 4-option question pending (120x40), and a zoomed pane of the real Claude Code CLI
+answering a prompt (offline, against the tests' scripted Messages API; skipped with a message
+when `claude` is not installed). Everything runs in temporary folders: the user's
 store and state are not touched.
 """
 
@@ -41,6 +42,23 @@ async def demo_view(size: tuple[int, int], name: str) -> None:
         app.clear_notifications()
         await asyncio.sleep(0.3)
         app.save_screenshot(name, str(OUT))
+    print(f"wrote {OUT / name}")
+
+
+async def office_view(size: tuple[int, int], name: str, folder: Path) -> None:
+    from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
+
+    runtime = Path(tempfile.mkdtemp(prefix="semo-shot-"))
+    office = folder / "office"
+    office.mkdir()
+    engine = console_engine(office, runtime, scripts=office_scripts(6), max_sessions=6)
+    app = SemoApp(engine)
+    async with app.run_test(size=size):
+        await settle_office(app, 6)
+        app.clear_notifications()
+        await asyncio.sleep(0.3)
+        app.save_screenshot(name, str(OUT))
+    shutil.rmtree(runtime, ignore_errors=True)
     print(f"wrote {OUT / name}")
 
 
@@ -94,6 +112,7 @@ async def main() -> None:
         os.environ.pop("SEMO_STORE", None)
         await demo_view((160, 48), "demo-160x48.svg")
         await demo_view((80, 24), "demo-80x24.svg")
+        await office_view((120, 40), "office-120x40.svg", folder)
         await claude_view((120, 36), "claude-zoomed.svg", folder)
 
 

@@ -410,7 +410,7 @@ class MainScreen(Screen[None]):
                     role=session.role,
                     state=session.state.value,
                     age_s=info.age_s if info else None,
-                    job=(info.task_id or None) if info else None,
+                    job=info.task_id.removeprefix("job-")[:6] if info and info.task_id else None,
                     last_line=last_line(session.terminal.screen),
                 )
             )

@@ -97,9 +97,14 @@ class DemoAgent:
             self.message(f"[ASK_USER]\n{json.dumps(question)}\n[/ASK_USER]")
 
 
+JOB_NOTES = re.compile(r"\s+(?:Context \(JSON\):|You are |Retry \(attempt)")
+
+
 def short(text: str) -> str:
-    """The first line of `text`, at most LINE characters."""
+    """The first line of `text` (a job's task without semo's notes after it), at most LINE
+    characters."""
     line = text.strip().splitlines()[0] if text.strip() else ""
+    line = JOB_NOTES.split(line, maxsplit=1)[0]
     return line if len(line) <= LINE else line[: LINE - 1] + "…"
 
 
