@@ -16,6 +16,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.actions import SkipAction
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
@@ -32,6 +33,7 @@ class QuestionsPanel(Vertical, can_focus=False):
         *(Binding(str(n), f"pick({n})", show=False) for n in range(1, 10)),
         Binding("y", "confirm('yes')", show=False),
         Binding("n", "confirm('no')", show=False),
+        Binding("escape", "close_answer", show=False),
     ]
 
     @dataclass
@@ -122,12 +124,13 @@ class QuestionsPanel(Vertical, can_focus=False):
         event.input.remove_class("visible")
         self.query_one(OptionList).focus()
 
-    def key_escape(self) -> None:
+    def action_close_answer(self) -> None:
         field = self.query_one("#answer-input", Input)
-        if field.has_class("visible"):
-            field.value = ""
-            field.remove_class("visible")
-            self.query_one(OptionList).focus()
+        if not field.has_class("visible"):
+            raise SkipAction()  # Escape is the screen's then
+        field.value = ""
+        field.remove_class("visible")
+        self.query_one(OptionList).focus()
 
     def action_pick(self, number: int) -> None:
         question = self.selected

@@ -80,6 +80,10 @@ async def test_questions_are_answered_from_the_keyboard(tmp_path: Path, runtime_
         assert fe_prompt.endswith(": lite (options were: pg, lite)")
 
         await wait_for(lambda: len(panel.questions) == 1, "one question left")
+        await pilot.press("enter", *"draft", "escape")  # Escape closes the answer line only
+        field = panel.query_one("#answer-input")
+        assert not field.has_class("visible") and field.value == ""  # type: ignore[attr-defined]
+        assert app.focused is panel.query_one("#question-list")
         await pilot.press("enter")  # the text question: opens the answer line
         await pilot.press(*"/health", "enter")
         await wait_for(lambda: answered(tmp_path, "BE"), "BE receiving its answer")

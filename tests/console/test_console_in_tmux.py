@@ -50,6 +50,7 @@ def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
         wait_screen(server, lambda s: "1 postgres" in s, "FE's question in the inbox")
         wait_screen(server, lambda s: "FE " in s.split("\n")[1], "FE's pane shown (it asked)")
         server.send("<F4>")
+        wait_screen(server, lambda s: "Questions" in s, "the inbox")  # (a screen in between)
         server.send("1")
         wait_screen(server, lambda s: "answered: postgres" in s, "the answer notification")
         wait_screen(server, lambda s: "FE invokes" in s, "the demo's steps in the commands")

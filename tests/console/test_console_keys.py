@@ -96,6 +96,10 @@ async def test_keys_outside_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
         assert screen.selected == order[0]
         await pilot.press("down")
         await wait_for(lambda: screen.selected == order[1], "down to pick the next session")
+        session_list = screen.query_one(SessionList)
+        rebuilds = session_list.rebuilds
+        await asyncio.sleep(1.6)  # three panel refreshes: the cursor stays, nothing is rebuilt
+        assert session_list.cursor_row == 1 and session_list.rebuilds == rebuilds
         await pilot.press("up")
         await wait_for(lambda: screen.selected == order[0], "up")
 
