@@ -15,8 +15,8 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
 from textual.actions import SkipAction
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
