@@ -46,15 +46,18 @@ async def test_the_api_on_this_backend(live: Live) -> None:
             office_id=live.office_id,
             agent_id=live.engine.agents["SH"].id,
             session_id=sh,
-            question_type="confirm",
-            question="Go on?",
+            question_type="choice",
+            question="Which store?",
+            options=["postgres", "sqlite"],
         )
         await live.run(live.engine.store.create_question(question))
         answer = f"{live.base()}/questions/{question.id}/answer"
         bad = await client.post(answer, json={"text": "perhaps"})
         assert bad.status_code == 409 and bad.json()["error"]["code"] == "invalid_answer"
-        good = await client.post(answer, json={"text": "YES"})
-        assert good.status_code == 200 and good.json()["answer"] == "yes"
+        # a shell does not read prompts: it is typed the option's number only (a confirm's
+        # "yes" would start yes(1) and keep the shell busy for good)
+        good = await client.post(answer, json={"option": 2})
+        assert good.status_code == 200 and good.json()["answer"] == "sqlite"
 
         slow = await client.post(
             f"{url}/prompt",
