@@ -302,7 +302,8 @@ class EngineClient:
         self._replies[request_id] = future
         try:
             self._send({**message, "id": request_id})
-            return await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):  # wait_for may lose a cancellation on 3.11
+                return await future
         finally:
             self._replies.pop(request_id, None)
 

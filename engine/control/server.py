@@ -430,7 +430,8 @@ class ControlServer:
             if handler is None:
                 raise OpError(f"unknown operation {op!r}")
             if op not in ("ping", "detach") and not self._ready.is_set():
-                await asyncio.wait_for(self._ready.wait(), START_WAIT_SECONDS)
+                async with asyncio.timeout(START_WAIT_SECONDS):  # keeps a cancellation
+                    await self._ready.wait()
             result = await handler(self, connection, request)
         except OpError as error:
             result, failure = None, str(error)
@@ -654,8 +655,11 @@ class ControlServer:
         last_key: str | None = None
         last_sent = 0.0
         while True:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for returns the wait's result when a
+            # cancellation meets a change, the loop runs on and the engine's stop waits forever
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._office_changed.wait(), OFFICE_SECONDS)
+                async with asyncio.timeout(OFFICE_SECONDS):
+                    await self._office_changed.wait()
             self._office_changed.clear()
             if not self._ready.is_set() or not any(c.subscribed for c in self._connections):
                 last_key = None

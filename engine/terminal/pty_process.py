@@ -464,8 +464,9 @@ class TerminalProcess:
         deadline = self._loop.time() + grace
         self._signal_group(signal.SIGHUP)
         self._signal_group(signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._done), timeout=grace)
+        with contextlib.suppress(TimeoutError):  # asyncio.timeout keeps a cancellation
+            async with asyncio.timeout(grace):
+                await asyncio.shield(self._done)
         await self._wait_for_group_exit(deadline)
         if self._group_alive():
             self._signal_group(signal.SIGKILL)
