@@ -307,3 +307,33 @@ async def test_every_palette_action(tmp_path: Path, runtime_dir: Path) -> None:
         await run_palette(pilot, app, "Detach")
         await wait_for(lambda: not app.is_running, "detaching")
     assert app.exit_reason == "detached"
+
+
+def test_the_prefix_is_configured_in_semo_toml(tmp_path: Path) -> None:
+    from console.keys import prefix_key
+    from engine.config import ConfigError, load_config
+
+    base = '[office]\nname = "keys"\n'
+    path = tmp_path / "semo.toml"
+    path.write_text(base)
+    assert load_config(path).console.prefix == "ctrl+]"  # the default
+    path.write_text(base + '[console]\nprefix = "ctrl+b"\n')
+    assert prefix_key(load_config(path).console.prefix) == "ctrl+b"
+    assert prefix_key("ctrl+]") == TerminalPane.PREFIX_KEY
+    for bad in ("b", "ctrl+shift+b", "alt+b", "ctrl+F1"):
+        path.write_text(base + f'[console]\nprefix = "{bad}"\n')
+        with pytest.raises(ConfigError, match="prefix"):
+            load_config(path)
+
+
+async def test_a_configured_prefix_drives_the_console(tmp_path: Path, runtime_dir: Path) -> None:
+    engine = console_engine(tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=3)
+    app = SemoApp(engine, prefix="ctrl+b")
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(app)
+        pane = screen.panes[screen.selected]  # type: ignore[index]
+        pane.focus()
+        await pilot.press(PREFIX, "z")  # ctrl+] is now the agent's: nothing happens
+        assert screen.maximized is None
+        await pilot.press("ctrl+b", "z")
+        assert screen.maximized is pane
