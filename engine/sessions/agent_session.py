@@ -261,7 +261,10 @@ class AgentSession:
         self, delivered: asyncio.Future[PromptDelivered], timeout: float
     ) -> PromptDelivered:
         try:
-            return await asyncio.wait_for(asyncio.shield(delivered), timeout)
+            # asyncio.timeout, not wait_for: 3.11's wait_for returns the result when a
+            # cancellation meets the delivery, and the cancelled caller goes on
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(delivered)
         except TimeoutError:
             self._withdraw(delivered)
             raise
