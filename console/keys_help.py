@@ -9,6 +9,7 @@ from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -75,10 +76,38 @@ class KeysHelp(ModalScreen[None]):
         if self.in_pane:
             table.add_row("", "outside a pane: F-keys, ctrl+p palette, ctrl+q detach")
         else:
-            table.add_row(self.prefix, "in a pane: the prefix, then d z n p q : [ o ?")
+            table.add_row(self.prefix, "then d z n p q : [ ? as in a pane; twice: into the pane")
         table.add_row("Escape", "closes this help")
         with VerticalScroll():
             yield Static(table)
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+class PrefixKey(ModalScreen[str]):
+    """After the prefix chord outside a pane: the next key, whatever it is, is the command
+    (the same prefix commands as in a pane). The console stays visible behind a one-line hint."""
+
+    DEFAULT_CSS = """
+    PrefixKey { background: transparent; align: center bottom; }
+    PrefixKey > Static {
+        dock: bottom; width: 100%; height: 1; background: $accent; color: $text; padding: 0 1;
+    }
+    """
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def compose(self) -> ComposeResult:
+        yield Static(
+            f"{self.prefix} then: d detach  z zoom  n/p next/prev  q questions  : palette  "
+            "? keys  Esc nothing",
+            markup=False,
+        )
+
+    def on_key(self, event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
+        self.dismiss(event.key)

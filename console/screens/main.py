@@ -10,7 +10,8 @@ question inbox, F6 a prompt for the selected session (Escape closes it), F8 canc
 ctrl+p the palette, ctrl+q detach. In a pane every key goes to the agent except the prefix
 chord (ctrl+] unless `[console] prefix` says otherwise), tmux-style: the prefix, then d detach,
 z zoom, n/p next/previous session, q questions, : palette, [ scrollback, o out of the pane,
-? keys; the prefix twice sends the chord to the agent.
+? keys; the prefix twice sends the chord to the agent. Outside a pane the prefix works the same
+(twice: into the selected pane).
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ class MainScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        # outside a pane the prefix works too (in a pane, the pane sees it first)
+        self._bindings.bind(self.prefix, "prefix", "Prefix", show=False)
         self.query_one("#prompt-input").display = False
         self.query_one("#panes").loading = True
         self.title = "semo"
@@ -363,6 +366,15 @@ class MainScreen(Screen[None]):
     def _prefixed(self, message: TerminalPane.Prefixed) -> None:
         self.run_prefixed(message.key, message.pane)
 
+    def action_prefix(self) -> None:
+        from console.keys_help import PrefixKey
+
+        def run(key: str | None) -> None:
+            if key and key != "escape":
+                self.run_prefixed(key)
+
+        self.app.push_screen(PrefixKey(self.prefix_display), callback=run)
+
     def run_prefixed(self, key: str, pane: TerminalPane | None = None) -> None:
         """What the prefix chord then `key` does (keys help: PREFIX_KEYS)."""
         if key == "d":
@@ -375,8 +387,13 @@ class MainScreen(Screen[None]):
             self.action_questions()
         elif key == "colon":
             self.app.action_command_palette()
-        elif key == "left_square_bracket" and pane is not None:
-            pane.scroll_mode()
+        elif key == "left_square_bracket":
+            target = pane or self.panes.get(self.selected or "")
+            if target is not None:
+                target.focus()
+                target.scroll_mode()
+        elif key == self.prefix and pane is None:  # outside a pane: into the selected one
+            self.select(self.selected, focus_pane=True)
         elif key in ("o", "tab"):
             if self.zoomed:
                 self.action_zoom()

@@ -151,6 +151,13 @@ async def test_keys_outside_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
         await pilot.press("escape")
         await wait_for(lambda: app.screen is screen, "the palette closing")
 
+        # the prefix works outside a pane too: then z zooms, the prefix twice enters the pane
+        await pilot.press(PREFIX, "z")
+        assert screen.maximized is not None
+        await pilot.press(PREFIX, "z", PREFIX, "o", PREFIX, PREFIX)
+        assert screen.maximized is None and isinstance(app.focused, TerminalPane)
+        await pilot.press(PREFIX, "o")
+
         await pilot.press("f8", "y")
         await wait_for(lambda: any("cancelled" in t for t in toasts(app)), "F8's feedback")
 
