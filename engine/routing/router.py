@@ -249,9 +249,29 @@ class Router:
             prompt = f"[semo] Answer to your question {question.id}: {question.answer}{options}"
         else:
             prompt = _answer_for_a_program(question)
-        session.post(prompt, kind="answer")
+        delivered = session.submit(prompt, kind="answer")
+        task = asyncio.create_task(self._confirm_answer(question.id, delivered))
+        self._confirming.add(task)
+        task.add_done_callback(self._confirming.discard)
         job = await self._job_for(session)
         self._step("question_answered", session, question.answer, ref=question.id, job=job)
+
+    async def _confirm_answer(self, question_id: str, delivered: asyncio.Future[Any]) -> None:
+        """Once the agent took the answer, mark it delivered in the store: the sweep reads only
+        undelivered answers, and an engine that restarts never types it again."""
+        try:
+            await delivered
+        except SessionError as error:
+            self._answers_sent.discard(question_id)
+            log.warning("answer to question %s not delivered: %s", question_id, error)
+            return
+        try:
+            await self.store.mark_answer_delivered(question_id)
+        except StoreError as error:
+            # typed; this engine remembers it, a restarted one would type it again
+            log.warning(
+                "answer to question %s typed but not recorded delivered: %s", question_id, error
+            )
 
     # -- INVOKE --------------------------------------------------------------------------------
 
@@ -629,8 +649,9 @@ class Router:
         async with self._sweep_lock:
             # only the questions of this engine's sessions: the others are not delivered here
             mine = list(self.manager.sessions)
+            # answered and not yet delivered (marked when the agent took it), page by page
             answered = await self.store.list_questions(
-                self.office_id, status="answered", session_ids=mine
+                self.office_id, status="answered", session_ids=mine, undelivered=True
             )
             for question in answered:
                 if question.id in self._answers_sent:

@@ -284,9 +284,16 @@ class Store(ABC):
         *,
         status: QuestionStatus | None = "pending",
         session_ids: Sequence[str] | None = None,
+        undelivered: bool = False,
     ) -> list[UserQuestion]:
         """The office's questions (of one status, or all), oldest first; with `session_ids`,
-        only those of these sessions (none for an empty list)."""
+        only those of these sessions (none for an empty list); with `undelivered`, only those
+        whose answer was not marked delivered (`mark_answer_delivered`)."""
+
+    @abstractmethod
+    async def mark_answer_delivered(self, question_id: str) -> bool:
+        """Record that the agent took the answer of answered question `question_id` (once:
+        True when this call marked it, False when it was marked already or is not answered)."""
 
     @abstractmethod
     async def answer_question(self, question_id: str, answer: str) -> UserQuestion:

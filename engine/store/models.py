@@ -119,6 +119,8 @@ class UserQuestion(Row):
     #: why a question was cancelled (its session ended, ...): it can no longer be answered
     cancel_reason: str | None = None
     cancelled_at: datetime | None = None
+    #: when the engine's agent confirmed it took the answer (None: not typed yet)
+    answer_delivered_at: datetime | None = None
 
 
 class AgentInvocation(Row):

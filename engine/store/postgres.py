@@ -333,7 +333,11 @@ class PostgresStore(Store):
             row = await self._one(
                 "select to_regclass('agent_commands') is not null"
                 " and to_regproc('semo_claim_command') is not null as ready,"
-                " to_regproc('semo_renew_command_leases') is not null as current"
+                " to_regproc('semo_renew_command_leases') is not null"
+                # a column of the latest migration (0008)
+                " and exists (select 1 from information_schema.columns"
+                "  where table_schema = current_schema() and table_name = 'user_questions'"
+                "  and column_name = 'answer_delivered_at') as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
@@ -793,9 +797,21 @@ class PostgresStore(Store):
         *,
         status: QuestionStatus | None = "pending",
         session_ids: Sequence[str] | None = None,
+        undelivered: bool = False,
     ) -> list[UserQuestion]:
         narrow = None if session_ids is None else ("session_id", list(session_ids))
-        return await self._office_rows(UserQuestion, "user_questions", office_id, status, narrow)
+        unset = "answer_delivered_at" if undelivered else None
+        return await self._office_rows(
+            UserQuestion, "user_questions", office_id, status, narrow, unset=unset
+        )
+
+    async def mark_answer_delivered(self, question_id: str) -> bool:
+        row = await self._one(
+            "update user_questions set answer_delivered_at = now() where id = %(id)s"
+            " and status = 'answered' and answer_delivered_at is null returning id",
+            {"id": question_id},
+        )
+        return row is not None
 
     async def _office_rows(
         self,
@@ -804,10 +820,13 @@ class PostgresStore(Store):
         office_id: str,
         status: str | Sequence[str] | None,
         narrow: tuple[str, list[str]] | None = None,
+        *,
+        unset: str | None = None,
     ) -> list[M]:
         """Rows of `table` (a name of ours, never input) for the office, oldest first: with
         `status` (or one of them) unless None, with `narrow` = (column of ours, values) only
-        those whose column is one of the values."""
+        those whose column is one of the values, with `unset` (a column of ours) only those
+        where it is null."""
         where = ""
         if isinstance(status, str):
             where = " and status = %(status)s"
@@ -815,6 +834,8 @@ class PostgresStore(Store):
             where, status = " and status = any(%(status)s)", list(status)
         if narrow is not None:
             where += f" and {narrow[0]} = any(%(narrow)s)"
+        if unset is not None:
+            where += f" and {unset} is null"
         params = {"office": office_id, "status": status, "narrow": narrow and narrow[1]}
         return await self._pages(
             model, f"select * from {table} where office_id = %(office)s{where}", params

@@ -6,9 +6,10 @@
   atomic across connections and processes.
 - The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`): a new file gets `SCHEMA`,
   an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql`,
-  `0003_*.sql`, `0004_*.sql` and `0006_*.sql`; tables whose CHECK changes are rebuilt, their
-  rows copied by `AFTER_SCHEMA`). Upgrading a file from before heartbeats records when
-  (`semo_meta`): engine ids without a heartbeat row count as alive for an hour after that.
+  `0003_*.sql`, `0004_*.sql`, `0006_*.sql` and `0008_*.sql`; tables whose CHECK changes are
+  rebuilt, their rows copied by `AFTER_SCHEMA`). Upgrading a file from before heartbeats
+  records when (`semo_meta`): engine ids without a heartbeat row count as alive for an hour
+  after that.
 - Heartbeats (`engines`) and claims use this machine's clock: one machine, one clock.
 - Claims and the end of a dead engine's work are each one transaction, with the same rules as
   `semo_claim_next` and `semo_end_engine` (migrations/0004).
@@ -94,7 +95,7 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: strftime format of `ts()` (fixed width, so text order is time order)
 _NOW_SQL = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'{})"
@@ -226,12 +227,16 @@ CREATE TABLE IF NOT EXISTS user_questions (
     created_at     TEXT NOT NULL,
     answered_at    TEXT,
     cancel_reason  TEXT,
-    cancelled_at   TEXT
+    cancelled_at   TEXT,
+    answer_delivered_at TEXT
 );
 CREATE INDEX IF NOT EXISTS user_questions_office_id_idx
     ON user_questions (office_id, status, created_at);
 CREATE INDEX IF NOT EXISTS user_questions_session_idx
     ON user_questions (session_id) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS user_questions_undelivered_idx
+    ON user_questions (office_id, created_at)
+    WHERE status = 'answered' AND answer_delivered_at IS NULL;
 
 CREATE TABLE IF NOT EXISTS agent_invocations (
     id                 TEXT PRIMARY KEY,
@@ -383,6 +388,10 @@ ALTER TABLE agent_invocations RENAME TO agent_invocations_v4;
 DROP INDEX IF EXISTS agent_results_office_id_idx;
 ALTER TABLE agent_results RENAME TO agent_results_v4;
 ALTER TABLE jobs ADD COLUMN cancel_reason TEXT;
+""",
+    # migrations/0008: when an answer was delivered (the router reads only undelivered ones)
+    5: """
+ALTER TABLE user_questions ADD COLUMN answer_delivered_at TEXT;
 """,
 }
 
@@ -1201,9 +1210,24 @@ class SqliteStore(Store):
         *,
         status: QuestionStatus | None = "pending",
         session_ids: Sequence[str] | None = None,
+        undelivered: bool = False,
     ) -> list[UserQuestion]:
         narrow = None if session_ids is None else ("session_id", list(session_ids))
-        return await self._office_rows(UserQuestion, "user_questions", office_id, status, narrow)
+        unset = "answer_delivered_at" if undelivered else None
+        return await self._office_rows(
+            UserQuestion, "user_questions", office_id, status, narrow, unset=unset
+        )
+
+    async def mark_answer_delivered(self, question_id: str) -> bool:
+        def mark(c: sqlite3.Connection) -> bool:
+            cur = c.execute(
+                "UPDATE user_questions SET answer_delivered_at = ? WHERE id = ?"
+                " AND status = 'answered' AND answer_delivered_at IS NULL",
+                (ts(now()), question_id),
+            )
+            return cur.rowcount == 1
+
+        return await self._run(mark, write=True)
 
     async def _office_rows(
         self,
@@ -1212,10 +1236,13 @@ class SqliteStore(Store):
         office_id: str,
         status: str | Sequence[str] | None,
         narrow: tuple[str, list[str]] | None = None,
+        *,
+        unset: str | None = None,
     ) -> list[M]:
         """Rows of `table` (a name of ours, never input) for the office, oldest first: with
         `status` (or one of them) unless None, with `narrow` = (column of ours, values) only
-        those whose column is one of the values."""
+        those whose column is one of the values, with `unset` (a column of ours) only those
+        where it is null."""
         where, params = "office_id = :office", {"office": office_id}
         if isinstance(status, str):
             where += " AND status = :status"
@@ -1226,6 +1253,8 @@ class SqliteStore(Store):
         if narrow is not None:
             where += f" AND {narrow[0]} IN (SELECT value FROM json_each(:narrow))"
             params["narrow"] = json.dumps(narrow[1])
+        if unset is not None:
+            where += f" AND {unset} IS NULL"
         return await self._pages(model, table, where, params)
 
     async def _close_question(

@@ -507,6 +507,9 @@ class SupabaseStore(Store):
             await self._rows(lambda c: c.table("agent_commands").select("id").limit(1))
             # a column of the latest migration: the schema is current
             await self._rows(lambda c: c.table("jobs").select("engine_id").limit(1))
+            await self._rows(
+                lambda c: c.table("user_questions").select("answer_delivered_at").limit(1)
+            )
             # the functions exist too (renews nothing: no engine has an empty id)
             await self._run(
                 lambda c: c.rpc("semo_renew_leases", {"p_engine_id": "", "p_lease_seconds": 1})
@@ -1384,11 +1387,27 @@ class SupabaseStore(Store):
         *,
         status: QuestionStatus | None = "pending",
         session_ids: Sequence[str] | None = None,
+        undelivered: bool = False,
     ) -> list[UserQuestion]:
         if session_ids is not None and not session_ids:
             return []
         narrow = None if session_ids is None else ("session_id", list(session_ids))
-        return await self._office_rows(UserQuestion, "user_questions", office_id, status, narrow)
+        unset = "answer_delivered_at" if undelivered else None
+        return await self._office_rows(
+            UserQuestion, "user_questions", office_id, status, narrow, unset=unset
+        )
+
+    async def mark_answer_delivered(self, question_id: str) -> bool:
+        rows = await self._rows(
+            lambda c: (
+                c.table("user_questions")
+                .update({"answer_delivered_at": now().isoformat()})
+                .eq("id", question_id)
+                .eq("status", "answered")
+                .is_("answer_delivered_at", "null")
+            )
+        )
+        return bool(rows)
 
     async def _office_rows(
         self,
@@ -1397,10 +1416,12 @@ class SupabaseStore(Store):
         office_id: str,
         status: str | Sequence[str] | None,
         narrow: tuple[str, list[str]] | None = None,
+        *,
+        unset: str | None = None,
     ) -> list[M]:
         """Rows of `table` for the office (with `status`, or one of them, unless None; with
-        `narrow` = (column, values): only those whose column is one of the values), oldest
-        first, page by page."""
+        `narrow` = (column, values): only those whose column is one of the values; with
+        `unset` = column: only those where it is null), oldest first, page by page."""
 
         def build(c: AsyncClient) -> Any:
             query = c.table(table).select("*").eq("office_id", office_id)
@@ -1410,6 +1431,8 @@ class SupabaseStore(Store):
                 query = query.in_("status", list(status))
             if narrow is not None:
                 query = query.in_(narrow[0], narrow[1])
+            if unset is not None:
+                query = query.is_(unset, "null")
             return query
 
         if narrow is None or len(narrow[1]) <= IN_IDS:
@@ -1418,7 +1441,7 @@ class SupabaseStore(Store):
         found: list[M] = []
         for start in range(0, len(values), IN_IDS):
             chunk = (column, values[start : start + IN_IDS])
-            found += await self._office_rows(model, table, office_id, status, chunk)
+            found += await self._office_rows(model, table, office_id, status, chunk, unset=unset)
         return sorted(found, key=lambda row: (row.created_at, row.id))  # type: ignore[attr-defined]
 
     async def _transition(

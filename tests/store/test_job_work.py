@@ -19,6 +19,7 @@ from engine.store.models import (
     Office,
 )
 from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
+from tests.store.test_answer_delivery import downgrade_to_5
 
 
 async def setup(store: Store) -> tuple[Office, Agent, Agent, Job]:
@@ -229,7 +230,8 @@ async def test_sqlite_schema_4_upgrades_keeping_invocations_and_results(tmp_path
 
 
 def downgrade_to_4(path: Path) -> None:
-    """Turn a version-5 file back into what schema version 4 had (the tables as they were)."""
+    """Turn a current file back into what schema version 4 had (the tables as they were)."""
+    downgrade_to_5(path)
     conn = sqlite3.connect(path)
     try:
         conn.executescript(

@@ -30,7 +30,7 @@ import psycopg.errors
 import pytest
 from psycopg.rows import dict_row
 
-from engine.store.migrate import migrate
+from engine.store.migrate import migrate, migration_files
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
 from tests.support.supabase_emulator import default_migrations, temporary_database
 
@@ -212,7 +212,9 @@ async def test_semo_migrations_is_the_service_roles_alone(world: World) -> None:
     for who in ("anon", *MEMBERS, *OUTSIDERS):
         assert await outcome(world, who, "select * from semo_migrations") == DENIED, who
         assert await outcome(world, who, "delete from semo_migrations") == DENIED, who
-    assert await outcome(world, "service_role", "select * from semo_migrations") == 7
+    assert await outcome(world, "service_role", "select * from semo_migrations") == len(
+        migration_files()
+    )
 
 
 def insert_command(office: Office, **extra: Any) -> tuple[str, tuple[Any, ...]]:
@@ -259,6 +261,19 @@ async def test_only_operators_answer_their_offices_pending_questions(world: Worl
     cancel = "update user_questions set status = 'cancelled' where id = %s"
     assert await outcome(world, "operator_a", cancel, (world.a.question,)) == DENIED
     assert await outcome(world, "operator_a", answer, (world.b.question,)) == 0
+
+
+async def test_no_member_can_mark_an_answer_delivered(world: World) -> None:
+    # migration 0008's marker is the engine's (service role): not in authenticated's grant
+    mark = "update user_questions set answer_delivered_at = now() where id = %s"
+    for who in ("operator_a", "viewer_a", *OUTSIDERS):
+        assert await outcome(world, who, mark, (world.a.question,)) == DENIED, who
+    assert await outcome(world, "anon", mark, (world.a.question,)) == DENIED
+    both = (
+        "update user_questions set status = 'answered', answer = 'yes',"
+        " answer_delivered_at = now() where id = %s"
+    )
+    assert await outcome(world, "operator_a", both, (world.a.question,)) == DENIED
 
 
 async def test_the_answer_time_is_set_by_the_database(world: World) -> None:
