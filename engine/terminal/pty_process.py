@@ -19,6 +19,8 @@ import os
 import shutil
 import signal
 import termios
+import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +40,93 @@ _POLL_INTERVAL = 0.05
 # Bytes read when draining output left in the PTY after the child was reaped (more than a PTY
 # buffers); a descendant that outlives the child and keeps writing must not keep us there.
 _MAX_DRAIN_BYTES = 1 << 20
+
+
+#: Loop (wall) time that taking in PTY output (read + screen + listeners) may use per
+#: `IntakeBudget.window`: all terminals of a loop together, and one terminal alone. A terminal
+#: over its share is not read until the next window: the kernel's PTY buffer fills and the
+#: program blocks on its writes, as under tmux. Keys, echo and the consoles' frames get the rest
+#: of the loop. `SEMO_PTY_INTAKE_SHARE=0` (bench A/B only) turns the budget off.
+INTAKE_WINDOW = 0.05
+INTAKE_SHARE = 0.5
+SESSION_SHARE = 0.3
+#: a terminal written to this recently (a key) is read even when the others used the loop's
+#: share: its echo comes first (its own share still holds)
+INPUT_PRIORITY_SECONDS = 1.0
+
+
+class IntakeBudget:
+    """The share of one loop's time that PTY output may take, split between its terminals."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        window: float = INTAKE_WINDOW,
+        share: float = INTAKE_SHARE,
+        session_share: float = SESSION_SHARE,
+    ) -> None:
+        self.loop = loop
+        self.window = window
+        self.share = share
+        self.session_share = session_share
+        self.enabled = os.environ.get("SEMO_PTY_INTAKE_SHARE", "") != "0"
+        self.started = loop.time()
+        self.number = 0  # windows so far
+        self.spent = 0.0
+        self.pauses = 0
+        self._paused: list[TerminalProcess] = []
+        self._resume: asyncio.TimerHandle | None = None
+
+    def _roll(self) -> None:
+        now = self.loop.time()
+        if now - self.started >= self.window:
+            self.started, self.spent = now, 0.0
+            self.number += 1
+
+    def may_read(self, process: TerminalProcess) -> bool:
+        if not self.enabled:
+            return True
+        self._roll()
+        if process._window != self.number:
+            process._window, process._spent = self.number, 0.0
+        if process._spent >= self.session_share * self.window:
+            return False
+        recently_typed = self.loop.time() - process.written_at < INPUT_PRIORITY_SECONDS
+        return recently_typed or self.spent < self.share * self.window
+
+    def charge(self, process: TerminalProcess, seconds: float) -> None:
+        process._spent += seconds
+        self.spent += seconds
+
+    def pause(self, process: TerminalProcess) -> None:
+        """Stop reading `process` until the next window."""
+        self.pauses += 1
+        self._paused.append(process)
+        if self._resume is None:
+            self._resume = self.loop.call_at(self.started + self.window, self._resume_all)
+
+    def _resume_all(self) -> None:
+        # a new window now (a timer may fire a clock tick early: no lazy roll would happen)
+        self._resume = None
+        self.started, self.spent = self.loop.time(), 0.0
+        self.number += 1
+        paused, self._paused = self._paused, []
+        for process in paused:
+            process._resume_reading()
+
+
+_budgets: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, IntakeBudget] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def intake_budget(loop: asyncio.AbstractEventLoop) -> IntakeBudget:
+    """The budget every TerminalProcess of `loop` shares."""
+    budget = _budgets.get(loop)
+    if budget is None:
+        budget = _budgets[loop] = IntakeBudget(loop)
+    return budget
 
 
 class TerminalSpawnError(Exception):
@@ -196,6 +285,12 @@ class TerminalProcess:
         self._pidfd: int | None = None
         self._poll_handle: asyncio.TimerHandle | None = None
         self._terminator: asyncio.Task[ExitStatus] | None = None
+        self._intake = intake_budget(loop)
+        self._window = -1  # the intake window `_spent` counts in
+        self._spent = 0.0
+        self._reading = False
+        self.written_at = float("-inf")  # loop time input was last written
+        self.reads = 0  # slices of output taken in
 
     @classmethod
     def spawn(
@@ -273,6 +368,7 @@ class TerminalProcess:
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         if not payload:
             return
+        self.written_at = self._loop.time()
         if self._pending:
             self._pending += payload
             return
@@ -311,6 +407,7 @@ class TerminalProcess:
         flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
         fcntl.fcntl(self._fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
         self._loop.add_reader(self._fd, self._on_readable)
+        self._reading = True
         self._watch_exit()
 
     def _watch_exit(self) -> None:
@@ -328,7 +425,24 @@ class TerminalProcess:
     # -- output ------------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        """Read what is ready, up to `read_size` bytes (a PTY hands out ~4 KiB per read)."""
+        """Read what is ready, up to `read_size` bytes (a PTY hands out ~4 KiB per read), when
+        the intake budget allows; otherwise stop reading until its next window."""
+        if not self._intake.may_read(self):
+            self._loop.remove_reader(self._fd)
+            self._reading = False
+            self._intake.pause(self)
+            return
+        started = time.perf_counter()
+        self.reads += 1
+        self._read_slice()
+        self._intake.charge(self, time.perf_counter() - started)
+
+    def _resume_reading(self) -> None:
+        if not self._reading and not self._eof and self.exit_status is None:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+
+    def _read_slice(self) -> None:
         chunks: list[bytes] = []
         total = 0
         eof = False
@@ -370,6 +484,7 @@ class TerminalProcess:
         if self._eof:
             return
         self._eof = True
+        self._reading = False
         self._loop.remove_reader(self._fd)
         self._deliver(self._decoder.decode(b"", final=True))
 

@@ -1,0 +1,64 @@
+"""The PTY intake budget with real programs in real PTYs (engine/terminal/pty_process.py).
+
+A terminal that floods is read at most its share of each window and then not at all until the
+next one (the kernel's PTY buffer stops the program meanwhile); a terminal that was just typed
+into is read even when the flooders used the loop's whole share, so its echo comes first. The
+budget here is made so small that one slice uses it up: each terminal gets exactly one read per
+window, which makes the counts exact (no timing involved).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from engine.terminal.pty_process import intake_budget
+from tests.support.waiting import eventually
+from tests.terminal.test_pty_process import Output, Spawn, python, spawn  # noqa: F401
+
+pytestmark = pytest.mark.timeout(60)
+
+FLOOD = python("import sys\nwhile True: sys.stdout.write('x' * 200 + '\\n')")
+
+
+async def test_a_flooder_gets_one_slice_per_window_and_a_typed_session_is_served(
+    spawn: Spawn,  # noqa: F811
+) -> None:
+    budget = intake_budget(asyncio.get_running_loop())
+    budget.session_share = budget.share = 1e-9  # one slice spends a terminal's and the loop's
+    windows: Counter[int] = Counter()  # flooder slices per window
+    flooder_reads_at_echo: list[int] = []
+
+    def on_flood(_text: str) -> None:
+        windows[budget.number] += 1
+
+    flooder = spawn(FLOOD, on_output=on_flood)
+    quiet = Output()
+    typed = spawn(["cat"], on_output=quiet)
+    await eventually(lambda: flooder.reads >= 5, 10)  # the flood is on, paused and resumed
+    assert budget.pauses > 0
+
+    typed.write("hello\r")
+    await quiet.wait_for("hello")
+    flooder_reads_at_echo.append(flooder.reads)
+    await eventually(lambda: flooder.reads >= flooder_reads_at_echo[0] + 3, 10)  # goes on
+
+    assert max(windows.values()) == 1, "a flooder was read more than once in one window"
+    assert flooder.running and windows.total() >= 8
+
+
+async def test_a_terminal_not_typed_into_is_still_read_between_a_flooders_slices(
+    spawn: Spawn,  # noqa: F811
+) -> None:
+    """Output of a terminal nobody typed into waits for the next window at most, never longer:
+    it is read between the flooder's slices."""
+    budget = intake_budget(asyncio.get_running_loop())
+    budget.session_share = budget.share = 1e-9
+    flooder = spawn(FLOOD, on_output=lambda _text: None)
+    await eventually(lambda: flooder.reads >= 3, 10)
+    other = Output()
+    spawn(python("print('from the other one')"), on_output=other)
+    await other.wait_for("from the other one")
+    assert flooder.running
