@@ -189,6 +189,15 @@ class SemoApp(App[None]):
         else:
             await self.engine.stop("stopped by the operator")
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """In a pane ctrl+q and ctrl+p are the agent's: the footer hides them then."""
+        from console.widgets.terminal_pane import TerminalPane
+
+        # False: hidden from the footer (and not run: the pane has the key anyway)
+        return not (
+            action in ("detach", "command_palette") and isinstance(self.focused, TerminalPane)
+        )
+
     def action_show_help_panel(self) -> None:
         main = self._main()
         if main is not None:

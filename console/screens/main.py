@@ -51,6 +51,17 @@ LAYOUTS = (1, 2, 4, 6)
 REFRESH_SECONDS = 0.5
 STORE_REFRESH_SECONDS = 1.0
 NOTIFY_CHARS = 300  # a toast shows the start of an agent's text; the inbox shows all of it
+SCREEN_KEYS = {
+    "keys_help",
+    "cycle_layout",
+    "zoom",
+    "questions",
+    "prompt",
+    "cancel",
+    "next_session",
+    "back",
+    "prefix",
+}
 ROUTING_WORDS = {
     "question_asked": "asked you",
     "question_answered": "got answer",
@@ -365,6 +376,11 @@ class MainScreen(Screen[None]):
     @on(TerminalPane.Prefixed)
     def _prefixed(self, message: TerminalPane.Prefixed) -> None:
         self.run_prefixed(message.key, message.pane)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """In a pane the F-keys and letters are the agent's: the footer hides them then."""
+        # False: hidden from the footer (and not run: the pane has the key anyway)
+        return not (isinstance(self.focused, TerminalPane) and action in SCREEN_KEYS)
 
     def action_prefix(self) -> None:
         from console.keys_help import PrefixKey

@@ -90,9 +90,7 @@ class TerminalPane(Widget, can_focus=True):
 
     PREFIX_KEY: ClassVar[str] = "ctrl+right_square_bracket"
     """Textual's name for ctrl+] (byte 0x1d): the default prefix chord."""
-    PREFIX_HINT: ClassVar[str] = (
-        "d detach z zoom n/p next/prev q questions : palette [ scroll o out"
-    )
+    PREFIX_HINT: ClassVar[str] = "d detach z zoom n p q : [ o ?"
     SCROLLBACK_UP_KEY: ClassVar[str] = "shift+pageup"
     SCROLLBACK_DOWN_KEY: ClassVar[str] = "shift+pagedown"
     FRAME_SECONDS: ClassVar[float] = 1 / 60
@@ -153,6 +151,10 @@ class TerminalPane(Widget, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self.prefix = prefix or self.PREFIX_KEY
         self.prefix_display = prefix_display
+        # shown in the footer while the pane has focus (the key itself is handled in on_key)
+        self._bindings.bind(
+            self.prefix, "arm_prefix", "then ? keys, o out", key_display=prefix_display
+        )
         self.armed = False
         """The prefix was typed: the next key is a console command."""
         self.scrolling = False
@@ -295,6 +297,10 @@ class TerminalPane(Widget, can_focus=True):
         screen.dirty.clear()
         self._note_cursor()
         self.refresh()
+
+    def action_arm_prefix(self) -> None:
+        self.armed = True
+        self._update_subtitle()
 
     def scroll_mode(self) -> None:
         """Hold the view in the scrollback, one page back (tmux's copy mode, without copying)."""
