@@ -206,6 +206,12 @@ async def _end_engine(
     """End what dead engine `engine_id` left (counted in `report`)."""
     jobs = await running_jobs_of(store, office_id, engine_id)
     job_reason = _reason(dead, engine_id, "while running this job")
+    # each job's work cancelled and the job retried or failed, one transaction per job, before
+    # the engine's end: if this engine dies half-way, the jobs left still run on the dead
+    # engine and the next pass recovers them (engine.routing.job_recovery)
+    recovered = await recover_jobs(
+        store, jobs, engine_id, job_reason, unless_alive=dead.unless_alive
+    )
     ended = await store.end_engine(
         office_id,
         engine_id,
@@ -219,15 +225,18 @@ async def _end_engine(
         return
     if engine_id != dead.me:  # shown dead at once (`semo engines`), not when its beat runs out
         await store.expire_engine(office_id, engine_id)
-    # its jobs' work is cancelled, and each job retried once (engine.routing.job_recovery)
-    await recover_jobs(store, jobs, engine_id, job_reason)
     report.dead_engines.append(engine_id)
     report.sessions_ended += ended.sessions_ended
     report.questions_cancelled += ended.questions_cancelled
     report.commands_failed += ended.commands_failed
-    report.jobs_failed += ended.jobs_failed
-    if ended.jobs_failed:
-        log.info("%d job(s) of engine %s failed", ended.jobs_failed, engine_id)
+    report.jobs_failed += ended.jobs_failed + recovered.recovered
+    if ended.jobs_failed + recovered.recovered:
+        log.info(
+            "%d job(s) of engine %s failed (%d retried)",
+            ended.jobs_failed + recovered.recovered,
+            engine_id,
+            recovered.retried,
+        )
 
 
 async def _holders(store: Store, office_id: str) -> list[str]:

@@ -1,25 +1,30 @@
 """What becomes of the jobs a dead engine was running (called by engine.reconcile).
 
     jobs = await running_jobs_of(store, office_id, engine_id)   # before Store.end_engine
-    ended = await store.end_engine(..., job_reason=reason)      # fails them
-    await recover_jobs(store, jobs, engine_id, reason)          # after, if the engine was dead
+    recovered = await recover_jobs(store, jobs, engine_id, reason)
+    ended = await store.end_engine(..., job_reason=reason)      # the rest of its work
 
-For each job the dead engine was running and `end_engine` failed:
+For each job the dead engine was running, in ONE store transaction (`Store.recover_job`):
 
-- its open work is cancelled with the reason (`Store.cancel_job_work`): invocations and results
-  it caused are never sent again, so no agent of a later engine works for a job that is over or
-  starts again;
+- its open work is cancelled with the reason: invocations and results it caused are never sent
+  again, so no agent of a later engine works for a job that is over or starts again;
 - under the crash policy (`engine.routing.policy.decide`, kind ``crash``: one retry while
   ``attempts`` is below ``MAX_ATTEMPTS``), and unless an operator asked to cancel it, it goes
-  back to pending with a new ``run_job`` command (`Store.retry_job`, at most once for this
-  failure even when several engines find the dead one at the same time); the engine whose
-  dispatcher claims the command runs it from a new session, continuing the attempt count;
-- both steps are on the job's timeline (``engine_died``, then ``retry`` or ``failed``).
+  back to pending with a new ``run_job`` command, else it fails with the reason. At most once
+  for this failure even when several engines find the dead one at the same time (the job must
+  still be running on the dead engine with the same attempts); the engine whose dispatcher
+  claims the command runs it from a new session, continuing the attempt count.
+
+Recovery runs before `end_engine`: an engine that dies half-way leaves the jobs it had not
+recovered running on the dead engine, so the next pass (any engine's reconcile) finds that
+engine again and recovers them; none stays failed without its retry.
+Both steps are then put on the job's timeline (``engine_died``, then ``retry`` or ``failed``).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from engine.routing.policy import Failure, decide
 from engine.store.base import Store, StoreError
@@ -37,44 +42,52 @@ async def running_jobs_of(store: Store, office_id: str, engine_id: str) -> list[
     ]
 
 
-async def recover_jobs(store: Store, jobs: list[Job], engine_id: str, reason: str) -> int:
-    """Cancel the open work of `jobs` (run by dead engine `engine_id`, failed with `reason`)
-    and retry those the crash policy allows; how many were retried."""
-    retried = 0
+class Recovered(NamedTuple):
+    recovered: int = 0  # jobs this call ended or retried
+    retried: int = 0  # of them, back to pending with a new run_job command
+
+
+async def recover_jobs(
+    store: Store, jobs: list[Job], engine_id: str, reason: str, *, unless_alive: bool = True
+) -> Recovered:
+    """Recover `jobs` (run by dead engine `engine_id`) with `reason`: each one's work cancelled
+    and the job retried if the crash policy allows, else failed (`Store.recover_job`)."""
+    recovered = retried = 0
     for job in jobs:
         try:
-            retried += await _recover(store, job, engine_id, reason)
+            outcome = await _recover(store, job, engine_id, reason, unless_alive)
         except StoreError as error:
             log.warning("job %s of dead engine %s: recovery failed: %s", job.id, engine_id, error)
-    return retried
+            continue
+        if outcome is not None:
+            recovered += 1
+            retried += outcome.status == "pending"
+    return Recovered(recovered, retried)
 
 
-async def _recover(store: Store, job: Job, engine_id: str, reason: str) -> int:
-    current = await store.get_job(job.id)
-    if current.status != "failed" or current.failure_reason != reason:
-        return 0  # ended otherwise, or another engine recovered it already
-    await store.cancel_job_work(job.id, reason)
-    await _entry(store, current, "engine_died", reason)
-    if current.cancel_reason is not None:
-        return 0
-    decision = decide(Failure(kind="crash", attempts=max(current.attempts, 1), detail=reason))
-    if not decision.retry:
-        why = f"{reason} (attempt {current.attempts}, no retry left)"
-        await _entry(store, current, "failed", why)
-        return 0
+async def _recover(
+    store: Store, job: Job, engine_id: str, reason: str, unless_alive: bool
+) -> Job | None:
+    decision = decide(Failure(kind="crash", attempts=max(job.attempts, 1), detail=reason))
     note = f"{reason}; retrying once on a live engine"
-    command = await store.retry_job(
+    recovered = await store.recover_job(
         job.id,
         engine_id=engine_id,
-        attempts=current.attempts,
-        failed_reason=reason,
-        reason=note,
+        attempts=job.attempts,
+        reason=reason,
+        retry_reason=note if decision.retry else None,
+        unless_alive=unless_alive,
     )
-    if command is None:
-        return 0
-    log.info("job %s of dead engine %s: retried (command %s)", job.id, engine_id, command.id)
-    await _entry(store, current.model_copy(update={"status": "pending"}), "retry", note)
-    return 1
+    if recovered is None:
+        return None  # ended otherwise, another engine recovered it, or its engine lives
+    await _entry(store, recovered.model_copy(update={"status": "failed"}), "engine_died", reason)
+    if recovered.status == "pending":
+        log.info("job %s of dead engine %s: retried", job.id, engine_id)
+        await _entry(store, recovered, "retry", note)
+    elif recovered.cancel_reason is None:
+        why = f"{reason} (attempt {recovered.attempts}, no retry left)"
+        await _entry(store, recovered, "failed", why)
+    return recovered
 
 
 async def _entry(store: Store, job: Job, step: str, detail: str) -> None:

@@ -383,6 +383,24 @@ class Store(ABC):
         retried it first, or it ended otherwise)."""
 
     @abstractmethod
+    async def recover_job(
+        self,
+        job_id: str,
+        *,
+        engine_id: str,
+        attempts: int,
+        reason: str,
+        retry_reason: str | None,
+        unless_alive: bool = True,
+    ) -> Job | None:
+        """A job still running on dead engine `engine_id` (`attempts` unchanged), in one
+        transaction: its open work is cancelled with `reason` (as `cancel_job_work`), then it
+        goes back to pending with `retry_reason` and a new `run_job` command (when
+        `retry_reason` is given and no cancel was requested), else it fails with `reason`.
+        The job as it is then; None when it is not in that state (another engine recovered it
+        first, it ended otherwise, or, with `unless_alive`, its engine is alive)."""
+
+    @abstractmethod
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
         """Append a step to a job's timeline (its `id` given by the database)."""
 

@@ -1036,6 +1036,23 @@ class PostgresStore(Store):
         )
         return None if row is None else AgentCommand.model_validate(row)
 
+    async def recover_job(
+        self,
+        job_id: str,
+        *,
+        engine_id: str,
+        attempts: int,
+        reason: str,
+        retry_reason: str | None,
+        unless_alive: bool = True,
+    ) -> Job | None:
+        retry = None if retry_reason is None else no_nul(retry_reason)
+        row = await self._one(
+            "select * from semo_recover_job(%s, %s, %s, %s, %s, %s)",
+            (job_id, engine_id, attempts, no_nul(reason), retry, unless_alive),
+        )
+        return None if row is None else Job.model_validate(row)
+
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
         data = _params(entry)
         del data["id"]

@@ -1458,6 +1458,61 @@ class SqliteStore(Store):
 
         return _model(AgentCommand, await self._run(retry, write=True))
 
+    async def recover_job(
+        self,
+        job_id: str,
+        *,
+        engine_id: str,
+        attempts: int,
+        reason: str,
+        retry_reason: str | None,
+        unless_alive: bool = True,
+    ) -> Job | None:
+        why = no_nul(reason)
+        retry = None if retry_reason is None else no_nul(retry_reason)
+
+        def recover(c: sqlite3.Connection) -> sqlite3.Row | None:
+            at = ts(now())
+            job = c.execute(
+                "SELECT office_id, cancel_reason FROM jobs WHERE id = ? AND status = 'running'"
+                " AND engine_id = ? AND attempts = ?",
+                (job_id, engine_id, attempts),
+            ).fetchone()
+            if job is None:
+                return None
+            params = {"office": job["office_id"], "engine": engine_id, "at": at}
+            alive_sql = engine_id_alive_sql(":office", ":engine")
+            if unless_alive and c.execute(f"SELECT {alive_sql}", params).fetchone()[0]:
+                return None
+            c.execute(
+                "UPDATE agent_invocations SET status = 'cancelled', error = ?, updated_at = ?"
+                " WHERE job_id = ? AND status IN ('pending', 'running')",
+                (why, at, job_id),
+            )
+            c.execute(
+                "UPDATE agent_results SET status = 'cancelled', cancel_reason = ?"
+                " WHERE job_id = ? AND status = 'pending'",
+                (why, job_id),
+            )
+            if retry is not None and job["cancel_reason"] is None:
+                command = AgentCommand(
+                    office_id=job["office_id"], command_type="run_job", payload={"job_id": job_id}
+                )
+                data = _to_db(command)
+                c.execute(_insert_sql("agent_commands", list(data)), data)
+                return c.execute(
+                    "UPDATE jobs SET status = 'pending', engine_id = NULL, failure_reason = ?,"
+                    " needs_human = 0, updated_at = ? WHERE id = ? RETURNING *",
+                    (retry, at, job_id),
+                ).fetchone()
+            return c.execute(
+                "UPDATE jobs SET status = 'failed', failure_reason = ?, needs_human = 0,"
+                " updated_at = ? WHERE id = ? RETURNING *",
+                (why, at, job_id),
+            ).fetchone()
+
+        return _model(Job, await self._run(recover, write=True))  # type: ignore[return-value]
+
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
         data = _to_db(entry)
         del data["id"]

@@ -1638,6 +1638,27 @@ class SupabaseStore(Store):
         self._remember(rows[0].get("id"), rows[0].get("office_id"))
         return AgentCommand.model_validate(rows[0])
 
+    async def recover_job(
+        self,
+        job_id: str,
+        *,
+        engine_id: str,
+        attempts: int,
+        reason: str,
+        retry_reason: str | None,
+        unless_alive: bool = True,
+    ) -> Job | None:
+        args = {
+            "p_job_id": job_id,
+            "p_engine_id": engine_id,
+            "p_attempts": attempts,
+            "p_reason": no_nul(reason),
+            "p_retry_reason": None if retry_reason is None else no_nul(retry_reason),
+            "p_unless_alive": unless_alive,
+        }
+        rows = await self._rows(lambda c: c.rpc("semo_recover_job", args))
+        return Job.model_validate(rows[0]) if rows else None
+
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
         rows = await self._rows(
             lambda c: c.table("job_events").insert(_json(entry, skip=("id",))),
