@@ -44,6 +44,8 @@ from engine.sessions.persona import PersonaError, PersonaInjector
 from engine.sessions.worktrees import WorktreeManager
 from engine.store.models import Agent
 from engine.store.sqlite import SqliteStore
+from tests.support.git_repo import git as repo_git
+from tests.support.git_repo import make_repo as new_repo
 from tests.support.waiting import eventually_value
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -104,20 +106,11 @@ def unprivileged() -> list[str]:
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    return repo_git(cwd, *args).strip()
 
 
 def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.com")
-    git(path, "config", "user.name", "t")
-    (path / "README").write_text("office repo\n")
-    git(path, "add", "README")
-    git(path, "commit", "-q", "-m", "init")
-    return path
+    return new_repo(path, {"README": "office repo\n"}, author_in_config=True)
 
 
 def plant_hooks(repo: Path, marker: Path) -> None:

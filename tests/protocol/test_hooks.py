@@ -34,6 +34,8 @@ from engine.protocol.hooks import (
     install_hooks,
     is_semo_hook_command,
 )
+from tests.support.git_repo import git
+from tests.support.git_repo import make_repo as new_repo
 
 MODULE_COMMAND = [sys.executable, "-m", "engine.protocol.hook_shim"]
 
@@ -202,21 +204,8 @@ def test_which_commands_are_ours(command: str | None, ours: bool) -> None:
 # -- git exclude --------------------------------------------------------------------------
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout
-
-
 def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.com")
-    git(path, "config", "user.name", "t")
-    (path / "README").write_text("x\n")
-    git(path, "add", "README")
-    git(path, "commit", "-q", "-m", "init")
-    return path
+    return new_repo(path, {"README": "x\n"}, author_in_config=True)
 
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,8 @@ from engine.sessions.persona import (
 )
 from engine.sessions.worktrees import WorktreeManager
 from engine.store.models import Agent
+from tests.support.git_repo import git
+from tests.support.git_repo import make_repo as new_repo
 
 PROTOCOL_MD = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
 
@@ -40,27 +41,12 @@ FE = Agent(office_id=OFFICE, name="Frontend Fran", role="FE", prompt="You build 
 QA = Agent(office_id=OFFICE, name="Quality Quinn", role="QA")
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout
-
-
 def status(cwd: Path) -> str:
     return git(cwd, "status", "--porcelain", "--untracked-files=all", "--ignored=no")
 
 
 def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.com")
-    git(path, "config", "user.name", "t")
-    for name, text in {"README": "hello\n", **(files or {})}.items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_bytes(text.encode())
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "init")
-    return path
+    return new_repo(path, {"README": "hello\n", **(files or {})}, author_in_config=True)
 
 
 def agent_section() -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,23 +17,16 @@ from engine.sessions.worktrees import (
     branch_name,
     directory_disk_usage,
 )
+from tests.support.git_repo import git as repo_git
+from tests.support.git_repo import make_repo as new_repo
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    return repo_git(cwd, *args).strip()
 
 
 def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.com")
-    git(path, "config", "user.name", "t")
-    (path / "README").write_text("hello\n")
-    git(path, "add", "README")
-    git(path, "commit", "-q", "-m", "init")
-    return path
+    return new_repo(path, {"README": "hello\n"}, author_in_config=True)
 
 
 def commit_file(cwd: Path, name: str, text: str) -> str:
