@@ -48,7 +48,9 @@ MAX_MESSAGES_PER_TURN = 100
 rest of the turn's markers are dropped (a marker flood must not flood the office)."""
 MAX_SIGNALS_PER_TURN = 100
 """Completion/error signals reported per turn; later ones only inform and are dropped."""
-DEFAULT_PROMPT_PATTERN = r"(^|\s)[❯$#>%]$"  # matched against the cursor row, right-trimmed
+DEFAULT_PROMPT_PATTERN = r"(^|\s)([\w.]+-\d+(\.\d+)*|[\w.-]+@[\w.-]+:\S*)?[❯$#>%]$"
+"""Matched against the cursor row, right-trimmed: `$`, `>`, `❯` after a blank or alone, bash's
+default `bash-5.2#` / `sh-5.2$` and Debian's `user@host:~/dir$` (glued to the sign)."""
 _DIALOG = re.compile(r"Do you want to (proceed|make this edit|create|allow|run)")
 _GUTTERS = ("● ", "  ")
 _TURN_END = re.compile(r"^[✻✢✳✶✽*·] \S+ for \d")
@@ -96,6 +98,9 @@ class AgentObserver:
         self._last_screen_turn: tuple[str, str] | None = None
         self._turn_messages = 0
         self._turn_signals = 0
+        #: where the prompt ended when the agent became ready (row, column, the row up to it)
+        self._prompt_end: tuple[int, int, str] | None = None
+        self._typed = 0  # characters the operator typed since then
         #: the most recent events (bounded: a session can live for days)
         self.events: deque[ObserverEvent] = deque(maxlen=EVENT_HISTORY)
 
@@ -158,6 +163,11 @@ class AgentObserver:
         starts one for a screen-read agent (a prompt it merely prints, e.g. `$ ` after every
         line of a flood, must not reset the budget)."""
         self._new_turn()
+
+    def typed(self, text: str) -> None:
+        """The operator typed `text` into the agent. At a generic agent's prompt, what appears
+        after the prompt on its row (up to this many cells) is a draft, not output."""
+        self._typed = min(self._typed + len(text), 1 << 20)
 
     def answered(self, at: float) -> list[ObserverEvent]:
         """The operator answered the pending question; the answer goes in as the next prompt."""
@@ -250,7 +260,13 @@ class AgentObserver:
                     self._state(out, AgentState.WAITING_INPUT, "protocol", "ASK_USER pending", at)
             if self._turn_signals < MAX_SIGNALS_PER_TURN:
                 self._signals(out, self.monitor.scan_each(texts, "screen", at))
-        at_prompt = bool(self._prompt.search(screen.row_line(screen.cursor.y).text.rstrip()))
+        row = screen.row_line(screen.cursor.y).text
+        at_prompt = self.state == AgentState.READY and self._draft(screen, row)
+        if not at_prompt and self._prompt.search(row.rstrip()):
+            at_prompt = True
+            x = screen.cursor.x
+            self._prompt_end = (screen.cursor.y, x, row[:x].ljust(x))  # rows come right-trimmed
+            self._typed = 0
         if at_prompt and self.state != AgentState.READY:
             # the turn is over: a block still open was never closed (an error, not pending)
             self._report(out, self._parser.flush(), "screen", at)
@@ -258,6 +274,19 @@ class AgentObserver:
             self._state(out, AgentState.READY, "screen", "prompt on screen", at)
         elif not at_prompt and self.state == AgentState.READY:
             self._state(out, AgentState.EXECUTING, "screen", "output after prompt", at)
+
+    def _draft(self, screen: TerminalScreen, row: str) -> bool:
+        """The cursor row is the ready prompt's row with what the operator typed after it. The
+        prompt must be unchanged and the text after it no wider than the keys typed (a wide
+        character takes two cells), so output the agent prints after its prompt is not a
+        draft: an agent cannot stay ready while it writes."""
+        if self._prompt_end is None:
+            return False
+        y, x, before = self._prompt_end
+        if screen.cursor.y != y or row[:x].ljust(x) != before:
+            return False
+        written = max(screen.cursor.x, len(row.rstrip())) - x
+        return 0 <= written <= 2 * self._typed
 
     # -- helpers -----------------------------------------------------------------------------
 

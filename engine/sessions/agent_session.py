@@ -304,6 +304,7 @@ class AgentSession:
     def write(self, text: str) -> None:
         """Raw input, at once (an operator's keystrokes, a dialog answer)."""
         self._check_running()
+        self.observer.typed(text)
         self.terminal.write(text)
 
     async def send_keys(self, spec: str) -> None:

@@ -401,3 +401,82 @@ def test_generic_same_marker_printed_again_after_clear_on_another_row_is_read():
     assert [m.kind for m in _messages(observer.on_screen(screen, 1.0))] == ["done"]
     stream.feed("next\r\n\x1b[H\x1b[2J[SEMO:DONE]\r\n$ ")  # a new turn clears, then finishes
     assert [m.kind for m in _messages(observer.on_screen(screen, 2.0))] == ["done"]
+
+
+# -- generic agents: the operator's draft at the prompt --------------------------------------
+
+
+def test_generic_draft_typed_at_the_prompt_keeps_the_agent_ready_until_enter():
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    stream.feed("$ ")
+    assert _states(observer.on_screen(screen, 0.5)) == [AgentState.READY]
+    observer.typed("abc")
+    stream.feed("abc")  # the shell's echo of the draft
+    assert _states(observer.on_screen(screen, 1.0)) == []
+    observer.typed("\x7f")
+    stream.feed("\b \b")  # backspace: still a draft
+    assert _states(observer.on_screen(screen, 1.1)) == []
+    observer.typed("\r")
+    stream.feed("\r\nworking")  # Enter: output on the next row
+    assert _states(observer.on_screen(screen, 1.5)) == [AgentState.EXECUTING]
+    stream.feed("\r\n$ ")
+    assert _states(observer.on_screen(screen, 2.0)) == [AgentState.READY]
+
+
+def test_generic_output_after_the_prompt_without_keys_is_not_a_draft():
+    # hostile: an agent that prints `$ ` and then writes on that row is working, not ready
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    stream.feed("$ ")
+    observer.on_screen(screen, 0.5)
+    stream.feed("still working")
+    assert _states(observer.on_screen(screen, 1.0)) == [AgentState.EXECUTING]
+
+
+def test_generic_draft_wider_than_the_keys_typed_is_output():
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    stream.feed("$ ")
+    observer.on_screen(screen, 0.5)
+    observer.typed("ab")
+    stream.feed("ab and much more")  # the agent writes behind the operator's two keys
+    assert _states(observer.on_screen(screen, 1.0)) == [AgentState.EXECUTING]
+
+
+def test_generic_prompt_redrawn_on_a_new_row_takes_drafts_there():
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    stream.feed("$ ")
+    observer.on_screen(screen, 0.5)
+    stream.feed("\r\n$ ")  # Enter on an empty line: a new prompt, still ready
+    assert _states(observer.on_screen(screen, 1.0)) == []
+    observer.typed("ls")
+    stream.feed("ls")
+    assert _states(observer.on_screen(screen, 1.5)) == []
+
+
+def test_generic_prompt_changed_under_the_draft_is_output():
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    stream.feed("$ ")
+    observer.on_screen(screen, 0.5)
+    observer.typed("x")
+    stream.feed("\rZ x")  # the agent rewrote the prompt itself
+    assert _states(observer.on_screen(screen, 1.0)) == [AgentState.EXECUTING]
+
+
+@pytest.mark.parametrize("prompt", ["bash-5.2# ", "sh-5.2$ ", "$ ", "root@box:~# ", "> ", "❯ "])
+def test_default_prompt_pattern_matches_common_shell_prompts(prompt):
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    stream.feed(prompt)
+    assert _states(observer.on_screen(screen, 0.5)) == [AgentState.READY]
+
+
+@pytest.mark.parametrize("row", ["version 5.2", "cost: 5$ each", "x-1.2"])
+def test_default_prompt_pattern_does_not_match_plain_output(row):
+    screen, stream = make_screen_and_stream(40, 5)
+    observer = AgentObserver("generic")
+    stream.feed(row)
+    assert _states(observer.on_screen(screen, 0.5)) == []
