@@ -1,5 +1,6 @@
 -- semo 0008: an answer's delivery is recorded, so the engine reads only undelivered answers;
--- a dead engine's job is recovered in one transaction (semo_recover_job, below).
+-- a dead engine's job is recovered in one transaction (semo_recover_job); claims can skip
+-- command types (semo_claim_next_except). New functions are the service role's alone.
 --
 -- - user_questions.answer_delivered_at: when the engine's agent confirmed it took the answer
 --   (set by the engine, the service role, through the store's mark_answer_delivered). Null for
@@ -66,6 +67,73 @@ begin
         returning * into v_job;
     end if;
     return next v_job;
+end;
+$$;
+
+
+-- -- claims that skip command types -------------------------------------------------------------
+--
+-- semo_claim_next_except: semo_claim_next (0004), skipping pending commands whose type is one of
+-- p_skip_types. An engine whose run_job budget is full claims with p_skip_types = {run_job}, so
+-- the commands behind waiting jobs (cancel, terminate: they free sessions) still run.
+
+create or replace function semo_claim_next_except(
+    p_office_id text, p_engine_id text, p_lease_seconds double precision, p_skip_types text[]
+) returns setof agent_commands
+language plpgsql volatile as $$
+declare
+    v_id text;
+    v_problem text;
+begin
+    loop
+        with target as (
+            select p.id from agent_commands p
+             where p.office_id = p_office_id and p.status = 'pending'
+               and p.command_type <> all (coalesce(p_skip_types, '{}'))
+               and not exists (
+                       select 1 from agent_sessions s
+                        where s.session_id = p.session_id
+                          and s.status <> 'terminated'
+                          and s.engine_id <> p_engine_id
+                          and semo_engine_id_alive(s.office_id, s.engine_id))
+             order by p.created_at, p.seq
+             limit 1
+               for update of p skip locked),
+        claimed as (
+            update agent_commands c
+               set status = 'processing',
+                   claimed_by = p_engine_id,
+                   lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+                   attempts = c.attempts + 1,
+                   updated_at = now()
+              from target t
+             where c.id = t.id and c.status = 'pending'
+            returning c.id, c.session_id)
+        select k.id,
+               case
+                   when s.session_id is null then null
+                   when s.status = 'terminated'
+                       then semo_session_ended(s.session_id, s.end_reason)
+                            || '; the command was not run'
+                   when coalesce(s.engine_id, '') in ('', p_engine_id) then null
+                   when semo_engine_id_alive(s.office_id, s.engine_id) then null
+                   else 'session ' || s.session_id || '''s engine ' || s.engine_id || ' '
+                        || semo_engine_silence(e.status, e.last_seen, e.stopped_at)
+                        || '; the command was not run'
+               end
+          into v_id, v_problem
+          from claimed k
+          left join agent_sessions s on s.session_id = k.session_id
+          left join engines e on e.office_id = s.office_id and e.engine_id = s.engine_id;
+        if v_id is null then
+            return;
+        end if;
+        if v_problem is null then
+            return query select * from agent_commands where id = v_id;
+            return;
+        end if;
+        perform semo_complete_command(v_id, p_engine_id, false, null, v_problem);
+    end loop;
 end;
 $$;
 

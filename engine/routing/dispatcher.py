@@ -11,8 +11,11 @@
 One claim loop waits on `store.wait_for_change(office_id, poll_interval)`. A wake-up is only a
 hint: the loop also claims when the wait times out, and once at start, so a command inserted
 while the engine was away or whose wake-up was lost still runs. It claims commands one at a
-time with `claim_next_command` while fewer than `max_concurrent` run, and runs each as its own
-task; a renewal task extends this engine's leases every `lease_seconds / 3` while commands run.
+time with `claim_next_command` while fewer than `max_concurrent` run (run_job commands have a
+budget of their own, `max_jobs`: while it is full the claim skips them, so jobs waiting for a
+session never hold the slots of the cancel and terminate commands that would free one), and runs
+each as its own task; a renewal task extends this engine's leases every `lease_seconds / 3`
+while commands run.
 
 Every claimed command ends in exactly one `complete_command` call:
 
@@ -189,6 +192,7 @@ class CommandDispatcher:
         command_timeout: float = 30.0,
         lease_seconds: float = 30.0,
         max_concurrent: int = 8,
+        max_jobs: int | None = None,
         poll_interval: float = 5.0,
         job_timeout: float | None = None,
         wait_for_change: Callable[[str, float], Awaitable[bool]] | None = None,
@@ -199,6 +203,8 @@ class CommandDispatcher:
             raise ValueError(f"lease_seconds must be positive, not {lease_seconds!r}")
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, not {max_concurrent!r}")
+        if max_jobs is not None and max_jobs < 1:
+            raise ValueError(f"max_jobs must be at least 1 or None, not {max_jobs!r}")
         if not poll_interval > 0:
             raise ValueError(f"poll_interval must be positive, not {poll_interval!r}")
         if job_timeout is not None and not job_timeout > 0:
@@ -214,7 +220,12 @@ class CommandDispatcher:
         self.run_job = run_job
         self.command_timeout = command_timeout
         self.lease_seconds = lease_seconds
+        #: commands other than run_job at once
         self.max_concurrent = max_concurrent
+        #: run_job commands at once, a budget of their own: jobs run long (and wait for a free
+        #: session of the pool), so they never hold the slots that cancel, terminate and the
+        #: other commands need (those free the sessions the jobs wait for)
+        self.max_jobs = max_concurrent if max_jobs is None else max_jobs
         self.poll_interval = poll_interval
         #: run_job's limit (None: none; a job runs as long as its runner says)
         self.job_timeout = job_timeout
@@ -336,7 +347,7 @@ class CommandDispatcher:
                 continue
             if self._stopping:
                 break
-            if len(self._in_flight) >= self.max_concurrent:
+            if self._skip_types() is None:  # both budgets full
                 self._slot_free.clear()
                 await self._until(self._slot_free.wait())
                 continue
@@ -355,13 +366,27 @@ class CommandDispatcher:
                 await self._pause(delay)
 
     async def _claim_available(self) -> None:
-        while not self._stopping and len(self._in_flight) < self.max_concurrent:
+        while not self._stopping and (skip := self._skip_types()) is not None:
             command = await self.store.claim_next_command(
-                self.office_id, self.engine_id, self.lease_seconds
+                self.office_id, self.engine_id, self.lease_seconds, skip_types=skip
             )
             if command is None:
                 return
             self._launch(command)
+
+    def _skip_types(self) -> tuple[str, ...] | None:
+        """The command types not to claim now because their budget is full (run_job's, or the
+        others'); None when both are full."""
+        jobs = sum(entry.command.command_type == "run_job" for entry in self._in_flight)
+        jobs_full = jobs >= self.max_jobs
+        others_full = len(self._in_flight) - jobs >= self.max_concurrent
+        if jobs_full and others_full:
+            return None
+        if jobs_full:
+            return ("run_job",)
+        if others_full:
+            return tuple(kind for kind in PAYLOADS if kind != "run_job")
+        return ()
 
     def _backoff(self, failures: int) -> float:
         return min(self.poll_interval, 0.1 * 2 ** min(failures, 8), 5.0)

@@ -179,9 +179,15 @@ class Store(ABC):
 
     @abstractmethod
     async def claim_next_command(
-        self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        self,
+        office_id: str,
+        engine_id: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        *,
+        skip_types: Sequence[str] = (),
     ) -> AgentCommand | None:
-        """Oldest pending command of the office that `engine_id` may run, now `processing` and
+        """Oldest pending command of the office that `engine_id` may run (and whose type is not
+        one of `skip_types`: they stay pending, in their place), now `processing` and
         leased to it: one without a session, or whose session is unknown to the store, has no
         engine, or is run by `engine_id`. Commands for live sessions of other engines that are
         alive are left to them; one whose session has ended, or whose session's engine is no

@@ -640,15 +640,26 @@ class PostgresStore(Store):
         )
 
     async def claim_next_command(
-        self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        self,
+        office_id: str,
+        engine_id: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        *,
+        skip_types: Sequence[str] = (),
     ) -> AgentCommand | None:
         lease = check_lease(lease_seconds)
 
         async def claim(conn: Conn) -> dict[str, Any] | None:
             async def claim_one() -> dict[str, Any] | None:
-                cur = await conn.execute(
-                    "select * from semo_claim_next(%s, %s, %s)", (office_id, engine_id, lease)
-                )
+                if skip_types:  # migration 0008
+                    cur = await conn.execute(
+                        "select * from semo_claim_next_except(%s, %s, %s, %s)",
+                        (office_id, engine_id, lease, list(skip_types)),
+                    )
+                else:
+                    cur = await conn.execute(
+                        "select * from semo_claim_next(%s, %s, %s)", (office_id, engine_id, lease)
+                    )
                 return await cur.fetchone()
 
             async def reject(row: Any, problem: str) -> None:

@@ -437,6 +437,7 @@ UPDATE agent_commands
        lease_expires_at = :lease, attempts = attempts + 1, updated_at = :at
  WHERE id = (SELECT p.id FROM agent_commands p
               WHERE p.office_id = :office AND p.status = 'pending'
+                AND p.command_type NOT IN (SELECT value FROM json_each(:skip))
                 AND NOT EXISTS (SELECT 1 FROM agent_sessions s
                                  WHERE s.session_id = p.session_id
                                    AND s.status <> 'terminated'
@@ -880,9 +881,15 @@ class SqliteStore(Store):
         )
 
     async def claim_next_command(
-        self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        self,
+        office_id: str,
+        engine_id: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        *,
+        skip_types: Sequence[str] = (),
     ) -> AgentCommand | None:
         lease = timedelta(seconds=check_lease(lease_seconds))
+        skip = json.dumps(list(skip_types))
 
         def claim(c: sqlite3.Connection) -> sqlite3.Row | None:
             while True:
@@ -894,6 +901,7 @@ class SqliteStore(Store):
                         "lease": ts(at + lease),
                         "at": ts(at),
                         "office": office_id,
+                        "skip": skip,
                     },
                 ).fetchone()
                 if row is None:

@@ -1218,13 +1218,25 @@ class SupabaseStore(Store):
         return await self._pages(AgentCommand, build, keys, limit=max(0, limit))
 
     async def claim_next_command(
-        self, office_id: str, engine_id: str, lease_seconds: float = DEFAULT_LEASE_SECONDS
+        self,
+        office_id: str,
+        engine_id: str,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        *,
+        skip_types: Sequence[str] = (),
     ) -> AgentCommand | None:
         lease = check_lease(lease_seconds)
-        args = {"p_office_id": office_id, "p_engine_id": engine_id, "p_lease_seconds": lease}
+        args: dict[str, Any] = {
+            "p_office_id": office_id,
+            "p_engine_id": engine_id,
+            "p_lease_seconds": lease,
+        }
+        function = "semo_claim_next"
+        if skip_types:  # migration 0008
+            function, args["p_skip_types"] = "semo_claim_next_except", list(skip_types)
 
         async def claim_one() -> dict[str, Any] | None:
-            rows = await self._rows(lambda c: c.rpc("semo_claim_next", args))
+            rows = await self._rows(lambda c: c.rpc(function, args))
             if not rows:
                 return None
             self._remember(rows[0].get("id"), office_id)
