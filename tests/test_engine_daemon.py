@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from typing import TypeVar
 
 from engine.store.models import AgentCommandResult, AgentSession
 from engine.store.sqlite import SqliteStore
+from tests.support.git_repo import make_repo
 from tests.support.waiting import eventually_value
 
 TIMEOUT = 20.0
@@ -63,13 +63,7 @@ rows = 24
 
 
 def make_office(folder: Path) -> Path:
-    repo = folder / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    (repo / "README").write_text("office repo\n")
-    subprocess.run([*git, "add", "README"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    make_repo(folder / "repo")
     config = folder / "semo.toml"
     config.write_text(CONFIG)
     return config

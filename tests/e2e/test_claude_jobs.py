@@ -32,6 +32,7 @@ from engine.store import open_store
 from engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
 from tests.support.claude_home import claude_env
+from tests.support.git_repo import make_repo
 from tests.support.scripted_api import ScriptedMessagesAPI
 from tests.support.waiting import eventually_value
 
@@ -88,13 +89,7 @@ async def store_section(request: pytest.FixtureRequest) -> AsyncIterator[str]:
 
 
 def write_office(folder: Path, store: str, apis: dict[str, ScriptedMessagesAPI]) -> None:
-    repo = folder / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    (repo / "README.md").write_text("# the office's product\n")
-    subprocess.run([*git, "add", "README.md"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    make_repo(folder / "repo", {"README.md": "# the office's product\n"})
     agents = "".join(
         f"""
 [[agents]]

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -37,6 +36,7 @@ from engine.store.models import Job, UserQuestion
 from engine.store.sqlite import SqliteStore
 from tests.store.conftest import open_stores
 from tests.support.claude_home import claude_env
+from tests.support.git_repo import make_repo
 from tests.support.scripted_api import ScriptedMessagesAPI
 from tests.support.waiting import eventually_value
 
@@ -93,21 +93,14 @@ def runtime_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def make_repo(folder: Path) -> Path:
-    repo = folder / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    (repo / "README.md").write_text("# the office's product\n")
-    subprocess.run([*git, "add", "README.md"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
-    return repo
+def make_office_repo(folder: Path) -> Path:
+    return make_repo(folder / "repo", {"README.md": "# the office's product\n"})
 
 
 def team_config(folder: Path, apis: dict[str, ScriptedMessagesAPI], db: Path) -> SemoConfig:
     return SemoConfig(
         office=OfficeConfig(
-            name="team", repository=make_repo(folder), workspace_root=folder / "workspace"
+            name="team", repository=make_office_repo(folder), workspace_root=folder / "workspace"
         ),
         store={"backend": "sqlite", "sqlite_path": db},
         engine=EngineConfig(id="team-engine", command_timeout=60),

@@ -45,6 +45,7 @@ from engine.logs import REDACTED, configure_logging, secret_forms
 from engine.plain_text import plain, plain_json
 from engine.store.sqlite import SqliteStore
 from tests.console.console_snapshot_app import console_engine
+from tests.support.git_repo import make_repo
 from tests.support.waiting import eventually, eventually_value
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -223,13 +224,7 @@ rows = 30
 
 
 def make_office(folder: Path, script: list[dict[str, object]]) -> Path:
-    repo = folder / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    (repo / "README").write_text("office repo\n")
-    subprocess.run([*git, "add", "README"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    make_repo(folder / "repo")
     (folder / "script.json").write_text(json.dumps(script))
     argv = [sys.executable, str(HOSTILE), "--script", str(folder / "script.json")]
     argv += ["--log", str(folder / "prompts.jsonl")]

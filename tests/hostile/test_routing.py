@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -51,6 +50,7 @@ from engine.store.base import Store
 from engine.store.models import AgentInvocation, AgentResult
 from engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
+from tests.support.git_repo import make_repo
 from tests.support.waiting import eventually, eventually_value
 
 REPO = Path(__file__).resolve().parents[2]
@@ -472,14 +472,8 @@ async def test_a_second_engine_with_a_live_engines_id_does_not_start(
 
 
 def engine_config(folder: Path, engine_id: str, agents: str, lease_seconds: float = 30) -> Path:
-    repo = folder / "repo"
-    if not repo.exists():
-        repo.mkdir()
-        git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-        subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-        (repo / "README").write_text("office repo\n")
-        subprocess.run([*git, "add", "README"], check=True)
-        subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    if not (folder / "repo").exists():
+        make_repo(folder / "repo")
     config = folder / "semo.toml"
     config.write_text(
         f"""

@@ -6,24 +6,17 @@ when it exists: two adds at once raced for the same name, "failed to read
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 
 from engine.sessions.pool import warm_task_id
 from engine.sessions.worktrees import WorktreeManager
+from tests.support.git_repo import make_repo
 
 ROLES = [f"R{i}" for i in range(8)]
 
 
-def make_repo(folder: Path) -> Path:
-    repo = folder / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    (repo / "README").write_text("x\n")
-    subprocess.run([*git, "add", "README"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
-    return repo
+def make_office_repo(folder: Path) -> Path:
+    return make_repo(folder / "repo", {"README": "x\n"})
 
 
 def test_warm_task_ids_differ_per_role() -> None:
@@ -32,7 +25,7 @@ def test_warm_task_ids_differ_per_role() -> None:
 
 
 async def test_many_adds_of_one_name_at_once_all_succeed(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path)
+    repo = make_office_repo(tmp_path)
     # two managers (as two engines of two offices on one repository), one last name: "warm"
     first = WorktreeManager(repo, tmp_path / "one")
     second = WorktreeManager(repo, tmp_path / "two")
