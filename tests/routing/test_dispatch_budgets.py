@@ -1,22 +1,32 @@
 """run_job commands have a slot budget of their own (`CommandDispatcher.max_jobs`), on sqlite and
-postgres with a real bash session.
+postgres.
 
 Jobs run long and wait for a free session of the pool; before, waiting run_job commands held
 every dispatcher slot, and the terminate queued behind them (which would free the session they
-waited for) was never claimed until they timed out. Here the job runner stands for the engine's
-JobRunner waiting on a full pool: it returns only once the pool has room (an event the test
-sets after the terminate). Checked: with both job slots taken by waiting jobs, a terminate
-inserted after a third run_job is claimed and run at once, while that third job stays pending in
-its place; once capacity is freed, every job runs, each once.
+waited for) was never claimed until they timed out. On the dispatcher with a real bash session,
+the job runner stands for the engine's JobRunner waiting on a full pool (it returns once the
+test says the pool has room): with both job slots taken by waiting jobs, a terminate inserted
+after a third run_job is claimed and run at once, while that third job stays pending in its
+place; once capacity is freed, every job runs, each once. On a real Engine: eight jobs wait for
+a pool of one session held by an operator; the operator's terminate runs, and the jobs finish.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from engine.store.models import RunJobPayload
-from tests.routing.test_dispatcher import Rig, rig, stores  # noqa: F401 (fixtures)
+from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from engine.engine import Engine
+from engine.store.base import Store
+from engine.store.job_ops import create_job
+from engine.store.models import AgentCommandResult, Job, RunJobPayload
+from tests.routing.test_dispatcher import TIMEOUT, Rig, rig, stores  # noqa: F401 (fixtures)
+from tests.store.conftest import Stores
+from tests.support.waiting import eventually, eventually_value
 
 
 async def test_terminate_is_never_queued_behind_waiting_jobs(rig: Rig) -> None:  # noqa: F811
@@ -66,3 +76,71 @@ async def test_jobs_do_not_take_the_slots_of_other_commands(rig: Rig) -> None:  
     assert (await rig.store.get_command(job)).status == "processing"
     room.set()
     assert (await rig.result(job)).success
+
+
+async def test_a_real_engine_terminates_behind_eight_jobs_waiting_for_its_pool(
+    stores: Stores,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A real engine, pool of one bash session held by an operator's create_session: eight jobs
+    (the default max_concurrent) wait for the pool, then the operator's terminate frees it. The
+    terminate runs at once (before: the jobs held all eight slots for the pool's 30 s wait and
+    failed, the terminate ran after them); then the jobs run, one after another, and finish."""
+    store = await stores.new()
+    bash = ["bash", "--norc", "--noprofile", "-i"]
+    config = SemoConfig(
+        office=OfficeConfig(name="o", repository=tmp_path, workspace_root=tmp_path / "ws"),
+        engine=EngineConfig(id="me"),
+        pool=PoolConfig(warm_roles=[], max_sessions=1),
+        agents=[AgentConfig(role="SH", profile="generic", command=bash)],
+    )
+    env = {"PATH": os.environ["PATH"], "PS1": "$ ", "HOME": str(tmp_path)}
+    engine = Engine(
+        config,
+        store=store,
+        agent_env=env,
+        runtime_dir=tmp_path / "run",
+        folder_for=lambda _agent, _task: tmp_path,
+    )
+    await engine.start()
+    try:
+        assert engine.office is not None
+        office_id = engine.office.id
+        held = await store.insert_command(office_id, "create_session", {"role": "SH"})
+        created = await _result(store, held.id)
+        assert created.success and created.result is not None, created.error
+        session_id = created.result["session_id"]
+        jobs = [
+            (await create_job(store, office_id, role="SH", task=f"echo '[SEMO:DONE]' job-{n}"))[0]
+            for n in range(8)
+        ]
+        # every job's run_job is claimed and waits for the pool before the terminate is inserted
+        await eventually(lambda: _waiting(engine) == 8, TIMEOUT)
+        terminate = await store.insert_command(office_id, "terminate", {}, session_id=session_id)
+        ended = await _result(store, terminate.id)  # within TIMEOUT, far below the pool's wait
+        assert ended.success, ended.error
+        for job in jobs:
+            done = await eventually_value(_ended(store, job.id), f"job {job.id}", 60)
+            assert (done.status, done.attempts) == ("done", 1), done.failure_reason
+    finally:
+        await engine.stop("test over")
+
+
+def _waiting(engine: Engine) -> int:
+    dispatcher = engine.dispatcher
+    return 0 if dispatcher is None else dispatcher.in_flight
+
+
+def _ended(store: Store, job_id: str) -> Callable[[], Awaitable[Job | None]]:
+    async def probe() -> Job | None:
+        job = await store.get_job(job_id)
+        return job if job.status in ("done", "failed") else None
+
+    return probe
+
+
+async def _result(store: Store, command_id: str) -> AgentCommandResult:
+    async def probe() -> AgentCommandResult | None:
+        return await store.get_result(command_id)
+
+    return await eventually_value(probe, f"the result of command {command_id}", TIMEOUT)
