@@ -89,6 +89,8 @@ class Office:
             "XDG_STATE_HOME": str(self.folder / "state"),
             "XDG_RUNTIME_DIR": str(self.folder),
         }
+        if "SEMO_PTY_INTAKE_SHARE" in os.environ:  # A/B of the PTY intake budget
+            self.env["SEMO_PTY_INTAKE_SHARE"] = os.environ["SEMO_PTY_INTAKE_SHARE"]
         os.environ.update({k: self.env[k] for k in ("XDG_RUNTIME_DIR", "XDG_STATE_HOME")})
         self.paths = office_paths("bench", self.config.store_config())
         self.engine: subprocess.Popen[bytes] | None = None
@@ -335,18 +337,74 @@ def bench_echo(args: argparse.Namespace) -> None:
             console = ConsoleProcess(office)
             console.wait_for([b"S01"], timeout=60)
             time.sleep(1.5)
-            console.click(10, 5)  # into the first pane (top left)
+            console.write(b"\r")  # Enter opens the selected (first) session's pane
             time.sleep(0.5)
             if flood:
                 asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
                 time.sleep(1.0)
+            began = time.perf_counter()
             latencies = keystrokes(console, args.keys)
-            what = f"{count} sessions, a neighbouring pane flooding" if flood else f"{count} sessions, idle"
+            ended = time.perf_counter()
+            what = (
+                f"{count} sessions, a neighbouring pane flooding"
+                if flood
+                else f"{count} sessions, idle"
+            )
             print(f"keystroke -> echo through the socket, {what}:")
             print(f"  {summary(latencies)}")
+            shown = console.bytes_between(began, ended) / (ended - began)
+            print(f"  the console wrote {shown / 1000:.1f} kB/s to its terminal meanwhile")
         finally:
             if console is not None:
                 console.close()
+            office.stop()
+
+
+async def socket_keystrokes(office: Office, count: int) -> list[float]:
+    """The same keystrokes typed by a bare EngineClient (no console process): the engine's and
+    the socket's share of the echo. The client is attached to every session (all visible)."""
+    client = EngineClient(office.paths)
+    await client.start()
+    by_role = {s.role: s for s in client.sessions()}
+    terminal = by_role[office.roles[0]].terminal
+    changed = asyncio.Event()
+    for session in by_role.values():
+        session.terminal.add_listener(lambda _chunk: None)
+    terminal.add_listener(lambda _chunk: changed.set())
+    latencies = []
+    try:
+        for index in range(count):
+            letter = chr(LETTERS[index % len(LETTERS)])
+            started = time.perf_counter()
+            terminal.write(letter)
+            while (
+                not terminal.screen.text_rows()[terminal.screen.cursor.y].rstrip().endswith(letter)
+            ):
+                changed.clear()
+                async with asyncio.timeout(10):
+                    await changed.wait()
+            latencies.append((time.perf_counter() - started) * 1000)
+            terminal.write("\x7f")
+            await asyncio.sleep(0.03)
+    finally:
+        await client.close()
+    return latencies
+
+
+def bench_socket_echo(args: argparse.Namespace) -> None:
+    for count, flood in ((20, False), (20, True)):
+        office = Office(count)
+        try:
+            office.start()
+            asyncio.run(office.type_into({office.roles[0]: "clear"}))
+            if flood:
+                asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
+                time.sleep(1.0)
+            latencies = asyncio.run(socket_keystrokes(office, args.keys))
+            what = f"{count} sessions, a neighbour flooding" if flood else f"{count} sessions, idle"
+            print(f"keystroke -> echo, bare EngineClient (no console), {what}:")
+            print(f"  {summary(latencies)}")
+        finally:
             office.stop()
 
 
@@ -427,7 +485,7 @@ async def engine_stats(office: Office) -> list[dict[str, int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("attach", "echo", "idle", "engine"))
+    parser.add_argument("--only", choices=("attach", "echo", "socket-echo", "idle", "engine"))
     parser.add_argument("--keys", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
@@ -435,6 +493,7 @@ def main() -> None:
     args = parser.parse_args()
     benches = {"attach": bench_attach, "echo": bench_echo, "idle": bench_idle}
     benches["engine"] = bench_engine
+    benches["socket-echo"] = bench_socket_echo
     for name, bench in benches.items():
         if args.only in (None, name):
             bench(args)

@@ -535,7 +535,8 @@ class ControlServer:
                 continue
             active = now - state.typed_at < ACTIVE_SECONDS
             due = state.flushed_at + (FRAME_SECONDS if active else BACKGROUND_FRAME_SECONDS)
-            if due > now and not state.full:
+            echo = state.typed_at > state.flushed_at  # typed since its last frame: no wait
+            if due > now and not state.full and not echo:
                 next_due = due if next_due is None else min(next_due, due)
                 continue
             state.pending = False

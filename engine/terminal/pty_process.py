@@ -46,10 +46,11 @@ _MAX_DRAIN_BYTES = 1 << 20
 #: `IntakeBudget.window`: all terminals of a loop together, and one terminal alone. A terminal
 #: over its share is not read until the next window: the kernel's PTY buffer fills and the
 #: program blocks on its writes, as under tmux. Keys, echo and the consoles' frames get the rest
-#: of the loop. `SEMO_PTY_INTAKE_SHARE=0` (bench A/B only) turns the budget off.
+#: of the loop. `SEMO_PTY_INTAKE_SHARE` (bench A/B only): 0 turns the budget off, a number
+#: replaces SESSION_SHARE.
 INTAKE_WINDOW = 0.05
 INTAKE_SHARE = 0.5
-SESSION_SHARE = 0.3
+SESSION_SHARE = 0.15
 #: a terminal written to this recently (a key) is read even when the others used the loop's
 #: share: its echo comes first (its own share still holds)
 INPUT_PRIORITY_SECONDS = 1.0
@@ -70,7 +71,10 @@ class IntakeBudget:
         self.window = window
         self.share = share
         self.session_share = session_share
-        self.enabled = os.environ.get("SEMO_PTY_INTAKE_SHARE", "") != "0"
+        knob = os.environ.get("SEMO_PTY_INTAKE_SHARE", "")  # benches: "0" off, or a share
+        self.enabled = knob != "0"
+        with contextlib.suppress(ValueError):
+            self.session_share = float(knob) if self.enabled else session_share
         self.started = loop.time()
         self.number = 0  # windows so far
         self.spent = 0.0
