@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +25,7 @@ from typing import TypeVar
 from engine.store.models import AgentCommandResult, AgentSession
 from engine.store.sqlite import SqliteStore
 from tests.support.git_repo import make_repo
+from tests.support.semo_process import environment_without_semo, semo_engine
 from tests.support.waiting import eventually_value
 
 TIMEOUT = 20.0
@@ -71,25 +70,10 @@ def make_office(folder: Path) -> Path:
 
 @asynccontextmanager
 async def engine_process(config: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
+    env = environment_without_semo()
     env["SEMO_DATABASE_URL"] = f"postgresql://semo:{SECRET}@db.invalid/semo"
-    semo = Path(sys.executable).with_name("semo")
-    process = await asyncio.create_subprocess_exec(
-        str(semo),
-        "engine",
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=config.parent,
-    )
-    try:
+    async with semo_engine(config, env, asyncio.subprocess.PIPE) as process:
         yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def ready_session(store: SqliteStore, other_than: str | None = None) -> AgentSession:

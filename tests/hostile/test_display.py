@@ -22,7 +22,6 @@ import asyncio
 import io
 import json
 import logging
-import os
 import re
 import shutil
 import signal
@@ -46,6 +45,7 @@ from engine.plain_text import plain, plain_json
 from engine.store.sqlite import SqliteStore
 from tests.console.console_snapshot_app import console_engine
 from tests.support.git_repo import make_repo
+from tests.support.semo_process import SEMO, environment_without_semo, semo_engine
 from tests.support.waiting import eventually, eventually_value
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -234,7 +234,7 @@ def make_office(folder: Path, script: list[dict[str, object]]) -> Path:
 
 
 def store_environment(folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
+    env = environment_without_semo()
     env["XDG_STATE_HOME"] = str(folder / "state")
     env["PYTHONPATH"] = str(SOURCE)
     return env
@@ -247,36 +247,16 @@ async def engine_process(
     env = store_environment(config.parent)
     env["SEMO_DATABASE_URL"] = f"postgresql://semo:{quote(PASSWORD, safe='')}@db.invalid/semo"
     env["SEMO_API_TOKEN"] = TOKEN
-    semo = Path(sys.executable).with_name("semo")
+    args = ["--log-format", log_format]
     with (config.parent / "engine.log").open("wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            str(semo),
-            "engine",
-            "--config",
-            str(config),
-            "--log-format",
-            log_format,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log,
-            env=env,
-            cwd=config.parent,
-        )
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), TIMEOUT)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        async with semo_engine(config, env, log, args=args, grace=TIMEOUT) as process:
+            yield process
 
 
 async def semo(folder: Path, *args: str) -> bytes:
     """Run `semo ARGS` in `folder` (its semo.toml names the store) and return its stdout."""
     run = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).with_name("semo")),
+        str(SEMO),
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -361,7 +341,7 @@ def test_semo_parse_prints_no_control_characters(tmp_path: Path) -> None:
     cast = tmp_path / "hostile.cast"
     header = {"version": 2, "width": 200, "height": 24}
     cast.write_text(json.dumps(header) + "\n" + json.dumps([0.1, "o", output]) + "\n")
-    semo = str(Path(sys.executable).with_name("semo"))
+    semo = str(SEMO)
     for extra in ([], ["--json"]):
         run = subprocess.run(
             [semo, "parse", str(cast), "--profile", "generic", *extra],

@@ -51,6 +51,7 @@ from engine.store.models import AgentInvocation, AgentResult
 from engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
 from tests.support.git_repo import make_repo
+from tests.support.semo_process import environment_without_semo, semo_engine
 from tests.support.waiting import eventually, eventually_value
 
 REPO = Path(__file__).resolve().parents[2]
@@ -520,27 +521,14 @@ async def engine_process(config: Path, log: Path) -> AsyncIterator[asyncio.subpr
     """`semo engine` with its own runtime folder, as on a machine of its own (engines on one
     machine already meet at the office's control socket; the heartbeat is what tells engines
     on several machines apart)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
+    env = environment_without_semo()
     runtime = Path(tempfile.mkdtemp(prefix="semo-x"))
     env["XDG_RUNTIME_DIR"] = str(runtime)
-    semo = Path(sys.executable).with_name("semo")
-    with log.open("ab") as sink:
-        process = await asyncio.create_subprocess_exec(
-            str(semo),
-            "engine",
-            "--config",
-            str(config),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=sink,
-            env=env,
-            cwd=config.parent,
-        )
     try:
-        yield process
+        with log.open("ab") as sink:
+            async with semo_engine(config, env, sink) as process:
+                yield process
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
         shutil.rmtree(runtime, ignore_errors=True)
 
 

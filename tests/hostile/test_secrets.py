@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ from engine.store.models import Agent
 from engine.store.sqlite import SqliteStore
 from tests.support.git_repo import git as repo_git
 from tests.support.git_repo import make_repo as new_repo
+from tests.support.semo_process import SEMO, semo_engine
 from tests.support.waiting import eventually_value
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -141,28 +141,10 @@ def engine_environment(folder: Path) -> dict[str, str]:
 
 @asynccontextmanager
 async def engine_process(config: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    semo = Path(sys.executable).with_name("semo")
-    process = await asyncio.create_subprocess_exec(
-        *unprivileged(),
-        str(semo),
-        "engine",
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env=engine_environment(config.parent),
-        cwd=config.parent,
-    )
-    try:
+    env = engine_environment(config.parent)
+    engine = semo_engine(config, env, asyncio.subprocess.PIPE, prefix=unprivileged(), grace=20)
+    async with engine as process:
         yield process
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
 
 
 def _read_report(path: Path) -> dict[str, object] | None:
@@ -428,7 +410,7 @@ def mode(path: Path) -> int:
 
 
 def test_semo_init_writes_the_config_0600_also_over_a_readable_one(tmp_path: Path) -> None:
-    semo = str(Path(sys.executable).with_name("semo"))
+    semo = str(SEMO)
     env = {**os.environ, "PYTHONPATH": str(SOURCE)}
     subprocess.run([semo, "init", f"{tmp_path}/a/"], check=True, env=env, capture_output=True)
     assert mode(tmp_path / "a" / "semo.toml") == 0o600
