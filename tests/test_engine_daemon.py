@@ -25,6 +25,7 @@ from typing import TypeVar
 from engine.store.models import AgentCommandResult, AgentSession
 from engine.store.sqlite import SqliteStore
 from tests.support.git_repo import make_repo
+from tests.support.office_toml import sqlite_office_toml
 from tests.support.semo_process import environment_without_semo, semo_engine
 from tests.support.waiting import eventually_value
 
@@ -32,16 +33,9 @@ TIMEOUT = 20.0
 SECRET = "hunter2-db-password"
 T = TypeVar("T")
 
-CONFIG = """
-[office]
-name = "daemon-test"
-repository = "repo"
-workspace_root = "ws"
-
-[store]
-backend = "sqlite"
-sqlite_path = "semo.db"
-
+CONFIG = (
+    sqlite_office_toml("daemon-test")
+    + """
 [engine]
 log_format = "json"
 command_timeout = 10
@@ -59,6 +53,7 @@ env = { PS1 = "$ " }
 cols = 80
 rows = 24
 """
+)
 
 
 def make_office(folder: Path) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.control.office import SEMO, Office, alive, wait_until
+from tests.support.office_toml import sqlite_office_toml
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,16 +69,9 @@ print("$ ", end="", flush=True)
 sys.stdin.read()
 """
 
-CONFIG = """
-[office]
-name = "ctl"
-repository = "repo"
-workspace_root = "ws"
-
-[store]
-backend = "sqlite"
-sqlite_path = "semo.db"
-
+CONFIG = (
+    sqlite_office_toml("ctl")
+    + """
 [engine]
 shutdown_grace = 1
 
@@ -90,6 +84,7 @@ role = "D"
 profile = "generic"
 command = {command}
 """
+)
 
 
 def _zombie(pid: int) -> bool:

@@ -45,6 +45,7 @@ from engine.plain_text import plain, plain_json
 from engine.store.sqlite import SqliteStore
 from tests.console.console_snapshot_app import console_engine
 from tests.support.git_repo import make_repo
+from tests.support.office_toml import sqlite_office_toml
 from tests.support.semo_process import SEMO, environment_without_semo, semo_engine
 from tests.support.waiting import eventually, eventually_value
 
@@ -196,16 +197,9 @@ async def test_hostile_questions_show_literally_in_the_console(
 
 # -- semo engine logs and semo questions ---------------------------------------------------------
 
-CONFIG = """
-[office]
-name = "hostile-display"
-repository = "repo"
-workspace_root = "ws"
-
-[store]
-backend = "sqlite"
-sqlite_path = "semo.db"
-
+CONFIG = (
+    sqlite_office_toml("hostile-display")
+    + """
 [engine]
 log_format = "text"
 shutdown_grace = 1
@@ -221,6 +215,7 @@ command = {command}
 cols = 250
 rows = 30
 """
+)
 
 
 def make_office(folder: Path, script: list[dict[str, object]]) -> Path:

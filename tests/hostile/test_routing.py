@@ -51,6 +51,7 @@ from engine.store.models import AgentInvocation, AgentResult
 from engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
 from tests.support.git_repo import make_repo
+from tests.support.office_toml import sqlite_office_toml
 from tests.support.semo_process import environment_without_semo, semo_engine
 from tests.support.waiting import eventually, eventually_value
 
@@ -477,16 +478,8 @@ def engine_config(folder: Path, engine_id: str, agents: str, lease_seconds: floa
         make_repo(folder / "repo")
     config = folder / "semo.toml"
     config.write_text(
-        f"""
-[office]
-name = "hostile"
-repository = "repo"
-workspace_root = "ws"
-
-[store]
-backend = "sqlite"
-sqlite_path = "semo.db"
-
+        sqlite_office_toml("hostile")
+        + f"""
 [engine]
 id = "{engine_id}"
 command_timeout = 10

@@ -45,6 +45,7 @@ from engine.store.models import Agent
 from engine.store.sqlite import SqliteStore
 from tests.support.git_repo import git as repo_git
 from tests.support.git_repo import make_repo as new_repo
+from tests.support.office_toml import sqlite_office_toml
 from tests.support.semo_process import SEMO, semo_engine
 from tests.support.waiting import eventually_value
 
@@ -70,16 +71,9 @@ OPTED_IN = {"GITHUB_TOKEN": "ghp-opted-in-1234"}
 #: The Claude Code agent's own credential: inherited on purpose.
 KEPT = {"ANTHROPIC_API_KEY": "sk-ant-kept-5678"}
 
-CONFIG = """
-[office]
-name = "secrets-test"
-repository = "repo"
-workspace_root = "ws"
-
-[store]
-backend = "sqlite"
-sqlite_path = "semo.db"
-
+CONFIG = (
+    sqlite_office_toml("secrets-test")
+    + """
 [engine]
 log_format = "json"
 shutdown_grace = 1
@@ -94,6 +88,7 @@ profile = "generic"
 command = {command}
 env = {{ GITHUB_TOKEN = "${{GITHUB_TOKEN}}", LITERAL_SETTING = "as-written" }}
 """
+)
 
 
 def unprivileged() -> list[str]:
