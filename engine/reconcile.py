@@ -50,6 +50,7 @@ import sys
 
 from pydantic import BaseModel
 
+from engine.control.liveness import pid_alive
 from engine.routing.job_recovery import recover_jobs, running_jobs_of
 from engine.store._shared import FORGET_ENGINES_AFTER, engine_silence, session_ended
 from engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
@@ -83,16 +84,6 @@ class ReconcileReport(BaseModel):
             f"{self.jobs_failed} running job(s) failed, {self.questions_cancelled} pending "
             f"question(s) cancelled (dead engines: {', '.join(self.dead_engines) or 'none'})"
         )
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def is_dead_run(engine_id: str, me: str, host: str | None = None) -> bool:

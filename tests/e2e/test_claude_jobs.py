@@ -15,9 +15,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -34,11 +32,11 @@ from tests.store.conftest import fresh_database
 from tests.support.claude_home import claude_env
 from tests.support.git_repo import make_repo
 from tests.support.scripted_api import ScriptedMessagesAPI
+from tests.support.semo_process import SEMO, environment_without_semo, stop_process
 from tests.support.waiting import eventually_value
 
 pytestmark = pytest.mark.claude
 
-SEMO = Path(sys.executable).with_name("semo")
 TIMEOUT = 120.0
 ROLES = ("FE", "BE", "QA")
 
@@ -122,17 +120,13 @@ warm_roles = ["FE", "BE", "QA"]
     )
 
 
-def cli_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
-
-
 async def semo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
         subprocess.run,
         [str(SEMO), *args],
         capture_output=True,
         text=True,
-        env=cli_env(),
+        env=environment_without_semo(),
         cwd=folder,
         timeout=60,
     )
@@ -152,14 +146,7 @@ async def engine_process(
     try:
         yield process
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(60):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await stop_process(process, grace=60)
 
 
 async def team_ready(folder: Path) -> None:
@@ -183,7 +170,7 @@ async def start_job(folder: Path) -> asyncio.subprocess.Process:
         "--wait",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=cli_env(),
+        env=environment_without_semo(),
         cwd=folder,
     )
 
