@@ -107,22 +107,27 @@ async def engine(folder: Path, emulator: SupabaseEmulator) -> AsyncIterator[None
         shutil.rmtree(runtime, ignore_errors=True)
 
 
-async def run_dashboard(config: dict[str, Any]) -> dict[str, Any]:
-    command = [*node_command(), str(JS / "dashboard.mjs")]
+async def run_js(script: str, variable: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Run tests/js/SCRIPT under node with `config` as JSON in the environment variable
+    `variable`; its answer is the last stdout line that is a JSON object, and says ok."""
     result = await asyncio.to_thread(
         subprocess.run,
-        command,
+        [*node_command(), str(JS / script)],
         capture_output=True,
         text=True,
         cwd=JS,
-        env={**os.environ, "DASHBOARD": json.dumps(config)},
+        env={**os.environ, variable: json.dumps(config)},
         timeout=180,
     )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no answer from the dashboard: {result.stdout[-2000:]} {result.stderr[-2000:]}"
+    assert lines, f"no answer from {script}: {result.stdout[-2000:]} {result.stderr[-2000:]}"
     answer: dict[str, Any] = json.loads(lines[-1])
     assert answer.get("ok"), answer.get("error")
     return answer
+
+
+async def run_dashboard(config: dict[str, Any]) -> dict[str, Any]:
+    return await run_js("dashboard.mjs", "DASHBOARD", config)
 
 
 async def test_a_dashboard_drives_the_engine_through_supabase(tmp_path: Path) -> None:

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import subprocess
 import uuid
 from typing import Any
 
@@ -21,7 +18,7 @@ import psycopg
 
 from engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
-from tests.supabase.test_dashboard_js import JS, node_command
+from tests.supabase.test_dashboard_js import run_js
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 
 PASSWORD = "matrix password"
@@ -169,19 +166,7 @@ async def test_the_matrix_through_supabase_js() -> None:
                 "offices": offices,
                 "order": ORDER,
             }
-            result = await asyncio.to_thread(
-                subprocess.run,
-                [*node_command(), str(JS / "matrix.mjs")],
-                capture_output=True,
-                text=True,
-                cwd=JS,
-                env={**os.environ, "MATRIX": json.dumps(config)},
-                timeout=180,
-            )
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    assert lines, result.stderr[-2000:]
-    answer = json.loads(lines[-1])
-    assert answer.get("ok"), answer.get("error")
+            answer = await run_js("matrix.mjs", "MATRIX", config)
     problems = [
         f"{who} on {office}: {op} is {answer[who][office].get(op)}, expected {want}"
         for who in ORDER
