@@ -15,11 +15,12 @@ import httpx
 import psycopg
 import pytest
 from realtime import RealtimeSubscribeStates
-from supabase import AsyncClient, acreate_client
+from supabase import AsyncClient
 from websockets.asyncio.client import connect as ws_connect
 
 from engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
+from tests.supabase.test_emulator import supabase
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 from tests.support.waiting import eventually
 
@@ -132,16 +133,10 @@ def token_of_other_secret(user_id: str) -> str:
 async def realtime_client(
     emulator: SupabaseEmulator, token: str | None
 ) -> AsyncIterator[AsyncClient]:
-    client = await acreate_client(emulator.url, emulator.anon_key)
-    if token is not None:
-        await client.realtime.set_auth(token)
-    try:
+    async with supabase(emulator, emulator.anon_key) as client:
+        if token is not None:
+            await client.realtime.set_auth(token)
         yield client
-    finally:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(client.remove_all_channels(), 5)
-        with contextlib.suppress(Exception):
-            await client.realtime.close()
 
 
 async def test_changes_reach_only_subscribers_who_can_select_the_row(
