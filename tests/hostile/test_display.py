@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -28,7 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -377,12 +378,24 @@ def test_one_line_shows_newlines_and_tabs() -> None:
 TRICKY_SECRETS = ['pa"ss\\word', "it's \"both\" \\\\ 'quotes'", "pässwörd€-ü", "tab\there\x1b"]
 
 
+@contextlib.contextmanager
+def captured_logs(fmt: str, secrets: Iterable[str] = ()) -> Iterator[io.StringIO]:
+    """semo's logging configured in `fmt` into a string, its handler taken off after."""
+    stream = io.StringIO()
+    configure_logging(fmt, secrets=secrets, stream=stream)  # type: ignore[arg-type]
+    try:
+        yield stream
+    finally:
+        root = logging.getLogger()
+        for handler in list(root.handlers):
+            if getattr(handler, "stream", None) is stream:
+                root.removeHandler(handler)
+
+
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_log_redaction_covers_every_escaped_form(fmt: str) -> None:
-    stream = io.StringIO()
-    configure_logging(fmt, secrets=TRICKY_SECRETS, stream=stream)  # type: ignore[arg-type]
     log = logging.getLogger("semo.test.redaction")
-    try:
+    with captured_logs(fmt, TRICKY_SECRETS) as stream:
         for secret in TRICKY_SECRETS:
             log.info("raw %s", secret)
             log.info("repr %r and in a dict %r", secret, {"k": [secret]})
@@ -395,11 +408,6 @@ def test_log_redaction_covers_every_escaped_form(fmt: str) -> None:
                 raise ValueError(f"bad value {secret!r}")
             except ValueError:
                 log.exception("failed")
-    finally:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            if getattr(handler, "stream", None) is stream:
-                root.removeHandler(handler)
     out = stream.getvalue()
     for secret in TRICKY_SECRETS:
         for form in secret_forms(secret):
@@ -414,20 +422,13 @@ def test_log_redaction_covers_every_escaped_form(fmt: str) -> None:
 def test_unregistered_tokens_are_redacted_by_their_names(fmt: str) -> None:
     """A session's hook token nobody registered, an env dump, a bearer header: the value goes,
     the name stays; counts named like tokens stay."""
-    stream = io.StringIO()
-    configure_logging(fmt, stream=stream)  # type: ignore[arg-type]
     log = logging.getLogger("semo.test.names")
     env = {"SEMO_HOOK_TOKEN": "hook-t0ken-abcdef", "PATH": "/usr/bin", "max_tokens": 1000}
-    try:
+    with captured_logs(fmt) as stream:
         log.info("agent env %s", env)
         log.info("SEMO_HOOK_TOKEN=hook-t0ken-abcdef PGPASSWORD=pg-pass-1234 other=kept")
         log.info("request Authorization: Bearer api-t0ken-987654 from %s", "127.0.0.1")
         log.info("payload %s", json.dumps({"api_key": "k3y-value-55", "token_count": 12}))
-    finally:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            if getattr(handler, "stream", None) is stream:
-                root.removeHandler(handler)
     out = stream.getvalue()
     for secret in ("hook-t0ken-abcdef", "pg-pass-1234", "api-t0ken-987654", "k3y-value-55"):
         assert secret not in out
