@@ -43,7 +43,9 @@ _MAX_DRAIN_BYTES = 1 << 20
 
 
 #: Loop (wall) time that taking in PTY output (read + screen + listeners) may use per
-#: `IntakeBudget.window`: all terminals of a loop together, and one terminal alone. A terminal
+#: `IntakeBudget.window`: all terminals of a loop together, and one terminal alone while
+#: another terminal was typed into in the last INPUT_PRIORITY_SECONDS (else the loop's share,
+#: so that a flood nobody competes with keeps more of its speed). A terminal
 #: over its share is not read until the next window: the kernel's PTY buffer fills and the
 #: program blocks on its writes, as under tmux. Keys, echo and the consoles' frames get the rest
 #: of the loop. `SEMO_PTY_INTAKE_SHARE` (bench A/B only): 0 turns the budget off, a number
@@ -80,6 +82,8 @@ class IntakeBudget:
         self.spent = 0.0
         self.pauses = 0
         self._paused: list[TerminalProcess] = []
+        self.typed: TerminalProcess | None = None  # the terminal written to last, and when
+        self.typed_at = float("-inf")
         self._resume: asyncio.TimerHandle | None = None
 
     def _roll(self) -> None:
@@ -94,9 +98,15 @@ class IntakeBudget:
         self._roll()
         if process._window != self.number:
             process._window, process._spent = self.number, 0.0
-        if process._spent >= self.session_share * self.window:
+        now = self.loop.time()
+        typing_elsewhere = (
+            now - self.typed_at < INPUT_PRIORITY_SECONDS and self.typed is not process
+        )
+        # nobody typing into another terminal: one terminal may take the loop's whole share
+        cap = self.session_share if typing_elsewhere else self.share
+        if process._spent >= cap * self.window:
             return False
-        recently_typed = self.loop.time() - process.written_at < INPUT_PRIORITY_SECONDS
+        recently_typed = now - process.written_at < INPUT_PRIORITY_SECONDS
         return recently_typed or self.spent < self.share * self.window
 
     def charge(self, process: TerminalProcess, seconds: float) -> None:
@@ -372,7 +382,8 @@ class TerminalProcess:
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         if not payload:
             return
-        self.written_at = self._loop.time()
+        self.written_at = self._intake.typed_at = self._loop.time()
+        self._intake.typed = self
         if self._pending:
             self._pending += payload
             return

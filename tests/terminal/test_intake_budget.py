@@ -62,3 +62,26 @@ async def test_a_terminal_not_typed_into_is_still_read_between_a_flooders_slices
     spawn(python("print('from the other one')"), on_output=other)
     await other.wait_for("from the other one")
     assert flooder.running
+
+
+async def test_a_flooder_is_held_to_its_share_only_while_another_terminal_is_typed_into(
+    spawn: Spawn,  # noqa: F811
+) -> None:
+    """Nobody typing: one terminal may take the loop's share (here: all of a window that does
+    not end during the test). A key into another terminal: the flooder is held to its own,
+    tiny, share at once and is not read again in this window."""
+    budget = intake_budget(asyncio.get_running_loop())
+    budget.window, budget.share, budget.session_share = 1000.0, 1.0, 1e-12
+    flooder = spawn(FLOOD, on_output=lambda _text: None)
+    await eventually(lambda: flooder.reads >= 20, 10)  # many slices in one window
+    assert budget.pauses == 0 and budget.number == 0
+
+    quiet = Output()
+    typed = spawn(["cat"], on_output=quiet)
+    typed.write("hi\r")
+    await quiet.wait_for("hi")
+    await eventually(lambda: budget.pauses >= 1, 10)
+    reads = flooder.reads
+    for _ in range(50):
+        await asyncio.sleep(0.001)
+    assert flooder.reads == reads and flooder.running  # paused until the window ends
