@@ -87,26 +87,34 @@ def coloured_stream(size: int, rng: random.Random) -> bytes:
     return "".join(out).encode()
 
 
-def redraw_stream(size: int, rng: random.Random, rows: int = 12) -> bytes:
+def ink_frames(size: int, rows: int, row: Callable[[int, int], str]) -> bytes:
+    """Ink-style redraws to `size` bytes: each frame after the first erases the last one line
+    by line, then writes `rows` rows; `row(frame_no, r)` is row r of frame frame_no."""
     out: list[str] = []
     total = 0
-    spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
     frame_no = 0
     while total < size:
         frame = []
         if frame_no:
             frame.append("\x1b[2K\x1b[1A" * (rows - 1) + "\x1b[2K\x1b[G")
-        for r in range(rows):
-            words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))
-            if r == rows - 1:
-                frame.append(f"\x1b[38;2;215;119;87m{spinner[frame_no % 10]}\x1b[39m {words}")
-            else:
-                frame.append(f"\x1b[1m●\x1b[22m {words}\r\n")
+        frame.extend(row(frame_no, r) for r in range(rows))
         text = "".join(frame)
         out.append(text)
         total += len(text.encode())
         frame_no += 1
     return "".join(out).encode()
+
+
+def redraw_stream(size: int, rng: random.Random, rows: int = 12) -> bytes:
+    spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+    def row(frame_no: int, r: int) -> str:
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))
+        if r == rows - 1:
+            return f"\x1b[38;2;215;119;87m{spinner[frame_no % 10]}\x1b[39m {words}"
+        return f"\x1b[1m●\x1b[22m {words}\r\n"
+
+    return ink_frames(size, rows, row)
 
 
 def highlighted_stream(size: int, rng: random.Random) -> bytes:
@@ -151,36 +159,24 @@ def wide_redraw_stream(size: int, rng: random.Random, rows: int = 12) -> bytes:
     """Claude-Code-like Ink redraws with CJK text and emoji (some with ZWJ and VS16)."""
     cjk = "中文字符测试项目代码审查完成安装依赖"
     emoji = ["✅", "🚀", "🔍", "📦", "⚠️", "👨‍💻", "🧪", "✨"]
-    out: list[str] = []
-    total = 0
-    frame_no = 0
-    while total < size:
-        frame = []
-        if frame_no:
-            frame.append("\x1b[2K\x1b[1A" * (rows - 1) + "\x1b[2K\x1b[G")
-        for r in range(rows):
-            parts = []
-            for _ in range(rng.randint(2, 7)):
-                pick = rng.random()
-                if pick < 0.4:
-                    start = rng.randrange(len(cjk) - 4)
-                    parts.append(cjk[start : start + rng.randint(2, 4)])
-                elif pick < 0.6:
-                    parts.append(rng.choice(emoji))
-                else:
-                    parts.append(rng.choice(WORDS))
-            words = " ".join(parts)
-            if r == rows - 1:
-                frame.append(
-                    f"\x1b[38;2;215;119;87m✻\x1b[39m {words} \x1b[2m(esc to interrupt)\x1b[22m"
-                )
+
+    def row(frame_no: int, r: int) -> str:
+        parts = []
+        for _ in range(rng.randint(2, 7)):
+            pick = rng.random()
+            if pick < 0.4:
+                start = rng.randrange(len(cjk) - 4)
+                parts.append(cjk[start : start + rng.randint(2, 4)])
+            elif pick < 0.6:
+                parts.append(rng.choice(emoji))
             else:
-                frame.append(f"\x1b[1m⏺\x1b[22m {words}\r\n")
-        text = "".join(frame)
-        out.append(text)
-        total += len(text.encode())
-        frame_no += 1
-    return "".join(out).encode()
+                parts.append(rng.choice(WORDS))
+        words = " ".join(parts)
+        if r == rows - 1:
+            return f"\x1b[38;2;215;119;87m✻\x1b[39m {words} \x1b[2m(esc to interrupt)\x1b[22m"
+        return f"\x1b[1m⏺\x1b[22m {words}\r\n"
+
+    return ink_frames(size, rows, row)
 
 
 def corpus_stream(size: int, rng: random.Random) -> bytes:
