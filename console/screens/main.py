@@ -32,6 +32,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input
 
 from console.confirm import Confirm
+from console.focus import focus_now
 from console.widgets.badges import state_word
 from console.widgets.commands_panel import CommandRow, CommandsPanel
 from console.widgets.questions_panel import QuestionsPanel
@@ -90,14 +91,18 @@ def last_line(screen: object) -> str:
 class MainScreen(Screen[None]):
     AUTO_FOCUS = "#sessions"
     ALLOW_IN_MAXIMIZED_VIEW = ""  # zoom is the whole terminal: no header, no footer
-    # not priority: a focused pane gets every key (the prefix is the way out, see TerminalPane)
+    # The F-keys are priority bindings: run by the app as each key arrives, so a key typed
+    # right after (F4 then 1, F6 then text: one read when typing fast) goes where the F-key
+    # moved the focus (focus_now). In a focused pane check_action refuses them and the pane
+    # gets them, as every key but the prefix (see TerminalPane).
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f1,question_mark", "keys_help", "Keys"),
-        Binding("f2", "cycle_layout", "Layout"),
-        Binding("f3", "zoom", "Zoom"),
-        Binding("f4", "questions", "Questions"),
-        Binding("f6", "prompt", "Prompt"),
-        Binding("f8", "cancel", "Cancel"),
+        Binding("f1", "keys_help", "Keys", priority=True),
+        Binding("question_mark", "keys_help", "Keys", show=False),
+        Binding("f2", "cycle_layout", "Layout", priority=True),
+        Binding("f3", "zoom", "Zoom", priority=True),
+        Binding("f4", "questions", "Questions", priority=True),
+        Binding("f6", "prompt", "Prompt", priority=True),
+        Binding("f8", "cancel", "Cancel", priority=True),
         Binding("n", "next_session(1)", "Next", show=False),
         Binding("p", "next_session(-1)", "Previous", show=False),
         Binding("escape", "back", show=False),
@@ -342,7 +347,7 @@ class MainScreen(Screen[None]):
                 self.zoomed = None
             self._apply_layout()
         if focus_pane:
-            self.panes[session_id].focus()
+            focus_now(self.panes[session_id])
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         widget = event.widget
@@ -406,14 +411,14 @@ class MainScreen(Screen[None]):
         elif key == "left_square_bracket":
             target = pane or self.panes.get(self.selected or "")
             if target is not None:
-                target.focus()
+                focus_now(target)
                 target.scroll_mode()
         elif key == self.prefix and pane is None:  # outside a pane: into the selected one
             self.select(self.selected, focus_pane=True)
         elif key in ("o", "tab"):
             if self.zoomed:
                 self.action_zoom()
-            self.query_one(SessionList).focus()
+            focus_now(self.query_one(SessionList))
         elif key == "question_mark":
             self.action_keys_help()
         else:
@@ -525,7 +530,7 @@ class MainScreen(Screen[None]):
         if field.display:
             self._close_prompt()
         else:
-            self.query_one(SessionList).focus()
+            focus_now(self.query_one(SessionList))
 
     def action_cycle_layout(self) -> None:
         index = LAYOUTS.index(self.layout_size)
@@ -542,13 +547,13 @@ class MainScreen(Screen[None]):
             self.minimize()
             self._apply_layout()
             if self.selected in self.panes:
-                self.panes[self.selected].focus()
+                focus_now(self.panes[self.selected])
         elif self.selected in self.panes:
             self.zoomed = self.selected
             self._apply_layout()
             pane = self.panes[self.selected]
             self.maximize(pane, container=False)
-            pane.focus()
+            focus_now(pane)
         self.refresh_panels()
 
     def action_next_session(self, step: int) -> None:
@@ -565,7 +570,7 @@ class MainScreen(Screen[None]):
     def action_questions(self) -> None:
         if self.zoomed:
             self.action_zoom()
-        self.query_one("#question-list").focus()
+        focus_now(self.query_one("#question-list"))
 
     def action_prompt(self) -> None:
         field = self.query_one("#prompt-input", Input)
@@ -577,13 +582,13 @@ class MainScreen(Screen[None]):
         )
         field.placeholder = f"prompt for {who}; Enter sends, Escape closes"
         field.display = True
-        field.focus()
+        focus_now(field)
 
     def _close_prompt(self) -> None:
         field = self.query_one("#prompt-input", Input)
         field.value = ""
         field.display = False
-        self.query_one(SessionList).focus()
+        focus_now(self.query_one(SessionList))
 
     @on(Input.Submitted, "#prompt-input")
     def _send_prompt(self, event: Input.Submitted) -> None:

@@ -23,6 +23,7 @@ from textual.message import Message
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from console.focus import focus_now
 from engine.plain_text import plain
 from engine.store.models import UserQuestion
 
@@ -113,7 +114,7 @@ class QuestionsPanel(Vertical, can_focus=False):
         if question is not None and question.question_type == "text":
             field = self.query_one("#answer-input", Input)
             field.add_class("visible")
-            field.focus()
+            focus_now(field)
 
     @on(Input.Submitted, "#answer-input")
     def _send_text(self, event: Input.Submitted) -> None:
@@ -122,7 +123,7 @@ class QuestionsPanel(Vertical, can_focus=False):
             self.post_message(self.Answered(question.id, text=event.value))
         event.input.value = ""
         event.input.remove_class("visible")
-        self.query_one(OptionList).focus()
+        focus_now(self.query_one(OptionList))
 
     def action_close_answer(self) -> None:
         field = self.query_one("#answer-input", Input)
@@ -130,7 +131,7 @@ class QuestionsPanel(Vertical, can_focus=False):
             raise SkipAction()  # Escape is the screen's then
         field.value = ""
         field.remove_class("visible")
-        self.query_one(OptionList).focus()
+        focus_now(self.query_one(OptionList))
 
     def action_pick(self, number: int) -> None:
         question = self.selected

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from textual import events
 
 from console.app import SemoApp
 from console.widgets.questions_panel import QuestionsPanel
@@ -116,3 +117,24 @@ async def test_layout_zoom_and_prompt_line(tmp_path: Path, runtime_dir: Path) ->
         await wait_for(lambda: "hello" in prompts(tmp_path, "FE"), "FE receiving the prompt")
         assert gc.get_freeze_count() > 0  # start-up objects kept out of the collector's passes
     assert gc.get_freeze_count() == 0  # and given back when the console closes
+
+
+async def test_f4_and_a_digit_typed_together_answer_the_question(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    # typing fast (or over SSH) puts F4 and the digit in one read: both keys are queued before
+    # the console handles F4; the digit must reach the inbox F4 focused, not the widget before
+    engine = console_engine(tmp_path, runtime_dir)
+    app = SemoApp(engine)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle_with_questions(app)
+        panel = app.screen.query_one(QuestionsPanel)
+        first = panel.questions[0]
+        role = panel.agent_roles[first.agent_id]
+        app.screen.query_one(SessionList).focus()
+        await pilot.pause()
+        assert isinstance(app.focused, SessionList)
+        for key, character in (("f4", None), ("1", "1")):
+            app.post_message(events.Key(key, character))  # in the queue together
+        await wait_for(lambda: answered(tmp_path, role), f"{role} receiving its answer")
+        assert app.focused is panel.query_one("#question-list")
