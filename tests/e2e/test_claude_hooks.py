@@ -17,7 +17,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, suppress
@@ -31,6 +30,7 @@ from engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.claude_screen import prompt_ready, wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
+from tests.support.temp_dirs import short_temp_dir
 
 pytestmark = pytest.mark.claude
 
@@ -105,11 +105,8 @@ def worktree(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-e2e-"))
-    try:
+    with short_temp_dir("semo-e2e-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @asynccontextmanager

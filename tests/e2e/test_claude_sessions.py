@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,6 +27,7 @@ from engine.store.models import Agent
 from tests.support.claude_home import claude_env
 from tests.support.claude_screen import wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
+from tests.support.temp_dirs import short_temp_dir
 
 pytestmark = pytest.mark.claude
 
@@ -47,11 +46,8 @@ FE = Agent(office_id="office-1", name="Frontend Fran", role="FE")
 
 @pytest.fixture
 def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-e2e-"))  # short: AF_UNIX path limit
-    try:
+    with short_temp_dir("semo-e2e-") as path:  # short: AF_UNIX path limit
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -12,37 +12,25 @@ from __future__ import annotations
 import io
 import json
 import logging
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from engine.logs import configure_logging
 from engine.protocol.hooks import HookServer
+from tests.support.temp_dirs import captured_logs, short_temp_dir
 
 
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-ah-"))
-    try:
+    with short_temp_dir("semo-ah-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def captured() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    configure_logging("json", stream=stream)  # type: ignore[arg-type]
-    try:
+    with captured_logs("json") as stream:
         yield stream
-    finally:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            if getattr(handler, "stream", None) is stream:
-                root.removeHandler(handler)
 
 
 async def test_hook_tokens_are_redacted_while_their_session_holds_them(

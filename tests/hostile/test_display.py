@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import logging
@@ -29,7 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -41,13 +40,14 @@ from textual.command import CommandList
 from console.app import SemoApp
 from console.widgets.commands_panel import CommandsPanel
 from console.widgets.questions_panel import QuestionsPanel
-from engine.logs import REDACTED, configure_logging, secret_forms
+from engine.logs import REDACTED, secret_forms
 from engine.plain_text import plain, plain_json
 from engine.store.sqlite import SqliteStore
 from tests.console.console_snapshot_app import console_engine
 from tests.support.git_repo import make_repo
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.semo_process import SEMO, environment_without_semo, semo_engine
+from tests.support.temp_dirs import captured_logs
 from tests.support.waiting import eventually, eventually_value
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -376,20 +376,6 @@ def test_one_line_shows_newlines_and_tabs() -> None:
 
 
 TRICKY_SECRETS = ['pa"ss\\word', "it's \"both\" \\\\ 'quotes'", "pässwörd€-ü", "tab\there\x1b"]
-
-
-@contextlib.contextmanager
-def captured_logs(fmt: str, secrets: Iterable[str] = ()) -> Iterator[io.StringIO]:
-    """semo's logging configured in `fmt` into a string, its handler taken off after."""
-    stream = io.StringIO()
-    configure_logging(fmt, secrets=secrets, stream=stream)  # type: ignore[arg-type]
-    try:
-        yield stream
-    finally:
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            if getattr(handler, "stream", None) is stream:
-                root.removeHandler(handler)
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])

@@ -25,10 +25,8 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -53,6 +51,7 @@ from engine.sessions.agent_session import AgentSession
 from engine.sessions.manager import SessionManager
 from engine.sessions.profiles import CLAUDE
 from engine.store.models import Agent
+from tests.support.temp_dirs import short_temp_dir
 from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,11 +62,8 @@ BE = Agent(office_id="office-1", name="Backend Bob", role="BE", command=["cat"])
 
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-h-"))  # AF_UNIX paths are short
-    try:
+    with short_temp_dir("semo-h-") as path:  # AF_UNIX paths are short
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class Office:

@@ -12,7 +12,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from engine.protocol.hooks import (
 )
 from tests.support.git_repo import git
 from tests.support.git_repo import make_repo as new_repo
+from tests.support.temp_dirs import short_temp_dir
 
 MODULE_COMMAND = [sys.executable, "-m", "engine.protocol.hook_shim"]
 
@@ -257,11 +257,8 @@ def test_no_git_repository_no_exclude(tmp_path: Path) -> None:
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
     """A short directory for sockets (pytest's tmp_path can exceed the AF_UNIX path limit)."""
-    path = Path(tempfile.mkdtemp(prefix="semo-h-"))
-    try:
+    with short_temp_dir("semo-h-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
