@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from engine.protocol.state import AgentState
-from engine.sessions.agent_session import SessionEnded
+from engine.sessions.agent_session import AgentSession, SessionEnded
 from engine.sessions.manager import SessionManager
 from engine.sessions.profiles import GENERIC
 from engine.store.models import Agent
@@ -53,23 +53,13 @@ async def manager(tmp_path: Path) -> AsyncIterator[SessionManager]:
 async def test_an_answer_is_typed_though_a_prompt_was_queued_while_the_agent_waited(
     manager: SessionManager, tmp_path: Path
 ) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"match": "go", "text": "[ASK_USER] which one?"}]))
-    log = tmp_path / "prompts.jsonl"
-    command = [sys.executable, "-m", "tests.support.hostile_agent", "--script", str(script)]
-    agent = Agent(office_id="o", name="A", role="A", command=[*command, "--log", str(log)])
-    session = await manager.create(agent, working_dir=tmp_path, profile=GENERIC)
-    await session.wait_ready(TIMEOUT)
-    await session.execute("go", timeout=TIMEOUT)
+    agent, log = _scripted_agent(tmp_path, [{"match": "go", "text": "[ASK_USER] which one?"}])
+    session = await _asked(manager, agent, tmp_path)
     assert session.state == AgentState.WAITING_INPUT
     session.post("a result another agent delivered")  # waits: the agent waits for input
     session.post("the operator's answer", kind="answer")
-
-    def typed() -> list[str]:
-        return [json.loads(line) for line in log.read_text().splitlines()]
-
-    await eventually(lambda: "the operator's answer" in typed(), TIMEOUT)
-    await eventually(lambda: "a result another agent delivered" in typed(), TIMEOUT)
+    await eventually(lambda: "the operator's answer" in _typed(log), TIMEOUT)
+    await eventually(lambda: "a result another agent delivered" in _typed(log), TIMEOUT)
 
 
 async def test_an_agent_that_exits_while_a_prompt_is_typed_ends_cleanly(
@@ -88,14 +78,27 @@ async def test_an_agent_that_exits_while_a_prompt_is_typed_ends_cleanly(
     assert session.ended
 
 
-def _asking_agent(tmp_path: Path, replies: int) -> tuple[Agent, Path]:
-    """A generic agent that asks the operator on `go` and answers anything else with `ok`."""
+def _scripted_agent(tmp_path: Path, acts: list[dict[str, object]]) -> tuple[Agent, Path]:
+    """A generic hostile agent playing `acts`, and the file it logs the prompts it got to."""
     script = tmp_path / "script.json"
-    acts = [{"match": "go", "text": "[ASK_USER] which one?"}] + [{"text": "ok"}] * replies
     script.write_text(json.dumps(acts))
     log = tmp_path / "prompts.jsonl"
     command = [sys.executable, "-m", "tests.support.hostile_agent", "--script", str(script)]
     return Agent(office_id="o", name="A", role="A", command=[*command, "--log", str(log)]), log
+
+
+def _asking_agent(tmp_path: Path, replies: int) -> tuple[Agent, Path]:
+    """A generic agent that asks the operator on `go` and answers anything else with `ok`."""
+    acts = [{"match": "go", "text": "[ASK_USER] which one?"}] + [{"text": "ok"}] * replies
+    return _scripted_agent(tmp_path, acts)
+
+
+async def _asked(manager: SessionManager, agent: Agent, tmp_path: Path) -> AgentSession:
+    """`agent`'s session, ready, after it was given `go`."""
+    session = await manager.create(agent, working_dir=tmp_path, profile=GENERIC)
+    await session.wait_ready(TIMEOUT)
+    await session.execute("go", timeout=TIMEOUT)
+    return session
 
 
 def _typed(log: Path) -> list[str]:
@@ -109,9 +112,7 @@ async def test_an_answer_overtakes_queued_prompts_which_keep_their_order(
     the operator: the answer is typed first, then both prompts in the order they came, each
     once the agent is ready again."""
     agent, log = _asking_agent(tmp_path, replies=3)
-    session = await manager.create(agent, working_dir=tmp_path, profile=GENERIC)
-    await session.wait_ready(TIMEOUT)
-    await session.execute("go", timeout=TIMEOUT)
+    session = await _asked(manager, agent, tmp_path)
     assert session.state == AgentState.WAITING_INPUT
     first = session.submit("first queued prompt")
     second = session.submit("second queued prompt")
@@ -132,18 +133,12 @@ async def test_a_prompt_withdrawn_while_the_agent_waits_is_never_typed(
     """A caller gives up on its prompt while the agent waits for the operator: the operator's
     answer queued behind it is typed, and the prompt leaves the queue, never typed (here the
     agent stays busy with the answer, with no new prompt, until the caller gave up)."""
-    script = tmp_path / "script.json"
-    acts = [
+    acts: list[dict[str, object]] = [
         {"match": "go", "text": "[ASK_USER] which one?"},
         {"match": "answer", "text": "working on it", "prompt": False},
     ]
-    script.write_text(json.dumps(acts))
-    log = tmp_path / "prompts.jsonl"
-    command = [sys.executable, "-m", "tests.support.hostile_agent", "--script", str(script)]
-    agent = Agent(office_id="o", name="A", role="A", command=[*command, "--log", str(log)])
-    session = await manager.create(agent, working_dir=tmp_path, profile=GENERIC)
-    await session.wait_ready(TIMEOUT)
-    await session.execute("go", timeout=TIMEOUT)
+    agent, log = _scripted_agent(tmp_path, acts)
+    session = await _asked(manager, agent, tmp_path)
     given_up = asyncio.create_task(session.deliver("a prompt nobody waits for", timeout=0.5))
     await asyncio.sleep(0)  # queued first
     await session.deliver("the operator's answer", kind="answer", timeout=TIMEOUT)
