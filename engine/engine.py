@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from engine.config import AgentConfig, SemoConfig
 from engine.control.liveness import killed_run_of_office
@@ -35,13 +36,15 @@ from engine.sessions.manager import LaunchOptions, SessionManager, UnknownSessio
 from engine.sessions.pool import SessionPoolManager
 from engine.sessions.profiles import profile_for_command, profile_named
 from engine.sessions.worktrees import WorktreeManager
-from engine.store import open_store
+from engine.store import job_ops, open_store
 from engine.store.base import NotFound, Store, StoreError
 from engine.store.changes import ChangeFeed
+from engine.store.job_ops import JobTimeline, JobView
 from engine.store.models import (
     Agent,
     AgentCommand,
     CreateSessionPayload,
+    Job,
     Office,
     UserQuestion,
 )
@@ -329,6 +332,25 @@ class Engine:
         """Answer a pending question; the answer is typed into the asking session."""
         assert self.router is not None, "start() first"
         return await self.router.answer(question_id, text=text, option=option)
+
+    async def list_jobs(self, *, include_ended: bool = True) -> list[JobView]:
+        """The office's jobs, oldest first (only the pending and running ones unless
+        `include_ended`)."""
+        return await job_ops.list_jobs(self.store, self.office_id, include_ended=include_ended)
+
+    async def job_timeline(self, job_id: str) -> JobTimeline:
+        """The job's timeline (NotFound for a job of another office)."""
+        return await job_ops.job_timeline(self.store, job_id, self.office_id)
+
+    async def create_job(self, role: str, task: str, context: dict[str, Any] | None = None) -> Job:
+        """A job for the office's agent `role`; an engine of the office runs it."""
+        job, _command = await job_ops.create_job(
+            self.store, self.office_id, role=role, task=task, context=context
+        )
+        return job
+
+    async def cancel_job(self, job_id: str, reason: str = "") -> Job:
+        return await job_ops.cancel_job(self.store, job_id, reason, self.office_id)
 
     # -- wiring --------------------------------------------------------------------------------
 

@@ -43,7 +43,8 @@ from engine.control.wire import (
 from engine.events import EventBus, SessionStatusChanged, event_from_json
 from engine.protocol.state import AgentState
 from engine.sessions.pool import PoolStatus
-from engine.store.models import Agent, AgentCommand, UserQuestion
+from engine.store.job_ops import JobTimeline, JobView
+from engine.store.models import Agent, AgentCommand, Job, UserQuestion
 from engine.terminal.pty_process import TerminalClosedError
 
 log = logging.getLogger("semo.control.client")
@@ -372,6 +373,23 @@ class EngineClient:
                 self, {"session_id": session_id, "role": role, "state": "creating"}
             )
         return session
+
+    async def list_jobs(self, *, include_ended: bool = True) -> list[JobView]:
+        result = await self.request({"op": "jobs", "all": include_ended})
+        return [JobView.model_validate(job) for job in result]
+
+    async def job_timeline(self, job_id: str) -> JobTimeline:
+        return JobTimeline.model_validate(await self.request({"op": "job", "job": job_id}))
+
+    async def create_job(self, role: str, task: str, context: dict[str, Any] | None = None) -> Job:
+        result = await self.request(
+            {"op": "create_job", "role": role, "task": task, "context": context}
+        )
+        return Job.model_validate(result)
+
+    async def cancel_job(self, job_id: str, reason: str = "") -> Job:
+        result = await self.request({"op": "cancel_job", "job": job_id, "reason": reason})
+        return Job.model_validate(result)
 
     async def start_recording(self, session_id: str) -> Path:
         return Path(await self.request({"op": "record_start", "session": session_id}))

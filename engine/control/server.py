@@ -823,6 +823,34 @@ class ControlServer:
         self._office_changed.set()
         return None
 
+    # -- jobs ----------------------------------------------------------------------------------
+
+    async def op_jobs(self, connection: _Connection, request: dict[str, Any]) -> Any:
+        jobs = await self.engine.list_jobs(include_ended=request.get("all") is not False)
+        return [job.model_dump(mode="json") for job in jobs]
+
+    async def op_job(self, connection: _Connection, request: dict[str, Any]) -> Any:
+        job_id = request.get("job")
+        if not isinstance(job_id, str):
+            raise OpError("job needs a job id")
+        return (await self.engine.job_timeline(job_id)).model_dump(mode="json")
+
+    async def op_create_job(self, connection: _Connection, request: dict[str, Any]) -> Any:
+        role, task, context = request.get("role"), request.get("task"), request.get("context")
+        if not isinstance(role, str) or not isinstance(task, str):
+            raise OpError("create_job needs a role and a task")
+        if context is not None and not isinstance(context, dict):
+            raise OpError("a job's context is a JSON object")
+        job = await self.engine.create_job(role, task, context)
+        return job.model_dump(mode="json")
+
+    async def op_cancel_job(self, connection: _Connection, request: dict[str, Any]) -> Any:
+        job_id, reason = request.get("job"), request.get("reason")
+        if not isinstance(job_id, str):
+            raise OpError("cancel_job needs a job id")
+        job = await self.engine.cancel_job(job_id, reason if isinstance(reason, str) else "")
+        return job.model_dump(mode="json")
+
     async def op_record_start(self, connection: _Connection, request: dict[str, Any]) -> Any:
         return str(self.engine.start_recording(self._session(request).session_id))
 

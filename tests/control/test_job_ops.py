@@ -1,0 +1,68 @@
+"""The job operations of the control socket (`jobs`, `job`, `create_job`, `cancel_job`) on a real
+engine (bash agents in PTYs), through a real `EngineClient`, as the console's jobs view uses them.
+
+- `create_job` makes a pending job for the role's agent; the engine runs it (bash never ends it).
+- `jobs` lists it with its role; `job` gives its timeline, starting with `created`.
+- `cancel_job` ends it: the job fails with the reason, and the timeline says so.
+- Bad requests get the engine's clear message and change nothing: an unknown role (the message
+  names the known roles), an empty task, an unknown job id, cancelling a job twice.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.engine import Engine
+from engine.store.models import Job
+from tests.control.test_control_socket import client_of, engine  # noqa: F401 (fixture)
+from tests.support.waiting import eventually_value
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_a_console_creates_follows_and_cancels_a_job(engine: Engine) -> None:  # noqa: F811
+    client = client_of(engine)
+    await client.start()
+    try:
+        job = await client.create_job("A", "echo job-task\nsecond line")
+        assert job.status == "pending"
+        listed = await client.list_jobs()
+        assert [(j.id, j.role) for j in listed] == [(job.id, "A")]
+        timeline = await client.job_timeline(job.id)
+        assert timeline.job.task == "echo job-task\nsecond line"
+        assert timeline.entries[0].step == "created"
+
+        async def in_state(status: str) -> Job | None:
+            found = (await client.job_timeline(job.id)).job
+            return found if found.status == status else None
+
+        await eventually_value(lambda: in_state("running"), "the job running", 30)
+        cancelled = await client.cancel_job(job.id, "not needed")
+        assert cancelled.cancel_reason == "not needed"
+
+        await eventually_value(lambda: in_state("failed"), "the job failed", 30)
+        timeline = await client.job_timeline(job.id)
+        steps = [entry.step for entry in timeline.entries]
+        assert "cancel_requested" in steps and steps[-1] == "failed"
+        assert "not needed" in (timeline.job.failure_reason or "")
+        assert [j.id for j in await client.list_jobs(include_ended=False)] == []
+        assert [j.id for j in await client.list_jobs()] == [job.id]
+    finally:
+        await client.close()
+
+
+async def test_bad_job_requests_are_refused_with_a_clear_message(engine: Engine) -> None:  # noqa: F811
+    client = client_of(engine)
+    await client.start()
+    try:
+        with pytest.raises(RuntimeError, match=r"no agent with role 'Z'.*roles: A, B"):
+            await client.create_job("Z", "anything")
+        with pytest.raises(RuntimeError, match="empty"):
+            await client.create_job("A", "   ")
+        with pytest.raises(RuntimeError, match="no job"):
+            await client.job_timeline("no-such-job")
+        with pytest.raises(RuntimeError, match="cancel_job needs a job id"):
+            await client.request({"op": "cancel_job"})
+        assert await client.list_jobs() == []  # nothing was created
+    finally:
+        await client.close()
