@@ -36,6 +36,17 @@ class SemoCommands(Provider):
                 screen.terminate_selected,
             ),
             ("Answer the oldest question", "the question inbox (F4)", screen.answer_oldest),
+            ("Jobs", "the office's jobs and their timelines (F5)", screen.action_jobs),
+            (
+                "Create job",
+                "a task for an agent's role (c in the jobs view)",
+                partial(screen.action_jobs, "create_job"),
+            ),
+            (
+                "Cancel job",
+                "the newest job, or pick one in the jobs view (x); asks first",
+                partial(screen.action_jobs, "cancel_job"),
+            ),
             (
                 "Zoom the selected pane",
                 "the whole terminal, again to leave (F3)",

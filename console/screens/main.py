@@ -62,6 +62,7 @@ SCREEN_KEYS = {
     "next_session",
     "back",
     "prefix",
+    "jobs",
 }
 ROUTING_WORDS = {
     "question_asked": "asked you",
@@ -101,6 +102,7 @@ class MainScreen(Screen[None]):
         Binding("f2", "cycle_layout", "Layout", priority=True),
         Binding("f3", "zoom", "Zoom", priority=True),
         Binding("f4", "questions", "Questions", priority=True),
+        Binding("f5", "jobs", "Jobs", priority=True),
         Binding("f6", "prompt", "Prompt", priority=True),
         Binding("f8", "cancel", "Cancel", priority=True),
         Binding("n", "next_session(1)", "Next", show=False),
@@ -406,6 +408,8 @@ class MainScreen(Screen[None]):
             self.action_next_session(1 if key == "n" else -1)
         elif key == "q":
             self.action_questions()
+        elif key == "j":
+            self.action_jobs()
         elif key == "colon":
             self.app.action_command_palette()
         elif key == "left_square_bracket":
@@ -566,6 +570,14 @@ class MainScreen(Screen[None]):
         self.select(self.order[(index + step) % len(self.order)], focus_pane=in_pane)
         if was_zoomed and self.selected:
             self.action_zoom()
+
+    def action_jobs(self, then: str | None = None) -> None:
+        """The jobs view; `then` runs one of its actions at once (create_job, cancel_job)."""
+        from console.screens.jobs import JobsScreen
+
+        if self.zoomed:
+            self.action_zoom()
+        self.app.push_screen(JobsScreen(self.engine, then))
 
     def action_questions(self) -> None:
         if self.zoomed:

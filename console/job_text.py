@@ -1,0 +1,67 @@
+"""A job and its timeline as lines of text for the console's jobs view (the console adds no
+markup: the lines go through console/text.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from engine.store.job_ops import JobTimeline, JobView, describe_entry
+from engine.store.models import Agent
+
+
+def age(since: datetime, now: datetime | None = None) -> str:
+    """`42s`, `5m`, `3h`, `2d`: how long ago."""
+    seconds = max(0, int(((now or datetime.now(UTC)) - since).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def job_row(job: JobView, now: datetime | None = None) -> tuple[str, str, str, str]:
+    """State, role, the task's first line, age."""
+    return job.status, job.role or "?", first_line(job.task), age(job.created_at, now)
+
+
+def timeline_lines(timeline: JobTimeline, agents: dict[str, Agent]) -> list[str]:
+    """The job, its steps in order, then its questions, invocations and results."""
+    job = timeline.job
+    lines = [
+        f"job {job.id}  {job.status}  {job.role or '?'}  attempts {job.attempts}",
+        f"task: {first_line(job.task)}",
+    ]
+    if job.failure_reason:
+        lines.append(f"reason: {job.failure_reason}")
+    elif job.cancel_reason:
+        lines.append(f"cancel requested: {job.cancel_reason}")
+    lines.append("")
+    lines.append("steps:")
+    lines += [f"  {describe_entry(entry, agents)}" for entry in timeline.entries]
+
+    def role(agent_id: str) -> str:
+        agent = agents.get(agent_id)
+        return agent.role if agent else agent_id[:8]
+
+    if timeline.questions:
+        lines += ["", "questions:"]
+        for question in timeline.questions:
+            answer = question.answer if question.answer is not None else f"({question.status})"
+            lines.append(f"  {role(question.agent_id)} asked: {first_line(question.question)}")
+            lines.append(f"    answer: {first_line(answer)}")
+    if timeline.invocations:
+        lines += ["", "invocations:"]
+        for invocation in timeline.invocations:
+            who = f"{role(invocation.caller_agent_id)} -> {role(invocation.target_agent_id)}"
+            error = f" ({invocation.error})" if invocation.error else ""
+            lines.append(f"  {who} {invocation.status}{error}: {first_line(invocation.task)}")
+    if timeline.results:
+        lines += ["", "results:"]
+        for result in timeline.results:
+            who = f"{role(result.sender_agent_id)} -> {role(result.recipient_agent_id)}"
+            reason = f" ({result.cancel_reason})" if result.cancel_reason else ""
+            lines.append(f"  {who} {result.status}{reason}: {first_line(result.summary)}")
+    return lines

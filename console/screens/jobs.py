@@ -1,0 +1,213 @@
+"""The jobs view (F5, or the prefix then j): the office's jobs (state, role, the task's first
+line, age) and the selected job's timeline (engine.store.job_ops). It reloads on the engine's
+job events. Keys: c create a job (role and task), x cancel the selected one (asks first),
+Escape back to the sessions."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from console.confirm import Confirm
+from console.job_text import job_row, timeline_lines
+from console.text import content, rich_text
+from engine.events import Event, JobEvent
+from engine.plain_text import plain
+
+
+class CreateJob(ModalScreen[tuple[str, str] | None]):
+    """The role and the task of a new job; Enter in the task creates it, Escape gives up."""
+
+    DEFAULT_CSS = """
+    CreateJob { align: center middle; }
+    CreateJob > Vertical {
+        width: 70; max-width: 100%; height: auto;
+        border: round $accent; background: $surface; padding: 0 1;
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close")]
+
+    def __init__(self, roles: list[str]) -> None:
+        super().__init__()
+        self.roles = roles
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(content(f"Create a job (roles: {', '.join(self.roles) or 'none'})"))
+            yield Input(
+                placeholder="role", id="job-role", value=self.roles[0] if self.roles else ""
+            )
+            yield Input(placeholder="task; Enter creates the job", id="job-task")
+
+    def on_mount(self) -> None:
+        self.query_one("#job-task", Input).focus()
+
+    @on(Input.Submitted, "#job-role")
+    def _role_done(self) -> None:
+        self.query_one("#job-task", Input).focus()
+
+    @on(Input.Submitted, "#job-task")
+    def _task_done(self) -> None:
+        role = self.query_one("#job-role", Input).value.strip()
+        task = self.query_one("#job-task", Input).value
+        if not role or not task.strip():
+            self.notify("a job needs a role and a task", severity="warning", markup=False)
+            return
+        self.dismiss((role, task))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class JobsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("c", "create_job", "Create job"),
+        Binding("x", "cancel_job", "Cancel job"),
+        Binding("r", "reload", "Reload", show=False),
+    ]
+    DEFAULT_CSS = """
+    JobsScreen #jobs-body { height: 1fr; }
+    JobsScreen #job-list { width: 1fr; min-width: 30; height: 1fr; }
+    JobsScreen #job-timeline-box { width: 1fr; height: 1fr; border-left: solid $accent; }
+    """
+
+    def __init__(self, engine: Any, then: str | None = None) -> None:
+        """`then`: an action run once the jobs are shown (create_job, cancel_job)."""
+        super().__init__()
+        self.engine = engine
+        self.then = then
+        self.selected: str | None = None
+        self.timeline_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Header(icon="*")
+        with Horizontal(id="jobs-body"):
+            yield DataTable(id="job-list", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="job-timeline-box"):
+                yield Static(id="job-timeline", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "semo · jobs"
+        table = self.query_one("#job-list", DataTable)
+        table.add_columns("state", "role", "task", "age")
+        self.listen()
+        self.reload()
+        table.focus()
+
+    @work(group="jobs-bus")
+    async def listen(self) -> None:
+        with self.engine.bus.subscribe(kinds=["job"]) as events_:
+            async for event in events_:
+                self.on_job_event(event)
+
+    def on_job_event(self, event: Event) -> None:
+        if isinstance(event, JobEvent):
+            self.reload()
+
+    def _error(self, what: str, error: Exception) -> None:
+        self.notify(plain(f"{what}: {error}"), severity="error", markup=False)
+
+    @work(exclusive=True, group="jobs-load")
+    async def reload(self) -> None:
+        try:
+            jobs = await self.engine.list_jobs()
+        except Exception as error:
+            self._error("the jobs could not be read", error)
+            return
+        jobs.reverse()  # the newest first
+        table = self.query_one("#job-list", DataTable)
+        table.clear()
+        for job in jobs:
+            table.add_row(*(rich_text(cell, one_line=True) for cell in job_row(job)), key=job.id)
+        ids = [job.id for job in jobs]
+        if self.selected not in ids:
+            self.selected = ids[0] if ids else None
+        if self.selected is not None:
+            table.move_cursor(row=ids.index(self.selected))
+        await self.show_timeline()
+        if self.then is not None:
+            action, self.then = self.then, None
+            getattr(self, f"action_{action}")()
+
+    async def show_timeline(self) -> None:
+        box = self.query_one("#job-timeline", Static)
+        if self.selected is None:
+            self.timeline_text = "no jobs yet: c creates one"
+        else:
+            try:
+                timeline = await self.engine.job_timeline(self.selected)
+            except Exception as error:
+                self._error("the job could not be read", error)
+                return
+            agents = {agent.id: agent for agent in self.engine.agents.values()}
+            self.timeline_text = "\n".join(timeline_lines(timeline, agents))
+        box.update(content(self.timeline_text))
+
+    @on(DataTable.RowHighlighted, "#job-list")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value
+        if key is not None and key != self.selected:
+            self.selected = str(key)
+            self._show_selected()
+
+    @work(exclusive=True, group="jobs-timeline")
+    async def _show_selected(self) -> None:
+        await self.show_timeline()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def action_create_job(self) -> None:
+        roles = sorted(self.engine.agents)
+        self.app.push_screen(CreateJob(roles), callback=self._create)
+
+    def _create(self, request: tuple[str, str] | None) -> None:
+        if request is not None:
+            self._create_worker(*request)
+
+    @work(group="jobs-change")
+    async def _create_worker(self, role: str, task: str) -> None:
+        try:
+            job = await self.engine.create_job(role, task)
+        except Exception as error:
+            self._error("the job was not created", error)
+            return
+        self.selected = job.id
+        self.notify(plain(f"job {job.id[:8]} created for {role}"), markup=False)
+        self.reload()
+
+    def action_cancel_job(self) -> None:
+        job_id = self.selected
+        if job_id is None:
+            self.notify("no job selected", severity="warning")
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._cancel_worker(job_id)
+
+        self.app.push_screen(
+            Confirm(f"Cancel job {job_id[:8]}? Its agent is stopped.", "Cancel job"),
+            callback=confirmed,
+        )
+
+    @work(group="jobs-change")
+    async def _cancel_worker(self, job_id: str) -> None:
+        try:
+            await self.engine.cancel_job(job_id, "cancelled in the console")
+        except Exception as error:
+            self._error("the job was not cancelled", error)
+            return
+        self.notify(plain(f"job {job_id[:8]}: cancel requested"), markup=False)
+        self.reload()

@@ -1,0 +1,150 @@
+"""The console's jobs view over a real engine (scripted agents in real PTYs, the sqlite store,
+Textual's Pilot at the keyboard).
+
+- F5 opens the jobs view; c asks for a role and a task and creates the job; the list shows it
+  (state, role, the task's first line) and follows it to `done` from the engine's job events;
+  the timeline shows its steps and its outcome. Escape goes back to the sessions.
+- The palette's "Create job" opens the same form; "Cancel job" asks first: No leaves the job
+  running; x in the view and Yes cancel it: the job fails with the console's reason.
+- The prefix then j opens the view too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Input
+
+from console.app import SemoApp
+from console.confirm import Confirm
+from console.screens.jobs import CreateJob, JobsScreen
+from console.screens.main import MainScreen
+from engine.engine import Engine
+from engine.store.models import Job
+from tests.console.console_snapshot_app import console_engine
+
+TIMEOUT = 20.0
+SCRIPTS = {
+    "FE": [{"match": "login page", "text": "built it\n[SEMO:DONE] the login page works"}],
+    "BE": [],  # never ends a job: it stays running until cancelled
+}
+
+
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="semo-jobs-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def wait_for(condition: object, what: str) -> None:
+    for _ in range(int(TIMEOUT / 0.05)):
+        if condition():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.05)  # not pilot.pause: the app is never idle while agents print
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def job_in(engine: Engine, status: str) -> Job:
+    for _ in range(int(TIMEOUT / 0.05)):
+        jobs = [j for j in await engine.list_jobs() if j.status == status]
+        if jobs:
+            return jobs[-1]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no job became {status}")
+
+
+def rows(screen: JobsScreen) -> list[list[str]]:
+    table = screen.query_one("#job-list", DataTable)
+    return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def create(app: SemoApp, pilot: object, role: str, task: str) -> None:
+    await wait_for(lambda: isinstance(app.screen, CreateJob), "the job form")
+    form = app.screen
+    form.query_one("#job-role", Input).value = role
+    form.query_one("#job-task", Input).value = task
+    form.query_one("#job-task", Input).focus()
+    await pilot.press("enter")  # type: ignore[attr-defined]
+
+
+async def test_create_follow_and_cancel_jobs_from_the_keyboard(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS)
+    app = SemoApp(engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
+        main = app.screen
+        await pilot.press("f5")
+        await wait_for(lambda: isinstance(app.screen, JobsScreen), "the jobs view")
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        await wait_for(lambda: "no jobs yet" in jobs.timeline_text, "the empty view")
+
+        await pilot.press("c")
+        await create(app, pilot, "FE", "Build the login page\nwith a form")
+        done = await job_in(engine, "done")
+        await wait_for(lambda: rows(jobs) and rows(jobs)[0][0] == "done", "the job done")
+        assert rows(jobs)[0][:3] == ["done", "FE", "Build the login page"]
+        await wait_for(lambda: "done" in jobs.timeline_text.splitlines()[0], "the timeline")
+        assert done.id in jobs.timeline_text
+        steps = jobs.timeline_text.split("steps:")[1]
+        for step in ("created", "started", "delivered", "done"):
+            assert f"  {step}" in steps, step
+
+        # the palette's Create job: BE never finishes, the job stays running
+        await pilot.press("escape")
+        await wait_for(lambda: isinstance(app.screen, MainScreen), "back to the sessions")
+        assert app.screen is main
+        await run_palette(app, pilot, "Create job")
+        await create(app, pilot, "BE", "Wait for the API")
+        running = await job_in(engine, "running")
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        await wait_for(lambda: rows(jobs)[0][:2] == ["running", "BE"], "BE's job listed")
+
+        # the palette's Cancel job asks first: No leaves it running
+        await pilot.press("escape")
+        await run_palette(app, pilot, "Cancel job")
+        await wait_for(lambda: isinstance(app.screen, Confirm), "the confirmation")
+        await pilot.press("n")
+        await wait_for(lambda: isinstance(app.screen, JobsScreen), "back in the view")
+        assert (await engine.job_timeline(running.id)).job.status == "running"
+
+        # x and Yes cancel it
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        await wait_for(lambda: jobs.selected == running.id, "the running job selected")
+        await pilot.press("x")
+        await wait_for(lambda: isinstance(app.screen, Confirm), "the confirmation")
+        await pilot.press("y")
+        failed = await job_in(engine, "failed")
+        assert failed.id == running.id
+        assert "cancelled in the console" in (failed.failure_reason or "")
+        await wait_for(lambda: rows(jobs)[0][0] == "failed", "the list updated")
+        await wait_for(lambda: "cancelled in the console" in jobs.timeline_text, "the reason")
+
+        # the prefix then j
+        await pilot.press("escape")
+        await wait_for(lambda: isinstance(app.screen, MainScreen), "back to the sessions")
+        main.run_prefixed("j")
+        await wait_for(lambda: isinstance(app.screen, JobsScreen), "the jobs view again")
+        again = app.screen
+        assert isinstance(again, JobsScreen)
+        await wait_for(lambda: "cancelled in the console" in again.timeline_text, "its timeline")
+        await pilot.press("escape")
+        await wait_for(lambda: isinstance(app.screen, MainScreen), "back to the sessions")
+
+
+async def run_palette(app: SemoApp, pilot: object, name: str) -> None:
+    await pilot.press("ctrl+p")  # type: ignore[attr-defined]
+    await wait_for(lambda: app.screen.__class__.__name__ == "CommandPalette", "the palette")
+    await pilot.press(*name)  # type: ignore[attr-defined]
+    await asyncio.sleep(0.5)  # the palette's search runs in a worker
+    await pilot.press("enter")  # type: ignore[attr-defined]
