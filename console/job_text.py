@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from engine.store.job_ops import JobTimeline, JobView, describe_entry
-from engine.store.models import Agent
+from engine.store.job_ops import JobTimeline, JobView
+from engine.store.models import Agent, JobEntry
+
+#: The task's first line in the list is cut to this many characters (the timeline has it all).
+TASK_CHARS = 24
 
 
 def age(since: datetime, now: datetime | None = None) -> str:
@@ -18,20 +21,43 @@ def age(since: datetime, now: datetime | None = None) -> str:
     return f"{seconds}s"
 
 
+def job_label(job_id: str) -> str:
+    """A job as the view names it (the id's start)."""
+    return job_id[:8]
+
+
 def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
+def clock(at: datetime) -> str:
+    return at.astimezone().strftime("%H:%M:%S")
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def entry_line(entry: JobEntry, agents: dict[str, Agent]) -> str:
+    """One step: time, step, the agent's role, the first line of its detail (which names the
+    attempt where it matters)."""
+    agent = agents.get(entry.agent_id or "")
+    who = f" [{agent.role}]" if agent else ""
+    detail = first_line(entry.detail or "")
+    return f"{clock(entry.at)}  {entry.step}{who}{': ' + detail if detail else ''}"
+
+
 def job_row(job: JobView, now: datetime | None = None) -> tuple[str, str, str, str]:
     """State, role, the task's first line, age."""
-    return job.status, job.role or "?", first_line(job.task), age(job.created_at, now)
+    task = cut(first_line(job.task), TASK_CHARS)
+    return job.status, job.role or "?", task, age(job.created_at, now)
 
 
 def timeline_lines(timeline: JobTimeline, agents: dict[str, Agent]) -> list[str]:
     """The job, its steps in order, then its questions, invocations and results."""
     job = timeline.job
     lines = [
-        f"job {job.id}  {job.status}  {job.role or '?'}  attempts {job.attempts}",
+        f"job {job_label(job.id)}  {job.status}  {job.role or '?'}  attempts {job.attempts}",
         f"task: {first_line(job.task)}",
     ]
     if job.failure_reason:
@@ -40,7 +66,7 @@ def timeline_lines(timeline: JobTimeline, agents: dict[str, Agent]) -> list[str]
         lines.append(f"cancel requested: {job.cancel_reason}")
     lines.append("")
     lines.append("steps:")
-    lines += [f"  {describe_entry(entry, agents)}" for entry in timeline.entries]
+    lines += [f"  {entry_line(entry, agents)}" for entry in timeline.entries]
 
     def role(agent_id: str) -> str:
         agent = agents.get(agent_id)

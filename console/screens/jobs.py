@@ -74,7 +74,7 @@ class JobsScreen(Screen[None]):
     ]
     DEFAULT_CSS = """
     JobsScreen #jobs-body { height: 1fr; }
-    JobsScreen #job-list { width: 1fr; min-width: 30; height: 1fr; }
+    JobsScreen #job-list { width: 46; height: 1fr; }
     JobsScreen #job-timeline-box { width: 1fr; height: 1fr; border-left: solid $accent; }
     """
 

@@ -93,7 +93,7 @@ async def test_create_follow_and_cancel_jobs_from_the_keyboard(
         await wait_for(lambda: rows(jobs) and rows(jobs)[0][0] == "done", "the job done")
         assert rows(jobs)[0][:3] == ["done", "FE", "Build the login page"]
         await wait_for(lambda: "done" in jobs.timeline_text.splitlines()[0], "the timeline")
-        assert done.id in jobs.timeline_text
+        assert f"job {done.id[:8]}" in jobs.timeline_text
         steps = jobs.timeline_text.split("steps:")[1]
         for step in ("created", "started", "delivered", "done"):
             assert f"  {step}" in steps, step
