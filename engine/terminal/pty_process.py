@@ -43,13 +43,14 @@ _MAX_DRAIN_BYTES = 1 << 20
 
 
 #: Loop (wall) time that taking in PTY output (read + screen + listeners) may use per
-#: `IntakeBudget.window`: all terminals of a loop together, and one terminal alone while
-#: another terminal was typed into in the last INPUT_PRIORITY_SECONDS (else the loop's share,
-#: so that a flood nobody competes with keeps more of its speed). A terminal
-#: over its share is not read until the next window: the kernel's PTY buffer fills and the
-#: program blocks on its writes, as under tmux. Keys, echo and the consoles' frames get the rest
-#: of the loop. `SEMO_PTY_INTAKE_SHARE` (bench A/B only): 0 turns the budget off, a number
-#: replaces SESSION_SHARE.
+#: `IntakeBudget.window` while some terminal of the loop was typed into in the last
+#: INPUT_PRIORITY_SECONDS: all terminals together, and one terminal alone when another one was
+#: typed into (else the loop's share). A terminal over its share is not read until the next
+#: window: the kernel's PTY buffer fills and the program blocks on its writes, as under tmux.
+#: Keys, echo and the consoles' frames get the rest of the loop. With nobody typing there is no
+#: budget: terminals are read in turn at full speed (a lone flood keeps tmux-like throughput;
+#: half of it under a fixed cap). `SEMO_PTY_INTAKE_SHARE` (bench A/B only): 0 turns the budget
+#: off, a number replaces SESSION_SHARE.
 INTAKE_WINDOW = 0.05
 INTAKE_SHARE = 0.5
 SESSION_SHARE = 0.15
@@ -84,6 +85,7 @@ class IntakeBudget:
         self._paused: list[TerminalProcess] = []
         self.typed: TerminalProcess | None = None  # the terminal written to last, and when
         self.typed_at = float("-inf")
+        self.input_priority = INPUT_PRIORITY_SECONDS
         self._resume: asyncio.TimerHandle | None = None
 
     def _roll(self) -> None:
@@ -99,14 +101,14 @@ class IntakeBudget:
         if process._window != self.number:
             process._window, process._spent = self.number, 0.0
         now = self.loop.time()
-        typing_elsewhere = (
-            now - self.typed_at < INPUT_PRIORITY_SECONDS and self.typed is not process
-        )
+        if now - self.typed_at >= self.input_priority:
+            return True  # nobody is typing: no echo to protect
+        typing_elsewhere = self.typed is not process
         # nobody typing into another terminal: one terminal may take the loop's whole share
         cap = self.session_share if typing_elsewhere else self.share
         if process._spent >= cap * self.window:
             return False
-        recently_typed = now - process.written_at < INPUT_PRIORITY_SECONDS
+        recently_typed = now - process.written_at < self.input_priority
         return recently_typed or self.spent < self.share * self.window
 
     def charge(self, process: TerminalProcess, seconds: float) -> None:

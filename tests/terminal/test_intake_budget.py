@@ -28,15 +28,18 @@ async def test_a_flooder_gets_one_slice_per_window_and_a_typed_session_is_served
 ) -> None:
     budget = intake_budget(asyncio.get_running_loop())
     budget.session_share = budget.share = 1e-9  # one slice spends a terminal's and the loop's
+    budget.input_priority = 1000.0  # the operator's key below counts for the whole test
     windows: Counter[int] = Counter()  # flooder slices per window
     flooder_reads_at_echo: list[int] = []
 
     def on_flood(_text: str) -> None:
         windows[budget.number] += 1
 
-    flooder = spawn(FLOOD, on_output=on_flood)
     quiet = Output()
     typed = spawn(["cat"], on_output=quiet)
+    typed.write("first\r")  # the operator types: from now on the budget holds
+    await quiet.wait_for("first")
+    flooder = spawn(FLOOD, on_output=on_flood)
     await eventually(lambda: flooder.reads >= 5, 10)  # the flood is on, paused and resumed
     assert budget.pauses > 0
 
@@ -67,11 +70,12 @@ async def test_a_terminal_not_typed_into_is_still_read_between_a_flooders_slices
 async def test_a_flooder_is_held_to_its_share_only_while_another_terminal_is_typed_into(
     spawn: Spawn,  # noqa: F811
 ) -> None:
-    """Nobody typing: one terminal may take the loop's share (here: all of a window that does
-    not end during the test). A key into another terminal: the flooder is held to its own,
-    tiny, share at once and is not read again in this window."""
+    """Nobody typing: no budget at all, a flood is read at full speed (here: many slices in one
+    window although the shares are tiny). A key into another terminal: the flooder is held to
+    its own, tiny, share at once and is not read again in this window."""
     budget = intake_budget(asyncio.get_running_loop())
-    budget.window, budget.share, budget.session_share = 1000.0, 1.0, 1e-12
+    budget.window, budget.share, budget.session_share = 1000.0, 1e-12, 1e-12
+    budget.input_priority = 1000.0
     flooder = spawn(FLOOD, on_output=lambda _text: None)
     await eventually(lambda: flooder.reads >= 20, 10)  # many slices in one window
     assert budget.pauses == 0 and budget.number == 0
