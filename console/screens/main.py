@@ -6,11 +6,12 @@ panes holding it. Zoom (F3, or the prefix then z) shows the pane on the whole te
 
 Keys outside a pane (also in the footer, the keys help F1 and the palette): Enter on the list
 opens the selected session's pane, n/p or up/down pick a session, F2 layout, F3 zoom, F4 the
-question inbox, F6 a prompt for the selected session (Escape closes it), F8 cancel its turn,
-ctrl+p the palette, ctrl+q detach. In a pane every key goes to the agent except the prefix
-chord (ctrl+] unless `[console] prefix` says otherwise), tmux-style: the prefix, then d detach,
-z zoom, n/p next/previous session, q questions, : palette, [ scrollback, o out of the pane,
-? keys; the prefix twice sends the chord to the agent. Outside a pane the prefix works the same
+question inbox, F5 the jobs view (console/screens/jobs.py), F6 a prompt for the selected
+session (Escape closes it), F8 cancel its turn, ctrl+p the palette, ctrl+q detach. In a pane
+every key goes to the agent except the prefix chord (ctrl+] unless `[console] prefix` says
+otherwise), tmux-style: the prefix, then d detach, z zoom, n/p next/previous session,
+q questions, j jobs, : palette, [ scrollback, o out of the pane, ? keys; the prefix twice
+sends the chord to the agent. Outside a pane the prefix works the same
 (twice: into the selected pane).
 """
 

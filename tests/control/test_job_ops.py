@@ -66,3 +66,27 @@ async def test_bad_job_requests_are_refused_with_a_clear_message(engine: Engine)
         assert await client.list_jobs() == []  # nothing was created
     finally:
         await client.close()
+
+
+async def test_an_attached_console_shows_a_job_and_follows_it(engine: Engine) -> None:  # noqa: F811
+    """Over the socket: F5 lists the job an engine-side caller created, with its timeline, and
+    the view follows the job's cancellation from the job events the client receives."""
+    from console.app import SemoApp
+    from console.screens.jobs import JobsScreen
+    from console.widgets.terminal_pane import TerminalPane
+    from tests.support.waiting import eventually
+
+    client = client_of(engine)
+    app = SemoApp(client)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await eventually(lambda: len(app.screen.query(TerminalPane)) == 2, 20)
+        job = await engine.create_job("B", "say hello")
+        await pilot.press("f5")
+        await eventually(lambda: isinstance(app.screen, JobsScreen), 20)
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        await eventually(lambda: f"job {job.id[:8]}" in jobs.timeline_text, 20)
+        assert "task: say hello" in jobs.timeline_text
+        await engine.cancel_job(job.id, "from elsewhere")
+        await eventually(lambda: "from elsewhere" in jobs.timeline_text, 20)
+        await pilot.press("escape")
