@@ -136,8 +136,12 @@ MAX_JSON_DEPTH = 64
 MAX_CONNECTIONS = 64
 MAX_CONNECTIONS_PER_PEER = 8
 
-#: Seconds a Stop's transcript may take to read before the turn ends without it.
-TRANSCRIPT_TIMEOUT = 1.5
+#: Seconds a Stop's transcript may take to read before the turn ends without it. Two thirds of
+#: it is how long a transcript that is behind the hook is waited for: Claude Code writes the
+#: turn's last entry about 0.1 s after the Stop hook starts, but on a loaded machine (two CPUs
+#: kept busy) that took over a second, and the turn's earlier blocks were lost. Only a
+#: transcript that is behind costs the wait; it runs in a worker thread.
+TRANSCRIPT_TIMEOUT = 4.5
 
 #: Worker threads reading transcripts. A session reads one at a time (its events are in order),
 #: so a session whose reads hang or wait holds one thread; the others go on.
