@@ -729,7 +729,9 @@ max_body_bytes = 1048576
 #   scope_patterns  the files this agent works on (glob patterns). Default: []
 #   core_skills     what it is good at, shown to the other agents. Default: []
 #   prompt_pattern  generic profile only: a regular expression that matches the cursor row
-#                   when the program waits for input. Default: '(^|\s)[❯$#>%]$'
+#                   when the program waits for input (`$ `, `> `, `❯`, bash's `bash-5.2# `,
+#                   `user@host:~/dir$ `). Default:
+#                   '(^|\s)([\w.]+-\d+(\.\d+)*|[\w.-]+@[\w.-]+:\S*)?[❯$#>%]$'
 #   env             extra environment variables: NAME = "value", or NAME = "${VAR}" for the
 #                   engine's own VAR. Credentials (PG*, AWS_*, GITHUB_TOKEN, *_TOKEN, ...) are
 #                   not inherited: name them here to pass them. SEMO_* and SUPABASE_* are

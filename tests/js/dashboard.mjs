@@ -111,8 +111,14 @@ async function operator() {
     return data && ['done', 'failed'].includes(data.status) ? data : null
   }, 60_000)
   me.job = done
-  const steps = await supabase.from('job_events').select('step').eq('job_id', job.id).order('id')
-  me.jobSteps = steps.data.map((s) => s.step)
+  // the timeline's closing entry is written just after the job's status: follow it until it
+  // lands (or the wait runs out, and the test shows what the timeline held)
+  me.jobSteps = []
+  await until('the job timeline closed', async () => {
+    const steps = await supabase.from('job_events').select('step').eq('job_id', job.id).order('id')
+    me.jobSteps = (steps.data || []).map((s) => s.step)
+    return me.jobSteps.includes(done.status) ? true : null
+  }, 10_000).catch(() => null)
   me.jobBroadcasts = broadcasts.filter((b) => b && b.job_id === job.id).length
   me.broadcasts = broadcasts.length
   me.broadcastSample = broadcasts.slice(0, 3)
