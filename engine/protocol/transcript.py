@@ -146,7 +146,8 @@ def read_turn_text(
         text = _tail_turn_text(fd, size, tail_bytes)
         deadline = time.monotonic() + wait
         final_text = final_text.strip()
-        while text is not None and not text.endswith(final_text):
+        # the turn's entries may not be in the file yet at all (None): wait for them as well
+        while (text is None and final_text) or (text is not None and not text.endswith(final_text)):
             if time.monotonic() >= deadline:
                 break
             time.sleep(_POLL_SECONDS)
