@@ -14,9 +14,7 @@ from engine.store.base import StoreError
 from engine.store.models import (
     MAX_PAYLOAD_BYTES,
     InvalidCommand,
-    InvocationStatus,
     Job,
-    JobStatus,
     SessionStatus,
     validate_command,
 )
@@ -38,10 +36,7 @@ HEARTBEATS_MIGRATION = "0003_engine_heartbeats.sql"
 #: heartbeat rows of engines dead for this long are deleted (on an engine's start)
 FORGET_ENGINES_AFTER = 7 * 86_400.0
 
-INVOCATION_STATUSES: tuple[str, ...] = InvocationStatus.__args__  # type: ignore[attr-defined]
 SESSION_STATUSES: tuple[str, ...] = SessionStatus.__args__  # type: ignore[attr-defined]
-RESULT_STATUSES = ("pending", "delivered", "cancelled")
-JOB_STATUSES: tuple[str, ...] = JobStatus.__args__  # type: ignore[attr-defined]
 #: Fields `update_job` may change (id, office_id and created_at are fixed; updated_at is set).
 JOB_FIELDS = frozenset(Job.model_fields) - {"id", "office_id", "created_at", "updated_at"}
 
@@ -243,24 +238,11 @@ def check_lease(lease_seconds: float) -> float:
     return lease
 
 
-def check_invocation_status(status: str) -> None:
-    if status not in INVOCATION_STATUSES:
-        raise StoreError(
-            f"unknown invocation status {status!r} (known: {', '.join(INVOCATION_STATUSES)})"
-        )
-
-
 def check_session_status(status: str) -> None:
     if status not in SESSION_STATUSES:
         raise StoreError(
             f"unknown session status {status!r} (known: {', '.join(SESSION_STATUSES)})"
         )
-
-
-def check_job_status(status: str | None) -> None:
-    """A status to list jobs by (None: all)."""
-    if status is not None and status not in JOB_STATUSES:
-        raise StoreError(f"unknown job status {status!r} (known: {', '.join(JOB_STATUSES)})")
 
 
 def invocation_cancelled(invocation_id: str, reason: str | None) -> str:

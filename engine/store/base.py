@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.store.models import (
     Agent,
@@ -52,19 +52,27 @@ from engine.store.models import (
     CommandStatus,
     EngineEnded,
     EngineHeartbeat,
+    InvocationStatus,
     Job,
     JobEntry,
     JobStatus,
     JobWorkCancelled,
     Office,
     QuestionStatus,
+    Row,
     SessionStatus,
     UserQuestion,
 )
 
+M = TypeVar("M", bound=Row)
+
 DEFAULT_LEASE_SECONDS = 30.0
 #: rows per request of a listing, below Supabase's default "Max rows" (1000)
 LIST_PAGE_ROWS = 500
+
+INVOCATION_STATUSES: tuple[str, ...] = InvocationStatus.__args__  # type: ignore[attr-defined]
+RESULT_STATUSES = ("pending", "delivered", "cancelled")
+JOB_STATUSES: tuple[str, ...] = JobStatus.__args__  # type: ignore[attr-defined]
 
 
 def narrow_by(
@@ -76,6 +84,19 @@ def narrow_by(
             raise StoreError(f"narrow a listing by {column} or by job_id, not both")
         return ("job_id", [job_id])
     return None if values is None else (column, list(values))
+
+
+def check_invocation_status(status: str) -> None:
+    if status not in INVOCATION_STATUSES:
+        raise StoreError(
+            f"unknown invocation status {status!r} (known: {', '.join(INVOCATION_STATUSES)})"
+        )
+
+
+def check_job_status(status: str | None) -> None:
+    """A status to list jobs by (None: all)."""
+    if status is not None and status not in JOB_STATUSES:
+        raise StoreError(f"unknown job status {status!r} (known: {', '.join(JOB_STATUSES)})")
 
 
 class StoreError(Exception):
@@ -283,7 +304,6 @@ class Store(ABC):
     @abstractmethod
     async def get_question(self, question_id: str) -> UserQuestion: ...
 
-    @abstractmethod
     async def list_questions(
         self,
         office_id: str,
@@ -295,6 +315,11 @@ class Store(ABC):
         """The office's questions (of one status, or all), oldest first; with `session_ids`,
         only those of these sessions (none for an empty list); with `undelivered`, only those
         whose answer was not marked delivered (`mark_answer_delivered`)."""
+        narrow = None if session_ids is None else ("session_id", list(session_ids))
+        unset = "answer_delivered_at" if undelivered else None
+        return await self._listing(
+            UserQuestion, "user_questions", office_id, status, narrow, unset=unset
+        )
 
     @abstractmethod
     async def mark_answer_delivered(self, question_id: str) -> bool:
@@ -321,7 +346,6 @@ class Store(ABC):
         self, invocation_id: str, *, status: str, error: str | None = None
     ) -> AgentInvocation: ...
 
-    @abstractmethod
     async def list_invocations(
         self,
         office_id: str,
@@ -333,6 +357,11 @@ class Store(ABC):
         """The office's invocations, oldest first: with `statuses`, only those in one of them;
         with `ids`, only those (an empty list selects none); with `job_id`, only that job's
         (not together with `ids`)."""
+        for status in statuses or ():
+            check_invocation_status(status)
+        narrow = narrow_by("id", ids, job_id)
+        wanted = None if statuses is None else list(statuses)
+        return await self._listing(AgentInvocation, "agent_invocations", office_id, wanted, narrow)
 
     @abstractmethod
     async def create_result(self, result: AgentResult) -> AgentResult: ...
@@ -340,7 +369,6 @@ class Store(ABC):
     @abstractmethod
     async def mark_result_delivered(self, result_id: str) -> AgentResult: ...
 
-    @abstractmethod
     async def list_results(
         self,
         office_id: str,
@@ -352,6 +380,10 @@ class Store(ABC):
         """The office's results between agents, oldest first: of one status, or all; with
         `invocation_ids`, only the results of these invocations (none for an empty list);
         with `job_id`, only that job's (not together with `invocation_ids`)."""
+        if status is not None and status not in RESULT_STATUSES:
+            raise StoreError(f"unknown result status {status!r}")
+        narrow = narrow_by("invocation_id", invocation_ids, job_id)
+        return await self._listing(AgentResult, "agent_results", office_id, status, narrow)
 
     @abstractmethod
     async def create_job(self, job: Job) -> Job: ...
@@ -362,9 +394,10 @@ class Store(ABC):
     @abstractmethod
     async def get_job(self, job_id: str) -> Job: ...
 
-    @abstractmethod
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         """The office's jobs (of one status, or all), oldest first."""
+        check_job_status(status)
+        return await self._listing(Job, "jobs", office_id, status)
 
     @abstractmethod
     async def request_job_cancel(self, job_id: str, reason: str) -> Job:
@@ -413,6 +446,41 @@ class Store(ABC):
     @abstractmethod
     async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
         """The job's timeline steps with an id above `after`, in order."""
+
+    # -- listings (every backend's, over its `_office_rows`) -----------------------------------
+
+    async def _listing(
+        self,
+        model: type[M],
+        table: str,
+        office_id: str,
+        status: str | Sequence[str] | None,
+        narrow: tuple[str, list[str]] | None = None,
+        *,
+        unset: str | None = None,
+    ) -> list[M]:
+        """`_office_rows`, answered without a request when a list selects nothing."""
+        if not isinstance(status, str) and status is not None and not status:
+            return []
+        if narrow is not None and not narrow[1]:
+            return []
+        return await self._office_rows(model, table, office_id, status, narrow, unset=unset)
+
+    @abstractmethod
+    async def _office_rows(
+        self,
+        model: type[M],
+        table: str,
+        office_id: str,
+        status: str | Sequence[str] | None,
+        narrow: tuple[str, list[str]] | None = None,
+        *,
+        unset: str | None = None,
+    ) -> list[M]:
+        """Rows of `table` (a name of ours, never input) for the office, oldest first, read
+        page by page: with `status` (or one of them) unless None, with `narrow` = (column of
+        ours, non-empty values) only those whose column is one of the values, with `unset` (a
+        column of ours) only those where it is null."""
 
     # -- wake-ups ----------------------------------------------------------------------------
 

@@ -32,12 +32,9 @@ from psycopg.types.json import Jsonb
 
 from engine.store._shared import (
     MAX_ATTEMPTS,
-    RESULT_STATUSES,
     already_ended,
     check_dead_for,
     check_heartbeat,
-    check_invocation_status,
-    check_job_status,
     check_lease,
     check_new_command,
     check_session_status,
@@ -60,7 +57,7 @@ from engine.store.base import (
     StoreConflict,
     StoreError,
     StoreUnavailable,
-    narrow_by,
+    check_invocation_status,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -75,10 +72,8 @@ from engine.store.models import (
     EngineHeartbeat,
     Job,
     JobEntry,
-    JobStatus,
     JobWorkCancelled,
     Office,
-    QuestionStatus,
     Row,
     SessionStatus,
     UserQuestion,
@@ -802,20 +797,6 @@ class PostgresStore(Store):
     async def get_question(self, question_id: str) -> UserQuestion:
         return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
 
-    async def list_questions(
-        self,
-        office_id: str,
-        *,
-        status: QuestionStatus | None = "pending",
-        session_ids: Sequence[str] | None = None,
-        undelivered: bool = False,
-    ) -> list[UserQuestion]:
-        narrow = None if session_ids is None else ("session_id", list(session_ids))
-        unset = "answer_delivered_at" if undelivered else None
-        return await self._office_rows(
-            UserQuestion, "user_questions", office_id, status, narrow, unset=unset
-        )
-
     async def mark_answer_delivered(self, question_id: str) -> bool:
         row = await self._one(
             "update user_questions set answer_delivered_at = now() where id = %(id)s"
@@ -834,10 +815,7 @@ class PostgresStore(Store):
         *,
         unset: str | None = None,
     ) -> list[M]:
-        """Rows of `table` (a name of ours, never input) for the office, oldest first: with
-        `status` (or one of them) unless None, with `narrow` = (column of ours, values) only
-        those whose column is one of the values, with `unset` (a column of ours) only those
-        where it is null."""
+        """See Store._office_rows: one `select` a page (keyset pagination)."""
         where = ""
         if isinstance(status, str):
             where = " and status = %(status)s"
@@ -932,22 +910,6 @@ class PostgresStore(Store):
         )
         return AgentInvocation.model_validate(row)
 
-    async def list_invocations(
-        self,
-        office_id: str,
-        *,
-        statuses: Sequence[str] | None = None,
-        ids: Sequence[str] | None = None,
-        job_id: str | None = None,
-    ) -> list[AgentInvocation]:
-        for status in statuses or ():
-            check_invocation_status(status)
-        narrow = narrow_by("id", ids, job_id)
-        statuses = None if statuses is None else list(statuses)
-        return await self._office_rows(
-            AgentInvocation, "agent_invocations", office_id, statuses, narrow
-        )
-
     async def create_result(self, result: AgentResult) -> AgentResult:
         return await self._insert("agent_results", result, f"result {result.id} already exists")
 
@@ -961,19 +923,6 @@ class PostgresStore(Store):
             {},
         )
         return AgentResult.model_validate(row)
-
-    async def list_results(
-        self,
-        office_id: str,
-        *,
-        status: str | None = None,
-        invocation_ids: Sequence[str] | None = None,
-        job_id: str | None = None,
-    ) -> list[AgentResult]:
-        if status is not None and status not in RESULT_STATUSES:
-            raise StoreError(f"unknown result status {status!r}")
-        narrow = narrow_by("invocation_id", invocation_ids, job_id)
-        return await self._office_rows(AgentResult, "agent_results", office_id, status, narrow)
 
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
@@ -999,10 +948,6 @@ class PostgresStore(Store):
 
     async def get_job(self, job_id: str) -> Job:
         return await self._get(Job, "jobs", "id", job_id, "job")
-
-    async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
-        check_job_status(status)
-        return await self._office_rows(Job, "jobs", office_id, status)
 
     async def request_job_cancel(self, job_id: str, reason: str) -> Job:
         row = await self._transition(

@@ -68,12 +68,9 @@ from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from engine.store._shared import (
     MAX_ATTEMPTS,
-    RESULT_STATUSES,
     already_ended,
     check_dead_for,
     check_heartbeat,
-    check_invocation_status,
-    check_job_status,
     check_lease,
     check_new_command,
     check_session_status,
@@ -95,7 +92,7 @@ from engine.store.base import (
     StoreConflict,
     StoreError,
     StoreUnavailable,
-    narrow_by,
+    check_invocation_status,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -110,10 +107,8 @@ from engine.store.models import (
     EngineHeartbeat,
     Job,
     JobEntry,
-    JobStatus,
     JobWorkCancelled,
     Office,
-    QuestionStatus,
     Row,
     SessionStatus,
     UserQuestion,
@@ -1393,22 +1388,6 @@ class SupabaseStore(Store):
     async def get_question(self, question_id: str) -> UserQuestion:
         return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
 
-    async def list_questions(
-        self,
-        office_id: str,
-        *,
-        status: QuestionStatus | None = "pending",
-        session_ids: Sequence[str] | None = None,
-        undelivered: bool = False,
-    ) -> list[UserQuestion]:
-        if session_ids is not None and not session_ids:
-            return []
-        narrow = None if session_ids is None else ("session_id", list(session_ids))
-        unset = "answer_delivered_at" if undelivered else None
-        return await self._office_rows(
-            UserQuestion, "user_questions", office_id, status, narrow, unset=unset
-        )
-
     async def mark_answer_delivered(self, question_id: str) -> bool:
         rows = await self._rows(
             lambda c: (
@@ -1431,9 +1410,8 @@ class SupabaseStore(Store):
         *,
         unset: str | None = None,
     ) -> list[M]:
-        """Rows of `table` for the office (with `status`, or one of them, unless None; with
-        `narrow` = (column, values): only those whose column is one of the values; with
-        `unset` = column: only those where it is null), oldest first, page by page."""
+        """See Store._office_rows: a GET a page, and long `narrow` lists in chunks of IN_IDS
+        (a URL holds only so many ids)."""
 
         def build(c: AsyncClient) -> Any:
             query = c.table(table).select("*").eq("office_id", office_id)
@@ -1533,23 +1511,6 @@ class SupabaseStore(Store):
             raise StoreConflict(invocation_cancelled(invocation_id, current[0].get("error")))
         return AgentInvocation.model_validate(rows[0])
 
-    async def list_invocations(
-        self,
-        office_id: str,
-        *,
-        statuses: Sequence[str] | None = None,
-        ids: Sequence[str] | None = None,
-        job_id: str | None = None,
-    ) -> list[AgentInvocation]:
-        if (statuses is not None and not statuses) or (ids is not None and not ids):
-            return []
-        for status in statuses or ():
-            check_invocation_status(status)
-        narrow = narrow_by("id", ids, job_id)
-        return await self._office_rows(
-            AgentInvocation, "agent_invocations", office_id, statuses, narrow
-        )
-
     async def create_result(self, result: AgentResult) -> AgentResult:
         return await self._insert("agent_results", result, f"result {result.id} already exists")
 
@@ -1561,21 +1522,6 @@ class SupabaseStore(Store):
             {"status": "delivered", "delivered_at": now().isoformat()},
         )
         return AgentResult.model_validate(row)
-
-    async def list_results(
-        self,
-        office_id: str,
-        *,
-        status: str | None = None,
-        invocation_ids: Sequence[str] | None = None,
-        job_id: str | None = None,
-    ) -> list[AgentResult]:
-        if status is not None and status not in RESULT_STATUSES:
-            raise StoreError(f"unknown result status {status!r}")
-        if invocation_ids is not None and not invocation_ids:
-            return []
-        narrow = narrow_by("invocation_id", invocation_ids, job_id)
-        return await self._office_rows(AgentResult, "agent_results", office_id, status, narrow)
 
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
@@ -1599,10 +1545,6 @@ class SupabaseStore(Store):
 
     async def get_job(self, job_id: str) -> Job:
         return await self._get(Job, "jobs", "id", job_id, "job")
-
-    async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
-        check_job_status(status)
-        return await self._office_rows(Job, "jobs", office_id, status)
 
     async def request_job_cancel(self, job_id: str, reason: str) -> Job:
         args = {"p_job_id": job_id, "p_reason": no_nul(reason)}
