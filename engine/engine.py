@@ -22,16 +22,25 @@ from typing import Any
 from engine.config import AgentConfig, SemoConfig
 from engine.control.liveness import killed_run_of_office
 from engine.control.paths import office_paths
+from engine.control.resume import (
+    ConversationKeeper,
+    Resumed,
+    conversations_path,
+    resume_conversations,
+    tell_restarted,
+)
 from engine.control.server import ControlServer
 from engine.events import EngineStatus, EventBus, EventForwarder
 from engine.heartbeat import Heartbeat
-from engine.reconcile import ReconcileReport, end_silent_engines, reconcile
+from engine.reconcile import ReconcileReport, end_silent_engines, is_dead_run, reconcile
 from engine.routing.dispatcher import CommandDispatcher
+from engine.routing.job_recovery import take_over_jobs
 from engine.routing.jobs import JobRunner
 from engine.routing.router import Router
 from engine.session_events import bus_event
 from engine.sessions.agent_session import AgentSession, SessionEvent
 from engine.sessions.breaker import CircuitBreaker
+from engine.sessions.environment import agent_env_values
 from engine.sessions.manager import LaunchOptions, SessionManager, UnknownSession
 from engine.sessions.pool import SessionPoolManager
 from engine.sessions.profiles import profile_for_command, profile_named
@@ -100,6 +109,9 @@ class Engine:
         #: the office's control socket that consoles attach to (engine.control), if serving
         self.control: ControlServer | None = None
         self._serve_control = control
+        #: the record of this engine's Claude Code conversations (engine.control.resume), kept
+        #: when it serves consoles
+        self.conversations: ConversationKeeper | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -138,7 +150,18 @@ class Engine:
             raise
 
     async def _start_running(self, office_id: str) -> None:
-        """What `start` does once the heartbeat runs: reconcile, sessions, routing, claims."""
+        """What `start` does once the heartbeat runs: reconcile, sessions, routing, claims.
+
+        The Claude Code conversations a killed engine of the office left (engine.control.resume)
+        are resumed before anything else uses sessions: their jobs are taken over before
+        reconcile (which would cancel their work), the sessions are resumed before the pool
+        starts its warm sessions, the jobs are continued in them and the router types what
+        waited for them before the dispatcher claims new work."""
+        continued: list[Job] = []
+        if self._serve_control:
+            paths = office_paths(self.config.office.name, self.config.store_config())
+            self.conversations = ConversationKeeper(self, conversations_path(paths))
+            continued = await self._take_over_jobs(office_id, self.conversations)
         self.reconciled = await reconcile(self.store, office_id, self.engine_id)
         log.info("reconciled: %s", self.reconciled.describe())
         self.manager = SessionManager(
@@ -169,6 +192,11 @@ class Engine:
             ),
             folder_for=self._folder_for,
         )
+        resumed: list[Resumed] = []
+        if self.conversations is not None:
+            jobs = {job.session_id or "": job.id for job in continued}
+            resumed = await resume_conversations(self, self.conversations, jobs)
+            self.conversations.start()
         await self.pool.start()
         self._changes = ChangeFeed(self.store, office_id)
         self._changes.start()
@@ -182,8 +210,8 @@ class Engine:
             wait_for_change=self._changes.cursor().wait_for_change,
             reads_prompts=self._reads_prompts,
         )
-        self.router.start()
-        await self.router.resume()
+        for conversation in resumed:
+            self.router.resumed(conversation.old_id, conversation.session.session_id)
         self.jobs = JobRunner(
             self.store,
             self.pool,
@@ -192,6 +220,10 @@ class Engine:
             bus=self.bus,
             router=self.router,  # the job's id on the work its session causes
         )
+        # the jobs' prompts are queued before the router types anything (its sweep included)
+        await self._continue(continued, resumed)
+        self.router.start()
+        await self.router.resume()
         settings = self.config.engine
         self.dispatcher = CommandDispatcher(
             self.store,
@@ -230,6 +262,8 @@ class Engine:
             steps: list[tuple[str, Callable[[], Awaitable[object]]]] = []
             if self.dispatcher is not None:
                 steps.append(("dispatcher", functools.partial(self.dispatcher.stop, grace)))
+            if self.jobs is not None:
+                steps.append(("continued jobs", self.jobs.stop))
             if self.router is not None:
                 steps.append(("router", self.router.stop))
             if self._changes is not None:
@@ -418,6 +452,58 @@ class Engine:
         """Whether `agent` reads typed text as a prompt for a model (its profile says)."""
         profile = self._launch_options(agent).profile or profile_for_command(agent.command)
         return profile.reads_prompts
+
+    def agent_launch_env(self, agent: Agent) -> dict[str, str]:
+        """The environment `agent`'s sessions start with (hook tokens aside)."""
+        assert self.manager is not None, "start() first"
+        options = self._launch_options(agent)
+        return {**self.manager.agent_env, **agent_env_values(options.env or {})}
+
+    async def _take_over_jobs(self, office_id: str, keeper: ConversationKeeper) -> list[Job]:
+        """The running jobs of certainly dead runs (`is_dead_run`) whose session is a recorded
+        Claude Code conversation: taken over to be continued in it (before reconcile)."""
+        sessions = {
+            old_id: str(entry.get("engine_id"))
+            for old_id, entry in keeper.entries.items()
+            if entry.get("engine_id") and is_dead_run(str(entry["engine_id"]), self.engine_id)
+        }
+        if not sessions:
+            return []
+
+        def reason(engine_id: str) -> str:
+            me = self.engine_id
+            return f"engine {engine_id} stopped while running this job (found by {me} on start)"
+
+        try:
+            return await take_over_jobs(self.store, office_id, self.engine_id, sessions, reason)
+        except StoreError as error:
+            log.warning("taking over the jobs of resumed conversations failed: %s", error)
+            return []
+
+    async def _continue(self, jobs: list[Job], resumed: list[Resumed]) -> None:
+        """Continue the jobs taken over, each in the session that resumed its conversation
+        (a new one if the resume failed); the sessions resumed without a job are told they
+        were restarted. Returns once each one's first prompt is queued: what the router types
+        into them afterwards (results, answers) comes after."""
+        assert self.jobs is not None and self.pool is not None
+        by_old = {conversation.old_id: conversation for conversation in resumed}
+        started: list[asyncio.Event] = []
+        for job in jobs:
+            conversation = by_old.pop(job.session_id or "", None)
+            _task, queued = self.jobs.continue_job(
+                job,
+                resumed=conversation.session.session_id if conversation else None,
+                note=conversation.note() if conversation else "",
+            )
+            started.append(queued)
+        for conversation in by_old.values():
+            tell_restarted(conversation)
+        if started:
+            waits = [asyncio.ensure_future(event.wait()) for event in started]
+            # a job whose conversation is gone starts a new session first: not waited for long
+            _done, pending = await asyncio.wait(waits, timeout=self.pool.ready_timeout)
+            for waiting in pending:
+                waiting.cancel()
 
     async def _create_session(self, payload: CreateSessionPayload) -> AgentSession:
         assert self.pool is not None

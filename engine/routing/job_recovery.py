@@ -19,11 +19,18 @@ Recovery runs before `end_engine`: an engine that dies half-way leaves the jobs 
 recovered running on the dead engine, so the next pass (any engine's reconcile) finds that
 engine again and recovers them; none stays failed without its retry.
 Both steps are then put on the job's timeline (``engine_died``, then ``retry`` or ``failed``).
+
+A job whose session was a Claude Code conversation the new engine resumes (engine.control.resume)
+is not recovered this way: `take_over_jobs` runs before reconcile and hands it to the new engine
+as it is, running, with its work open, and the job runner continues it in the resumed
+conversation (`JobRunner.continue_job`): the agent is told that semo restarted and goes on
+where it was; results and answers that were waiting for it are typed into it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from engine.routing.policy import Failure, decide
@@ -103,3 +110,54 @@ async def _entry(store: Store, job: Job, step: str, detail: str) -> None:
             detail=detail,
         )
     )
+
+
+def taking_over(me: str) -> str:
+    """The engine id a job taken over by engine `me` carries until its runner starts it: not
+    `me` (reconcile ends what a run with this engine's own id left), and no live engine's, so
+    if `me` dies before the runner writes `me`, any engine recovers it as a dead engine's."""
+    return f"{me}+resuming"
+
+
+async def take_over_jobs(
+    store: Store, office_id: str, me: str, sessions: Mapping[str, str], reason: Callable[[str], str]
+) -> list[Job]:
+    """Before reconcile: the running jobs of dead engines whose session was a Claude Code
+    conversation this engine resumes (`sessions`: the old session id -> the engine that ran
+    it) are taken over by engine `me` instead of being recovered: they stay running, their
+    open work (invocations, results) stays open, and the job runner continues each in its
+    resumed conversation (or a fresh session if the resume fails). Only under the crash policy
+    (one retry, `decide`) and unless an operator asked to cancel the job; those are left to
+    reconcile, as any other job of a dead engine. `reason(engine_id)` words why. The jobs'
+    engine becomes `taking_over(me)` (reconcile leaves them alone); the runner writes `me`.
+
+    The job is read and then written (`update_job`), not in one transaction: an engine on
+    another host recovering the same job between the two (its heartbeat ran out meanwhile) is
+    not excluded; the read right before keeps that window short.
+    """
+    taken: list[Job] = []
+    for job in await store.list_jobs(office_id, status="running"):
+        engine_id = sessions.get(job.session_id or "")
+        if engine_id is None or job.engine_id != engine_id or job.cancel_reason is not None:
+            continue
+        why = reason(engine_id)
+        if not decide(Failure(kind="crash", attempts=max(job.attempts, 1), detail=why)).retry:
+            continue
+        try:
+            row = await store.get_job(job.id)
+            if (row.status, row.engine_id, row.attempts) != ("running", engine_id, job.attempts):
+                continue
+            if row.cancel_reason is not None:
+                continue
+            row = await store.update_job(job.id, engine_id=taking_over(me))
+        except StoreError as error:
+            log.warning("job %s of dead engine %s: not taken over: %s", job.id, engine_id, error)
+            continue
+        log.info(
+            "job %s of dead engine %s: taken over to continue its conversation", job.id, engine_id
+        )
+        await _entry(store, row.model_copy(update={"status": "failed"}), "engine_died", why)
+        note = f"{why}; continued on engine {me}, in its Claude Code conversation resumed"
+        await _entry(store, row, "retry", note)
+        taken.append(row)
+    return taken

@@ -165,12 +165,32 @@ def build_prompt(
     return "\n".join(lines)
 
 
+def continuation_prompt(job: Job, note: str = "") -> str:
+    """What a resumed Claude Code conversation is told to go on with the job it was running
+    when its engine stopped (it has the task and its own work in its history already)."""
+    task = job.task.strip().splitlines()[0][:200] if job.task.strip() else ""
+    lines = [
+        f"[semo] semo was restarted (its engine stopped) and this conversation was resumed. "
+        f'You were working on job {job.id}: "{task}". Continue it where you left off; check '
+        "what is already done first. Anything that was waiting for you (a result, an answer) "
+        "is typed here after this.",
+        "When the whole task is done, and only then, finish with [SEMO:DONE] at the start of a "
+        "line, optionally followed by a one-line summary.",
+    ]
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
 def _retry_note(kind: FailureKind | str | None, attempt: int) -> str:
     why = {
         "timeout": "the previous attempt timed out",
         "crash": "the previous attempt's session ended unexpectedly; this is a new session",
         "engine": "the engine running the previous attempt stopped; this is a new session, and "
         "what the other agents were doing for it was cancelled",
+        "taken over": "the engine running the previous attempt stopped; this is a new session "
+        "(its conversation could not be resumed); what the other agents do for it goes on, and "
+        "their results are typed here",
     }.get(kind or "", "the previous attempt did not finish")
     return f"Retry (attempt {attempt}): {why}. Check what is already done before you continue."
 
@@ -366,6 +386,7 @@ class JobRunner:
         self._watches: dict[str, _Watch] = {}  # session id -> the attempt running in it
         self._running: set[str] = set()  # job ids being run by this runner
         self._job_sessions: dict[str, str] = {}  # session id -> the job it runs
+        self._continued: set[asyncio.Task[Job]] = set()  # jobs taken over (continue_job)
         self._entries: asyncio.Queue[JobEntry] | None = None
         self._writer: asyncio.Task[None] | None = None
         pool.manager.add_listener(self._on_session_event)
@@ -425,7 +446,51 @@ class JobRunner:
         finally:
             self._running.discard(job_id)
 
-    async def _run(self, job: Job) -> Job:
+    def continue_job(
+        self, job: Job, *, resumed: str | None, note: str = ""
+    ) -> tuple[asyncio.Task[Job], asyncio.Event]:
+        """Run `job`, taken over from a dead engine (`job_recovery.take_over_jobs`: still
+        running, now on this engine), to its end, in a task of this runner (ended by `stop`).
+
+        `resumed`: the pool session that resumed the job's Claude Code conversation, leased
+        first; it is told to continue (`continuation_prompt`, with `note`) instead of getting
+        the task again. When it is gone (the resume failed, it ended) a new session gets the
+        whole task with a retry note. The event is set once the attempt's first prompt is
+        queued (or the run ended without one): what else is typed into the session then
+        (results, answers) comes after it."""
+        queued = asyncio.Event()
+        self._running.add(job.id)
+
+        async def run() -> Job:
+            try:
+                return await self._run(
+                    job, resumed=resumed, note=note, queued=queued, taken_over=True
+                )
+            finally:
+                queued.set()
+                self._running.discard(job.id)
+
+        task = asyncio.create_task(run(), name=f"job {job.id} continued")
+        self._continued.add(task)
+        task.add_done_callback(self._continued.discard)
+        return task, queued
+
+    async def stop(self) -> None:
+        """End the jobs this runner continues itself (the dispatcher ends the others)."""
+        tasks = list(self._continued)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(
+        self,
+        job: Job,
+        *,
+        resumed: str | None = None,
+        note: str = "",
+        queued: asyncio.Event | None = None,
+        taken_over: bool = False,
+    ) -> Job:
         earlier = job.attempts  # > 0: retried after its engine died (job_recovery)
         job = await self.store.update_job(
             job.id,
@@ -447,14 +512,19 @@ class JobRunner:
             )
             return await self._fail(job, decision)
         lease: PooledSession | None = None
-        retry = _retry_note("engine", earlier + 1) if earlier else None
+        retry = (
+            _retry_note("taken over" if taken_over else "engine", earlier + 1) if earlier else None
+        )
         attempts = earlier
         try:
             while True:
                 if lease is None:
                     try:
                         lease = await self.pool.acquire(
-                            agent_id=agent.id, task_id=_task_id(job), wait=self.acquire_wait
+                            agent_id=agent.id,
+                            task_id=_task_id(job),
+                            wait=self.acquire_wait,
+                            prefer=resumed,
                         )
                     except (PoolError, WorktreeError, ValueError, LookupError) as error:
                         failure = Failure(
@@ -464,8 +534,18 @@ class JobRunner:
                 attempts += 1
                 job = await self._update(job, attempts=attempts, session_id=lease.session_id)
                 self._job_sessions[lease.session_id] = job.id
-                self._publish(job, "session", detail=f"{lease.role} session, attempt {attempts}")
-                outcome = await self._attempt(job, agent, lease.session, retry)
+                prompt = None
+                if resumed is not None and lease.session_id == resumed:
+                    prompt = continuation_prompt(job, note)
+                    what = "its resumed Claude Code conversation"
+                elif resumed is not None:
+                    what = "a new session: its resumed conversation is gone"
+                else:
+                    what = "session"
+                resumed = None  # later attempts: a new prompt, as for any job
+                self._publish(job, "session", detail=f"{lease.role} {what}, attempt {attempts}")
+                outcome = await self._attempt(job, agent, lease.session, retry, prompt, queued)
+                queued = None
                 if outcome.done:
                     await self._cancel_work(job, "the job is done")
                     return await self._done(job, outcome.detail)
@@ -500,9 +580,16 @@ class JobRunner:
                 self._release(lease)
 
     async def _attempt(
-        self, job: Job, agent: Agent, session: AgentSession, retry: str | None
+        self,
+        job: Job,
+        agent: Agent,
+        session: AgentSession,
+        retry: str | None,
+        prompt: str | None = None,
+        queued: asyncio.Event | None = None,
     ) -> _Outcome:
-        """Deliver the task to `session` and wait for the attempt's outcome."""
+        """Deliver the task (or `prompt`) to `session` and wait for the attempt's outcome;
+        `queued` is set once the prompt is in the session's queue."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.job_timeout
         watch = _Watch(
@@ -513,9 +600,14 @@ class JobRunner:
         self._watches[session.session_id] = watch
         try:
             try:
-                prompt = build_prompt(
-                    job, agent, retry=retry, reads_prompts=session.profile.reads_prompts
-                )
+                if prompt is None:
+                    prompt = build_prompt(
+                        job, agent, retry=retry, reads_prompts=session.profile.reads_prompts
+                    )
+                if queued is not None:
+                    # its waiters run once this task waits inside deliver: after the prompt
+                    # was queued (submit is synchronous)
+                    queued.set()
                 await session.deliver(prompt, timeout=self.job_timeout)
             except SessionEnded as error:
                 if watch.outcome.done():

@@ -121,6 +121,13 @@ class Router:
         #: the job a session runs (the JobRunner sets it): what that session causes, and what
         #: the agents it invokes cause, carries the job's id
         self.job_of_session: Callable[[str], str | None] = lambda _session_id: None
+        #: sessions of a dead engine whose Claude Code conversation this engine resumed: old
+        #: session id -> the session that resumed it (`resumed`); what was waiting for the old
+        #: one (an answer, a result) is typed into the new one
+        self._resumed: dict[str, str] = {}
+        #: pending results and running invocations found by `resume` (from before the start):
+        #: typed with a note that semo restarted
+        self._from_before: set[str] = set()
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -139,15 +146,25 @@ class Router:
                 await task
         self._tasks = []
 
+    def resumed(self, old_session_id: str, session_id: str) -> None:
+        """Session `session_id` resumed the Claude Code conversation of `old_session_id` (a
+        dead engine's): the answers to its questions and the results for the invocations it
+        made are typed into the new session."""
+        self._resumed[old_session_id] = session_id
+
     async def resume(self) -> None:
-        """After a restart: re-send invocations that never delivered, deliver pending results.
-        A row that cannot be handled is marked or skipped with the reason (`_pump`,
-        `_deliver_result`); only a store that cannot be reached makes this raise."""
+        """After a restart: re-send invocations that never delivered, deliver pending results
+        (both with a note that semo restarted). A row that cannot be handled is marked or
+        skipped with the reason (`_pump`, `_deliver_result`); only a store that cannot be
+        reached makes this raise."""
         open_ = await self.store.list_invocations(self.office_id, statuses=("pending", "running"))
         results = await self.store.list_results(
             self.office_id, invocation_ids=[i.id for i in open_]
         )
         answered = {r.invocation_id for r in results}
+        self._from_before.update(i.id for i in open_ if i.status == "running")
+        pending = await self.store.list_results(self.office_id, status="pending")
+        self._from_before.update(r.id for r in pending)
         queued = set(self._current.values()).union(*self._waiting.values())
         for invocation in open_:
             self._callers[invocation.id] = invocation.caller_agent_id
@@ -237,7 +254,9 @@ class Router:
     async def _deliver_answer(self, question: UserQuestion) -> None:
         if question.id in self._answers_sent or question.answer is None:
             return
-        session = self.manager.sessions.get(question.session_id or "")
+        asked_in = question.session_id or ""
+        resumed = self._resumed.get(asked_in)
+        session = self.manager.sessions.get(resumed or asked_in)
         if session is None or session.ended:
             raise RoutingError(
                 f"question {question.id} was answered, but its session {question.session_id} "
@@ -246,7 +265,10 @@ class Router:
         self._answers_sent.add(question.id)
         if session.profile.reads_prompts:
             options = f" (options were: {', '.join(question.options)})" if question.options else ""
-            prompt = f"[semo] Answer to your question {question.id}: {question.answer}{options}"
+            waited = " (it was waiting for you when semo restarted)" if resumed else ""
+            prompt = (
+                f"[semo] Answer to your question {question.id}{waited}: {question.answer}{options}"
+            )
         else:
             prompt = _answer_for_a_program(question)
         delivered = session.submit(prompt, kind="answer")
@@ -383,7 +405,14 @@ class Router:
         # running before the task is typed: the answer may come back at once
         await self.store.update_invocation(invocation_id, status="running")
         context = f" Context: {json.dumps(invocation.context)}" if invocation.context else ""
+        again = ""
+        if invocation_id in self._from_before:
+            again = (
+                "[semo] semo was restarted while this invocation was being worked on: check "
+                "what is already done before you continue it.\n"
+            )
         prompt = (
+            f"{again}"
             f"[semo] Invocation {invocation_id} from {caller.role}: {invocation.task}{context}\n"
             f"When it is finished, reply with a [DELIVER_RESULT:{caller.role}] block whose JSON "
             f'has "invocation_id": "{invocation_id}" and a "summary".'
@@ -546,6 +575,8 @@ class Router:
         self._results_sending.add(result.id)
         payload = result.payload if isinstance(result.payload, str) else json.dumps(result.payload)
         about = f" of invocation {invocation.id}" if invocation else ""
+        if result.id in self._from_before:
+            note += " (it was waiting for you when semo restarted)"
         prompt = f"[semo] Result{about} from {sender_name}{note}: {result.summary}\n{payload}"
         delivered = session.submit(prompt)
         task = asyncio.create_task(
@@ -649,6 +680,7 @@ class Router:
         async with self._sweep_lock:
             # only the questions of this engine's sessions: the others are not delivered here
             mine = list(self.manager.sessions)
+            mine += [old for old, new in self._resumed.items() if new in self.manager.sessions]
             # answered and not yet delivered (marked when the agent took it), page by page
             answered = await self.store.list_questions(
                 self.office_id, status="answered", session_ids=mine, undelivered=True
@@ -656,7 +688,8 @@ class Router:
             for question in answered:
                 if question.id in self._answers_sent:
                     continue
-                if question.session_id in self.manager.sessions:
+                asked_in = question.session_id or ""
+                if self._resumed.get(asked_in, asked_in) in self.manager.sessions:
                     await self._guarded(
                         f"delivering the answer to question {question.id}",
                         self._deliver_answer(question),
@@ -681,6 +714,7 @@ class Router:
     # -- helpers -------------------------------------------------------------------------------
 
     async def _session_for(self, agent: Agent, prefer: str | None = None) -> AgentSession:
+        prefer = self._resumed.get(prefer or "", prefer)
         for session_id in (prefer, self._sessions_by_agent.get(agent.id)):
             session = self.manager.sessions.get(session_id or "")
             if session is not None and not session.ended:

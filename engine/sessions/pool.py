@@ -340,7 +340,8 @@ class SessionPoolManager:
         self._started = True
         await self.manager.start()
         for role in self.warm_roles:
-            self._down.setdefault(role, "starting")
+            if not self._has_warm(role):  # an adopted warm session is not started again
+                self._down.setdefault(role, "starting")
         before = set(self._tasks)
         self._ensure_warm()
         await asyncio.gather(*(self._tasks - before), return_exceptions=True)
@@ -390,8 +391,13 @@ class SessionPoolManager:
         agent_id: str | None = None,
         task_id: str | None = None,
         wait: float = 0.0,
+        prefer: str | None = None,
     ) -> PooledSession:
         """A ready session of the role (or agent), leased to the caller until :meth:`release`.
+
+        `prefer`: a session id to lease first, if it is the pool's, of the agent, alive and not
+        leased, whatever its state (a resumed Claude Code conversation that is still starting
+        or busy: the caller's delivery waits for its prompt); else the usual choice.
 
         Raises UnknownRole, BreakerOpen, PoolExhausted (at once, or after `wait` seconds),
         SessionStartFailed (a new session did not reach its prompt) or PoolClosed.
@@ -402,6 +408,14 @@ class SessionPoolManager:
         agent = self._resolve(role, agent_id)
         if task_id is not None:
             validate_task_id(task_id)
+        preferred = self._entries.get(prefer or "")
+        if (
+            preferred is not None
+            and preferred.agent.id == agent.id
+            and not (preferred.leased or preferred.closing or preferred.session.ended)
+        ):
+            self._lease(preferred, task_id)
+            return preferred
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, wait)
         waiting = False
@@ -452,26 +466,37 @@ class SessionPoolManager:
         self._emit()
 
     def adopt(
-        self, session: AgentSession, agent: Agent, worktree: Worktree | None
+        self, session: AgentSession, agent: Agent, worktree: Worktree | None, *, warm: bool = False
     ) -> PooledSession:
         """A session started outside the pool (a Claude Code conversation an engine restart
-        resumed, engine.control.resume) becomes a cold session of it: listed, leased to tasks
-        of its agent (first to its worktree's task), reaped once idle, and `worktree` removed
-        then unless another session of the pool uses the folder."""
+        resumed, engine.control.resume) becomes a session of it: listed, leased to tasks of its
+        agent (first to its worktree's task). A cold one is reaped once idle, and `worktree`
+        removed then unless another session of the pool uses the folder. With `warm` (it runs in
+        its role's warm worktree), it is the role's warm session when the role is warm and has
+        none yet: the pool starts no other one for the role (adopt it before :meth:`start`)."""
         self._check_open()
         now = self.clock()
+        warm = warm and agent.role in self.warm_roles and not self._has_warm(agent.role)
+        if warm:
+            self._down.pop(agent.role, None)
         entry = PooledSession(
             session=session,
             agent=agent,
             role=agent.role,
-            warm=False,
+            warm=warm,
             created_at=now,
             folder=session.cwd,
             worktree=worktree,
             ready_since=now if session.state == AgentState.READY else None,
         )
         self._entries[session.session_id] = entry
-        log.info("pool: %s session %s adopted (%s)", agent.role, session.session_id, session.cwd)
+        log.info(
+            "pool: %s %s session %s adopted (%s)",
+            "warm" if warm else "cold",
+            agent.role,
+            session.session_id,
+            session.cwd,
+        )
         self._emit()
         return entry
 

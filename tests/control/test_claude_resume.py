@@ -3,10 +3,11 @@ scripted Messages API; a real `semo engine` process, then a second engine).
 
 The first engine's BE session gets a prompt with a marker word; the engine is SIGKILLed (its
 agent goes with it). The next engine of the office starts BE's conversation again with
-`claude --resume` in the same worktree and types a note that it was restarted: the request
-the scripted API gets for that note carries the earlier turn (the marker word and the first
-reply), and the note, which names the question the first turn asked ([ASK_USER]) and nobody
-could answer before the engine died.
+`claude --resume` in the same worktree, as the pool's warm BE session (no second BE is started
+there), and types a note that it was restarted: the request the scripted API gets for that note
+carries the earlier turn (the marker word and the first reply), and the note, which names the
+question the first turn asked ([ASK_USER]) and nobody could answer before the engine died. That
+question is asked again for the resumed session: its answer is typed into the conversation.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ async def test_a_claude_conversation_is_resumed_after_an_engine_sigkill(
 ) -> None:
     await asyncio.to_thread(make_repo, tmp_path)
     runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
-    replies = [FIRST_REPLY, "Back again."]
+    replies = [FIRST_REPLY, "Back again.", "Yellow it is."]
     with ScriptedMessagesAPI(replies=replies) as api:
         (tmp_path / "semo.toml").write_text(CONFIG.format(base_url=api.base_url))
         env = {
@@ -160,6 +161,22 @@ async def test_a_claude_conversation_is_resumed_after_an_engine_sigkill(
             assert MARKER in body and FIRST_REPLY.splitlines()[0] in body  # the earlier turn
             # what was waiting for it: the question it asked, cancelled with the dead engine
             assert f'"{ASKED}" got no answer before the restart' in body
+            # one BE session: the resumed one is the pool's warm BE session
+            assert [s.session_id for s in second.sessions() if not s.ended] == [session.session_id]
+            # the question is asked again for it; the answer reaches the conversation
+            [question] = await second.pending_questions()
+            assert (question.question, question.session_id) == (ASKED, session.session_id)
+            await second.answer(question.id, text="yellow")
+
+            def answered() -> bool:
+                return any("yellow" in r.last_user_text() for r in api.main_requests)
+
+            while not answered():
+                assert asyncio.get_running_loop().time() < deadline, "no answer typed"
+                await asyncio.sleep(0.2)
+            request = next(r for r in api.main_requests if "yellow" in r.last_user_text())
+            assert "Answer to your question" in request.last_user_text()
+            assert MARKER in request.body_text()
         finally:
             await second.stop("test over")
             shutil.rmtree(runtime, ignore_errors=True)

@@ -3,7 +3,9 @@ engine, bash agents): what it resumes and what it refuses.
 
 The ids come from the agents' own hook reports, so they are untrusted: an id that is not a
 Claude Code session id (a UUID) is never put on a command line (`--resume
---dangerously-skip-permissions` would be a flag), a record for an agent that is no longer
+--dangerously-skip-permissions` would be a flag), an id whose transcript is not a regular file
+in the session's own Claude projects folder (another worktree's conversation, a symlink planted
+there) is refused with a `resume_failed` step, a record for an agent that is no longer
 configured or whose folder is gone is dropped; every record read is removed from the file.
 """
 
@@ -23,12 +25,23 @@ from engine.config import parse_config
 from engine.control.paths import office_paths
 from engine.control.resume import conversations_path, save
 from engine.engine import Engine
+from engine.events import BaseEvent, RoutingStep
+from engine.protocol.transcript import project_slug
 from tests.control.office import CONFIG
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
 UUID = "0d9c1b7e-3f41-4b8e-9c55-2a1e6f0b7d31"
+OTHERS = "5b7d8f0e-1a2c-4e6b-8d9f-0a1b2c3d4e5f"  # a conversation of another worktree
+PLANTED = "7c2e4a6b-8d0f-4b1d-9e3f-5a7c9e1b3d5f"  # a symlink in the right folder
+
+
+def transcript(home: Path, folder: Path, claude_id: str) -> Path:
+    """Where Claude Code keeps conversation `claude_id` of a session started in `folder`."""
+    project = home / ".claude" / "projects" / project_slug(str(folder.resolve()))
+    project.mkdir(parents=True, exist_ok=True)
+    return project / f"{claude_id}.jsonl"
 
 
 async def test_records_are_checked_before_anything_is_resumed(
@@ -57,6 +70,12 @@ async def test_records_are_checked_before_anything_is_resumed(
     agents = {role: agent.id for role, agent in engine.agents.items()}
     await engine.stop("records written")
     engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: folder)
+    transcript(tmp_path, folder, UUID).write_text("{}\n")
+    elsewhere = tmp_path / "other-worktree"
+    elsewhere.mkdir()
+    transcript(tmp_path, elsewhere, OTHERS).write_text("{}\n")  # not B's folder's
+    (tmp_path / "planted.jsonl").write_text("{}\n")
+    transcript(tmp_path, folder, PLANTED).symlink_to(tmp_path / "planted.jsonl")
     save(
         record,
         {
@@ -66,10 +85,21 @@ async def test_records_are_checked_before_anything_is_resumed(
                          "folder": str(folder)},
             "no-folder": {"claude_session_id": UUID, "role": "B", "agent_id": agents["B"],
                           "folder": str(tmp_path / "deleted")},
+            "someone-elses": {"claude_session_id": OTHERS, "role": "A", "agent_id": agents["A"],
+                              "folder": str(folder)},
+            "planted": {"claude_session_id": PLANTED, "role": "A", "agent_id": agents["A"],
+                        "folder": str(folder)},
             "good": {"claude_session_id": UUID, "role": "B", "agent_id": agents["B"],
                      "folder": str(folder)},
         },
     )  # fmt: skip
+    steps: list[RoutingStep] = []
+
+    def listen(event: BaseEvent) -> None:
+        if isinstance(event, RoutingStep) and event.step == "resume_failed":
+            steps.append(event)
+
+    engine.bus.add_listener(listen)
     await engine.start()
     try:
         await eventually(lambda: json.loads(record.read_text()) == {}, 20)
@@ -79,6 +109,9 @@ async def test_records_are_checked_before_anything_is_resumed(
         assert all(
             "--dangerously-skip-permissions" not in s.terminal.argv for s in engine.sessions()
         )
+        # the two ids that name no transcript of A's own folder: refused, said so
+        assert sorted(step.session_id or "" for step in steps) == ["planted", "someone-elses"]
+        assert all("no transcript of conversation" in step.detail for step in steps)
     finally:
         await engine.stop("test over")
         shutil.rmtree(runtime, ignore_errors=True)
@@ -118,6 +151,7 @@ async def test_a_resumed_session_is_a_pool_session_reaped_with_its_worktree(
     record = conversations_path(office_paths("ctl", config.store_config()))
     entry = {"claude_session_id": UUID, "role": "B", "agent_id": agent_id}
     save(record, {"old": entry | {"folder": str(worktree.path)}})
+    transcript(tmp_path, worktree.path, UUID).write_text("{}\n")
 
     engine = Engine(config, control=True, agent_env=env)
     await engine.start()
