@@ -9,45 +9,26 @@ log goes to the state folder (`$XDG_STATE_HOME/semo/engine-<office>-<hash>.log`)
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.runtime import RuntimeDirError, runtime_dir
+from engine.runtime import private_dir as _private_dir
 from engine.store import StoreConfig
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-class ControlPathError(Exception):
+class ControlPathError(RuntimeDirError):
     """The runtime folder is not ours or not private."""
 
 
-def runtime_dir() -> Path:
-    """`$XDG_RUNTIME_DIR/semo` when XDG_RUNTIME_DIR is a folder, else `<tmp>/semo-<uid>`."""
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg):
-        return Path(xdg) / "semo"
-    return Path(tempfile.gettempdir()) / f"semo-{os.getuid()}"
-
-
 def private_dir(path: Path) -> Path:
-    """Create `path` 0700, or check that the existing one is a folder of ours and make it
-    private (ControlPathError otherwise: another user's folder is never used)."""
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700, parents=True)
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode):
-        raise ControlPathError(f"{path} exists and is not a folder")
-    if info.st_uid != os.getuid():
-        raise ControlPathError(f"{path} belongs to uid {info.st_uid}, not to us")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(path, 0o700)
-    return path
+    """`engine.runtime.private_dir`, failing with ControlPathError."""
+    return _private_dir(path, ControlPathError)
 
 
 def store_identity(store: StoreConfig) -> str:

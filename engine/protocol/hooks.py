@@ -45,7 +45,6 @@ import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,6 +61,7 @@ from engine.fsutil import read_text_in, write_text_in
 from engine.gitsafe import git_argv, git_environment
 from engine.logs import add_secret, discard_secret
 from engine.protocol.transcript import TranscriptRefused, TranscriptScope, read_turn_text
+from engine.runtime import pid_alive, private_dir, runtime_dir
 
 __all__ = [
     "ENV_SOCKET",
@@ -402,24 +402,12 @@ class HookServerError(Exception):
 
 def default_runtime_dir() -> Path:
     """``$XDG_RUNTIME_DIR/semo`` when that is a directory, else ``<tmp>/semo-<uid>``."""
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg):
-        return Path(xdg) / "semo"
-    return Path(tempfile.gettempdir()) / f"semo-{os.getuid()}"
+    return runtime_dir()
 
 
 def _private_dir(path: Path) -> Path:
     """Create ``path`` (mode 0700) or check that the existing one is ours and private."""
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700, parents=True)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise HookServerError(f"{path} exists and is not a directory")
-    if st.st_uid != os.getuid():
-        raise HookServerError(f"{path} belongs to uid {st.st_uid}, not to us")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, 0o700)
-    return path
+    return private_dir(path, HookServerError)
 
 
 def _token_key(token: str) -> bytes:
@@ -924,7 +912,7 @@ def _clear_if_stale(path: Path, lock_path: Path) -> None:
         fd = os.open(lock_path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         pid = _pid_in_name(path.name)
-        if pid is not None and not _pid_alive(pid) and stat.S_ISSOCK(os.lstat(path).st_mode):
+        if pid is not None and not pid_alive(pid) and stat.S_ISSOCK(os.lstat(path).st_mode):
             log.info("removing stale hook socket %s (engine pid %d is gone)", path, pid)
             os.unlink(path)
         return
@@ -947,16 +935,6 @@ def _clear_if_stale(path: Path, lock_path: Path) -> None:
 def _pid_in_name(name: str) -> int | None:
     match = re.fullmatch(r"hooks-(\d+)\.sock", name)
     return int(match.group(1)) if match else None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _peer(writer: asyncio.StreamWriter) -> Peer:
