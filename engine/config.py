@@ -184,6 +184,19 @@ class EngineConfig(_Section):
     shutdown_grace: float = Field(default=10.0, ge=0, le=3600)
     #: Seconds a busy agent may print nothing before it is reported `stale` (never "done").
     stale_after: float = Field(default=DEFAULT_STALE_AFTER, gt=0, le=86_400)
+    #: Jobs (run_job commands) this engine runs at once: a budget of their own, beside the
+    #: other commands' (engine/routing/dispatcher.py).
+    max_jobs: int = 8
+
+    @field_validator("max_jobs", mode="before")
+    @classmethod
+    def _max_jobs(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 256:
+            raise ValueError(
+                f"must be a whole number from 1 to 256 (the jobs this engine runs at once), "
+                f"not {value!r}"
+            )
+        return value
 
     @field_validator("id")
     @classmethod
@@ -687,6 +700,9 @@ shutdown_grace = 10.0
 # console and the logs, never taken as "done"). [[agents]] stale_after overrides it.
 # Default: 30.0.
 stale_after = 30.0
+# Jobs (run_job commands) this engine runs at once, 1-256: a budget of their own, so jobs
+# waiting for a session never hold the slots of the commands that free one. Default: 8.
+max_jobs = 8
 
 [pool]
 # At most this many agent sessions run at once in this office (1-64). Default: 6.
