@@ -194,9 +194,11 @@ class Engine:
         )
         resumed: list[Resumed] = []
         if self.conversations is not None:
+            # recording first: a resumed conversation is recorded again as soon as its hooks
+            # report, so an engine that dies now leaves it for the next one
+            self.conversations.start()
             jobs = {job.session_id or "": job.id for job in continued}
             resumed = await resume_conversations(self, self.conversations, jobs)
-            self.conversations.start()
         await self.pool.start()
         self._changes = ChangeFeed(self.store, office_id)
         self._changes.start()

@@ -35,7 +35,10 @@ def _engine(office: Office, log: Path) -> subprocess.Popen[bytes]:
 
 
 def _ready(office: Office) -> list[dict[str, object]]:
-    rows = [r for r in office.sessions() if r["status"] == "ready"]
+    listed = office.semo("sessions", "--office", "ctl", "--json", check=False)
+    if listed.returncode != 0:  # the engine has not written the office yet
+        return []
+    rows = [r for r in json.loads(listed.stdout) if r["status"] == "ready"]
     return rows if sorted(str(r["role"]) for r in rows) == ["A", "B"] else []
 
 
