@@ -43,7 +43,9 @@ cancel) and when the job ends, its open invocations and results are cancelled wi
 (`Router.cancel_job_work`: the agents working on them are interrupted and told), so nothing
 goes on outside a job. A job whose engine died is retried once by a live engine
 (`engine.routing.job_recovery`); the runner then continues its attempt count and tells the
-agent that the earlier attempt's engine stopped.
+agent that the earlier attempt's engine stopped. A job whose Claude Code conversation the new
+engine resumed is continued by `continue_job` instead: in that conversation, told to go on
+(`continuation_prompt`), its work left open.
 
 **Cancelling.** `Store.request_job_cancel` (``semo job cancel``, the API) records
 ``cancel_reason`` on a running job; the runner reads its running job's row every

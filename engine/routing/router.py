@@ -13,11 +13,14 @@ Every protocol message a session's observer finds is handled in order by one wor
 - ``DELIVER_RESULT:ROLE`` (or ``[SEMO:DONE]`` from a session working on an invocation): an
   ``agent_results`` row, then typed into the recipient's session when it is ready; the row is
   marked delivered only when the agent confirmed the prompt. Pending results are delivered again
-  after an engine restart (to a new session of the recipient), so none is lost and none is
-  delivered twice. A result that names an invocation is checked against the store first: the
-  invocation must exist in this office, have been sent to the sender (only the invoked agent
-  delivers its result), come from the recipient, be running and have no result yet. A result
-  that fails a check, one to oneself, and an oversize one are refused and never stored.
+  after an engine restart (to the session that resumed the caller's Claude Code conversation,
+  `resumed`, else a new session of the recipient, with a note that semo restarted), so none is
+  lost and none is delivered twice. Answers to a resumed conversation's questions, and
+  invocations it was working on, go to it the same way. A result that names an invocation is
+  checked against the store first: the invocation must exist in this office, have been sent to
+  the sender (only the invoked agent delivers its result), come from the recipient, be running
+  and have no result yet. A result that fails a check, one to oneself, and an oversize one are
+  refused and never stored.
 - A malformed message: the sending agent is told what was wrong, as its next prompt.
 
 Agents are untrusted (docs/SECURITY.md): a refusal is an event on the bus (`RoutingStep`
