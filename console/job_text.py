@@ -13,12 +13,13 @@ TASK_CHARS = 24
 
 
 def age(since: datetime, now: datetime | None = None) -> str:
-    """`42s`, `5m`, `3h`, `2d`: how long ago."""
+    """`<1m`, `5m`, `3h`, `2d`: how long ago, as coarse as the session list's ages (a view
+    with nothing happening changes at most once a minute per job)."""
     seconds = max(0, int(((now or datetime.now(UTC)) - since).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    return "<1m"
 
 
 def job_label(job_id: str) -> str:

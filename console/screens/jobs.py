@@ -1,10 +1,13 @@
 """The jobs view (F5, or the prefix then j): the office's jobs (state, role, the task's first
 line, age) and the selected job's timeline (engine.store.job_ops). It reloads on the engine's
-job events. Keys: c create a job (role and task), x cancel the selected one (asks first),
-Escape back to the sessions."""
+job events, changing only the cells that changed (the cursor stays), and the ages tick: once a
+second the age cells whose text changed (the session list's granularity: <1m, 5m, 3h, 2d) are
+repainted, nothing else. Keys: c create a job (role and task), x cancel the selected one (asks
+first), Escape back to the sessions."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
 
 from textual import on, work
@@ -12,13 +15,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from console.confirm import Confirm
 from console.job_text import job_row, timeline_lines
 from console.text import content, rich_text
+from console.widgets.cells import set_cell
+from console.widgets.key_bar import KeyBar
 from engine.events import Event, JobEvent
 from engine.plain_text import plain
+from engine.store.job_ops import JobView
+
+COLUMNS = ("state", "role", "task", "age")
+AGE_WIDTH = 4
 
 
 class CreateJob(ModalScreen[tuple[str, str] | None]):
@@ -85,6 +94,10 @@ class JobsScreen(Screen[None]):
         self.then = then
         self.selected: str | None = None
         self.timeline_text = ""
+        self.jobs: list[JobView] = []
+        self._rows: dict[str, tuple[str, ...]] = {}  # what each row shows now
+        self.rebuilds = 0
+        """How often the list was built from scratch (jobs came or went)."""
 
     def compose(self) -> ComposeResult:
         yield Header(icon="*")
@@ -92,14 +105,16 @@ class JobsScreen(Screen[None]):
             yield DataTable(id="job-list", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="job-timeline-box"):
                 yield Static(id="job-timeline", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.title = "semo · jobs"
         table = self.query_one("#job-list", DataTable)
-        table.add_columns("state", "role", "task", "age")
+        for column in COLUMNS:
+            table.add_column(column, key=column, width=AGE_WIDTH if column == "age" else None)
         self.listen()
         self.reload()
+        self.set_interval(1.0, self.tick_ages)
         table.focus()
 
     @work(group="jobs-bus")
@@ -123,19 +138,45 @@ class JobsScreen(Screen[None]):
             self._error("the jobs could not be read", error)
             return
         jobs.reverse()  # the newest first
-        table = self.query_one("#job-list", DataTable)
-        table.clear()
-        for job in jobs:
-            table.add_row(*(rich_text(cell, one_line=True) for cell in job_row(job)), key=job.id)
-        ids = [job.id for job in jobs]
-        if self.selected not in ids:
-            self.selected = ids[0] if ids else None
-        if self.selected is not None:
-            table.move_cursor(row=ids.index(self.selected))
+        self.show_jobs(jobs)
         await self.show_timeline()
         if self.then is not None:
             action, self.then = self.then, None
             getattr(self, f"action_{action}")()
+
+    def show_jobs(self, jobs: list[JobView], now: datetime | None = None) -> None:
+        """The list: rebuilt when jobs came or went, else only the changed cells."""
+        table = self.query_one("#job-list", DataTable)
+        ids = [job.id for job in jobs]
+        rows = {job.id: job_row(job, now) for job in jobs}
+        if ids != [job.id for job in self.jobs]:
+            self.rebuilds += 1
+            table.clear()
+            for job in jobs:
+                table.add_row(
+                    *(rich_text(cell, one_line=True) for cell in rows[job.id]), key=job.id
+                )
+        else:
+            for job_id, row in rows.items():
+                self._set_cells(job_id, row)
+        self.jobs, self._rows = jobs, rows
+        if self.selected not in ids:
+            self.selected = ids[0] if ids else None
+        if self.selected is not None and table.cursor_row != ids.index(self.selected):
+            table.move_cursor(row=ids.index(self.selected))
+
+    def _set_cells(self, job_id: str, row: tuple[str, ...]) -> None:
+        table = self.query_one("#job-list", DataTable)
+        old = self._rows.get(job_id, ())
+        for index, (column, cell) in enumerate(zip(COLUMNS, row, strict=True)):
+            if index >= len(old) or old[index] != cell:
+                set_cell(table, job_id, column, rich_text(cell, one_line=True))
+        self._rows[job_id] = row
+
+    def tick_ages(self, now: datetime | None = None) -> None:
+        """The age cells whose text changed since they were drawn, and only them."""
+        for job in self.jobs:
+            self._set_cells(job.id, job_row(job, now))
 
     async def show_timeline(self) -> None:
         box = self.query_one("#job-timeline", Static)

@@ -22,30 +22,31 @@ import inspect
 import logging
 from collections import deque
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Header, Input
 
 from console.confirm import Confirm
 from console.focus import focus_now
 from console.widgets.badges import state_word
 from console.widgets.commands_panel import CommandRow, CommandsPanel
+from console.widgets.key_bar import KeyBar
 from console.widgets.questions_panel import QuestionsPanel
 from console.widgets.session_list import SessionList, SessionRow
 from console.widgets.terminal_pane import TerminalPane
-from engine.demo.office import DEMO_TASK
-from engine.engine import Engine
-from engine.events import Event, JobEvent, RoutingStep, SessionStatusChanged
 from engine.heap import freeze_startup_heap
 from engine.plain_text import plain
-from engine.sessions.agent_session import AgentSession
-from engine.store.models import Job
+
+if TYPE_CHECKING:  # an attached console imports none of these before its first frame
+    from engine.engine import Engine
+    from engine.events import Event, RoutingStep
+    from engine.sessions.agent_session import AgentSession
 
 log = logging.getLogger("semo.console")
 
@@ -143,7 +144,7 @@ class MainScreen(Screen[None]):
             placeholder="prompt for the selected session; Enter sends, Escape closes",
             id="prompt-input",
         )
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         # outside a pane the prefix works too (in a pane, the pane sees it first)
@@ -188,8 +189,8 @@ class MainScreen(Screen[None]):
                 return
         self.query_one("#panes").loading = False
         self.sync_panes()
-        self.set_interval(REFRESH_SECONDS, self.refresh_panels)
-        self.set_interval(STORE_REFRESH_SECONDS, self.refresh_from_store)
+        self.set_interval(REFRESH_SECONDS, self._tick_panels)
+        self.set_interval(STORE_REFRESH_SECONDS, self._tick_store)
         self.listen_to_bus()
         self.refresh_panels()
         self.refresh_from_store()
@@ -200,6 +201,9 @@ class MainScreen(Screen[None]):
 
     @work(group="demo")
     async def run_demo_job(self) -> None:
+        from engine.demo.office import DEMO_TASK
+        from engine.store.models import Job
+
         engine = self.engine
         fe = engine.agents.get("FE")
         if fe is None or engine.jobs is None:
@@ -217,6 +221,8 @@ class MainScreen(Screen[None]):
                 self.on_engine_event(event)
 
     def on_engine_event(self, event: Event) -> None:
+        from engine.events import JobEvent, RoutingStep, SessionStatusChanged  # loaded by now
+
         if isinstance(event, SessionStatusChanged):
             if event.status == "terminated" or event.session_id not in self.panes:
                 self.sync_panes()
@@ -436,6 +442,26 @@ class MainScreen(Screen[None]):
 
     # -- panels ---------------------------------------------------------------------------------
 
+    def _covered(self) -> bool:
+        """Another full screen (the jobs view) hides this one. Its panels wait then: Textual
+        repaints the whole top screen for any change on the screen below it."""
+        top = self.app.screen
+        return top is not self and not isinstance(top, ModalScreen)
+
+    def _tick_panels(self) -> None:
+        if not self._covered():
+            self.refresh_panels()
+
+    def _tick_store(self) -> None:
+        if not self._covered():
+            self.refresh_from_store()
+
+    def on_screen_resume(self) -> None:
+        if self.started:
+            self._apply_layout()
+            self.refresh_panels()
+            self.refresh_from_store()
+
     def refresh_panels(self) -> None:
         pool = self.engine.pool
         status = pool.status() if pool else None
@@ -578,6 +604,10 @@ class MainScreen(Screen[None]):
 
         if self.zoomed:
             self.action_zoom()
+        for pane in self.panes.values():  # covered: no frames for them until it closes
+            shown = getattr(pane.source, "set_visible", None)
+            if shown is not None:
+                shown(False)
         self.app.push_screen(JobsScreen(self.engine, then))
 
     def action_questions(self) -> None:

@@ -11,7 +11,7 @@ answer line (Enter sends it, Escape closes it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -25,10 +25,16 @@ from textual.widgets.option_list import Option
 
 from console.focus import focus_now
 from engine.plain_text import plain
-from engine.store.models import UserQuestion
+
+if TYPE_CHECKING:
+    from engine.store.models import UserQuestion
 
 
 class QuestionsPanel(Vertical, can_focus=False):
+    KEY_HINTS: ClassVar[list[tuple[str, str, float]]] = [
+        ("1-9", "answer", 0.5),
+        ("Enter", "type answer", 2.5),
+    ]
     BORDER_TITLE = "Questions"
     BINDINGS: ClassVar[list[BindingType]] = [
         *(Binding(str(n), f"pick({n})", show=False) for n in range(1, 10)),

@@ -12,12 +12,14 @@ session.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
 from console.widgets.badges import STATE_STYLES, clip, duration, state_word
+from console.widgets.cells import set_cell
 
 ROLE = 8
 NAME = 3
@@ -89,11 +91,14 @@ def _header(columns: tuple[str, ...], width: int) -> str:
 
 class SessionList(DataTable[Text]):
     BORDER_TITLE = "Sessions"
+    KEY_HINTS: ClassVar[list[tuple[str, str, float]]] = [("Enter", "type in pane", 2.5)]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", cell_padding=0, zebra_stripes=False)
         self.rows_shown: list[SessionRow] = []
+        self._cells: dict[str, Text] = {}  # what each row shows now
         self._columns: tuple[str, ...] = ()
+        self._subtitle = ""
         self._width = 0
         self._built = False
         self.rebuilds = 0
@@ -119,15 +124,19 @@ class SessionList(DataTable[Text]):
             self._rebuild(self.rows_shown)
 
     def show(self, rows: list[SessionRow], subtitle: str = "") -> None:
-        self.border_subtitle = subtitle
+        if subtitle != self._subtitle:  # setting a border title repaints the whole widget
+            self._subtitle = subtitle
+            self.border_subtitle = subtitle
         ids = [r.session_id for r in rows]
         if not self._built or ids != [r.session_id for r in self.rows_shown]:
             self._rebuild(rows)
             return
-        for old, new in zip(self.rows_shown, rows, strict=True):
-            if old != new:
-                self.update_cell(new.session_id, "row", _cells(new, self._columns, self._width))
         self.rows_shown = rows
+        for row in rows:
+            cells = _cells(row, self._columns, self._width)
+            if cells != self._cells.get(row.session_id):
+                self._cells[row.session_id] = cells
+                set_cell(self, row.session_id, "row", cells)  # that row repainted, no other
 
     def _rebuild(self, rows: list[SessionRow]) -> None:
         if not self._width:
@@ -139,8 +148,9 @@ class SessionList(DataTable[Text]):
         self.clear(columns=True)
         self._columns = _columns(self._width)
         self.add_column(_header(self._columns, self._width), width=self._width, key="row")
+        self._cells = {row.session_id: _cells(row, self._columns, self._width) for row in rows}
         for row in rows:
-            self.add_row(_cells(row, self._columns, self._width), key=row.session_id)
+            self.add_row(self._cells[row.session_id], key=row.session_id)
         self.rows_shown = rows
         ids = [r.session_id for r in rows]
         if keep in ids:

@@ -309,6 +309,8 @@ class TerminalPane(Widget, can_focus=True):
         self._update_subtitle()
 
     def _update_subtitle(self) -> None:
+        if self.is_attached and self.screen.focused is self:
+            self.screen.refresh_bindings()  # the footer says what the next key does
         if self.armed:
             self.border_subtitle = f"{self.prefix_display} then: {self.PREFIX_HINT}"
         elif self.scrolling:

@@ -7,6 +7,7 @@ Textual's Pilot at the keyboard).
 - The palette's "Create job" opens the same form; "Cancel job" asks first: No leaves the job
   running; x in the view and Yes cancel it: the job fails with the console's reason.
 - The prefix then j opens the view too.
+- Ages tick: the age cells follow the clock in place (no rebuild, the cursor kept).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import shutil
 import tempfile
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,31 @@ async def run_palette(app: SemoApp, pilot: object, name: str) -> None:
     await pilot.press(*name)  # type: ignore[attr-defined]
     await asyncio.sleep(0.5)  # the palette's search runs in a worker
     await pilot.press("enter")  # type: ignore[attr-defined]
+
+
+async def test_ages_tick_in_place(tmp_path: Path, runtime_dir: Path) -> None:
+    """The age cells follow the clock without a job event, without rebuilding the list, and
+    the cursor stays on the job the operator picked."""
+    engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS)
+    app = SemoApp(engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
+        for task in ("first", "second"):
+            await engine.create_job("BE", task)
+        await job_in(engine, "running")
+        await pilot.press("f5")
+        await wait_for(lambda: isinstance(app.screen, JobsScreen), "the jobs view")
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        await wait_for(lambda: len(rows(jobs)) == 2, "both jobs listed")
+        await pilot.press("down")
+        await wait_for(lambda: jobs.selected == jobs.jobs[1].id, "the older job selected")
+        assert [row[3] for row in rows(jobs)] == ["<1m", "<1m"]
+        rebuilds = jobs.rebuilds
+        later = jobs.jobs[0].created_at + timedelta(minutes=5, seconds=30)
+        jobs.tick_ages(later)
+        assert [row[3] for row in rows(jobs)] == ["5m", "5m"]
+        assert [row[1:3] for row in rows(jobs)] == [["BE", "second"], ["BE", "first"]]
+        assert jobs.rebuilds == rebuilds
+        assert jobs.query_one("#job-list", DataTable).cursor_row == 1
+        assert jobs.selected == jobs.jobs[1].id

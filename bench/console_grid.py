@@ -1,0 +1,159 @@
+"""The console at 20 sessions on real processes: echo with the flooding pane on screen, bytes
+written per keystroke, and the idle console (issue 15's budgets).
+
+    python bench/console_grid.py [--only echo|bytes|idle] [--keys 200] [--idle-seconds 20]
+                                 [--size 160x48]
+
+A real `semo engine` runs 20 bash agents (S01..S20, bench/console_processes.py's Office); a
+real `semo console` runs in a pseudo-terminal this script reads and types into.
+
+1. echo: F2 twice (the 4-pane grid: S01..S04 on screen), Enter opens S01's pane; a letter typed
+   until the console writes it back, with the other panes idle, then while S02 (visible beside
+   S01) floods (`seq` in a loop). Baseline in the same run: the same keys in the one-large-pane
+   layout (the flooding pane hidden), as bench/console_processes.py measures it.
+2. bytes: the bytes the console writes to its terminal per echoed keystroke (a letter, then
+   its backspace: two echoes), in the one-pane layout and in the grid, all sessions idle.
+3. idle: the console attached to 20 idle sessions, nothing typed: bytes per second written to
+   its terminal and its CPU, over --idle-seconds; also with the jobs view (F5) open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.console_processes import LETTERS, ConsoleProcess, Office, summary
+
+F2 = b"\x1bOQ"
+F5 = b"\x1b[15~"
+SESSIONS = 20
+
+
+def started_console(office: Office, size: tuple[int, int]) -> ConsoleProcess:
+    console = ConsoleProcess(office, cols=size[0], rows=size[1])
+    console.wait_for([b"S01", b"S02"], timeout=90)
+    time.sleep(2.0)  # every session listed, the panels settled
+    return console
+
+
+def enter_pane(console: ConsoleProcess, grid: bool) -> None:
+    if grid:
+        console.write(F2)
+        time.sleep(0.3)
+        console.write(F2)  # 1 -> 2 -> 4 panes
+        time.sleep(0.5)
+    console.write(b"\r")  # Enter opens the selected (first) session's pane
+    time.sleep(1.0)
+
+
+def keystrokes(console: ConsoleProcess, count: int) -> tuple[list[float], list[int]]:
+    """ms from each letter to its echo, and the bytes written from the letter until its
+    backspace's echo settled (the two echoes)."""
+    latencies, sizes = [], []
+    for index in range(count):
+        letter = LETTERS[index % len(LETTERS) : index % len(LETTERS) + 1]
+        since = console.mark()
+        started = time.perf_counter()
+        console.write(letter)
+        arrived = console.wait_for([letter], since=since, timeout=10)
+        latencies.append((arrived - started) * 1000)
+        console.write(b"\x7f")
+        time.sleep(0.05)
+        sizes.append(console.bytes_between(started, time.perf_counter()))
+    return latencies, sizes
+
+
+def office_with_console(size: tuple[int, int]) -> tuple[Office, ConsoleProcess]:
+    office = Office(SESSIONS)
+    office.start()
+    asyncio.run(office.type_into({office.roles[0]: "clear"}))
+    return office, started_console(office, size)
+
+
+def bench_echo(args: argparse.Namespace) -> None:
+    for grid in (False, True):
+        for flood in (False, True):
+            office, console = office_with_console(args.size)
+            try:
+                enter_pane(console, grid)
+                if flood:
+                    asyncio.run(
+                        office.type_into({office.roles[1]: "while :; do seq 1 100000; done"})
+                    )
+                    time.sleep(1.0)
+                began = time.perf_counter()
+                latencies, _ = keystrokes(console, args.keys)
+                ended = time.perf_counter()
+                layout = "4-pane grid, S02 on screen" if grid else "list + one pane, S02 hidden"
+                what = "S02 flooding" if flood else "idle"
+                print(f"echo, {SESSIONS} sessions, {layout}, {what}:")
+                print(f"  {summary(latencies)}")
+                rate = console.bytes_between(began, ended) / (ended - began)
+                print(f"  the console wrote {rate / 1000:.1f} kB/s to its terminal meanwhile")
+            finally:
+                console.close()
+                office.stop()
+
+
+def bench_bytes(args: argparse.Namespace) -> None:
+    for grid in (False, True):
+        office, console = office_with_console(args.size)
+        try:
+            enter_pane(console, grid)
+            _, sizes = keystrokes(console, min(args.keys, 60))
+            layout = "4-pane grid" if grid else "list + one pane"
+            print(
+                f"bytes written per keystroke (letter + backspace), {SESSIONS} idle sessions, "
+                f"{layout}, {args.size[0]}x{args.size[1]}: median {statistics.median(sizes):.0f} B,"
+                f" max {max(sizes)} B"
+            )
+        finally:
+            console.close()
+            office.stop()
+
+
+def bench_idle(args: argparse.Namespace) -> None:
+    office, console = office_with_console(args.size)
+    try:
+        for what in ("main screen", "jobs view (F5)"):
+            if what.startswith("jobs"):
+                console.write(F5)
+                time.sleep(3.0)
+            cpu, start = console.cpu_seconds(), time.perf_counter()
+            time.sleep(args.idle_seconds)
+            end = time.perf_counter()
+            cpu = (console.cpu_seconds() - cpu) / (end - start) * 100
+            written = console.bytes_between(start, end) / (end - start)
+            print(f"idle console, {SESSIONS} idle sessions, {what}, {args.idle_seconds:g} s:")
+            print(f"  writes {written:7.0f} B/s to its terminal; CPU {cpu:4.1f} %")
+    finally:
+        console.close()
+        office.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("echo", "bytes", "idle"))
+    parser.add_argument("--keys", type=int, default=200)
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--size", default="160x48")
+    args = parser.parse_args()
+    cols, rows = args.size.split("x")
+    args.size = (int(cols), int(rows))
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    for name, bench in (("bytes", bench_bytes), ("idle", bench_idle), ("echo", bench_echo)):
+        if args.only in (None, name):
+            bench(args)
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The footer (console/widgets/key_bar.py) says what the keys do where the focus is, detach
+included, whatever the width: at 80x24 the most important keys stay and no word is cut; at 200
+columns every key of the focus is there. Real engine, scripted agents, Textual's Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.app import SemoApp
+from console.screens.jobs import JobsScreen
+from console.widgets.key_bar import KeyBar, fit
+from console.widgets.terminal_pane import TerminalPane
+from tests.console.test_console_keys import PREFIX, ready, started_app, wait_for
+
+
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="semo-bar-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def bar(app: SemoApp) -> str:
+    return app.screen.query_one(KeyBar).text.plain
+
+
+async def shows(app: SemoApp, *words: str) -> str:
+    await wait_for(lambda: all(w in bar(app) for w in words), f"the footer showing {words}")
+    return bar(app)
+
+
+async def test_the_footer_follows_the_focus_at_80x24(tmp_path: Path, runtime_dir: Path) -> None:
+    app = started_app(tmp_path, runtime_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await ready(app)
+        width = screen.query_one(KeyBar).size.width
+        seen = []
+
+        seen.append(await shows(app, "^q Detach", "F1 Keys", "Enter type in pane", "^p Palette"))
+        await pilot.press("f4")
+        seen.append(await shows(app, "^q Detach", "1-9 answer"))
+        await pilot.press("f6")
+        seen.append(await shows(app, "Enter send", "Esc close"))
+        await pilot.press("escape", "enter")  # into the selected session's pane
+        assert isinstance(app.focused, TerminalPane)
+        text = await shows(app, "ctrl+] then d detach", "? keys", "z zoom")
+        assert "F2" not in text and "^q" not in text  # those keys are the agent's here
+        seen.append(text)
+        await pilot.press(PREFIX)
+        seen.append(await shows(app, "next key: d detach"))
+        await pilot.press("left_square_bracket")
+        seen.append(await shows(app, "scrollback:", "q live view"))
+        await pilot.press("q", PREFIX, "o", "f5")
+        await wait_for(lambda: isinstance(app.screen, JobsScreen), "the jobs view")
+        seen.append(await shows(app, "^q Detach", "esc Back", "c Create job"))
+        for text in seen:
+            assert len(text) <= width, text
+
+
+async def test_a_wide_footer_shows_every_key(tmp_path: Path, runtime_dir: Path) -> None:
+    app = started_app(tmp_path, runtime_dir)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await ready(app)
+        keys = ("F1 Keys", "F2 Layout", "F3 Zoom", "F4 Questions", "F5 Jobs", "F6 Prompt")
+        await shows(app, *keys, "F8 Cancel", "^q Detach", "^p Palette")
+        await pilot.press("enter")
+        await shows(app, "n/p next/prev", "q questions", ": palette", "[ scroll", "o out", "j jobs")
+        await asyncio.sleep(0.6)  # nothing changes: the bar is not rewritten
+        before = app.screen.query_one(KeyBar).text
+        await asyncio.sleep(0.6)
+        assert app.screen.query_one(KeyBar).text is before
+
+
+def test_fit_keeps_the_important_keys_in_their_order() -> None:
+    from console.widgets.key_bar import Hint
+
+    hints = [Hint("F1", "Keys", 1), Hint("F3", "Zoom", 8), Hint("^q", "Detach", 0)]
+    assert fit(hints, 80).plain == "F1 Keys F3 Zoom ^q Detach"
+    assert fit(hints, 17).plain == "F1 Keys ^q Detach"  # zoom left out, not cut
+    assert fit(hints, 12).plain == "^q Detach"
