@@ -28,7 +28,7 @@ from engine.routing.router import Router
 from engine.sessions.manager import LaunchOptions, SessionManager
 from engine.sessions.pool import SessionPoolManager
 from engine.sessions.profiles import profile_named
-from engine.store.models import Agent, AgentResult, Office
+from engine.store.models import Agent, AgentResult, Office, UserQuestion
 from engine.store.operations import answer_question
 from engine.store.sqlite import SqliteStore
 from tests.support.waiting import eventually, eventually_value
@@ -280,6 +280,8 @@ async def test_restart_between_invoke_and_deliver_loses_nothing(
     fe = office.prompts("FE")
     assert sum("done after restart" in p for p in fe) == 1
     assert len(office.prompts("BE")) == 2  # the task was sent again to the new BE session
+    restarted = "semo was restarted while this invocation was being worked on"
+    assert restarted not in office.prompts("BE")[0] and restarted in office.prompts("BE")[1]
     await office.store.close()
 
 
@@ -305,5 +307,43 @@ async def test_a_pending_result_is_delivered_once_after_a_restart(
         assert (await office.store.list_results(office.office.id))[0].status == "delivered"
     assert len(office.prompts("FE")) == 1
     assert "left over" in office.prompts("FE")[0]
+    assert "it was waiting for you when semo restarted" in office.prompts("FE")[0]
     assert result.status == "pending"
+    await office.store.close()
+
+
+async def test_an_answer_for_a_resumed_conversation_is_typed_into_it(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    """A question asked by a dead engine's session, answered but not delivered: the session
+    that resumed its conversation (`Router.resumed`) gets the answer, once, with a note."""
+    office = await make_office(tmp_path, {})
+    question = await office.store.create_question(
+        UserQuestion(
+            office_id=office.office.id,
+            agent_id=office.agents["FE"].id,
+            session_id="dead-engines-session",
+            question="Which colour?",
+        )
+    )
+    await office.store.answer_question(question.id, "teal")  # before its engine died
+    async with running(office, runtime_dir) as (router, pool):
+        fe = await pool.acquire(role="FE")
+        pool.release(fe.session_id)
+        await router.sweep()
+        assert office.prompts("FE") == []  # not this engine's session: not delivered
+        router.resumed("dead-engines-session", fe.session_id)
+        await router.resume()
+        await eventually(lambda: len(office.prompts("FE")) == 1, TIMEOUT)
+        [prompt] = office.prompts("FE")
+        assert f"Answer to your question {question.id}" in prompt and "teal" in prompt
+        assert "waiting for you when semo restarted" in prompt
+
+        async def marked() -> bool | None:
+            row = await office.store.get_question(question.id)
+            return True if row.answer_delivered_at is not None else None
+
+        await eventually_value(marked, "the answer marked delivered", TIMEOUT)
+        await router.sweep()
+    assert len(office.prompts("FE")) == 1
     await office.store.close()
