@@ -475,6 +475,7 @@ class JobRunner:
         task = asyncio.create_task(run(), name=f"job {job.id} continued")
         self._continued.add(task)
         task.add_done_callback(self._continued.discard)
+        task.add_done_callback(_log_failure)
         return task, queued
 
     async def stop(self) -> None:
@@ -845,6 +846,13 @@ class JobRunner:
             self.pool.release(lease.session_id)
         except PoolError as error:
             log.info("job runner: session %s not released: %s", lease.session_id, error)
+
+
+def _log_failure(task: asyncio.Task[Job]) -> None:
+    """A continued job's run that raised (the store refused its row): logged, not lost in a
+    task nobody awaits. Its row stays as the store last took it, as for a `run_job` command."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.error("%s failed", task.get_name(), exc_info=error)
 
 
 def _task_id(job: Job) -> str | None:
