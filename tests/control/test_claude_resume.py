@@ -93,6 +93,12 @@ def first_engine(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
             "--timeout", "120",
         )  # fmt: skip
         assert sent.returncode == 0, sent
+
+        def asked() -> bool:
+            listed = semo(env, tmp_path, "questions", "--office", "resume", "--json")
+            return listed.returncode == 0 and ASKED in listed.stdout
+
+        wait_until(asked, "the question recorded")  # the router writes it after the turn
         records = tmp_path / "state" / "semo"
         wait_until(lambda: list(records.glob("resume-*.json")), "the conversation recorded")
         [record] = records.glob("resume-*.json")
