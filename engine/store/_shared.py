@@ -15,6 +15,7 @@ from engine.store.models import (
     MAX_PAYLOAD_BYTES,
     InvalidCommand,
     Job,
+    JobEntry,
     SessionStatus,
     validate_command,
 )
@@ -256,6 +257,61 @@ def job_not_cancellable(job: Job) -> str:
         return f"job {job.id} is being cancelled already ({job.cancel_reason})"
     why = f": {job.failure_reason}" if job.failure_reason else ""
     return f"job {job.id} has ended ({job.status}{why}); there is nothing to cancel"
+
+
+def job_step(job: Job, step: str, detail: str | None, *, status: str | None = None) -> JobEntry:
+    """A timeline entry about `job` as it is now (its status unless `status` is given)."""
+    return JobEntry(
+        job_id=job.id,
+        office_id=job.office_id,
+        step=step,
+        status=status or job.status,
+        attempts=job.attempts,
+        session_id=job.session_id,
+        agent_id=job.agent_id,
+        detail=detail or "",
+    )
+
+
+def check_entry_of(job_id: str, entry: JobEntry | None) -> None:
+    """A timeline entry to be written with a change of job `job_id` must be that job's."""
+    if entry is not None and entry.job_id != job_id:
+        raise StoreError(
+            f"a timeline entry of job {entry.job_id} cannot be written with job {job_id}"
+        )
+
+
+def entry_of_update(job: Job, entry: JobEntry) -> JobEntry:
+    """`entry`, written with the update that made `job` (`update_job(entry=...)`): the job's
+    office, status and attempts, its session and agent unless the entry names others."""
+    check_entry_of(job.id, entry)
+    return entry.model_copy(
+        update={
+            "office_id": job.office_id,
+            "status": job.status,
+            "attempts": job.attempts,
+            "session_id": entry.session_id or job.session_id,
+            "agent_id": entry.agent_id or job.agent_id,
+        }
+    )
+
+
+def cancel_step(job: Job, reason: str) -> JobEntry:
+    """The step `request_job_cancel` writes: the pending job failed, or the cancel asked for."""
+    if job.status == "failed":
+        return job_step(job, "failed", job.failure_reason)
+    return job_step(job, "cancel_requested", reason)
+
+
+def recovery_steps(job: Job, reason: str, retry_reason: str | None) -> list[JobEntry]:
+    """The steps `recover_job(timeline=True)` writes for `job` as it recovered it: engine_died,
+    then retry, or failed (not for a job whose cancel was asked for: its cancel says why)."""
+    steps = [job_step(job, "engine_died", reason, status="failed")]
+    if job.status == "pending":
+        steps.append(job_step(job, "retry", retry_reason))
+    elif job.cancel_reason is None:
+        steps.append(job_step(job, "failed", f"{reason} (attempt {job.attempts}, no retry left)"))
+    return steps
 
 
 def updated_job(job: Job, changes: dict[str, Any], at: datetime) -> Job:

@@ -28,6 +28,9 @@ Guarantees all backends give, checked by one conformance suite (tests/store/):
   Realtime), and also returns on timeout: a wake-up is only a hint, callers then read rows.
 - Bad input raises `InvalidCommand` / `NotFound` / `StoreConflict` with a sentence saying what
   is wrong; nothing is half-written.
+- A job's status and the timeline step that says so are one transaction (`update_job(entry=)`,
+  `request_job_cancel`, `recover_job(timeline=True)`): a reader never sees one without the
+  other.
 - `publish_event` (engine events for remote watchers) is best effort and never raises; only
   the supabase backend has a channel to send them on (the others return False).
 - Listings are read page by page (`LIST_PAGE_ROWS` rows a request, keyset pagination: each
@@ -40,7 +43,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from engine.store.models import (
     Agent,
@@ -97,6 +101,21 @@ def check_job_status(status: str | None) -> None:
     """A status to list jobs by (None: all)."""
     if status is not None and status not in JOB_STATUSES:
         raise StoreError(f"unknown job status {status!r} (known: {', '.join(JOB_STATUSES)})")
+
+
+@dataclass(frozen=True)
+class OfficeRows(Generic[M]):
+    """What a listing reads: the rows of `table` (a name of ours, never input) for the office,
+    as `model`; with `status` (or one of them) unless None; with `narrow` = (column of ours,
+    non-empty values) only those whose column is one of the values; with `unset` (a column of
+    ours) only those where it is null."""
+
+    model: type[M]
+    table: str
+    office_id: str
+    status: str | Sequence[str] | None = None
+    narrow: tuple[str, list[str]] | None = None
+    unset: str | None = None
 
 
 class StoreError(Exception):
@@ -389,7 +408,13 @@ class Store(ABC):
     async def create_job(self, job: Job) -> Job: ...
 
     @abstractmethod
-    async def update_job(self, job_id: str, **changes: Any) -> Job: ...
+    async def update_job(
+        self, job_id: str, *, entry: JobEntry | None = None, **changes: Any
+    ) -> Job:
+        """Change the job's fields (`updated_at` is set); with `entry`, that step goes on the
+        job's timeline in the same transaction, with the updated job's status and attempts
+        (and its session and agent unless the entry names others): a reader never sees the
+        status without the step that says why. NotFound, StoreError for a bad change."""
 
     @abstractmethod
     async def get_job(self, job_id: str) -> Job: ...
@@ -402,8 +427,10 @@ class Store(ABC):
     @abstractmethod
     async def request_job_cancel(self, job_id: str, reason: str) -> Job:
         """An operator cancels a job: a pending one is failed at once ("cancelled: <reason>"),
-        a running one gets `cancel_reason` (the engine running it ends it). StoreConflict when
-        it has ended or is being cancelled already, NotFound for an unknown job."""
+        a running one gets `cancel_reason` (the engine running it ends it). The step goes on
+        the job's timeline in the same transaction (`failed` or `cancel_requested`).
+        StoreConflict when it has ended or is being cancelled already, NotFound for an unknown
+        job."""
 
     @abstractmethod
     async def cancel_job_work(self, job_id: str, reason: str) -> JobWorkCancelled:
@@ -431,13 +458,32 @@ class Store(ABC):
         reason: str,
         retry_reason: str | None,
         unless_alive: bool = True,
+        timeline: bool = False,
     ) -> Job | None:
         """A job still running on dead engine `engine_id` (`attempts` unchanged), in one
         transaction: its open work is cancelled with `reason` (as `cancel_job_work`), then it
         goes back to pending with `retry_reason` and a new `run_job` command (when
-        `retry_reason` is given and no cancel was requested), else it fails with `reason`.
-        The job as it is then; None when it is not in that state (another engine recovered it
-        first, it ended otherwise, or, with `unless_alive`, its engine is alive)."""
+        `retry_reason` is given and no cancel was requested), else it fails with `reason`;
+        with `timeline`, its steps too (`engine_died`, then `retry` or `failed`:
+        `_shared.recovery_steps`). The job as it is then; None when it is not in that state
+        (another engine recovered it first, it ended otherwise, or, with `unless_alive`, its
+        engine is alive)."""
+
+    @abstractmethod
+    async def take_over_job(
+        self,
+        job_id: str,
+        *,
+        from_engine: str,
+        attempts: int,
+        to_engine: str,
+        entry: JobEntry | None = None,
+    ) -> Job | None:
+        """A job running on `from_engine` (a dead engine) with `attempts` and no cancel asked
+        for becomes `to_engine`'s, in one transaction with `entry` on its timeline (as
+        `update_job(entry=)`); nothing else changes (its work stays open). The job then; None
+        when it is not in that state (another engine recovered or took it, it ended, or a
+        cancel was asked for)."""
 
     @abstractmethod
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
@@ -459,28 +505,16 @@ class Store(ABC):
         *,
         unset: str | None = None,
     ) -> list[M]:
-        """`_office_rows`, answered without a request when a list selects nothing."""
+        """The rows `OfficeRows` describes, without a request when a list selects nothing."""
         if not isinstance(status, str) and status is not None and not status:
             return []
         if narrow is not None and not narrow[1]:
             return []
-        return await self._office_rows(model, table, office_id, status, narrow, unset=unset)
+        return await self._office_rows(OfficeRows(model, table, office_id, status, narrow, unset))
 
     @abstractmethod
-    async def _office_rows(
-        self,
-        model: type[M],
-        table: str,
-        office_id: str,
-        status: str | Sequence[str] | None,
-        narrow: tuple[str, list[str]] | None = None,
-        *,
-        unset: str | None = None,
-    ) -> list[M]:
-        """Rows of `table` (a name of ours, never input) for the office, oldest first, read
-        page by page: with `status` (or one of them) unless None, with `narrow` = (column of
-        ours, non-empty values) only those whose column is one of the values, with `unset` (a
-        column of ours) only those where it is null."""
+    async def _office_rows(self, query: OfficeRows[M]) -> list[M]:
+        """The rows `query` describes, oldest first, read page by page."""
 
     # -- wake-ups ----------------------------------------------------------------------------
 

@@ -177,20 +177,9 @@ async def cancel_job(store: Store, job_id: str, reason: str, office_id: str | No
     a second or so). StoreConflict when it has ended or is being cancelled already."""
     job = await get_job(store, job_id, office_id)
     reason = reason.strip() or "cancelled by an operator"
-    job = await store.request_job_cancel(job.id, reason)
+    job = await store.request_job_cancel(job.id, reason)  # its timeline step with it
     step: JobStep = "failed" if job.status == "failed" else "cancel_requested"
     detail = job.failure_reason if job.status == "failed" else reason
-    await store.add_job_entry(
-        JobEntry(
-            job_id=job.id,
-            office_id=job.office_id,
-            step=step,
-            status=job.status,
-            attempts=job.attempts,
-            agent_id=job.agent_id,
-            detail=detail or reason,
-        )
-    )
     await _announce(store, job, step, detail or reason)
     return job
 

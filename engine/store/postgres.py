@@ -34,11 +34,13 @@ from engine.store._shared import (
     MAX_ATTEMPTS,
     already_ended,
     check_dead_for,
+    check_entry_of,
     check_heartbeat,
     check_lease,
     check_new_command,
     check_session_status,
     claim_runnable,
+    entry_of_update,
     invocation_cancelled,
     job_not_cancellable,
     no_heartbeat,
@@ -53,6 +55,7 @@ from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
     LIST_PAGE_ROWS,
     NotFound,
+    OfficeRows,
     Store,
     StoreConflict,
     StoreError,
@@ -106,6 +109,14 @@ def _insert_sql(table: str, columns: list[str]) -> str:
     names = ", ".join(columns)
     values = ", ".join(f"%({c})s" for c in columns)
     return f"insert into {table} ({names}) values ({values})"
+
+
+async def _write_entry(conn: Conn, entry: JobEntry) -> dict[str, Any]:
+    """Insert a timeline entry (its id given by the database) on `conn`."""
+    data = _params(entry)
+    del data["id"]
+    cur = await conn.execute(_insert_sql("job_events", list(data)) + " returning *", data)
+    return await cur.fetchone()  # type: ignore[return-value]
 
 
 class PostgresStore(Store):
@@ -329,10 +340,8 @@ class PostgresStore(Store):
                 "select to_regclass('agent_commands') is not null"
                 " and to_regproc('semo_claim_command') is not null as ready,"
                 " to_regproc('semo_renew_command_leases') is not null"
-                # a column of the latest migration (0008)
-                " and exists (select 1 from information_schema.columns"
-                "  where table_schema = current_schema() and table_name = 'user_questions'"
-                "  and column_name = 'answer_delivered_at') as current"
+                # a function of the latest migration (0010)
+                " and to_regproc('semo_recover_job_recorded') is not null as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
@@ -646,15 +655,10 @@ class PostgresStore(Store):
 
         async def claim(conn: Conn) -> dict[str, Any] | None:
             async def claim_one() -> dict[str, Any] | None:
-                if skip_types:  # migration 0008
-                    cur = await conn.execute(
-                        "select * from semo_claim_next_except(%s, %s, %s, %s)",
-                        (office_id, engine_id, lease, list(skip_types)),
-                    )
-                else:
-                    cur = await conn.execute(
-                        "select * from semo_claim_next(%s, %s, %s)", (office_id, engine_id, lease)
-                    )
+                cur = await conn.execute(
+                    "select * from semo_claim_next(%s, %s, %s, %s)",
+                    (office_id, engine_id, lease, list(skip_types)),
+                )
                 return await cur.fetchone()
 
             async def reject(row: Any, problem: str) -> None:
@@ -805,17 +809,10 @@ class PostgresStore(Store):
         )
         return row is not None
 
-    async def _office_rows(
-        self,
-        model: type[M],
-        table: str,
-        office_id: str,
-        status: str | Sequence[str] | None,
-        narrow: tuple[str, list[str]] | None = None,
-        *,
-        unset: str | None = None,
-    ) -> list[M]:
+    async def _office_rows(self, query: OfficeRows[M]) -> list[M]:
         """See Store._office_rows: one `select` a page (keyset pagination)."""
+        model, table, office_id = query.model, query.table, query.office_id
+        status, narrow, unset = query.status, query.narrow, query.unset
         where = ""
         if isinstance(status, str):
             where = " and status = %(status)s"
@@ -927,7 +924,9 @@ class PostgresStore(Store):
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
 
-    async def update_job(self, job_id: str, **changes: Any) -> Job:
+    async def update_job(
+        self, job_id: str, *, entry: JobEntry | None = None, **changes: Any
+    ) -> Job:
         async def update(conn: Conn) -> dict[str, Any]:
             async with conn.transaction():
                 cur = await conn.execute(
@@ -942,7 +941,10 @@ class PostgresStore(Store):
                 cur = await conn.execute(
                     f"update jobs set {sets} where id = %(id)s returning *", data
                 )
-                return await cur.fetchone()  # type: ignore[return-value]
+                written = await cur.fetchone()
+                if entry is not None:
+                    await _write_entry(conn, entry_of_update(job, entry))
+                return written  # type: ignore[return-value]
 
         return Job.model_validate(await self._op(update))
 
@@ -954,7 +956,7 @@ class PostgresStore(Store):
             "jobs",
             job_id,
             "job",
-            "select * from semo_request_job_cancel(%(id)s, %(reason)s)",
+            "select * from semo_request_job_cancel_recorded(%(id)s, %(reason)s)",
             {"reason": no_nul(reason)},
             lambda current: job_not_cancellable(Job.model_validate(current)),
         )
@@ -1001,22 +1003,38 @@ class PostgresStore(Store):
         reason: str,
         retry_reason: str | None,
         unless_alive: bool = True,
+        timeline: bool = False,
     ) -> Job | None:
         retry = None if retry_reason is None else no_nul(retry_reason)
+        function = "semo_recover_job_recorded" if timeline else "semo_recover_job"
         row = await self._one(
-            "select * from semo_recover_job(%s, %s, %s, %s, %s, %s)",
+            f"select * from {function}(%s, %s, %s, %s, %s, %s)",
             (job_id, engine_id, attempts, no_nul(reason), retry, unless_alive),
         )
         return None if row is None else Job.model_validate(row)
 
-    async def add_job_entry(self, entry: JobEntry) -> JobEntry:
-        data = _params(entry)
-        del data["id"]
+    async def take_over_job(
+        self,
+        job_id: str,
+        *,
+        from_engine: str,
+        attempts: int,
+        to_engine: str,
+        entry: JobEntry | None = None,
+    ) -> Job | None:
+        check_entry_of(job_id, entry)
+        step = None if entry is None else Jsonb(no_nul(entry.model_dump(mode="json")))
         row = await self._one(
-            _insert_sql("job_events", list(data)) + " returning *",
-            data,
-            missing=f"no job {entry.job_id} in office {entry.office_id}",
+            "select * from semo_take_over_job(%s, %s, %s, %s, %s)",
+            (job_id, from_engine, attempts, to_engine, step),
         )
+        return None if row is None else Job.model_validate(row)
+
+    async def add_job_entry(self, entry: JobEntry) -> JobEntry:
+        async def add(conn: Conn) -> dict[str, Any]:
+            return await _write_entry(conn, entry)
+
+        row = await self._op(add, missing=f"no job {entry.job_id} in office {entry.office_id}")
         return JobEntry.model_validate(row)
 
     async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:

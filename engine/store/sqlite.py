@@ -42,18 +42,22 @@ from engine.store._shared import (
     LEGACY_GRACE_SECONDS,
     MAX_ATTEMPTS,
     already_ended,
+    cancel_step,
     check_dead_for,
+    check_entry_of,
     check_heartbeat,
     check_lease,
     check_new_command,
     check_session_status,
     claimed_row_problem,
+    entry_of_update,
     invocation_cancelled,
     job_not_cancellable,
     no_heartbeat,
     no_nul,
     question_not_pending,
     recovery_reason,
+    recovery_steps,
     session_claim_problem,
     session_ended,
     updated_job,
@@ -63,6 +67,7 @@ from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
     LIST_PAGE_ROWS,
     NotFound,
+    OfficeRows,
     Store,
     StoreConflict,
     StoreError,
@@ -525,6 +530,13 @@ def _insert_sql(table: str, columns: list[str]) -> str:
     names = ", ".join(columns)
     marks = ", ".join(f":{c}" for c in columns)
     return f"INSERT INTO {table} ({names}) VALUES ({marks})"
+
+
+def _write_entry(c: sqlite3.Connection, entry: JobEntry) -> sqlite3.Row:
+    """Insert a timeline entry (its id given by the database) in the caller's transaction."""
+    data = _to_db(entry)
+    del data["id"]
+    return c.execute(_insert_sql("job_events", list(data)) + " RETURNING *", data).fetchone()
 
 
 def _upsert_sql(table: str, key: str, columns: list[str]) -> str:
@@ -1218,17 +1230,10 @@ class SqliteStore(Store):
 
         return await self._run(mark, write=True)
 
-    async def _office_rows(
-        self,
-        model: type[M],
-        table: str,
-        office_id: str,
-        status: str | Sequence[str] | None,
-        narrow: tuple[str, list[str]] | None = None,
-        *,
-        unset: str | None = None,
-    ) -> list[M]:
+    async def _office_rows(self, query: OfficeRows[M]) -> list[M]:
         """See Store._office_rows: one `select` a page (keyset pagination)."""
+        model, table, office_id = query.model, query.table, query.office_id
+        status, narrow, unset = query.status, query.narrow, query.unset
         where, params = "office_id = :office", {"office": office_id}
         if isinstance(status, str):
             where += " AND status = :status"
@@ -1332,7 +1337,9 @@ class SqliteStore(Store):
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
 
-    async def update_job(self, job_id: str, **changes: Any) -> Job:
+    async def update_job(
+        self, job_id: str, *, entry: JobEntry | None = None, **changes: Any
+    ) -> Job:
         def update(c: sqlite3.Connection) -> sqlite3.Row:
             row = c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
@@ -1340,7 +1347,10 @@ class SqliteStore(Store):
             job = updated_job(Job.model_validate(_decode(row)), changes, now())
             data = _to_db(job)
             sets = ", ".join(f"{k} = :{k}" for k in data if k not in ("id", "created_at"))
-            return c.execute(f"UPDATE jobs SET {sets} WHERE id = :id RETURNING *", data).fetchone()
+            row = c.execute(f"UPDATE jobs SET {sets} WHERE id = :id RETURNING *", data).fetchone()
+            if entry is not None:
+                _write_entry(c, entry_of_update(job, entry))
+            return row
 
         return _model(Job, await self._run(update, write=True))  # type: ignore[return-value]
 
@@ -1363,6 +1373,7 @@ class SqliteStore(Store):
                 if old is None:
                     raise NotFound(f"no job {job_id}")
                 raise StoreConflict(job_not_cancellable(Job.model_validate(_decode(old))))
+            _write_entry(c, cancel_step(Job.model_validate(_decode(row)), no_nul(reason)))
             return row
 
         return _model(Job, await self._run(cancel, write=True))  # type: ignore[return-value]
@@ -1420,6 +1431,7 @@ class SqliteStore(Store):
         reason: str,
         retry_reason: str | None,
         unless_alive: bool = True,
+        timeline: bool = False,
     ) -> Job | None:
         why = no_nul(reason)
         retry = None if retry_reason is None else no_nul(retry_reason)
@@ -1464,14 +1476,42 @@ class SqliteStore(Store):
                 (why, at, job_id),
             ).fetchone()
 
-        return _model(Job, await self._run(recover, write=True))  # type: ignore[return-value]
+        def recover_and_record(c: sqlite3.Connection) -> sqlite3.Row | None:
+            row = recover(c)
+            if row is not None and timeline:
+                for step in recovery_steps(Job.model_validate(_decode(row)), why, retry):
+                    _write_entry(c, step)
+            return row
+
+        return _model(Job, await self._run(recover_and_record, write=True))  # type: ignore[return-value]
+
+    async def take_over_job(
+        self,
+        job_id: str,
+        *,
+        from_engine: str,
+        attempts: int,
+        to_engine: str,
+        entry: JobEntry | None = None,
+    ) -> Job | None:
+        check_entry_of(job_id, entry)
+
+        def take(c: sqlite3.Connection) -> sqlite3.Row | None:
+            row = c.execute(
+                "UPDATE jobs SET engine_id = ?, updated_at = ? WHERE id = ?"
+                " AND status = 'running' AND engine_id = ? AND attempts = ?"
+                " AND cancel_reason IS NULL RETURNING *",
+                (to_engine, ts(now()), job_id, from_engine, attempts),
+            ).fetchone()
+            if row is not None and entry is not None:
+                _write_entry(c, entry_of_update(Job.model_validate(_decode(row)), entry))
+            return row
+
+        return _model(Job, await self._run(take, write=True))
 
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
-        data = _to_db(entry)
-        del data["id"]
-        sql = _insert_sql("job_events", list(data)) + " RETURNING *"
         row = await self._run(
-            lambda c: c.execute(sql, data).fetchone(),
+            lambda c: _write_entry(c, entry),
             write=True,
             missing=f"no job {entry.job_id} in office {entry.office_id}",
         )

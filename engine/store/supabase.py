@@ -57,7 +57,7 @@ import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -70,11 +70,13 @@ from engine.store._shared import (
     MAX_ATTEMPTS,
     already_ended,
     check_dead_for,
+    check_entry_of,
     check_heartbeat,
     check_lease,
     check_new_command,
     check_session_status,
     claim_runnable,
+    entry_of_update,
     invocation_cancelled,
     job_not_cancellable,
     no_heartbeat,
@@ -88,6 +90,7 @@ from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
     LIST_PAGE_ROWS,
     NotFound,
+    OfficeRows,
     Store,
     StoreConflict,
     StoreError,
@@ -518,12 +521,14 @@ class SupabaseStore(Store):
         )
 
     async def _check_latest_migration(self) -> None:
-        """A function of the latest migration (0005) exists (called so that it changes
-        nothing: no engine has an empty id); StoreError saying to migrate when it does not."""
+        """Functions of the latest migrations exist (called so that they change nothing: no
+        engine, job or office has an empty id); StoreError saying to migrate when not."""
         try:
             await self._run(lambda c: c.rpc("semo_heartbeat_grace_until", {}))
             args = {"p_engine_id": "", "p_lease_seconds": 1, "p_command_ids": []}
             await self._run(lambda c: c.rpc("semo_renew_command_leases", args))
+            job = {"p_job_id": "", "p_updated_at": "1970-01-01T00:00:00Z", "p_row": {}}
+            await self._run(lambda c: c.rpc("semo_update_job", job))  # 0010
         except StoreUnavailable:
             raise
         except StoreError as error:
@@ -1225,13 +1230,11 @@ class SupabaseStore(Store):
             "p_office_id": office_id,
             "p_engine_id": engine_id,
             "p_lease_seconds": lease,
+            "p_skip_types": list(skip_types),
         }
-        function = "semo_claim_next"
-        if skip_types:  # migration 0008
-            function, args["p_skip_types"] = "semo_claim_next_except", list(skip_types)
 
         async def claim_one() -> dict[str, Any] | None:
-            rows = await self._rows(lambda c: c.rpc(function, args))
+            rows = await self._rows(lambda c: c.rpc("semo_claim_next", args))
             if not rows:
                 return None
             self._remember(rows[0].get("id"), office_id)
@@ -1400,30 +1403,23 @@ class SupabaseStore(Store):
         )
         return bool(rows)
 
-    async def _office_rows(
-        self,
-        model: type[M],
-        table: str,
-        office_id: str,
-        status: str | Sequence[str] | None,
-        narrow: tuple[str, list[str]] | None = None,
-        *,
-        unset: str | None = None,
-    ) -> list[M]:
+    async def _office_rows(self, query: OfficeRows[M]) -> list[M]:
         """See Store._office_rows: a GET a page, and long `narrow` lists in chunks of IN_IDS
         (a URL holds only so many ids)."""
+        model, table, office_id = query.model, query.table, query.office_id
+        status, narrow, unset = query.status, query.narrow, query.unset
 
         def build(c: AsyncClient) -> Any:
-            query = c.table(table).select("*").eq("office_id", office_id)
+            select = c.table(table).select("*").eq("office_id", office_id)
             if isinstance(status, str):
-                query = query.eq("status", status)
+                select = select.eq("status", status)
             elif status is not None:
-                query = query.in_("status", list(status))
+                select = select.in_("status", list(status))
             if narrow is not None:
-                query = query.in_(narrow[0], narrow[1])
+                select = select.in_(narrow[0], narrow[1])
             if unset is not None:
-                query = query.is_(unset, "null")
-            return query
+                select = select.is_(unset, "null")
+            return select
 
         if narrow is None or len(narrow[1]) <= IN_IDS:
             return await self._pages(model, build)
@@ -1431,7 +1427,7 @@ class SupabaseStore(Store):
         found: list[M] = []
         for start in range(0, len(values), IN_IDS):
             chunk = (column, values[start : start + IN_IDS])
-            found += await self._office_rows(model, table, office_id, status, chunk, unset=unset)
+            found += await self._office_rows(replace(query, narrow=chunk))
         return sorted(found, key=lambda row: (row.created_at, row.id))  # type: ignore[attr-defined]
 
     async def _transition(
@@ -1526,19 +1522,21 @@ class SupabaseStore(Store):
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
 
-    async def update_job(self, job_id: str, **changes: Any) -> Job:
+    async def update_job(
+        self, job_id: str, *, entry: JobEntry | None = None, **changes: Any
+    ) -> Job:
         for _ in range(CAS_ATTEMPTS):
             job = await self.get_job(job_id)
             updated = updated_job(job, changes, now())
-            data = _json(updated, skip=("id", "office_id", "created_at"))
-            rows = await self._rows(
-                lambda c, data=data, job=job: (
-                    c.table("jobs")
-                    .update(data)
-                    .eq("id", job_id)
-                    .eq("updated_at", _stamp(job.updated_at))
-                )
-            )
+            step = None if entry is None else entry_of_update(updated, entry)
+            args = {
+                "p_job_id": job_id,
+                "p_updated_at": _stamp(job.updated_at),
+                "p_row": _json(updated),
+                "p_entry": None if step is None else _json(step, skip=("id",)),
+            }
+            # one request: the row only if nobody changed it meanwhile, and its step with it
+            rows = await self._rows(lambda c, args=args: c.rpc("semo_update_job", args))
             if rows:
                 return Job.model_validate(rows[0])
         raise StoreConflict(f"job {job_id} kept changing; try again")
@@ -1548,7 +1546,7 @@ class SupabaseStore(Store):
 
     async def request_job_cancel(self, job_id: str, reason: str) -> Job:
         args = {"p_job_id": job_id, "p_reason": no_nul(reason)}
-        rows = await self._rows(lambda c: c.rpc("semo_request_job_cancel", args))
+        rows = await self._rows(lambda c: c.rpc("semo_request_job_cancel_recorded", args))
         if rows:
             return Job.model_validate(rows[0])
         raise StoreConflict(job_not_cancellable(await self.get_job(job_id)))
@@ -1601,6 +1599,7 @@ class SupabaseStore(Store):
         reason: str,
         retry_reason: str | None,
         unless_alive: bool = True,
+        timeline: bool = False,
     ) -> Job | None:
         args = {
             "p_job_id": job_id,
@@ -1610,7 +1609,28 @@ class SupabaseStore(Store):
             "p_retry_reason": None if retry_reason is None else no_nul(retry_reason),
             "p_unless_alive": unless_alive,
         }
-        rows = await self._rows(lambda c: c.rpc("semo_recover_job", args))
+        function = "semo_recover_job_recorded" if timeline else "semo_recover_job"
+        rows = await self._rows(lambda c: c.rpc(function, args))
+        return Job.model_validate(rows[0]) if rows else None
+
+    async def take_over_job(
+        self,
+        job_id: str,
+        *,
+        from_engine: str,
+        attempts: int,
+        to_engine: str,
+        entry: JobEntry | None = None,
+    ) -> Job | None:
+        check_entry_of(job_id, entry)
+        args = {
+            "p_job_id": job_id,
+            "p_from_engine": from_engine,
+            "p_attempts": attempts,
+            "p_to_engine": to_engine,
+            "p_entry": None if entry is None else _json(entry, skip=("id",)),
+        }
+        rows = await self._rows(lambda c: c.rpc("semo_take_over_job", args))
         return Job.model_validate(rows[0]) if rows else None
 
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:

@@ -1,7 +1,8 @@
 """Claims that skip command types (`claim_next_command(skip_types=...)`; postgres and supabase:
-`semo_claim_next_except`, migration 0008), on every backend: the skipped commands stay pending
-in their place and are claimed, oldest first, once they are no longer skipped; what a claim
-fails at once (a command for an ended session) is still failed when other types are skipped."""
+`semo_claim_next(..., p_skip_types)`, migrations 0008 and 0009), on every backend: the skipped
+commands stay pending in their place and are claimed, oldest first, once they are no longer
+skipped; what a claim fails at once (a command for an ended session) is still failed when
+other types are skipped."""
 
 from __future__ import annotations
 

@@ -430,3 +430,77 @@ async def test_supabase_store_asks_for_the_latest_migrations(applied: int) -> No
             store = SupabaseStore(emulator.url, emulator.service_role_key)
             with pytest.raises(StoreError, match=r"older semo schema.*semo migrate"):
                 await store.open()
+
+
+#: what a migrated database holds, whatever the order it was migrated in (no row data)
+SCHEMA_QUERIES = [
+    "select p.proname, pg_get_function_identity_arguments(p.oid), pg_get_functiondef(p.oid),"
+    " coalesce(p.proacl::text, '') from pg_proc p"
+    " where p.pronamespace = current_schema()::regnamespace order by 1, 2",
+    "select table_name, column_name, data_type, coalesce(column_default, ''), is_nullable"
+    " from information_schema.columns where table_schema = current_schema() order by 1, 2",
+    "select tablename, indexname, indexdef from pg_indexes"
+    " where schemaname = current_schema() order by 1, 2",
+    "select conrelid::regclass::text, conname, pg_get_constraintdef(oid) from pg_constraint"
+    " where connamespace = current_schema()::regnamespace order by 1, 2",
+    "select tablename, policyname, cmd, coalesce(qual, ''), coalesce(with_check, ''),"
+    " roles::text from pg_policies where schemaname = current_schema() order by 1, 2",
+    "select event_object_table, trigger_name, event_manipulation, action_statement"
+    " from information_schema.triggers where trigger_schema = current_schema()"
+    " order by 1, 2, 3",
+    "select relname, relkind::text, coalesce(relacl::text, '') from pg_class"
+    " where relnamespace = current_schema()::regnamespace order by 1",
+]
+
+
+async def _schema(dsn: str) -> list[list[tuple]]:
+    return [await fetch(dsn, sql) for sql in SCHEMA_QUERIES]
+
+
+@pytest.mark.parametrize("supabase", [False, True], ids=["postgres", "supabase-shaped"])
+async def test_every_upgrade_path_ends_in_the_same_schema(tmp_path: Path, supabase: bool) -> None:
+    """A database migrated by each earlier semo (up to 0001, 0002, ...), then by this one, ends
+    with exactly the functions, grants, columns, indexes, constraints, policies and triggers of
+    a database migrated at once (0009 replaces semo_claim_next, 0010 four job functions)."""
+    with temporary_database(ADMIN_DSN, supabase=supabase) as fresh:
+        assert await migrate(fresh) == ALL
+        expected = await _schema(fresh)
+    assert any("semo_claim_next_except" in row[2] for row in expected[0])
+    for applied in range(1, len(ALL)):
+        folder = tmp_path / f"upto_{applied}"
+        folder.mkdir()
+        for name in ALL[:applied]:
+            (folder / name).write_text((REPO / "migrations" / name).read_text())
+        with temporary_database(ADMIN_DSN, supabase=supabase) as dsn:
+            assert await migrate(dsn, folder=folder) == ALL[:applied]
+            assert await migrate(dsn) == ALL[applied:]
+            assert await _schema(dsn) == expected, f"migrated up to {ALL[applied - 1]} first"
+
+
+async def test_one_claim_body_behind_every_claim_name() -> None:
+    """semo_claim_next (any number of skipped types, or the three arguments of semo 0008 and
+    older) and semo_claim_next_except (semo 0008's engines) are the same claim: 0009 made
+    semo_claim_next a wrapper over the claim of 0008."""
+    async with fresh_database() as dsn:
+        await migrate(dsn)
+        [(definition,)] = await fetch(dsn, "select pg_get_functiondef('semo_claim_next'::regproc)")
+        assert "semo_claim_next_except(" in definition and "skip locked" not in definition
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await conn.execute("insert into offices (id, name) values ('o', 'o')")
+            for kind in ("run_job", "cancel", "get_output"):
+                await conn.execute(
+                    "insert into agent_commands (office_id, command_type, payload)"
+                    " values ('o', %s, '{}')",
+                    (kind,),
+                )
+                await asyncio.sleep(0.002)  # created_at orders them
+        claims = [
+            "select command_type from semo_claim_next('o', 'e1', 30, '{run_job}')",
+            "select command_type from semo_claim_next_except('o', 'e1', 30, '{run_job}')",
+            "select command_type from semo_claim_next('o', 'e1', 30)",
+        ]
+        assert [await fetch(dsn, sql) for sql in claims] == [
+            [("cancel",)],
+            [("get_output",)],
+            [("run_job",)],
+        ]
