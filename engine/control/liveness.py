@@ -4,28 +4,13 @@ heartbeat to run out (which takes 3 x lease_seconds after a SIGKILL)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 
 from engine.control.paths import OfficePaths, runtime_dir
 from engine.control.server import socket_answers
+from engine.runtime import pid_alive
 
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists and has not exited (a zombie waiting for its parent to
-    reap it has exited)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            state = stat.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in (b"Z", b"X")
+__all__ = ["local_engine_gone", "pid_alive"]
 
 
 def local_engine_gone(engine_id: str) -> str | None:
