@@ -22,6 +22,7 @@ from pyte.screens import Margins, StaticDefaultDict
 from wcwidth import wcwidth
 
 from engine.terminal.cell import BLANK, Cell
+from engine.terminal.reflow import reflow, row_cells
 from engine.terminal.scrollback import (
     DEFAULT_SCROLLBACK_LINES,
     Line,
@@ -80,6 +81,7 @@ class _SavedScreen:
     cursor: pyte.screens.Cursor
     attrs: Cell
     with_cursor: bool
+    size: tuple[int, int] = (0, 0)  # (lines, columns) of the primary screen when saved
 
 
 @dataclass
@@ -315,7 +317,9 @@ class TerminalScreen(pyte.Screen):
             return
         cursor = pyte.screens.Cursor(self.cursor.x, self.cursor.y, self.cursor.attrs)
         cursor.hidden = self.cursor.hidden
-        self._saved_screen = _SavedScreen(dict(self.buffer), cursor, self.cursor.attrs, with_cursor)
+        self._saved_screen = _SavedScreen(
+            dict(self.buffer), cursor, self.cursor.attrs, with_cursor, (self.lines, self.columns)
+        )
         self.buffer.clear()
         self.dirty.update(range(self.lines))
 
@@ -325,13 +329,23 @@ class TerminalScreen(pyte.Screen):
             return
         self._saved_screen = None
         self.buffer.clear()
+        size = (self.lines, self.columns)
+        if saved.size != (0, 0) and saved.size != size:
+            # resized meanwhile: back to the primary's size, then reflowed to the current
+            # one with its scrollback (tmux's screen_alternate_off)
+            self.lines, self.columns = saved.size
+            self.cursor.x = min(self.cursor.x, self.columns)
+            self.cursor.y = min(self.cursor.y, self.lines - 1)
         for y, row in saved.buffer.items():
             if y < self.lines:
                 self.buffer[y] = row
         if with_cursor:
-            self.cursor.x = min(saved.cursor.x, self.columns - 1)
+            self.cursor.x = min(saved.cursor.x, self.columns)
             self.cursor.y = min(saved.cursor.y, self.lines - 1)
             self.cursor.attrs = saved.attrs
+        if (self.lines, self.columns) != size:
+            self.resize(*size)
+        self.cursor.x = min(self.cursor.x, self.columns - 1)
         self.dirty.update(range(self.lines))
 
     # -- character sets ----------------------------------------------------------------------
@@ -684,9 +698,57 @@ class TerminalScreen(pyte.Screen):
     # -- resize -------------------------------------------------------------------------------
 
     def resize(self, lines: int | None = None, columns: int | None = None) -> None:
-        """Resize; when rows shrink, rows above the cursor go to scrollback (as xterm does)."""
+        """Resize. The primary screen is reflowed with its scrollback as tmux does it
+        (`engine.terminal.reflow`); the alternate screen is cut or padded (its program redraws
+        on SIGWINCH) and the saved primary is reflowed when the program leaves it."""
         lines = lines or self.lines
         columns = columns or self.columns
+        if (lines, columns) == (self.lines, self.columns):
+            return
+        if self._saved_screen is None:
+            self._reflow_to(lines, columns)
+        else:
+            self._cut_to(lines, columns)
+        old_columns = self.columns
+        self.lines, self.columns = lines, columns
+        kept = {stop for stop in self.tabstops if stop < columns}
+        self.tabstops = kept | set(range((old_columns // 8 + 1) * 8, columns, 8))
+        self.margins = None
+        self.dirty.update(range(lines))
+
+    def _reflow_to(self, lines: int, columns: int) -> None:
+        scrollback, cursor = self.scrollback, self.cursor
+        result = reflow(
+            scrollback.records(),
+            [self.row_line(y) for y in range(self.lines)],
+            cursor=(cursor.x, cursor.y),
+            old_size=(self.columns, self.lines),
+            new_size=(columns, lines),
+            keep_history=self.keeps_scrollback(),
+            scrolled=scrollback.scrolled,
+            blank=self._default,
+        )
+        # the cursor row keeps its absolute position (total_pushed + row): readers of new output
+        scrollback.replace(
+            result.history,
+            total_pushed=scrollback.total_pushed + cursor.y - result.cursor_y,
+            scrolled=result.scrolled,
+        )
+        self.deferred_rows = {}
+        buffer = self._buffer
+        buffer.clear()
+        for y, line in enumerate(result.rows):
+            if line.text or line.wrapped:
+                row = buffer[y]
+                row.update(row_cells(line, self._default))
+                if line.wrapped:
+                    row.wrapped = True  # type: ignore[attr-defined]
+        cursor.x, cursor.y = result.cursor_x, result.cursor_y
+
+    def _cut_to(self, lines: int, columns: int) -> None:
+        """The alternate screen: rows below the cursor go first, then rows at the top (no
+        scrollback on this screen); cells past a narrower margin are kept but not shown, as in
+        tmux (a wide character cut by the margin becomes blanks)."""
         if lines < self.lines:
             drop_top = max(0, self.cursor.y - (lines - 1))
             if drop_top:
@@ -694,22 +756,16 @@ class TerminalScreen(pyte.Screen):
                 self.cursor.y -= drop_top
             for y in range(lines, self.lines):
                 self.buffer.pop(y, None)
-            self.lines = lines
-        if columns < self.columns:
+        if columns < self.columns:  # cells past the margin stay (tmux shows them again)
             for row in self.buffer.values():
-                for x in range(columns, self.columns):
-                    row.pop(x, None)
                 stub = row.get(columns - 1)
                 if stub is not None and stub.data != "" and char_width(stub.data[0]) == 2:
                     row[columns - 1] = stub._replace(data=" ")
-        old_columns = self.columns
-        self.lines, self.columns = lines, columns
+                    pad = row.get(columns)
+                    if pad is not None and pad.data == "":
+                        row[columns] = pad._replace(data=" ")
         self.cursor.x = min(self.cursor.x, columns)
         self.cursor.y = min(self.cursor.y, lines - 1)
-        kept = {stop for stop in self.tabstops if stop < columns}
-        self.tabstops = kept | set(range((old_columns // 8 + 1) * 8, columns, 8))
-        self.margins = None
-        self.dirty.update(range(lines))
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -51,18 +51,21 @@ def is_wrapped(row: object) -> bool:
 
 
 def line_from_row(row: Mapping[int, Cell], columns: int, blank: Cell = BLANK) -> Line:
-    """Compact a screen row; trailing default blanks are dropped."""
-    line = _compact_row(row, columns, blank)
-    return line._replace(wrapped=True) if is_wrapped(row) else line
+    """Compact a screen row; trailing default blanks are dropped, except on a row the
+    terminal wrapped: there they were written up to the margin (a reflow must tell them from
+    the cell a wrapping wide character left empty, which a row does not hold)."""
+    if is_wrapped(row):
+        return _compact_row(row, columns, blank, trim=False)._replace(wrapped=True)
+    return _compact_row(row, columns, blank)
 
 
-def _compact_row(row: Mapping[int, Cell], columns: int, blank: Cell) -> Line:
+def _compact_row(row: Mapping[int, Cell], columns: int, blank: Cell, trim: bool = True) -> Line:
     if not row:
         return EMPTY_LINE
     width = min(columns, max(row) + 1)
     cells = list(map(row.get, range(width), repeat(blank, width)))
     blank_style = blank[1:]
-    while width and cells[width - 1].data == " " and cells[width - 1][1:] == blank_style:
+    while trim and width and cells[width - 1].data == " " and cells[width - 1][1:] == blank_style:
         width -= 1
     if not width:
         return EMPTY_LINE
@@ -94,15 +97,16 @@ def _compact_row(row: Mapping[int, Cell], columns: int, blank: Cell) -> Line:
 
 def line_from_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> Line:
     """The Line that `line_from_row` would give for a row holding `segments` from column 0."""
-    line = _compact_segments(segments, blank)
-    return line._replace(wrapped=True) if is_wrapped(segments) else line
+    if is_wrapped(segments):
+        return _compact_segments(segments, blank, trim=False)._replace(wrapped=True)
+    return _compact_segments(segments, blank)
 
 
-def _compact_segments(segments: Sequence[tuple[Cell, str]], blank: Cell) -> Line:
+def _compact_segments(segments: Sequence[tuple[Cell, str]], blank: Cell, trim: bool = True) -> Line:
     if len(segments) == 1:  # the common case: one style for the whole line
         attrs, text = segments[0]
         if _same_style(attrs, blank):
-            return Line(text.rstrip(" "))
+            return Line(text.rstrip(" ") if trim else text)
         if text:
             return Line(text, (StyleRun(0, len(text), attrs._replace(data=" ")),))
     runs: list[StyleRun] = []
@@ -119,7 +123,7 @@ def _compact_segments(segments: Sequence[tuple[Cell, str]], blank: Cell) -> Line
         texts.append(text)
         pos += len(text)
     text = "".join(texts)
-    while runs and _same_style(runs[-1].style, blank):
+    while trim and runs and _same_style(runs[-1].style, blank):
         last = runs[-1]
         kept = text[last.start : last.end].rstrip(" ")
         text = text[: last.start + len(kept)]
@@ -192,8 +196,7 @@ def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> 
         attrs, text = segments[0]
         wrapped = isinstance(segments, WrappedSegments)
         if attrs is blank or _same_style(attrs, blank):
-            text = text.rstrip(" ")
-            return (text, (), True) if wrapped else text
+            return (text, (), True) if wrapped else text.rstrip(" ")
         return (text, (0, len(text), style_fields(attrs)), wrapped)
     runs: list[list[Any]] = []  # [start, end, cell, style fields]
     texts: list[str] = []
@@ -218,8 +221,9 @@ def pack_segments(segments: Sequence[tuple[Cell, str]], blank: Cell = BLANK) -> 
 
 def finish_record(text: str, runs: list[list[Any]], wrapped: bool, blank: Cell) -> Record:
     """The Record of `text` with `runs` ([start, end, cell, style fields], adjacent runs of
-    different styles): trailing default blanks dropped, as `line_from_segments` does."""
-    while runs and _same_style(runs[-1][2], blank):
+    different styles): trailing default blanks dropped (not on a wrapped row), as
+    `line_from_segments` does."""
+    while not wrapped and runs and _same_style(runs[-1][2], blank):
         start, end = runs[-1][:2]
         kept = text[start:end].rstrip(" ")
         text = text[: start + len(kept)]
@@ -257,23 +261,42 @@ class Scrollback:
         self.limit = limit
         self._lines: deque[Record] = deque(maxlen=limit)
         self.total_pushed = 0
+        self.rewrites = 0  # times the lines were replaced (a reflow): copies must be re-read
+        self.scrolled = 0  # the oldest lines that scrolled here (tmux's hscrolled, see reflow)
 
     def push(self, line: Line) -> None:
         self._lines.append(_pack(line))
         self.total_pushed += 1
+        self.scrolled = min(self.scrolled + 1, len(self._lines))
 
     def extend(self, lines: list[Line], *, skipped: int = 0) -> None:
         """Append `lines`; `skipped` counts older lines that would have been evicted at once."""
         self._lines.extend(map(_pack, lines))
         self.total_pushed += len(lines) + skipped
+        self.scrolled = min(self.scrolled + len(lines), len(self._lines))
 
     def extend_packed(self, records: list[Record], *, skipped: int = 0) -> None:
         """`extend` for lines already packed (`pack_segments`, `pack_line`)."""
         self._lines.extend(records)
         self.total_pushed += len(records) + skipped
+        self.scrolled = min(self.scrolled + len(records), len(self._lines))
 
     def clear(self) -> None:
         self._lines.clear()
+        self.scrolled = 0
+
+    def records(self) -> deque[Record]:
+        """The packed lines, oldest first (read only: `replace` to change them)."""
+        return self._lines
+
+    def replace(self, records: list[Record], *, total_pushed: int, scrolled: int) -> None:
+        """Put `records` (the newest `limit` of them) in place of every line: a reflow.
+        `total_pushed` keeps absolute positions (`total_pushed` + cursor row) meaningful."""
+        evicted = max(0, len(records) - self.limit)
+        self._lines = deque(records, maxlen=self.limit)
+        self.total_pushed = max(total_pushed, len(self._lines))
+        self.scrolled = max(0, min(scrolled - evicted, len(self._lines)))
+        self.rewrites += 1
 
     def __len__(self) -> int:
         return len(self._lines)

@@ -1,0 +1,241 @@
+"""Reflow on resize against tmux 3.3a: the same bytes in a tmux pane and a semo screen, the same
+resizes, then the same history (`capture-pane -S -`), screen and cursor."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from tests.terminal.reflow_pair import ReflowPair
+
+pytestmark = pytest.mark.tmux
+
+CRLF = "\r\n"
+
+
+@pytest.fixture
+def pair_factory() -> Iterator:
+    pairs: list[ReflowPair] = []
+
+    def make(cols: int, rows: int, history: int = 2000) -> ReflowPair:
+        pair = ReflowPair(cols, rows, history)
+        pairs.append(pair)
+        return pair
+
+    yield make
+    for pair in pairs:
+        pair.close()
+
+
+def same(pair: ReflowPair, **only: object) -> None:
+    report = pair.difference(**only)  # type: ignore[arg-type]
+    if report is not None:
+        pytest.fail(report, False)
+
+
+def numbered(count: int, width: int, seed: int = 1) -> str:
+    """`count` lines of varied lengths up to `width`, each starting with its number.
+
+    No line ends in blanks: semo keeps rows without their trailing default blanks, where
+    tmux counts the blanks a program wrote (see docs/TERMINAL.md, "Reflow")."""
+    rng = random.Random(seed)
+    lines = []
+    for n in range(count):
+        body = "".join(rng.choice("abcdefghij klmnop") for _ in range(rng.randrange(width)))
+        lines.append(f"{n:03}:{body}".rstrip(" "))
+    return CRLF.join(lines)
+
+
+def test_plain_long_lines_narrow_wide_narrow(pair_factory) -> None:
+    pair = pair_factory(40, 12)
+    pair.feed(numbered(30, 130) + CRLF + "$ ")
+    same(pair)
+    for cols, rows in [(25, 12), (61, 12), (17, 9), (80, 20), (40, 12), (33, 5), (90, 30)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
+def test_height_only_changes_pull_history_back(pair_factory) -> None:
+    pair = pair_factory(30, 10)
+    pair.feed(numbered(25, 50) + CRLF + "$ ")
+    for cols, rows in [(30, 4), (30, 14), (30, 3), (30, 40), (30, 10)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
+def test_rows_pushed_up_by_a_narrower_screen_do_not_come_back(pair_factory) -> None:
+    """tmux's hscrolled moves with the content it reflows: after narrowing, growing taller
+    pulls back only rows that had scrolled, not the ones the reflow pushed up."""
+    pair = pair_factory(20, 10)
+    pair.feed(CRLF.join(["line1", "a" * 50, "b" * 25, "short", "$ "]))
+    for cols, rows in [(12, 10), (30, 10), (30, 4), (30, 12), (8, 12), (8, 4), (30, 4), (30, 12)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
+def test_coloured_long_lines_keep_their_styles(pair_factory) -> None:
+    pair = pair_factory(30, 8)
+    colours = ["31", "1;32", "4;33", "7;34", "38;5;208", "48;5;22", "38;2;10;200;30", "2;35"]
+    parts = []
+    for n in range(12):
+        pieces = [f"\x1b[{colours[(n + k) % len(colours)]}m{chr(97 + k) * (7 + n)}\x1b[0m"
+                  for k in range(5)]  # fmt: skip
+        parts.append("".join(pieces))
+    pair.feed(CRLF.join(parts) + CRLF + "\x1b[44m  blue bg  \x1b[0m" + CRLF + "$ ")
+    for cols, rows in [(30, 8), (21, 8), (55, 6), (13, 10), (30, 8)]:
+        pair.resize(cols, rows)
+        same(pair)
+        assert_same_styles(pair)
+
+
+def assert_same_styles(pair: ReflowPair) -> None:
+    """Every character's style in history and screen: tmux's `capture-pane -e` rows are fed
+    into a fresh semo screen and read back (as test_fidelity_tmux does)."""
+    from engine.terminal.screen import TerminalScreen
+    from engine.terminal.stream import TerminalStream
+
+    escaped = pair.tmux.styled_rows()
+    width = max(pair.semo.screen.columns, 2) * 2
+    reference = TerminalScreen(width, len(escaped) + 1, scrollback=0)
+    TerminalStream(reference).feed(CRLF.join(escaped))
+    screen = pair.semo.screen
+    ours = list(screen.scrollback) + [screen.row_line(y) for y in range(screen.lines)]
+    problems = []
+    for y, line in enumerate(ours):
+        theirs = reference.row_line(y)
+        a, b = _styles(line), _styles(theirs)
+        n = min(len(line.text.rstrip(" ")), len(theirs.text.rstrip(" ")))
+        if a[:n] != b[:n] or line.text.rstrip(" ") != theirs.text.rstrip(" "):
+            problems.append(f"row {y}: semo {line.text!r} {a[:n]}\n  tmux {theirs.text!r} {b[:n]}")
+    if problems:
+        pytest.fail("styles differ:\n" + "\n".join(problems[:10]), False)
+
+
+def _styles(line) -> list[tuple]:
+    styles = [("default", "default", False, False, False, False)] * len(line.text)
+    for run in line.runs:
+        s = run.style
+        styles[run.start : run.end] = [(s.fg, s.bg, s.bold, s.underscore, s.reverse, s.dim)] * (
+            run.end - run.start
+        )
+    return styles
+
+
+def test_wide_characters_at_the_margin_move_whole(pair_factory) -> None:
+    pair = pair_factory(21, 10)
+    lines = [
+        "x" + "中文字符" * 8,  # odd start: a wide character meets the margin
+        "日本語のテキスト" * 3,
+        "ab🚀cd🎉ef" * 5,
+        "é" * 30 + "e\u0301" * 10,  # precomposed and combining
+        "👩\u200d💻 team " * 6,  # ZWJ sequences
+    ]
+    pair.feed(CRLF.join(lines) + CRLF + "$ ")
+    same(pair)
+    for cols, rows in [(20, 10), (9, 14), (33, 10), (10, 6), (41, 12), (21, 10)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
+def test_cursor_in_the_middle_of_a_wrapped_command_line(pair_factory) -> None:
+    """A shell prompt with a long command, the cursor moved back into its middle (as when
+    editing it): it stays on the same character."""
+    pair = pair_factory(30, 8)
+    command = "git commit -m 'a rather long message that wraps over rows' --amend"
+    pair.feed("older output" + CRLF + "user@host:~/src$ " + command)
+    pair.feed("\x1b[2A\x1b[7G")  # up two rows to column 7: inside the first row of the command
+    same(pair)
+    for cols, rows in [(45, 8), (19, 8), (80, 8), (11, 12), (30, 8)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
+def test_cursor_at_the_pending_wrap_and_at_the_prompt(pair_factory) -> None:
+    pair = pair_factory(20, 6)
+    pair.feed("p" * 20)  # cursor past the last column, wrap pending
+    pair.resize(26, 6)
+    same(pair)
+    pair.feed(CRLF + "q" * 26 + CRLF + "> ")
+    for cols, rows in [(13, 6), (26, 6), (7, 3)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
+def test_erased_and_rewritten_rows(pair_factory) -> None:
+    """A row erased whole stops continuing onto the next one; one erased from its middle keeps
+    its cleared cells and still joins."""
+    pair = pair_factory(20, 8)
+    pair.feed("a" * 25 + CRLF + "b" * 25 + CRLF + "c" * 45 + CRLF)
+    pair.feed("\x1b[3;5H\x1b[K")  # erase the middle of c's first row (it stays wrapped)
+    pair.feed("\x1b[6;1H$ ")
+    for cols, rows in [(30, 8), (11, 8), (20, 8)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
+def test_alternate_screen_is_cut_not_reflowed_and_the_primary_reflows_after(pair_factory) -> None:
+    pair = pair_factory(30, 8)
+    pair.feed(numbered(6, 70) + CRLF + "$ vim")
+    pair.feed("\x1b[?1049h\x1b[H" + CRLF.join(["~" + "v" * 28] * 7))
+    # while the program runs, tmux shows the history cut at the new width and leaves the
+    # cursor past a narrower margin: the screen rows and the cursor's row are compared
+    pair.resize(17, 6)
+    same(pair, history=False, cursor_x=False)
+    pair.resize(45, 10)
+    same(pair, history=False, cursor_x=False)
+    pair.feed("\x1b[?1049l")
+    same(pair)
+    pair.resize(23, 7)
+    same(pair)
+
+
+def test_scrollback_at_its_bound(pair_factory) -> None:
+    pair = pair_factory(30, 6, history=100)
+    pair.feed(numbered(200, 90, seed=7) + CRLF + "$ ")
+    same(pair, tail=80)
+    for cols, rows in [(14, 6), (70, 6), (20, 9), (30, 6)]:
+        pair.resize(cols, rows)
+        # the newest 30 rows: below the oldest line semo kept (a narrower screen pushed the
+        # start of it past the bound; tmux keeps more than its limit until lines scroll in)
+        same(pair, tail=30)
+        assert len(pair.semo.screen.scrollback) <= 100
+
+
+def test_a_64_kib_line(pair_factory) -> None:
+    pair = pair_factory(80, 24, history=3000)
+    pair.feed("".join(chr(33 + n % 90) for n in range(64 * 1024)) + CRLF + "$ ")
+    for cols, rows in [(120, 30), (37, 24), (80, 24)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
+def test_many_resizes_stay_like_tmux(pair_factory) -> None:
+    pair = pair_factory(40, 10, history=5000)
+    pair.feed(numbered(60, 100, seed=3) + CRLF + ("中文 " * 20).rstrip() + CRLF + "$ ")
+    rng = random.Random(11)
+    for n in range(60):
+        pair.resize(rng.randrange(5, 100), rng.randrange(2, 30))
+        if n % 10 == 9:
+            same(pair)
+    same(pair)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_output_and_resizes(pair_factory, seed: int) -> None:
+    rng = random.Random(seed)
+    cols, rows = rng.randrange(8, 60), rng.randrange(3, 20)
+    pair = pair_factory(cols, rows, history=5000)
+    alphabet = "abcdefgh ijk" * 4 + "中🚀é"
+    for _ in range(8):
+        chunk = []
+        for _ in range(rng.randrange(1, 12)):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 150)))
+            text = text.rstrip(" ")  # written trailing blanks: a known difference (numbered())
+            if rng.random() < 0.3:
+                text = f"\x1b[3{rng.randrange(8)}m{text}\x1b[0m"
+            chunk.append(text)
+        pair.feed(CRLF.join(chunk) + (CRLF if rng.random() < 0.5 else ""))
+        pair.resize(rng.randrange(4, 90), rng.randrange(2, 25))
+        same(pair)
