@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Iterable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -28,13 +28,14 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from console.commands import SemoCommands
-from console.confirm import Confirm
 from console.keys import prefix_key
 from console.screens.main import MainScreen
 from engine.control.client import EngineClient
-from engine.engine import Engine
 from engine.heap import thaw_heap
 from engine.plain_text import plain
+
+if TYPE_CHECKING:  # `semo console` attaches to an engine: it never imports one (issue 14)
+    from engine.engine import Engine
 
 DETACH_KEY = "ctrl+q"
 
@@ -169,6 +170,8 @@ class SemoApp(App[None]):
     # -- stopping the office -------------------------------------------------------------------
 
     def action_stop_office(self) -> None:
+        from console.confirm import Confirm
+
         question = (
             "Stop the office's engine? Every agent session ends (shutdown_grace, then killed); "
             "other consoles are detached. `semo console` starts it again."

@@ -1,5 +1,15 @@
 """`semo console` / `semo demo`: attach to the office's engine, starting it in the background
-when none runs, and open the console on it. Leaving the console detaches (engine.control)."""
+when none runs, and open the console on it. Leaving the console detaches (engine.control).
+
+The start is what the operator waits for (issue 14: first complete frame <= 300 ms from the
+command's start), and it is mostly imports. So the fast path imports no pydantic, no store and
+no engine: the office's socket comes from a cache of what the last full load of this config
+file gave (console/targets.py: keyed by the file's bytes and the environment that decides
+the socket's path), the connection and the office snapshot are requested in a thread
+(engine.control.client.Preconnect) while Textual is imported, and the app takes that
+connection over. When the cache does not know the file, or no engine answers where it says,
+the config is loaded and validated in full, as before, and the engine started if needed.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +17,21 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from console.app import DETACH_KEY, SemoApp
-from engine.config import ConfigError, load_config
-from engine.control.client import EngineClient
-from engine.control.launcher import (
-    LaunchError,
-    engine_command,
-    engine_running,
-    start_background,
-)
-from engine.control.paths import ControlPathError, OfficePaths, office_paths
+from console.targets import Target, cached_target, remember_target, state_dir
+from engine.control.client import EngineClient, Preconnect
 from engine.fsutil import private_dir, private_file
 from engine.hardening import make_non_dumpable
-from engine.logs import TextFormatter
+
+if TYPE_CHECKING:
+    from engine.control.paths import OfficePaths
+
+
+class _Failed(Exception):
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def launch(args: list[str]) -> int:
@@ -29,68 +40,116 @@ def launch(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"semo {command}")
     parser.add_argument("--config", type=Path, default=Path("semo.toml"))
     options, _rest = parser.parse_known_args(args[1:])
-    log_file = logging.FileHandler(_log_path())
-    log_file.setFormatter(TextFormatter())  # agent text in a log line: controls made visible
-    logging.basicConfig(handlers=[log_file], level=logging.INFO, force=True)
+    _log_to_file()
+    config: Path | None = options.config if command == "console" else None
+    target = cached_target(config) if config is not None else None
+    preconnect = Preconnect(target.socket, target.office) if target is not None else None
+
+    from console.app import DETACH_KEY, SemoApp  # Textual: meanwhile the thread connects
+
+    if preconnect is None or not preconnect.greeted():
+        try:
+            target = _start_engine(command, config)
+        except _Failed as error:
+            print(f"semo {command}: {error}", file=sys.stderr)
+            return error.status
+        preconnect = None
+    if config is None:
+        stop_hint, again = "semo stop --demo", "semo demo"
+    else:
+        flag = "" if config == Path("semo.toml") else f" --config {config}"
+        stop_hint, again = f"semo stop{flag}", f"semo console{flag}"
+    client = EngineClient(target, preconnect=preconnect)
+    app = SemoApp(client, restart=lambda: _restart(target, config), prefix=target.prefix)
+    app.run()
+    if app.exit_reason == "SIGHUP":  # a closed terminal has nowhere to print to
+        return 0
+    from engine.control.launcher import engine_running
+
+    if not engine_running(_office_paths(target)):
+        print(
+            f"semo {command}: the engine of office {target.office!r} is not running; {again} "
+            "starts it again"
+        )
+    else:
+        pid = f" (pid {client.pid})" if client.pid else ""
+        print(
+            f"semo {command}: detached from office {target.office!r} ({app.exit_reason}); its "
+            f"engine{pid} and agents keep running.\n"
+            f"  attach again: {again}    stop the agents: {stop_hint}    "
+            f"detach in the console: {DETACH_KEY}, or {target.prefix} then d in a pane"
+        )
+    return 0
+
+
+def _full_target(command: str, config: Path | None) -> tuple[Target, list[str]]:
+    """The office's socket from the config loaded in full (remembered for the next start),
+    and the command that starts its engine. `config` None: the demo office."""
+    from engine.config import ConfigError, load_config
+    from engine.control.launcher import engine_command
+    from engine.control.paths import ControlPathError, office_paths
+
     try:
-        if command == "demo":
+        if config is None:
             from engine.demo.office import DEMO_OFFICE, demo_config
 
-            prefix = demo_config().console.prefix
-            paths = office_paths(DEMO_OFFICE, demo_config().store_config())
-            engine_argv = engine_command(None)
-            stop_hint = "semo stop --demo"
-            again = "semo demo"
+            demo = demo_config()
+            prefix, paths = demo.console.prefix, office_paths(DEMO_OFFICE, demo.store_config())
         else:
-            config = load_config(options.config)
-            prefix = config.console.prefix
-            paths = office_paths(config.office.name, config.store_config())
-            engine_argv = engine_command(options.config)
-            flag = "" if options.config == Path("semo.toml") else f" --config {options.config}"
-            stop_hint = f"semo stop{flag}"
-            again = f"semo console{flag}"
+            loaded = load_config(config)
+            prefix = loaded.console.prefix
+            paths = office_paths(loaded.office.name, loaded.store_config())
+    except ConfigError as error:
+        raise _Failed(str(error), 2) from None
+    except (ControlPathError, OSError) as error:
+        raise _Failed(str(error), 1) from None
+    target = Target(paths.office, paths.socket, paths.info, paths.log, prefix)
+    if config is not None:
+        remember_target(config, target)
+    return target, engine_command(config)
+
+
+def _start_engine(command: str, config: Path | None) -> Target:
+    """The slow path: load the config, and start the engine in the background when none
+    answers."""
+    from engine.control.launcher import LaunchError, engine_running, start_background
+    from engine.control.paths import ControlPathError
+
+    target, engine_argv = _full_target(command, config)
+    paths = _office_paths(target)
+    try:
         if not engine_running(paths):
             print(
                 f"semo {command}: starting the engine of office {paths.office!r} in the background"
             )
             print(f"semo {command}: its log: {paths.log}")
             start_background(engine_argv, paths)
-    except ConfigError as error:
-        print(f"semo {command}: {error}", file=sys.stderr)
-        return 2
     except (LaunchError, ControlPathError, OSError) as error:
-        print(f"semo {command}: {error}", file=sys.stderr)
-        return 1
-    client = EngineClient(paths)
-    app = SemoApp(client, restart=lambda: _restart(engine_argv, paths), prefix=prefix)
-    app.run()
-    if app.exit_reason == "SIGHUP":  # a closed terminal has nowhere to print to
-        return 0
+        raise _Failed(str(error), 1) from None
+    return target
+
+
+def _restart(target: Target, config: Path | None) -> None:
+    from engine.control.launcher import engine_command, engine_running, start_background
+
+    paths = _office_paths(target)
     if not engine_running(paths):
-        print(
-            f"semo {command}: the engine of office {paths.office!r} is not running; {again} "
-            "starts it again"
-        )
-    else:
-        pid = f" (pid {client.pid})" if client.pid else ""
-        print(
-            f"semo {command}: detached from office {paths.office!r} ({app.exit_reason}); its "
-            f"engine{pid} and agents keep running.\n"
-            f"  attach again: {again}    stop the agents: {stop_hint}    "
-            f"detach in the console: {DETACH_KEY}, or {prefix} then d in a pane"
-        )
-    return 0
+        start_background(engine_command(config), paths)
 
 
-def _restart(engine_argv: list[str], paths: OfficePaths) -> None:
-    if not engine_running(paths):
-        start_background(engine_argv, paths)
+def _office_paths(target: Target) -> OfficePaths:
+    from engine.control.paths import OfficePaths
+
+    return OfficePaths(office=target.office, socket=target.socket, info=target.info, log=target.log)
 
 
-def _log_path() -> Path:
-    """The console owns the terminal: its own log goes to a file beside the store."""
-    from engine.store.sqlite import default_sqlite_path
+def _log_to_file() -> None:
+    """The console owns the terminal: its own log goes to a file beside the store (0600 in a
+    0700 folder: logs can reveal what agents do)."""
+    from engine.logs import TextFormatter
 
-    path = default_sqlite_path().with_name("console.log")
-    private_dir(path.parent)  # 0600 in a 0700 folder: logs can reveal what agents do
-    return private_file(path)
+    path = state_dir() / "console.log"
+    private_dir(path.parent)
+    log_file = logging.FileHandler(private_file(path))
+    log_file.setFormatter(TextFormatter())  # agent text in a log line: controls made visible
+    logging.basicConfig(handlers=[log_file], level=logging.INFO, force=True)

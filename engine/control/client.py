@@ -18,19 +18,20 @@ engine goes away, `gone` is set with the reason, every operation raises `EngineG
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import itertools
+import json
 import logging
 import socket
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.control.mirror import MirrorScreen
-from engine.control.paths import OfficePaths
+from engine.control.views import EventBus, Record, pool_status
 from engine.control.wire import (
     MAX_SERVER_FRAME_BYTES,
     PROTOCOL_VERSION,
@@ -40,12 +41,11 @@ from engine.control.wire import (
     encode_frame,
     read_frame,
 )
-from engine.events import EventBus, SessionStatusChanged, event_from_json
 from engine.protocol.state import AgentState
-from engine.sessions.pool import PoolStatus
-from engine.store.job_ops import JobTimeline, JobView
-from engine.store.models import Agent, AgentCommand, Job, UserQuestion
-from engine.terminal.pty_process import TerminalClosedError
+
+if TYPE_CHECKING:  # pydantic and the store's models load when a reply needs them (views.py)
+    from engine.store.job_ops import JobTimeline, JobView
+    from engine.store.models import Job, UserQuestion
 
 log = logging.getLogger("semo.control.client")
 
@@ -92,10 +92,11 @@ class _StoreView:
 
 
 class _PoolView:
-    def __init__(self, status: PoolStatus) -> None:
+    def __init__(self, status: Record) -> None:
         self._status = status
 
-    def status(self) -> PoolStatus:
+    def status(self) -> Record:
+        """engine.sessions.pool.PoolStatus's fields (views.pool_status)."""
         return self._status
 
 
@@ -118,6 +119,8 @@ class RemoteTerminal:
 
     def write(self, text: str) -> None:
         if self._client.gone is not None:
+            from engine.terminal.pty_process import TerminalClosedError
+
             raise TerminalClosedError(self._client.gone)
         for start in range(0, len(text), INPUT_CHUNK):  # a big paste in frames under the limit
             chunk = text[start : start + INPUT_CHUNK]
@@ -193,12 +196,24 @@ class RemoteSession:
         return self._terminal
 
 
+class SocketPaths(Protocol):
+    """Where an office's engine listens (engine.control.paths.OfficePaths has these)."""
+
+    @property
+    def office(self) -> str: ...
+
+    @property
+    def socket(self) -> Path: ...
+
+
 class EngineClient:
-    def __init__(self, paths: OfficePaths) -> None:
+    def __init__(self, paths: SocketPaths, *, preconnect: Preconnect | None = None) -> None:
+        """`preconnect`: a connection begun before the event loop ran (the console's start)."""
         self.paths = paths
         self.bus = EventBus()
         self.office: OfficeView | None = None
-        self.agents: dict[str, Agent] = {}
+        #: the office's agents by role, engine.store.models.Agent's fields
+        self.agents: dict[str, Record] = {}
         self.store = _StoreView()
         self.pool: _PoolView | None = None
         self.jobs = None  # the console never runs jobs itself
@@ -209,8 +224,9 @@ class EngineClient:
         self.gone: str | None = "not connected"
         self._sessions: dict[str, RemoteSession] = {}
         self._terminals: dict[str, RemoteTerminal] = {}
-        self._questions: list[UserQuestion] = []
-        self._commands: list[AgentCommand] = []
+        self._questions: list[Record] = []  # UserQuestion's fields
+        self._commands: list[Record] = []  # AgentCommand's fields
+        self._preconnect = preconnect
         self._connection_state = "?"
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -237,17 +253,19 @@ class EngineClient:
         sock: socket.socket = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        self._reader, self._writer = reader, writer
         hello = await read_frame(reader, MAX_SERVER_FRAME_BYTES)
-        if hello is None or hello.get("t") != "hello":
+        try:
+            check_hello(hello)
+        except EngineNotRunning:
             writer.close()
-            raise EngineNotRunning("the control socket did not greet")
-        if hello.get("v") != PROTOCOL_VERSION:
-            writer.close()
-            raise EngineNotRunning(
-                f"the engine speaks control protocol {hello.get('v')}, this console "
-                f"{PROTOCOL_VERSION}: restart it with `semo stop` then `semo console`"
-            )
+            raise
+        assert hello is not None
+        self._connected(reader, writer, hello)
+
+    def _connected(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: dict[str, Any]
+    ) -> None:
+        self._reader, self._writer = reader, writer
         self.hello = hello
         self.engine_id = hello.get("engine_id")
         self.pid = hello.get("pid")
@@ -257,11 +275,31 @@ class EngineClient:
     async def start(self) -> None:
         """Connect if needed and subscribe to the office (what `Engine.start` is to the
         in-process console)."""
+        if self._preconnect is not None:
+            preconnect, self._preconnect = self._preconnect, None
+            if await self._take_over(preconnect):
+                return
         if self.gone is not None:
             await self.connect()
         # a starting engine answers once it runs (its warm sessions may take a while)
         snapshot = await self.request({"op": "subscribe"}, timeout=START_WAIT_SECONDS + 10)
         self._apply_office(snapshot)
+
+    async def _take_over(self, preconnect: Preconnect) -> bool:
+        """Use the connection `preconnect` made and its snapshot; False when it has none (no
+        engine answered then: connect again, one may have started since)."""
+        try:
+            handoff = await asyncio.wrap_future(preconnect.result)
+        except EngineNotRunning:
+            return False
+        handoff.sock.setblocking(False)
+        reader, writer = await asyncio.open_unix_connection(sock=handoff.sock, limit=1 << 20)
+        self._ids = itertools.count(handoff.next_id)
+        self._connected(reader, writer, handoff.hello)
+        for frame in handoff.frames:  # what came between the hello and the snapshot, in order
+            self._frame(frame)
+        self._apply_office(handoff.snapshot)
+        return True
 
     async def close(self) -> None:
         """Detach: the engine and its agents go on."""
@@ -335,10 +373,10 @@ class EngineClient:
     def connection_state(self) -> str:
         return self._connection_state if self.gone is None else "engine gone"
 
-    async def pending_questions(self) -> list[UserQuestion]:
+    async def pending_questions(self) -> list[Record]:
         return list(self._questions)
 
-    async def recent_commands(self, limit: int = 20) -> list[AgentCommand]:
+    async def recent_commands(self, limit: int = 20) -> list[Record]:
         return self._commands[:limit]
 
     async def answer(
@@ -347,6 +385,8 @@ class EngineClient:
         result = await self.request(
             {"op": "answer", "question": question_id, "text": text, "option": option}
         )
+        from engine.store.models import UserQuestion
+
         return UserQuestion.model_validate(result)
 
     def send_prompt(self, session_id: str, text: str) -> None:
@@ -375,20 +415,28 @@ class EngineClient:
         return session
 
     async def list_jobs(self, *, include_ended: bool = True) -> list[JobView]:
+        from engine.store.job_ops import JobView
+
         result = await self.request({"op": "jobs", "all": include_ended})
         return [JobView.model_validate(job) for job in result]
 
     async def job_timeline(self, job_id: str) -> JobTimeline:
+        from engine.store.job_ops import JobTimeline
+
         return JobTimeline.model_validate(await self.request({"op": "job", "job": job_id}))
 
     async def create_job(self, role: str, task: str, context: dict[str, Any] | None = None) -> Job:
         result = await self.request(
             {"op": "create_job", "role": role, "task": task, "context": context}
         )
+        from engine.store.models import Job
+
         return Job.model_validate(result)
 
     async def cancel_job(self, job_id: str, reason: str = "") -> Job:
         result = await self.request({"op": "cancel_job", "job": job_id, "reason": reason})
+        from engine.store.models import Job
+
         return Job.model_validate(result)
 
     async def start_recording(self, session_id: str) -> Path:
@@ -412,24 +460,29 @@ class EngineClient:
                 frame = await read_frame(self._reader, MAX_SERVER_FRAME_BYTES)
                 if frame is None:
                     break
-                kind = frame.get("t")
-                if kind == "screen":
-                    self._apply_screen(frame)
-                elif kind == "reply":
-                    self._reply(frame)
-                elif kind == "event":
-                    self._event(frame.get("e"))
-                elif kind == "office":
-                    self._apply_office(frame.get("office") or {})
-                elif kind == "bye":
-                    reason = f"the engine stopped: {frame.get('reason') or 'no reason'}"
-                elif kind == "error":
-                    log.warning("engine: %s", frame.get("error"))
+                reason = self._frame(frame) or reason
         except (FrameError, ConnectionError, OSError) as error:
             reason = f"the connection to the engine broke: {error}"
         except asyncio.CancelledError:
             return
         self._lost(reason)
+
+    def _frame(self, frame: dict[str, Any]) -> str | None:
+        """Apply one frame from the engine; the reason it gives when it says goodbye."""
+        kind = frame.get("t")
+        if kind == "screen":
+            self._apply_screen(frame)
+        elif kind == "reply":
+            self._reply(frame)
+        elif kind == "event":
+            self._event(frame.get("e"))
+        elif kind == "office":
+            self._apply_office(frame.get("office") or {})
+        elif kind == "bye":
+            return f"the engine stopped: {frame.get('reason') or 'no reason'}"
+        elif kind == "error":
+            log.warning("engine: %s", frame.get("error"))
+        return None
 
     def _lost(self, reason: str) -> None:
         if self.gone is not None:
@@ -465,6 +518,10 @@ class EngineClient:
         terminal._changed()
 
     def _event(self, data: Any) -> None:
+        from pydantic import ValidationError
+
+        from engine.events import SessionStatusChanged, event_from_json
+
         try:
             event = event_from_json(data)
         except ValidationError:
@@ -498,7 +555,7 @@ class EngineClient:
         self._connection_state = data.get("connection") or "?"
         self.consoles = int(data.get("consoles") or 0)
         agents = data.get("agents") or {}
-        self.agents = {role: Agent.model_validate(a) for role, a in agents.items()}
+        self.agents = {role: Record(a) for role, a in agents.items()}
         live = {s["session_id"]: s for s in data.get("sessions") or []}
         for session_id in list(self._sessions):
             if session_id not in live:
@@ -510,10 +567,132 @@ class EngineClient:
             else:
                 session.update(row)
         if data.get("pool"):
-            self.pool = _PoolView(PoolStatus.model_validate(data["pool"]))
+            self.pool = _PoolView(pool_status(data["pool"]))
         if "questions" in data:
-            self._questions = [UserQuestion.model_validate(q) for q in data["questions"]]
-            self._commands = [AgentCommand.model_validate(c) for c in data.get("commands") or []]
+            self._questions = [Record(q) for q in data["questions"]]
+            self._commands = [Record(c) for c in data.get("commands") or []]
             self.store.results.update(data.get("results") or {})
         for listener in list(self._office_listeners):
             listener()
+
+
+def check_hello(hello: dict[str, Any] | None) -> None:
+    """EngineNotRunning unless `hello` is an engine's greeting in this client's protocol."""
+    if hello is None or hello.get("t") != "hello":
+        raise EngineNotRunning("the control socket did not greet")
+    if hello.get("v") != PROTOCOL_VERSION:
+        raise EngineNotRunning(
+            f"the engine speaks control protocol {hello.get('v')}, this console "
+            f"{PROTOCOL_VERSION}: restart it with `semo stop` then `semo console`"
+        )
+
+
+# -- connecting before the event loop runs -----------------------------------------------------
+
+
+@dataclass
+class Handoff:
+    """A connection made in a thread, ready for an EngineClient to take over."""
+
+    sock: socket.socket
+    hello: dict[str, Any]
+    snapshot: dict[str, Any]
+    #: frames that arrived after the hello and before the snapshot's reply
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    next_id: int = 2
+
+
+class Preconnect:
+    """Connects to an office's control socket and subscribes, in a thread, while the console
+    imports Textual and builds its app (its start is mostly imports: the engine's answer
+    comes meanwhile). `greeted()` says whether an engine answered; `result` gives the
+    `Handoff` (or EngineNotRunning, or the error) to `EngineClient(preconnect=...)`."""
+
+    def __init__(self, socket_path: Path, office: str) -> None:
+        self.socket_path = socket_path
+        self.office = office
+        self.result: concurrent.futures.Future[Handoff] = concurrent.futures.Future()
+        self._greeted: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        threading.Thread(target=self._run, name="semo preconnect", daemon=True).start()
+
+    def greeted(self, timeout: float = 10.0) -> bool:
+        """True once something accepted the connection (an engine; `result` says whether it
+        greeted in this protocol); False when nothing listens, or after `timeout` s."""
+        try:
+            return self._greeted.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+
+    def _run(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            handoff = self._connect(sock)
+        except BaseException as error:
+            sock.close()
+            if not self._greeted.done():
+                self._greeted.set_result(False)
+            self.result.set_exception(error)
+        else:
+            self.result.set_result(handoff)
+
+    def _connect(self, sock: socket.socket) -> Handoff:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sock.settimeout(10.0)
+        try:
+            sock.connect(str(self.socket_path))
+        except (FileNotFoundError, ConnectionRefusedError) as error:
+            raise EngineNotRunning(
+                f"no engine serves office {self.office!r} ({error.strerror})"
+            ) from None
+        self._greeted.set_result(True)  # something serves the socket (check_hello says what)
+        hello = _read_frame_blocking(sock)
+        check_hello(hello)
+        assert hello is not None
+        sock.settimeout(START_WAIT_SECONDS + 10)  # a starting engine answers once it runs
+        sock.sendall(encode_frame({"op": "subscribe", "id": 1}))
+        frames = []
+        while True:
+            frame = _read_frame_blocking(sock)
+            if frame is None:
+                raise EngineGone("the engine closed the connection")
+            if frame.get("t") == "reply" and frame.get("id") == 1:
+                break
+            frames.append(frame)
+        if not frame.get("ok"):
+            raise RuntimeError(str(frame.get("error") or "failed"))
+        return Handoff(sock, hello, frame.get("result") or {}, frames)
+
+
+def _read_frame_blocking(sock: socket.socket) -> dict[str, Any] | None:
+    """wire.read_frame on a blocking socket, reading no byte past the frame."""
+    header = _recv_exactly(sock, 4)
+    if not header:
+        return None
+    if len(header) < 4:
+        raise FrameError("the stream ended inside a frame header")
+    size = int.from_bytes(header, "big")
+    if size > MAX_SERVER_FRAME_BYTES:
+        raise FrameError(f"a frame of {size} bytes is over the limit of {MAX_SERVER_FRAME_BYTES}")
+    body = _recv_exactly(sock, size)
+    if len(body) < size:
+        raise FrameError("the stream ended inside a frame")
+    try:
+        message = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise FrameError(f"a frame that is not JSON: {error}") from None
+    if not isinstance(message, dict):
+        raise FrameError("a frame that is not a JSON object")
+    return message
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """`size` bytes, or fewer when the stream ends (b"" at a clean end before any)."""
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:], size - got)
+        if n == 0:
+            break
+        got += n
+    return bytes(buffer[:got])
