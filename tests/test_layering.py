@@ -39,3 +39,38 @@ def test_import_linter_contract_holds():
     result = subprocess.run([lint_imports], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "engine never imports the console or textual KEPT" in result.stdout
+
+
+#: what `semo console` must not import before its first frame (issue 14: attach <= 300 ms from
+#: the command's start; these cost more than the rest of the console's start together): the
+#: console reaches the engine through engine.control.client only
+CONSOLE_START_FORBIDDEN = (
+    "pydantic",
+    "engine.config",
+    "engine.engine",
+    "engine.events",
+    "engine.store",
+    "engine.routing",
+    "engine.sessions",
+    "engine.control.server",
+    "engine.control.launcher",
+    "engine.control.paths",
+)
+
+
+def test_the_console_imports_no_engine_store_or_pydantic():
+    probe = (
+        "import sys, console.cli, console.launch, console.app, console.screens.main\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    loaded = result.stdout.split()
+    offenders = [
+        name
+        for name in loaded
+        if any(name == f or name.startswith(f + ".") for f in CONSOLE_START_FORBIDDEN)
+    ]
+    assert "textual.app" in loaded and "engine.control.client" in loaded
+    assert offenders == []
