@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from wcwidth import wcwidth
 
 from engine.terminal.cell import BLANK, Cell
-from engine.terminal.scrollback import Line, Record, StyleRun, pack_line
+from engine.terminal.scrollback import Line, Record, StyleRun, pack_line, style_fields
 
 ZWJ = "\u200d"
 _REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)
@@ -89,7 +89,7 @@ def _runs(item: Item) -> list[Run]:
     if type(item) is str:
         return []
     if type(item) is Line:
-        return [(run.start, run.end, tuple(run.style)) for run in item.runs]  # type: ignore[union-attr]
+        return [(run.start, run.end, style_fields(run.style)) for run in item.runs]  # type: ignore[union-attr]
     flat = item[1]  # type: ignore[index]
     return [(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]  # type: ignore[misc]
 
@@ -103,9 +103,14 @@ def reflow(
     new_size: tuple[int, int],
     keep_history: bool,
     scrolled: int | None = None,
+    cursor_cells: int | None = None,
     blank: Cell = BLANK,
 ) -> Reflowed:
     """The primary screen resized from `old_size` to `new_size` (columns, lines).
+
+    `cursor_cells`: how many cells of the cursor's row were ever written (the row's last cell
+    in use; None: up to the cursor). Blanks up to the cursor within them count as text (a
+    prompt's "$ "), as tmux's cellused; a cursor further right is at the end of its line.
 
     `scrolled`: how many of the oldest history lines scrolled there (tmux's hscrolled; all of
     them when None). Only those come back when the screen grows taller; tmux moves that mark
@@ -133,8 +138,9 @@ def reflow(
         mark -= pulled
         items.extend([Line("")] * (lines - old_lines - pulled))
     if columns != old_columns:
+        pad = cx if cursor_cells is None else min(cx, cursor_cells)
         items, cursor_at, cx, mark = _rewrap(
-            items, cursor_at, cx, mark, old_columns, columns, blank
+            items, cursor_at, cx, pad, mark, old_columns, columns, blank
         )
     if len(items) < lines:
         items.extend([Line("")] * (lines - len(items)))
@@ -155,6 +161,7 @@ def _rewrap(
     items: list[Item],
     cursor_at: int,
     cx: int,
+    cursor_pad: int,
     mark: int,
     old_columns: int,
     columns: int,
@@ -188,10 +195,10 @@ def _rewrap(
         end = i
         while end < count - 1 and _text_wrapped(items[end])[1]:
             end += 1
-        pad = cx if i <= cursor_at <= end else 0  # blanks written up to the cursor count
+        pad = cursor_pad if i <= cursor_at <= end else 0  # blanks written up to the cursor
         chain = items[i : end + 1]
         last_text = _text_wrapped(items[end])[0]
-        last_empty = end > i and not last_text and not (cursor_at == end and cx > 0)
+        last_empty = end > i and not last_text and not (cursor_at == end and pad > 0)
         if last_empty:  # tmux leaves an empty row that ends a wrapped line on its own
             chain = chain[:-1]
         cursor_row = cursor_at - i if i <= cursor_at < i + len(chain) else None
@@ -203,7 +210,7 @@ def _rewrap(
             # tmux's grid_reflow_join drops the flag when it took the last row with text
             # whole into a row that still has room; else the empty row stays part of the line
             keep = not (joined_last and pieces[-1][2] < columns)
-            lines[-1] = lines[-1]._replace(wrapped=keep)
+            lines[-1] = _with_wrapped(lines[-1], keep)
             if mark == end:
                 new_mark = len(out) + len(lines)
         if mark_at is not None:
@@ -223,14 +230,19 @@ def _fits(text: str, columns: int) -> bool:
 
 
 def _row_used(items: Sequence[Item], j: int, last: bool, old_columns: int) -> int:
+    rows = [_text_wrapped(item) for item in items[j : j + 2]]
+    return _used(rows, 0, text_width(rows[0][0]), last, old_columns)
+
+
+def _used(
+    rows: Sequence[tuple[str, bool]], j: int, width: int, last: bool, old_columns: int
+) -> int:
     """Cells row j holds, as tmux's cellused: a wrapped row ran to the margin (one short when
-    the next row starts with a wide character that did not fit); else its text."""
-    text, wrapped = _text_wrapped(items[j])
-    width = text_width(text)
-    if last and not wrapped:
+    the next row starts with a wide character that did not fit); else its text (`width`)."""
+    if last and not rows[j][1]:
         return width
-    if j + 1 < len(items):
-        following = _text_wrapped(items[j + 1])[0]
+    if j + 1 < len(rows):
+        following = rows[j + 1][0]
         if following and width < old_columns and _first_width(following) == 2:
             return max(width, old_columns - 1)
     return max(width, old_columns)
@@ -284,7 +296,7 @@ def _wrap_chain(
     old_columns: int,
     columns: int,
     blank: Cell,
-) -> tuple[list[Line], list[tuple[int, int, int]], int | None, bool]:
+) -> tuple[list[Record], list[tuple[int, int, int]], int | None, bool]:
     """One logical line (rows all wrapped but the last) wrapped at `columns`: its rows, their
     (start, stop, cells), the row holding the start of row `mark_row`, and whether its last row
     was joined onto the row before it (it does not start a row of its own)."""
@@ -294,27 +306,31 @@ def _wrap_chain(
     cells_before = 0
     mark_cells = 0
     starts: list[int] = []  # each row's first cell in the logical line
+    rows = [_text_wrapped(item) for item in chain]
     last = len(chain) - 1
     for index, item in enumerate(chain):
         starts.append(cells_before)
         if index == mark_row:
             mark_cells = cells_before
-        text = _text_wrapped(item)[0]
-        width = text_width(text)
-        used = _row_used(chain, index, index == last, old_columns)
+        text = rows[index][0]
+        width = len(text) if text.isascii() else text_width(text)
+        used = _used(rows, index, width, index == last, old_columns)
         if index == cursor_row and index == last:
             used = max(used, cx)  # blanks written up to the cursor (a prompt's space)
-        runs.extend((start + pos, stop + pos, fields) for start, stop, fields in _runs(item))
+        if type(item) is not str:
+            runs.extend((start + pos, stop + pos, fields) for start, stop, fields in _runs(item))
         if used > width:
             text += " " * (used - width)
         texts.append(text)
         pos += len(text)
         cells_before += used
     joined = "".join(texts)
-    final_wrapped = _text_wrapped(chain[last])[1]
+    final_wrapped = rows[last][1]
     pieces = _breaks(joined, columns)
+    style = blank[1:]
+    final = len(pieces) - 1
     lines = [
-        _slice(joined, runs, start, stop, n < len(pieces) - 1 or final_wrapped, blank)
+        _slice(joined, runs, start, stop, n < final or final_wrapped, style)
         for n, (start, stop, _used) in enumerate(pieces)
     ]
     mark_at = None if mark_row is None else _locate(pieces, mark_cells)[0]
@@ -329,9 +345,9 @@ def _wrap_chain(
             pieces[row - 1][2] == columns - 1
             and before_row == row - 1
             and before_column > 0
-            and _first_width(_text_wrapped(chain[last])[0]) == 2
+            and _first_width(rows[last][0]) == 2
         ):
-            lines[row - 1] = lines[row - 1]._replace(wrapped=False)
+            lines[row - 1] = _with_wrapped(lines[row - 1], False)
     return lines, pieces, mark_at, joined_last
 
 
@@ -369,17 +385,19 @@ def _breaks(text: str, columns: int) -> list[tuple[int, int, int]]:
     return pieces
 
 
-def _slice(text: str, runs: list[Run], start: int, stop: int, wrapped: bool, blank: Cell) -> Line:
-    """Characters [start, stop) of a logical line as a row: runs clipped, trailing default
-    blanks dropped (as `line_from_row` does) except on a wrapped row, where they tell a blank
-    written in the last column from the gap a wide character left when it wrapped."""
+def _slice(
+    text: str, runs: list[Run], start: int, stop: int, wrapped: bool, style: Fields
+) -> Record:
+    """Characters [start, stop) of a logical line as a packed row: runs clipped, trailing
+    default blanks dropped (as `line_from_row` does) except on a wrapped row, where they tell a
+    blank written in the last column from the gap a wide character left when it wrapped."""
     piece = text[start:stop]
+    if not runs:
+        return (piece, (), True) if wrapped else piece.rstrip(" ")
     clipped: list[Run] = []
     for run_start, run_stop, fields in runs:
-        if run_stop <= start or run_start >= stop:
-            continue
-        clipped.append((max(run_start, start) - start, min(run_stop, stop) - start, fields))
-    style = blank[1:]
+        if run_stop > start and run_start < stop:
+            clipped.append((max(run_start, start) - start, min(run_stop, stop) - start, fields))
     kept = len(piece) if wrapped else len(piece.rstrip(" "))
     if kept < len(piece):  # trailing blanks: keep the styled ones
         for _start, run_stop, fields in reversed(clipped):
@@ -391,12 +409,18 @@ def _slice(text: str, runs: list[Run], start: int, stop: int, wrapped: bool, bla
         piece = piece[:kept]
         clipped = [(a, min(b, kept), f) for a, b, f in clipped if a < kept]
     if all(fields[1:] == style for _a, _b, fields in clipped):
-        return Line(piece, (), wrapped)
-    return Line(
-        piece,
-        tuple(StyleRun(a, b, Cell._make(fields)) for a, b, fields in _merged(clipped)),
-        wrapped,
-    )
+        return (piece, (), True) if wrapped else piece
+    flat: list[object] = []
+    for a, b, fields in _merged(clipped):
+        flat += (a, b, fields)
+    return (piece, tuple(flat), wrapped)
+
+
+def _with_wrapped(record: Record, wrapped: bool) -> Record:
+    if type(record) is str:
+        return (record, (), True) if wrapped else record
+    text, flat, _old = record  # type: ignore[misc]
+    return text if not flat and not wrapped else (text, flat, wrapped)
 
 
 def _merged(runs: list[Run]) -> list[Run]:

@@ -726,6 +726,7 @@ class TerminalScreen(pyte.Screen):
             new_size=(columns, lines),
             keep_history=self.keeps_scrollback(),
             scrolled=scrollback.scrolled,
+            cursor_cells=self._cells_in_use(cursor.y),
             blank=self._default,
         )
         # the cursor row keeps its absolute position (total_pushed + row): readers of new output
@@ -744,6 +745,17 @@ class TerminalScreen(pyte.Screen):
                 if line.wrapped:
                     row.wrapped = True  # type: ignore[attr-defined]
         cursor.x, cursor.y = result.cursor_x, result.cursor_y
+        row = buffer[cursor.y]
+        for x in range(max(row) + 1 if row else 0, min(cursor.x, columns)):
+            row[x] = self._default  # the blanks before the cursor stay written (a prompt's)
+
+    def _cells_in_use(self, y: int) -> int:
+        """Row y's last cell that holds something written (or erased), plus one."""
+        segments = self.deferred_rows.get(y)
+        if segments is not None:
+            return sum(len(text) for _style, text in segments)
+        row = self._buffer.get(y)
+        return max(row) + 1 if row else 0
 
     def _cut_to(self, lines: int, columns: int) -> None:
         """The alternate screen: rows below the cursor go first, then rows at the top (no
