@@ -18,7 +18,8 @@ For each job the dead engine was running, in ONE store transaction (`Store.recov
 Recovery runs before `end_engine`: an engine that dies half-way leaves the jobs it had not
 recovered running on the dead engine, so the next pass (any engine's reconcile) finds that
 engine again and recovers them; none stays failed without its retry.
-Both steps are then put on the job's timeline (``engine_died``, then ``retry`` or ``failed``).
+Its timeline steps (``engine_died``, then ``retry`` or ``failed``) are written in the same
+transaction (``timeline=True``).
 
 A job whose session was a Claude Code conversation the new engine resumes (engine.control.resume)
 is not recovered this way: `take_over_jobs` runs before reconcile and hands it to the new engine
@@ -84,16 +85,12 @@ async def _recover(
         reason=reason,
         retry_reason=note if decision.retry else None,
         unless_alive=unless_alive,
+        timeline=True,  # engine_died, then retry or failed, in the same transaction
     )
     if recovered is None:
         return None  # ended otherwise, another engine recovered it, or its engine lives
-    await _entry(store, recovered.model_copy(update={"status": "failed"}), "engine_died", reason)
     if recovered.status == "pending":
         log.info("job %s of dead engine %s: retried", job.id, engine_id)
-        await _entry(store, recovered, "retry", note)
-    elif recovered.cancel_reason is None:
-        why = f"{reason} (attempt {recovered.attempts}, no retry left)"
-        await _entry(store, recovered, "failed", why)
     return recovered
 
 
@@ -131,9 +128,10 @@ async def take_over_jobs(
     reconcile, as any other job of a dead engine. `reason(engine_id)` words why. The jobs'
     engine becomes `taking_over(me)` (reconcile leaves them alone); the runner writes `me`.
 
-    The job is read and then written (`update_job`), not in one transaction: an engine on
-    another host recovering the same job between the two (its heartbeat ran out meanwhile) is
-    not excluded; the read right before keeps that window short.
+    Each job is taken in one transaction with its `engine_died` step (`Store.take_over_job`:
+    only while it still runs on the dead engine with the same attempts and no cancel asked
+    for), so another host's engine recovering the same job meanwhile gets it or leaves it,
+    never both; the `retry` step follows.
     """
     taken: list[Job] = []
     for job in await store.list_jobs(office_id, status="running"):
@@ -143,21 +141,27 @@ async def take_over_jobs(
         why = reason(engine_id)
         if not decide(Failure(kind="crash", attempts=max(job.attempts, 1), detail=why)).retry:
             continue
+        died = JobEntry(job_id=job.id, office_id=job.office_id, step="engine_died", detail=why)
         try:
-            row = await store.get_job(job.id)
-            if (row.status, row.engine_id, row.attempts) != ("running", engine_id, job.attempts):
-                continue
-            if row.cancel_reason is not None:
-                continue
-            row = await store.update_job(job.id, engine_id=taking_over(me))
+            row = await store.take_over_job(
+                job.id,
+                from_engine=engine_id,
+                attempts=job.attempts,
+                to_engine=taking_over(me),
+                entry=died,
+            )
         except StoreError as error:
             log.warning("job %s of dead engine %s: not taken over: %s", job.id, engine_id, error)
             continue
+        if row is None:
+            continue  # recovered or taken by another engine, ended, or a cancel was asked for
         log.info(
             "job %s of dead engine %s: taken over to continue its conversation", job.id, engine_id
         )
-        await _entry(store, row.model_copy(update={"status": "failed"}), "engine_died", why)
         note = f"{why}; continued on engine {me}, in its Claude Code conversation resumed"
-        await _entry(store, row, "retry", note)
+        try:
+            await _entry(store, row, "retry", note)
+        except StoreError as error:
+            log.warning("job %s: its retry step not on the timeline: %s", job.id, error)
         taken.append(row)
     return taken

@@ -707,26 +707,34 @@ class JobRunner:
             return job.model_copy(update=changes)
 
     async def _done(self, job: Job, summary: str) -> Job:
-        job = await self._final(job, status="done", failure_reason=None, needs_human=False)
+        job = await self._final(
+            job, "done", summary, status="done", failure_reason=None, needs_human=False
+        )
         log.info("job %s done after %d attempt(s)", job.id, job.attempts)
-        self._publish(job, "done", detail=summary)
-        await self._flush()
+        self._publish(job, "done", detail=summary, record=False)  # written with the status
         return job
 
     async def _fail(self, job: Job, decision: Decision) -> Job:
         job = await self._final(
-            job, status="failed", failure_reason=decision.reason, needs_human=decision.needs_human
+            job,
+            "failed",
+            decision.reason,
+            status="failed",
+            failure_reason=decision.reason,
+            needs_human=decision.needs_human,
         )
         log.info("job %s failed: %s", job.id, decision.reason)
-        self._publish(job, "failed", detail=decision.reason)
-        await self._flush()
+        self._publish(job, "failed", detail=decision.reason, record=False)
         return job
 
-    async def _final(self, job: Job, **changes: Any) -> Job:
-        """Write the job's end; a store that refuses is asked again a few times."""
+    async def _final(self, job: Job, step: JobStep, detail: str, **changes: Any) -> Job:
+        """Write the job's end and its timeline step in one transaction (after the steps
+        queued before it); a store that refuses is asked again a few times."""
+        await self._flush()
+        entry = JobEntry(job_id=job.id, office_id=job.office_id, step=step, detail=detail)
         for delay in (*FINAL_WRITE_BACKOFF, None):
             try:
-                return await self.store.update_job(job.id, **changes)
+                return await self.store.update_job(job.id, entry=entry, **changes)
             except StoreError as error:
                 if delay is None:
                     raise
@@ -737,20 +745,29 @@ class JobRunner:
         raise AssertionError("unreachable")
 
     def _publish(
-        self, job: Job, step: JobStep, *, session_id: str | None = None, detail: str = ""
+        self,
+        job: Job,
+        step: JobStep,
+        *,
+        session_id: str | None = None,
+        detail: str = "",
+        record: bool = True,
     ) -> None:
-        self._record(
-            JobEntry(
-                job_id=job.id,
-                office_id=job.office_id,
-                step=step,
-                status=job.status,
-                attempts=job.attempts,
-                session_id=session_id or job.session_id,
-                agent_id=job.agent_id,
-                detail=detail,
+        """The step on the bus, and on the job's timeline unless the store wrote it already
+        (`record` False: with the job's status, `_final`)."""
+        if record:
+            self._record(
+                JobEntry(
+                    job_id=job.id,
+                    office_id=job.office_id,
+                    step=step,
+                    status=job.status,
+                    attempts=job.attempts,
+                    session_id=session_id or job.session_id,
+                    agent_id=job.agent_id,
+                    detail=detail,
+                )
             )
-        )
         if self.bus is None:
             return
         self.bus.publish(
