@@ -7,10 +7,11 @@ processes attach to it, each in its own pseudo-terminal that this script reads (
 console writes to its terminal, with the time it arrived) and types into (keys, mouse clicks).
 
 1. attach: an office of 6 sessions, each showing a marker line. Time from starting
-   `semo console` until every visible pane's marker has been written to its terminal (the
-   first complete frame), and the parts: the same for a bare `EngineClient` (connect,
-   subscribe, attach 6 sessions, all screens complete: the socket's share), and the time
-   Python needs to import the console (the process's fixed cost), in the same run.
+   `semo console` until its first complete frame is on its terminal (the selected pane's
+   marker, every session in the list, the office in the sub-title), and the socket's share:
+   a bare `EngineClient` (connect, subscribe, attach 6 sessions, all screens complete).
+   References in the same run: `python -c pass`, a one-line Textual app's first frame and
+   `tmux attach`'s first frame.
 2. echo: keystroke -> echo through the socket: a letter typed into the console's terminal
    (the focused pane runs bash), until the console writes that letter back. At 6 sessions
    idle, then at 20 sessions while a neighbouring pane floods (`seq` in a loop).
@@ -251,43 +252,116 @@ def summary(values: list[float]) -> str:
 
 # -- 1. attach ---------------------------------------------------------------------------------
 
+#: a Textual app with one line of text: the first frame any Textual app can draw (reference)
+MINIMAL_TEXTUAL = (
+    "from textual.app import App\n"
+    "from textual.widgets import Static\n"
+    "class Minimal(App):\n"
+    "    def compose(self):\n"
+    "        yield Static('MARK-TEXTUAL')\n"
+    "Minimal().run()\n"
+)
+
+
+class PtyProcess(ConsoleProcess):
+    """Any command in a timed pseudo-terminal (the references of the attach figure)."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
+        self.master = master
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            close_fds=True,
+        )
+        os.close(slave)
+        self.chunks = []
+        self.total = 0
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        threading.Thread(target=self._read, daemon=True).start()
+
+
+def first_frame_ms(process: ConsoleProcess, needles: list[bytes]) -> float:
+    try:
+        return (process.wait_for(needles, timeout=60) - process.started) * 1000
+    finally:
+        process.close()
+
 
 def bench_attach(args: argparse.Namespace) -> None:
+    """`semo console` from its start until its first complete frame is on the terminal: the
+    selected session's pane (its marker line), every session in the list, and the office in
+    the header's sub-title (written once the snapshot is applied). References in the same
+    run, one of each per round: `python -c pass` (the interpreter's start), a one-line Textual
+    app's first frame (any Textual app's floor) and `tmux attach` to a session showing a
+    marker (tmux's attach, first frame)."""
     office = Office(6)
+    tmux = ["tmux", "-L", f"semo-bench-{os.getpid()}", "-f", "/dev/null"]
     try:
         office.start()
         asyncio.run(
             office.type_into({r: f"echo MARK-$((100+{i}))" for i, r in enumerate(office.roles)})
         )
-        visible = [f"MARK-{100 + i}".encode() for i in range(4)]  # the 4-pane layout
-        firsts, clients = [], []
+        subprocess.run(
+            [*tmux, "new-session", "-d", "-x", "160", "-y", "48", "sh -c 'echo MARK-TMUX; cat'"],
+            check=True,
+            env=office.env,
+        )
+        # the selected (first) session's pane, the other sessions' names in the list, the office
+        complete = [b"MARK-100", *(role.encode() for role in office.roles[1:]), "bench ·".encode()]
+        console = [str(SEMO), "console", "--config", "semo.toml"]
+        root = Path(__file__).resolve().parents[1]
+        first_frame_ms(PtyProcess(console, office.folder, office.env), complete)  # warm-up
+        loads = [os.getloadavg()[0]]
+        baseline_env = {**office.env, "PYTHONPATH": str(args.baseline_tree)}
+        baseline = [sys.executable, "-m", "console.cli", "console", "--config", "semo.toml"]
+        if args.baseline_tree:
+            first_frame_ms(PtyProcess(baseline, office.folder, baseline_env), complete)
+        firsts, clients, bare, textual, tmux_attach, before = [], [], [], [], [], []
         for _ in range(args.repeat):
-            console = ConsoleProcess(office)
-            try:
-                done = console.wait_for(visible, timeout=60)
-                firsts.append((done - console.started) * 1000)
-            finally:
-                console.close()
+            firsts.append(first_frame_ms(PtyProcess(console, office.folder, office.env), complete))
+            if args.baseline_tree:
+                process = PtyProcess(baseline, office.folder, baseline_env)
+                before.append(first_frame_ms(process, complete))
             clients.append(asyncio.run(client_attach(office)) * 1000)
-        imports = []
-        for _ in range(args.repeat):
             started = time.perf_counter()
-            subprocess.run(
-                [sys.executable, "-c", "import console.app, console.launch"],
-                check=True,
-                cwd=Path(__file__).resolve().parents[1],
-            )
-            imports.append((time.perf_counter() - started) * 1000)
-        print(f"attach to 6 sessions (4 panes visible, 160x48), {args.repeat} runs, medians:")
-        print(f"  semo console start -> first complete frame   {statistics.median(firsts):7.0f} ms")
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            bare.append((time.perf_counter() - started) * 1000)
+            minimal = PtyProcess([sys.executable, "-c", MINIMAL_TEXTUAL], root, office.env)
+            textual.append(first_frame_ms(minimal, [b"MARK-TEXTUAL"]))
+            attach = PtyProcess([*tmux, "attach", "-t", "0"], office.folder, office.env)
+            tmux_attach.append(first_frame_ms(attach, [b"MARK-TMUX"]))
+        loads.append(os.getloadavg()[0])
         print(
-            f"  of which: python + importing the console      {statistics.median(imports):7.0f} ms"
+            f"attach to 6 sessions (1 large pane + the list, 160x48), {args.repeat} runs, "
+            f"load average {loads[0]:.1f} -> {loads[1]:.1f}:"
         )
-        print(
-            f"  socket only: EngineClient, 6 screens complete {statistics.median(clients):7.1f} ms"
-        )
+        print(f"  semo console start -> first complete frame   {median_range(firsts)}")
+        if before:
+            print(f"    the same from {args.baseline_tree}: {median_range(before)}")
+        print(f"  socket only: EngineClient, 6 screens complete {median_range(clients)}")
+        print("  references, same run:")
+        print(f"    python -c pass                             {median_range(bare)}")
+        print(f"    one-line Textual app, first frame          {median_range(textual)}")
+        print(f"    tmux attach, first frame                   {median_range(tmux_attach)}")
     finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
         office.stop()
+
+
+def median_range(values: list[float]) -> str:
+    return (
+        f"median {statistics.median(values):6.1f} ms  (min {min(values):6.1f}, "
+        f"max {max(values):6.1f})"
+    )
 
 
 async def client_attach(office: Office) -> float:
@@ -487,7 +561,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("attach", "echo", "socket-echo", "idle", "engine"))
     parser.add_argument("--keys", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="attach: also time the console of another source tree (its console/ and engine/, "
+        "e.g. `git archive REV console engine | tar -x -C DIR`) in the same rounds",
+    )
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--window-seconds", type=float, default=10.0)
     args = parser.parse_args()
