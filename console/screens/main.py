@@ -81,11 +81,11 @@ ROUTING_WORDS = {
 
 
 def last_line(screen: object) -> str:
-    """The last line with text on a session's screen (a bare prompt character or the closing
-    line of a protocol block does not count)."""
+    """The last line with text on a session's screen, without an agent's leading bullet (a
+    bare prompt character or the closing line of a protocol block does not count)."""
     rows = screen.text_rows() if hasattr(screen, "text_rows") else getattr(screen, "display", [])
     for row in reversed(rows):
-        text = row.strip()
+        text = row.strip().lstrip("●⏺").lstrip()
         if text and text.strip("❯>$#%:") != "" and not text.startswith("[/"):
             return text
     return ""

@@ -1,4 +1,4 @@
-"""Snapshots of the console at 80x24, 120x40 and 200x60 with 3, 6 and 20 sessions (scripted
+"""Snapshots of the console at 80x24, 120x40 and 200x60, each with 3, 6 and 20 sessions (scripted
 agents in real PTYs), FE's 4-option question pending and a notification shown. Regenerate
 with `scripts/test tests/console --snapshot-update` after a deliberate change, and look at the
 SVGs (rsvg-convert -w 1400 X.svg -o X.png)."""
@@ -29,10 +29,14 @@ def runtime_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+SIZES = [(80, 24), (120, 40), (200, 60)]
+SESSIONS = [3, 6, 20]
+
+
 @pytest.mark.parametrize(
     ("size", "sessions"),
-    [((80, 24), 3), ((120, 40), 6), ((200, 60), 20)],
-    ids=["80x24-3", "120x40-6", "200x60-20"],
+    [(size, count) for size in SIZES for count in SESSIONS],
+    ids=[f"{w}x{h}-{count}" for w, h in SIZES for count in SESSIONS],
 )
 def test_main_layout(
     snap_compare, tmp_path: Path, runtime_dir: Path, size: tuple[int, int], sessions: int
