@@ -238,6 +238,7 @@ class Engine:
             wait_for_change=self._changes.cursor().wait_for_change,
             command_timeout=settings.command_timeout,
             lease_seconds=settings.lease_seconds,
+            max_jobs=settings.max_jobs,
         )
         self.dispatcher.start()
         self._recovery = asyncio.create_task(self._recover_expired(), name="recover expired")

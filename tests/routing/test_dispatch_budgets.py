@@ -19,7 +19,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from engine.config import (
+    AgentConfig,
+    EngineConfig,
+    OfficeConfig,
+    PoolConfig,
+    SemoConfig,
+    parse_config,
+)
 from engine.engine import Engine
 from engine.store.base import Store
 from engine.store.job_ops import create_job
@@ -144,3 +151,35 @@ async def _result(store: Store, command_id: str) -> AgentCommandResult:
         return await store.get_result(command_id)
 
     return await eventually_value(probe, f"the result of command {command_id}", TIMEOUT)
+
+
+async def test_the_engine_gives_its_dispatcher_the_configured_max_jobs(tmp_path: Path) -> None:
+    """`[engine] max_jobs` of semo.toml reaches the engine's dispatcher (real engine, bash
+    agents, no warm sessions)."""
+    text = """
+[office]
+name = "budgets"
+
+[store]
+backend = "sqlite"
+sqlite_path = "semo.db"
+
+[engine]
+max_jobs = 3
+
+[pool]
+warm_roles = []
+
+[[agents]]
+role = "A"
+profile = "generic"
+command = ["bash", "--norc", "--noprofile", "-i"]
+"""
+    config = parse_config(text, tmp_path / "semo.toml")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    engine = Engine(config, agent_env=env, folder_for=lambda _a, _t: tmp_path)
+    await engine.start()
+    try:
+        assert engine.dispatcher is not None and engine.dispatcher.max_jobs == 3
+    finally:
+        await engine.stop("test over")
