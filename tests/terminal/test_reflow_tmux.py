@@ -239,3 +239,52 @@ def test_random_output_and_resizes(pair_factory, seed: int) -> None:
         pair.feed(CRLF.join(chunk) + (CRLF if rng.random() < 0.5 else ""))
         pair.resize(rng.randrange(4, 90), rng.randrange(2, 25))
         same(pair)
+
+
+async def test_bash_redraws_a_long_command_line_after_resizes_as_in_tmux(tmp_path) -> None:
+    """Real bash (readline) in both: a long command typed, the cursor moved back into it, then
+    resizes (bash redraws on SIGWINCH over the reflowed rows), then Enter."""
+    import asyncio
+
+    from engine.terminal.session import DEFAULT_TERM, TerminalSession, child_environment
+    from tests.support.tmux import TmuxServer
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PS1": "$ ", "LANG": "C.UTF-8"}
+    argv = ["bash", "--norc", "--noprofile"]
+    tmux = TmuxServer()
+    semo = TerminalSession(argv, cols=40, rows=10, env=env, cwd=tmp_path)
+    try:
+        child = child_environment(env, term=DEFAULT_TERM, cols=40, rows=10)
+        tmux.start(argv, cols=40, rows=10, env=child, cwd=tmp_path, term=DEFAULT_TERM)
+        tmux("set", "-g", "window-size", "manual")
+        semo.start()
+
+        async def settle() -> None:
+            deadline = asyncio.get_running_loop().time() + 10
+            await asyncio.to_thread(tmux.wait_stable, 0.3, deadline)
+            await semo.wait_quiet(0.3, 10)
+
+        async def compare(what: str) -> None:
+            await settle()
+            theirs, cursor, _dead = tmux.state()
+            theirs = [row.rstrip(" ") for row in theirs]
+            ours = semo.screen.text_rows()
+            mine = f"{semo.screen.cursor.x},{semo.screen.cursor.y}"
+            assert (ours, mine) == (theirs, cursor), what
+
+        await settle()
+        command = "echo " + " ".join(f"word{n}" for n in range(18))
+        for spec in [command, "<Left>" * 40]:
+            tmux.send(spec)
+            await semo.send_keys(spec)
+        await compare("typed")
+        for cols, rows in [(61, 10), (23, 12), (40, 10)]:
+            tmux("resize-window", "-t", "fid", "-x", str(cols), "-y", str(rows))
+            semo.resize(cols, rows)
+            await compare(f"resized to {cols}x{rows}")
+        tmux.send("<Enter>")
+        await semo.send_keys("<Enter>")
+        await compare("after Enter")
+    finally:
+        tmux.kill()
+        await semo.close()
