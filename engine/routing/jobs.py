@@ -210,17 +210,30 @@ class _ScreenTurns:
         self.next_row = self.cursor_row()  # what is above was there before the job
         self.echo_row: int | None = None
         self.fence: str | None = None
+        self.rewrites = screen.scrollback.rewrites
+
+    def _after_reflow(self) -> None:
+        """A resize re-wrapped the screen and its history (`Scrollback.rewrites`): the rows
+        remembered no longer name the same lines, so reading goes on from the cursor. Lines
+        printed since the last read and not yet read are not judged (an error line among them
+        decides nothing); none is read twice, and the prompt's echo is never taken for output."""
+        if self.screen.scrollback.rewrites != self.rewrites:
+            self.rewrites = self.screen.scrollback.rewrites
+            self.next_row = self.cursor_row()
+            self.echo_row = None
 
     def cursor_row(self) -> int:
         return self.screen.scrollback.total_pushed + self.screen.cursor.y
 
     def prompt_typed(self) -> None:
         """A prompt is being typed on the cursor row: that line is its echo."""
+        self._after_reflow()
         self.echo_row = self.cursor_row()
         self.fence = None
 
     def read(self, at: float) -> list[Signal]:
         screen = self.screen
+        self._after_reflow()
         if screen.alternate:
             return []
         pushed = screen.scrollback.total_pushed

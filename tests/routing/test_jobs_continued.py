@@ -8,13 +8,17 @@ scripted agent, on the sqlite and postgres stores.
   a retry note that says the conversation could not be resumed and the other agents' work goes
   on.
 - A preferred session that is leased to someone else is not taken.
+- (A generic agent's turn reader after a reflow: no line judged twice.)
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from engine.routing.jobs import _ScreenTurns
 from engine.store.models import Job
+from engine.terminal.screen import TerminalScreen
+from engine.terminal.stream import TerminalStream
 from tests.routing import test_jobs as base
 from tests.routing.test_jobs import TIMEOUT, Rig
 
@@ -84,3 +88,21 @@ async def test_a_preferred_session_leased_to_someone_else_is_not_taken(rigged: R
     again = await setup.pool.acquire(agent_id=setup.agent.id, prefer=held.session_id)
     assert again.session_id == held.session_id  # free now: preferred over the other idle one
     setup.pool.release(again.session_id)
+
+
+def test_a_generic_turn_reader_reads_no_line_twice_after_a_reflow() -> None:
+    """A resize re-wraps a generic agent's screen and history (as tmux does): the rows the
+    turn reader remembered name other lines then. It goes on from the cursor: lines already
+    judged are not judged again (before: "fatal: first" came back as a new error after a
+    narrowing), the lines of that turn are not judged, and later turns are read as before."""
+    screen = TerminalScreen(30, 6)
+    stream = TerminalStream(screen)
+    stream.feed("".join(f"line {i} of earlier output\r\n" for i in range(8)))
+    turns = _ScreenTurns(screen)
+    stream.feed("fatal: first\r\n")
+    assert [s.text for s in turns.read(0.0)] == ["fatal: first"]
+    screen.resize(6, 12)  # narrower: every line re-wrapped
+    stream.feed("ENOENT: during the resized turn\r\n")
+    assert turns.read(1.0) == []
+    stream.feed("Permission denied: later\r\n")
+    assert [s.text for s in turns.read(2.0)] == ["Permission denied: later"]
