@@ -3,7 +3,8 @@
     .venv/bin/python scripts/screenshots.py
 
 Views: the demo office with FE's question pending (160x48 and 80x24), an office of six scripted
-agents with a 4-option question pending (120x40), and a zoomed pane of the real Claude Code CLI
+agents with a 4-option question pending (120x40), twenty of them in the 4-pane grid (160x48),
+the jobs view with a finished job's timeline (120x40), and a zoomed pane of the real Claude Code CLI
 answering a prompt (offline, against the tests' scripted Messages API; skipped with a message
 when `claude` is not installed). Everything runs in temporary folders: the user's
 store and state are not touched.
@@ -45,16 +46,54 @@ async def demo_view(size: tuple[int, int], name: str) -> None:
     print(f"wrote {OUT / name}")
 
 
-async def office_view(size: tuple[int, int], name: str, folder: Path) -> None:
+async def office_view(
+    size: tuple[int, int], name: str, folder: Path, sessions: int = 6, layout_presses: int = 0
+) -> None:
     from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
 
     runtime = Path(tempfile.mkdtemp(prefix="semo-shot-"))
-    office = folder / "office"
+    office = folder / f"office-{sessions}-{layout_presses}"
     office.mkdir()
-    engine = console_engine(office, runtime, scripts=office_scripts(6), max_sessions=6)
+    engine = console_engine(
+        office, runtime, scripts=office_scripts(sessions), max_sessions=sessions
+    )
     app = SemoApp(engine)
-    async with app.run_test(size=size):
-        await settle_office(app, 6)
+    async with app.run_test(size=size) as pilot:
+        await settle_office(app, sessions)
+        for _ in range(layout_presses):  # F2: 1 -> 2 -> 4 -> 6 panes
+            await pilot.press("f2")
+        await asyncio.sleep(1.0 if layout_presses else 0)
+        app.clear_notifications()
+        await asyncio.sleep(0.3)
+        app.save_screenshot(name, str(OUT))
+    shutil.rmtree(runtime, ignore_errors=True)
+    print(f"wrote {OUT / name}")
+
+
+async def jobs_view(size: tuple[int, int], name: str, folder: Path) -> None:
+    """The jobs view (F5): FE's finished job and its timeline, BE's job still running."""
+    from console.screens.jobs import JobsScreen
+    from tests.console.console_snapshot_app import console_engine
+
+    scripts = {
+        "FE": [{"match": "login page", "text": "built it\n[SEMO:DONE] the login page works"}],
+        "BE": [],
+    }
+    runtime = Path(tempfile.mkdtemp(prefix="semo-shot-"))
+    office = folder / "jobs"
+    office.mkdir()
+    engine = console_engine(office, runtime, scripts=scripts)
+    app = SemoApp(engine)
+    async with app.run_test(size=size) as pilot:
+        await eventually(lambda: getattr(app.screen, "started", False), 30)
+        await engine.create_job("BE", "Add a GET /health endpoint")
+        done = await engine.create_job("FE", "Build the login page\nwith a form")
+        await pilot.press("f5")
+        await eventually(lambda: isinstance(app.screen, JobsScreen), 30)
+        jobs = app.screen
+        await eventually(lambda: jobs.selected == done.id, 30)  # type: ignore[attr-defined]
+        await eventually(lambda: "  done" in jobs.timeline_text, 60)  # type: ignore[attr-defined]
+        await asyncio.sleep(0.5)
         app.clear_notifications()
         await asyncio.sleep(0.3)
         app.save_screenshot(name, str(OUT))
@@ -113,6 +152,8 @@ async def main() -> None:
         await demo_view((160, 48), "demo-160x48.svg")
         await demo_view((80, 24), "demo-80x24.svg")
         await office_view((120, 40), "office-120x40.svg", folder)
+        await office_view((160, 48), "office-grid-160x48.svg", folder, 20, layout_presses=2)
+        await jobs_view((120, 40), "jobs-120x40.svg", folder)
         await claude_view((120, 36), "claude-zoomed.svg", folder)
 
 

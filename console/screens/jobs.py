@@ -27,7 +27,7 @@ from engine.plain_text import plain
 from engine.store.job_ops import JobView
 
 COLUMNS = ("state", "role", "task", "age")
-AGE_WIDTH = 4
+AGE_WIDTH = 3  # <1m, 59m, 23h
 
 
 class CreateJob(ModalScreen[tuple[str, str] | None]):
@@ -83,7 +83,7 @@ class JobsScreen(Screen[None]):
     ]
     DEFAULT_CSS = """
     JobsScreen #jobs-body { height: 1fr; }
-    JobsScreen #job-list { width: 46; height: 1fr; }
+    JobsScreen #job-list { width: 48; height: 1fr; overflow-x: hidden; }
     JobsScreen #job-timeline-box { width: 1fr; height: 1fr; border-left: solid $accent; }
     """
 
