@@ -8,12 +8,13 @@
 --   semo_claim_next with the types to skip.
 --
 -- Applied once by `semo migrate` after 0008, in one transaction: a claim running meanwhile
--- finishes first (the drop waits for it), the next one finds the wrapper. The SQLite backend
--- claims in one transaction of its own (engine/store/sqlite.py): nothing changes there.
+-- finishes first (the drop waits for it), the next one finds the wrapper. Idempotent (IF EXISTS,
+-- CREATE OR REPLACE), like the migrations before it. The SQLite backend claims in one
+-- transaction of its own (engine/store/sqlite.py): nothing changes there.
 
-drop function semo_claim_next(text, text, double precision);
+drop function if exists semo_claim_next(text, text, double precision);
 
-create function semo_claim_next(
+create or replace function semo_claim_next(
     p_office_id text, p_engine_id text, p_lease_seconds double precision,
     p_skip_types text[] default '{}'
 ) returns setof agent_commands
