@@ -881,33 +881,20 @@ class SupabaseStore(Store):
         channel = rt.channel(f"office:{office}", _PRIVATE_CHANNEL)
         watch.channel = channel
         watch.state, watch.ready = None, False
-        channel.on_postgres_changes(
-            "INSERT",  # type: ignore[arg-type]
-            schema="public",
-            table="agent_commands",
-            filter=f"office_id=eq.{office}",
-            callback=self._guard(self._on_command, watch),
-        )
-        channel.on_postgres_changes(
-            "UPDATE",  # type: ignore[arg-type]
-            schema="public",
-            table="agent_commands",
-            filter="status=eq.pending",
-            callback=self._guard(self._on_requeue, watch),
-        )
-        channel.on_postgres_changes(
-            "UPDATE",  # type: ignore[arg-type]
-            schema="public",
-            table="user_questions",
-            filter=f"office_id=eq.{office}",
-            callback=self._guard(self._on_question, watch),
-        )
-        channel.on_postgres_changes(
-            "INSERT",  # type: ignore[arg-type]
-            schema="public",
-            table="agent_command_results",
-            callback=self._guard(self._on_result, watch),
-        )
+        changes: list[tuple[str, str, str | None, Callable[..., Any]]] = [
+            ("INSERT", "agent_commands", f"office_id=eq.{office}", self._on_command),
+            ("UPDATE", "agent_commands", "status=eq.pending", self._on_requeue),
+            ("UPDATE", "user_questions", f"office_id=eq.{office}", self._on_question),
+            ("INSERT", "agent_command_results", None, self._on_result),
+        ]
+        for event, table, row_filter, on_change in changes:
+            channel.on_postgres_changes(
+                event,  # type: ignore[arg-type]
+                schema="public",
+                table=table,
+                filter=row_filter,
+                callback=self._guard(on_change, watch),
+            )
         channel.on_system(self._guard(self._on_system, watch, generation))
         state_callback = self._guard(self._on_state, watch, generation)
         try:
