@@ -1,18 +1,23 @@
-"""`semo capture`: run a program in a PTY, type keys, wait for the screen to settle, report it."""
+"""`semo capture`: run a program in a PTY, type keys, wait for the screen to settle, report it.
+
+Plain dataclasses, not pydantic models: `semo capture` is a command people run in loops and
+scripts, and pydantic alone took about half of its start-up (bench/latency.py --cli).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
-
-from pydantic import BaseModel
+from dataclasses import InitVar, asdict, dataclass
+from typing import Any
 
 from engine.terminal.screen import TerminalScreen
 from engine.terminal.session import DEFAULT_TERM, TerminalSession
 
 
-class StyleSpan(BaseModel):
+@dataclass(frozen=True)
+class StyleSpan:
     start: int
     end: int
     fg: str
@@ -24,20 +29,28 @@ class StyleSpan(BaseModel):
     strikethrough: bool = False
     reverse: bool = False
     blink: bool = False
+    #: accepted and dropped, so a cell's fields can be passed whole (`**cell._asdict()`)
+    data: InitVar[str] = ""
+
+    def __post_init__(self, data: str) -> None:
+        pass
 
 
-class CursorState(BaseModel):
+@dataclass(frozen=True)
+class CursorState:
     x: int
     y: int
     visible: bool
 
 
-class ExitInfo(BaseModel):
+@dataclass(frozen=True)
+class ExitInfo:
     code: int | None
     signal: int | None
 
 
-class CaptureResult(BaseModel):
+@dataclass(frozen=True)
+class CaptureResult:
     cols: int
     rows: int
     lines: list[str]
@@ -48,6 +61,10 @@ class CaptureResult(BaseModel):
     styles: list[list[StyleSpan]]
     settled: bool
     exit: ExitInfo | None
+
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        """The result as plain JSON-ready data (nested dicts and lists), in field order."""
+        return asdict(self)
 
 
 def _styles(screen: TerminalScreen) -> list[list[StyleSpan]]:

@@ -111,6 +111,15 @@ class IntakeBudget:
         recently_typed = now - process.written_at < self.input_priority
         return recently_typed or self.spent < self.share * self.window
 
+    def contended(self, process: TerminalProcess) -> bool:
+        """Whether a terminal other than `process` was typed into in the last `input_priority`
+        seconds: its echo and its frames wait behind each of `process`'s reads."""
+        return (
+            self.typed is not None
+            and self.typed is not process
+            and self.loop.time() - self.typed_at < self.input_priority
+        )
+
     def charge(self, process: TerminalProcess, seconds: float) -> None:
         process._spent += seconds
         self.spent += seconds
@@ -369,6 +378,11 @@ class TerminalProcess:
         if size < 1:
             raise ValueError(f"read_size must be positive, got {size}")
         self._read_size = size
+
+    def others_typing(self) -> bool:
+        """Whether another terminal of this loop was typed into in the last second (see
+        `IntakeBudget.contended`): then this one's reads should stay short."""
+        return self._intake.contended(self)
 
     def canonical_input(self) -> bool:
         """True while the PTY's line discipline is canonical (cooked): input is read a line at
