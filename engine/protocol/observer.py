@@ -17,12 +17,10 @@ yields at most MAX_MESSAGES_PER_TURN messages and MAX_SIGNALS_PER_TURN signals.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from engine.protocol.messages import AskUser, ProtocolError, ProtocolMessage
@@ -38,6 +36,7 @@ from engine.protocol.screen_text import (
     screen_lines,
 )
 from engine.protocol.state import AgentState, StateChange, StateSource, StateTracker
+from engine.protocol.transcript import read_turn_text_at
 from engine.terminal.screen import TerminalScreen
 from engine.terminal.scrollback import Line
 
@@ -362,38 +361,8 @@ def turn_text_from_transcript(path: str) -> str | None:
     """All assistant text of the last turn in a Claude Code transcript (JSONL), or None.
 
     The Stop hook's `last_assistant_message` holds only the turn's final text block; a marker
-    written before a tool call would be lost without this.
+    written before a tool call would be lost without this. The engine reads transcripts named
+    by hooks through `transcript.read_turn_text` (scoped to the session's folder); this is the
+    same bounded reader for a path the caller chose (replays, the recorded corpus).
     """
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    texts: list[str] = []
-    for raw in lines:
-        try:
-            entry = json.loads(raw)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(entry, dict) or entry.get("isSidechain"):
-            continue
-        message = entry.get("message")
-        if not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        if entry.get("type") == "user" and _is_prompt(content):
-            texts = []
-        elif entry.get("type") == "assistant" and isinstance(content, list):
-            texts.extend(
-                block["text"]
-                for block in content
-                if isinstance(block, dict) and block.get("type") == "text" and "text" in block
-            )
-    return "\n\n".join(texts) if texts else None
-
-
-def _is_prompt(content: object) -> bool:
-    if isinstance(content, str):
-        return True
-    return isinstance(content, list) and any(
-        isinstance(block, dict) and block.get("type") == "text" for block in content
-    )
+    return read_turn_text_at(path)

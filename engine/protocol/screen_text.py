@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 from typing import Literal
 
 from engine.protocol.messages import MAX_PAYLOAD_BYTES
@@ -89,17 +90,38 @@ class PromptIndex:
                 None,
                 None,
             )
-        for position in range(max(self._checked, first), end):
-            if scrollback.text_at(position - first)[0].startswith("❯"):
-                if classify(scrollback[position - first], False).kind == "prompt":
-                    self._prompt = position
-                else:
-                    self._input = position
+        new = end - max(self._checked, first)
+        if new > 0:
+            self._check_newest(scrollback, new, end)
         self._checked = end
         prompt = self._prompt if self._prompt is not None and self._prompt >= first else None
         if prompt is not None:
             return prompt - first, False
         return None, self._input is not None and self._input >= first
+
+    def _check_newest(self, scrollback: Scrollback, count: int, end: int) -> None:
+        """Look at the newest `count` lines (a flood pushes thousands per frame): one C-level
+        search for a row that starts with `❯`, and a look at each line only if one does."""
+        texts = [
+            record if type(record) is str else record[0]
+            for record in islice(reversed(scrollback.records()), count)
+        ]  # newest first
+        if "\n❯" not in "\n" + "\n".join(texts):
+            return
+        prompt = inputs = None
+        for back, text in enumerate(texts):
+            if not text.startswith("❯"):
+                continue
+            if classify(scrollback[len(scrollback) - 1 - back], False).kind == "prompt":
+                prompt = end - 1 - back if prompt is None else prompt
+            elif inputs is None:
+                inputs = end - 1 - back
+            if prompt is not None and inputs is not None:
+                break
+        if prompt is not None:
+            self._prompt = prompt
+        if inputs is not None:
+            self._input = inputs
 
 
 def latest_turn_lines(
@@ -283,15 +305,39 @@ class FinalLines:
             self._expect -= count
         if first and self._parts:  # more scrolled than scrollback keeps: rows gone unread
             self._cut, self._expect = True, first - count
-        append, text_at = out.append, scrollback.text_at
-        for index in range(first, count):
-            text, wrapped = text_at(index - count)
-            if index < rows and seen[index] == text:
+        # the records themselves, newest first off the deque's end: a flood pushes thousands
+        # of rows per frame, and these are the observer's per-row loop
+        batch = list(islice(reversed(scrollback.records()), count - first))
+        batch.reverse()
+        append, parts, columns = out.append, self._parts, screen.columns
+        check = rows - first  # rows of `batch` that were visible at the last call
+        for offset, record in enumerate(batch):
+            if type(record) is str:
+                if offset < check and seen[first + offset] == record:
+                    continue
+                if not parts:  # the common case: a whole line in one row
+                    append(record)
+                    continue
+                text, wrapped = record, False
+            else:
+                text, wrapped = record[0], record[2]
+                if offset < check and seen[first + offset] == text:
+                    continue
+            position = first + offset - count
+            if (
+                wrapped
+                and len(text) == columns
+                and (not parts or self._expect == position)
+                and self._size + columns <= LINE_CAP
+                and text.isascii()
+                and text.isprintable()
+            ):  # `_row` for a full row of ASCII text: nothing to pad, nothing to cut
+                parts.append(text)
+                self._size += columns
+                self._expect = position + 1
                 continue
-            if wrapped or self._parts:
-                self._row(screen, Line(text, (), wrapped), index - count, out)
-            else:  # the common case: a whole line in one row
-                append(text)
+            self._row(screen, Line(text, (), wrapped), position, out)
+            parts = self._parts  # `_row` may have started a new list
         del seen[: min(count, rows)]
         seen.extend([None] * (rows - len(seen)))
 

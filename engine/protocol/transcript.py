@@ -38,6 +38,7 @@ __all__ = [
     "TranscriptScope",
     "project_slug",
     "read_turn_text",
+    "read_turn_text_at",
     "turn_text_from_lines",
 ]
 
@@ -156,6 +157,26 @@ def read_turn_text(
                 size = grown
                 text = _tail_turn_text(fd, size, tail_bytes)
         return text
+    finally:
+        os.close(fd)
+
+
+def read_turn_text_at(path: str | os.PathLike[str], *, tail_bytes: int = TAIL_BYTES) -> str | None:
+    """The last turn's assistant text of the transcript at a path the caller chose (a recorded
+    corpus, a replay), or None when it holds none or cannot be read. No scope check, but the
+    same bounded read as `read_turn_text`: the last ``tail_bytes`` of a regular file (a FIFO
+    or a device is not read), lines parsed back to the turn's prompt with bounded JSON."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return _tail_turn_text(fd, st.st_size, tail_bytes)
+    except OSError:
+        return None
     finally:
         os.close(fd)
 

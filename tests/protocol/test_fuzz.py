@@ -286,3 +286,45 @@ def test_a_prompt_index_kept_across_frames_finds_what_a_fresh_one_finds(pieces, 
         assert kept.find(screen.scrollback) == every_line(screen.scrollback)
         for y in range(screen.lines):  # the row check latest_turn_lines makes before reading
             assert screen.row_first_char(y) == (screen.row_line(y).text[:1] or " ")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lines=st.lists(
+        st.lists(st.sampled_from(["a", "bc ", "배", "😀", "x" * 37, " y", "[ok]"]), max_size=40)
+        .map("".join)
+        .map(str.rstrip),
+        max_size=40,
+    ),
+    sizes=cuts,
+    frames=st.lists(st.integers(1, 30), min_size=1, max_size=10),
+    columns=st.integers(4, 50),
+    rows=st.integers(2, 10),
+    limit=st.sampled_from([10000, 30]),
+)
+def test_final_lines_of_line_output_are_its_lines_whatever_the_chunks_and_frames(
+    lines, sizes, frames, columns, rows, limit
+):
+    """Plain line output (wrapping, wide characters at the margin, any chunks, a frame after a
+    varying number of chunks): the lines read are the lines printed, each once, in order;
+    the last one (the cursor's) is not final yet. With a small scrollback, lines that scrolled
+    away unread are lost, never garbled: what is read is a run of the printed lines whose
+    first may have lost its head."""
+    from engine.protocol.screen_text import FinalLines
+
+    screen, stream = make_screen_and_stream(columns, rows, scrollback=limit)
+    reader = FinalLines()
+    read: list[str] = []
+    pieces = chunks("\r\n".join([*lines, "end"]), sizes)
+    for index, part in enumerate(pieces):
+        stream.feed(part)
+        if index % frames[index % len(frames)] == 0:
+            read.extend(reader.take(screen))
+    read.extend(reader.take(screen))
+    if limit == 10000:
+        assert read == lines
+    else:
+        tail = lines[len(lines) - len(read) :] if read else []
+        assert read[1:] == tail[1:]
+        if read:
+            assert tail[0].endswith(read[0])

@@ -167,6 +167,31 @@ def test_unreadable_transcript_falls_back_to_last_assistant_message(tmp_path):
     assert [type(m) for m in _messages(observer.on_hook("Stop", payload, 1.0))] == [AskUser]
 
 
+def test_transcript_read_is_bounded_like_the_hook_servers(tmp_path):
+    """One reader for both (engine/protocol/transcript.py): a FIFO is not waited on, and of a
+    large transcript only the tail is read, so a turn whose prompt is further back yields the
+    text that is in the tail."""
+    import os
+
+    from engine.protocol.transcript import TAIL_BYTES
+
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert turn_text_from_transcript(str(fifo)) is None  # returns at once: no writer needed
+
+    big = tmp_path / "big.jsonl"
+    prompt = {"type": "user", "message": {"role": "user", "content": "the prompt"}}
+    early = {"type": "assistant", "message": {"content": [{"type": "text", "text": "early"}]}}
+    filler = {"type": "assistant", "message": {"content": [{"type": "text", "text": "x" * 1000}]}}
+    late = {"type": "assistant", "message": {"content": [{"type": "text", "text": "late"}]}}
+    count = TAIL_BYTES // 1000 + 10
+    lines = [prompt, early, *[filler] * count, late]
+    big.write_text("\n".join(json.dumps(e) for e in lines) + "\n")
+    text = turn_text_from_transcript(str(big))
+    assert text is not None and text.endswith("late") and "early" not in text
+    assert len(text) <= TAIL_BYTES
+
+
 def test_malformed_message_is_reported_not_dropped():
     observer = AgentObserver("claude")
     events = observer.on_hook(
