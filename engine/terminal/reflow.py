@@ -21,8 +21,10 @@ up to the cursor count (a prompt's "$ " keeps its space).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from wcwidth import wcwidth
 
@@ -64,10 +66,26 @@ def cell_starts(text: str) -> list[tuple[int, int]]:
     return cells
 
 
+class _Widths(dict[str, int]):
+    """char -> cells (0 for zero-width and control characters), looked up at C speed."""
+
+    def __missing__(self, char: str) -> int:
+        if len(self) >= 65536:
+            self.clear()
+        width = self[char] = max(char_width(char), 0)
+        return width
+
+
+_WIDTHS = _Widths()
+_width_of = _WIDTHS.__getitem__
+
+
 def text_width(text: str) -> int:
     if text.isascii():
         return len(text)
-    return sum(width for _index, width in cell_starts(text))
+    if ZWJ in text:  # what a ZWJ joins takes no cell of its own
+        return sum(width for _index, width in cell_starts(text))
+    return sum(map(_width_of, text))
 
 
 @dataclass
@@ -329,10 +347,23 @@ def _wrap_chain(
     pieces = _breaks(joined, columns)
     style = blank[1:]
     final = len(pieces) - 1
-    lines = [
-        _slice(joined, runs, start, stop, n < final or final_wrapped, style)
-        for n, (start, stop, _used) in enumerate(pieces)
-    ]
+    if not runs:
+        lines: list[Record] = [(joined[a:b], (), True) for a, b, _cells in pieces]
+        if not final_wrapped:
+            lines[-1] = lines[-1][0].rstrip(" ")
+    else:
+        runs = _merged(runs)
+        lines = []
+        first = 0
+        for n, (start, stop, _cells) in enumerate(pieces):
+            while runs[first][1] <= start and first < len(runs) - 1:
+                first += 1  # runs are in order: those before this row are done
+            window = []
+            for run in runs[first:]:
+                if run[0] >= stop:
+                    break
+                window.append(run)
+            lines.append(_slice(joined, window, start, stop, n < final or final_wrapped, style))
     mark_at = None if mark_row is None else _locate(pieces, mark_cells)[0]
     row, column = _locate(pieces, starts[last])
     joined_last = last > 0 and column > 0 and row == len(pieces) - 1
@@ -374,6 +405,10 @@ def _breaks(text: str, columns: int) -> list[tuple[int, int, int]]:
             (start, min(start + columns, len(text)), min(columns, len(text) - start))
             for start in range(0, len(text), columns)
         ]
+    if ZWJ not in text:
+        widths = list(map(_width_of, text))
+        if 0 not in widths:  # every character is a cell: cut by prefix sums
+            return _cut(widths, columns)
     pieces: list[tuple[int, int, int]] = []
     start = used = 0
     for index, width in cell_starts(text):
@@ -382,6 +417,20 @@ def _breaks(text: str, columns: int) -> list[tuple[int, int, int]]:
             start, used = index, 0
         used += width
     pieces.append((start, len(text), used))
+    return pieces
+
+
+def _cut(widths: list[int], columns: int) -> list[tuple[int, int, int]]:
+    """`_breaks` for text whose characters are one cell each, `widths` theirs."""
+    ends = list(accumulate(widths, initial=0))  # ends[i]: cells of the first i characters
+    pieces: list[tuple[int, int, int]] = []
+    start, count = 0, len(widths)
+    while start < count:
+        stop = bisect_right(ends, ends[start] + columns, start + 1) - 1
+        if stop == start:  # a wide character alone wider than the row
+            stop += 1
+        pieces.append((start, stop, ends[stop] - ends[start]))
+        start = stop
     return pieces
 
 
@@ -394,6 +443,11 @@ def _slice(
     piece = text[start:stop]
     if not runs:
         return (piece, (), True) if wrapped else piece.rstrip(" ")
+    if len(runs) == 1 and runs[0][0] <= start and runs[0][1] >= stop:  # one style: common
+        fields = runs[0][2]
+        if fields[1:] == style:
+            return (piece, (), True) if wrapped else piece.rstrip(" ")
+        return (piece, (0, len(piece), fields), wrapped)
     clipped: list[Run] = []
     for run_start, run_stop, fields in runs:
         if run_stop > start and run_start < stop:
@@ -411,7 +465,7 @@ def _slice(
     if all(fields[1:] == style for _a, _b, fields in clipped):
         return (piece, (), True) if wrapped else piece
     flat: list[object] = []
-    for a, b, fields in _merged(clipped):
+    for a, b, fields in clipped:  # merged per logical line already
         flat += (a, b, fields)
     return (piece, tuple(flat), wrapped)
 
@@ -423,10 +477,14 @@ def _with_wrapped(record: Record, wrapped: bool) -> Record:
     return text if not flat and not wrapped else (text, flat, wrapped)
 
 
+def _same(a: Fields, b: Fields) -> bool:
+    return a is b or a[1:] == b[1:]  # style fields are shared tuples: mostly the same object
+
+
 def _merged(runs: list[Run]) -> list[Run]:
     out: list[Run] = []
     for run in runs:
-        if out and out[-1][1] == run[0] and out[-1][2][1:] == run[2][1:]:
+        if out and out[-1][1] == run[0] and _same(out[-1][2], run[2]):
             out[-1] = (out[-1][0], run[1], out[-1][2])
         else:
             out.append(run)
