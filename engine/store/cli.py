@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import safe_json
-from engine.plain_text import plain, plain_json
+from engine.plain_text import plain
 from engine.store.literals import COMMAND_TYPES
 
 if TYPE_CHECKING:  # the store, pydantic and the models load when a command runs, not for --help
-    from pydantic import BaseModel
-
     from engine.store import StoreConfig
     from engine.store.base import Store
+    from engine.store.models import Office
 
 Handler = Callable[["Store", argparse.Namespace], Awaitable[int]]
+OFFICE_HELP = "office name or id (default: $SEMO_OFFICE, the config's office, or the only one)"
 
 
 class ConfigFileError(ValueError):
@@ -93,10 +93,7 @@ def add_store_commands(commands: Any) -> None:
         description=f"Insert a row into agent_commands. Types: {', '.join(COMMAND_TYPES)}.",
     )
     command.add_argument("type", metavar="TYPE")
-    command.add_argument(
-        "--office",
-        help="office name or id (default: $SEMO_OFFICE, the config's office, or the only one)",
-    )
+    command.add_argument("--office", help=OFFICE_HELP)
     command.add_argument("--session", help="session id (needed by all but create_session/run_job)")
     command.add_argument("--payload", default="{}", help='JSON object, e.g. \'{"prompt": "hi"}\'')
     command.add_argument("--wait", action="store_true", help="wait for the result row and print it")
@@ -105,20 +102,19 @@ def add_store_commands(commands: Any) -> None:
     add_config_option(command)
     command.set_defaults(handler=_run(_command))
 
-    sessions = commands.add_parser("sessions", help="list the office's agent sessions")
-    sessions.add_argument("--office")
-    sessions.add_argument("--all", action="store_true", help="include terminated sessions")
-    sessions.add_argument("--json", action="store_true")
-    add_config_option(sessions)
-    sessions.set_defaults(handler=_run(_sessions))
-
-    engines = commands.add_parser(
-        "engines", help="list the office's engines, their heartbeats and whether each is alive"
+    add_listing(
+        commands,
+        "sessions",
+        "list the office's agent sessions",
+        _sessions,
+        include="include terminated sessions",
     )
-    engines.add_argument("--office")
-    engines.add_argument("--json", action="store_true")
-    add_config_option(engines)
-    engines.set_defaults(handler=_run(_engines))
+    add_listing(
+        commands,
+        "engines",
+        "list the office's engines, their heartbeats and whether each is alive",
+        _engines,
+    )
 
     end = commands.add_parser(
         "end-session",
@@ -139,12 +135,13 @@ def add_store_commands(commands: Any) -> None:
     add_config_option(end)
     end.set_defaults(handler=_run(_end_session))
 
-    questions = commands.add_parser("questions", help="list pending ASK_USER questions")
-    questions.add_argument("--office")
-    questions.add_argument("--all", action="store_true", help="include answered ones")
-    questions.add_argument("--json", action="store_true")
-    add_config_option(questions)
-    questions.set_defaults(handler=_run(_questions))
+    add_listing(
+        commands,
+        "questions",
+        "list pending ASK_USER questions",
+        _questions,
+        include="include answered ones",
+    )
 
     answer = commands.add_parser("answer", help="answer a pending question")
     answer.add_argument("question_id")
@@ -156,7 +153,22 @@ def add_store_commands(commands: Any) -> None:
 
     from engine.store.member_cli import add_office_commands
 
-    add_office_commands(commands, _run, _emit, add_config_option)
+    add_office_commands(commands, _run, add_config_option)
+
+
+def add_listing(
+    commands: Any, name: str, help: str, handler: Handler, *, include: str | None = None
+) -> argparse.ArgumentParser:
+    """A command that lists an office's rows (`views.office_table`): --office, --json,
+    --config, and --all when `include` says what it adds."""
+    listing = commands.add_parser(name, help=help)
+    listing.add_argument("--office", help=OFFICE_HELP)
+    if include is not None:
+        listing.add_argument("--all", action="store_true", help=include)
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    add_config_option(listing)
+    listing.set_defaults(handler=_run(handler))
+    return listing
 
 
 def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Namespace], int]:
@@ -189,29 +201,6 @@ async def _with_store(handler: Handler, args: argparse.Namespace) -> int:
         return await handler(store, args)
 
 
-def _emit(row: BaseModel | list[BaseModel], as_json: bool, columns: list[str]) -> None:
-    rows = row if isinstance(row, list) else [row]
-    if as_json:
-        data = [r.model_dump(mode="json") for r in rows]
-        print(plain_json(data if isinstance(row, list) else data[0], indent=2))
-        return
-    if not rows:
-        print("(none)")
-        return
-    table = [[_cell(r.model_dump(mode="json").get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for line in table:
-        print("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
-
-
-def _cell(value: object) -> str:
-    """A table cell: store text (an agent's question, an error) on one line, every control
-    character made visible (engine.plain_text), at most 60 characters."""
-    text = plain(value if isinstance(value, str) else plain_json(value), one_line=True)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
     from engine.store.migrate import migrate
 
@@ -226,6 +215,7 @@ async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
 
 async def _command(store: Store, args: argparse.Namespace) -> int:
     from engine.store.operations import check_input_reaches, resolve_office, wait_for_result
+    from engine.store.views import emit
 
     try:
         payload = safe_json.loads(args.payload)
@@ -239,7 +229,7 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
     await check_input_reaches(store, args.type, args.session)  # not for a dead engine's session
     command = await store.insert_command(office.id, args.type, payload, session_id=args.session)
     if not args.wait:
-        _emit(command, args.json, ["id", "command_type", "status", "session_id"])
+        emit(command, args.json, ["id", "command_type", "status", "session_id"])
         return 0
     result = await wait_for_result(store, office.id, command.id, args.timeout)
     if result is None:
@@ -250,42 +240,39 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 4
-    _emit(result, args.json, ["command_id", "success", "result", "error"])
+    emit(result, args.json, ["command_id", "success", "result", "error"])
     return 0 if result.success else 1
 
 
 async def _sessions(store: Store, args: argparse.Namespace) -> int:
-    from engine.store.operations import resolve_office
-    from engine.store.views import SessionView
+    from engine.store.views import SessionView, office_table
 
-    office = await resolve_office(store, office_for(args))
-    rows = await store.list_sessions(office.id, include_terminated=args.all)
-    agents = {agent.id: agent for agent in await store.list_agents(office.id)}
-    named = [
-        SessionView(
-            **row.model_dump(),
-            role=agents[row.agent_id].role if row.agent_id in agents else None,
-            name=agents[row.agent_id].name if row.agent_id in agents else None,
-        )
-        for row in rows
-    ]
+    async def rows(office: Office) -> list[SessionView]:
+        agents = {agent.id: agent for agent in await store.list_agents(office.id)}
+        return [
+            SessionView(
+                **row.model_dump(),
+                role=agents[row.agent_id].role if row.agent_id in agents else None,
+                name=agents[row.agent_id].name if row.agent_id in agents else None,
+            )
+            for row in await store.list_sessions(office.id, include_terminated=args.all)
+        ]
+
     columns = ["session_id", "role", "name", "status", "engine_id", "last_activity_at"]
-    _emit(named, args.json, columns)  # type: ignore[arg-type]
-    return 0
+    return await office_table(store, args, columns, rows)
 
 
 async def _engines(store: Store, args: argparse.Namespace) -> int:
-    from engine.store.operations import resolve_office
-    from engine.store.views import EngineView
+    from engine.store.views import EngineView, office_table
 
-    office = await resolve_office(store, office_for(args))
-    rows = [
-        EngineView(**row.model_dump(), state=engine_state(row.status, row.alive))
-        for row in await store.list_engines(office.id)
-    ]
+    async def rows(office: Office) -> list[EngineView]:
+        return [
+            EngineView(**row.model_dump(), state=engine_state(row.status, row.alive))
+            for row in await store.list_engines(office.id)
+        ]
+
     columns = ["engine_id", "state", "alive", "last_seen", "alive_until", "stopped_at"]
-    _emit(rows, args.json, columns)  # type: ignore[arg-type]
-    return 0
+    return await office_table(store, args, columns, rows)
 
 
 def engine_state(status: str, alive: bool) -> str:
@@ -298,24 +285,27 @@ def engine_state(status: str, alive: bool) -> str:
 
 async def _end_session(store: Store, args: argparse.Namespace) -> int:
     from engine.store.operations import end_session
+    from engine.store.views import emit
 
     session = await end_session(store, args.session_id, args.reason)
-    _emit(session, args.json, ["session_id", "status", "engine_id", "end_reason"])
+    emit(session, args.json, ["session_id", "status", "engine_id", "end_reason"])
     return 0
 
 
 async def _questions(store: Store, args: argparse.Namespace) -> int:
-    from engine.store.operations import resolve_office
+    from engine.store.views import office_table
 
-    office = await resolve_office(store, office_for(args))
-    rows = await store.list_questions(office.id, status=None if args.all else "pending")
-    _emit(rows, args.json, ["id", "question_type", "question", "options", "status"])
-    return 0
+    status = None if args.all else "pending"
+    columns = ["id", "question_type", "question", "options", "status"]
+    return await office_table(
+        store, args, columns, lambda office: store.list_questions(office.id, status=status)
+    )
 
 
 async def _answer(store: Store, args: argparse.Namespace) -> int:
     from engine.store.operations import answer_question
+    from engine.store.views import emit
 
     question = await answer_question(store, args.question_id, text=args.text, option=args.option)
-    _emit(question, args.json, ["id", "status", "answer"])
+    emit(question, args.json, ["id", "status", "answer"])
     return 0

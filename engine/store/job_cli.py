@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import safe_json
 from engine.plain_text import plain, plain_json
-from engine.store.cli import _emit, _run, add_config_option, office_for
+from engine.store.cli import _run, add_config_option, add_listing, office_for
 
 if TYPE_CHECKING:  # the store and its models load when a command runs, not for --help
     from engine.store.base import Store
@@ -67,12 +67,13 @@ def add_job_commands(commands: Any) -> None:
     add_config_option(cancel)
     cancel.set_defaults(handler=_run(_cancel))
 
-    jobs = commands.add_parser("jobs", help="list the office's pending and running jobs")
-    jobs.add_argument("--office")
-    jobs.add_argument("--all", action="store_true", help="include jobs that have ended")
-    jobs.add_argument("--json", action="store_true")
-    add_config_option(jobs)
-    jobs.set_defaults(handler=_run(_jobs))
+    add_listing(
+        commands,
+        "jobs",
+        "list the office's pending and running jobs",
+        _jobs,
+        include="include jobs that have ended",
+    )
 
 
 def _context(text: str | None) -> dict[str, Any] | None:
@@ -176,18 +177,18 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
 
 async def _cancel(store: Store, args: argparse.Namespace) -> int:
     from engine.store.job_ops import cancel_job
+    from engine.store.views import emit
 
     job = await cancel_job(store, args.job_id, args.reason)
-    _emit(job, args.json, ["id", "status", "cancel_reason", "failure_reason"])
+    emit(job, args.json, ["id", "status", "cancel_reason", "failure_reason"])
     return 0
 
 
 async def _jobs(store: Store, args: argparse.Namespace) -> int:
     from engine.store.job_ops import list_jobs
-    from engine.store.operations import resolve_office
+    from engine.store.views import office_table
 
-    office = await resolve_office(store, office_for(args))
-    rows = await list_jobs(store, office.id, include_ended=args.all)
     columns = ["id", "role", "status", "attempts", "task", "failure_reason", "updated_at"]
-    _emit(rows, args.json, columns)  # type: ignore[arg-type]
-    return 0
+    return await office_table(
+        store, args, columns, lambda office: list_jobs(store, office.id, include_ended=args.all)
+    )

@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # the store loads when the command runs, not for --help
 COLUMNS = ["user_id", "email", "role", "created_at"]
 
 
-def add_office_commands(commands: Any, run: Any, emit: Any, add_config_option: Any) -> None:
-    """Register `semo office ...`; `run`, `emit` and `add_config_option` are engine.store.cli's."""
+def add_office_commands(commands: Any, run: Any, add_config_option: Any) -> None:
+    """Register `semo office ...`; `run` and `add_config_option` are engine.store.cli's."""
     office = commands.add_parser("office", help="the office's members (Supabase Auth users)")
     sub = office.add_subparsers(dest="office_command", metavar="SUBCOMMAND", required=True)
     members = sub.add_parser(
@@ -47,6 +47,7 @@ def add_office_commands(commands: Any, run: Any, emit: Any, add_config_option: A
         from engine.store.cli import office_for
         from engine.store.members import add_member, list_members, remove_member
         from engine.store.operations import resolve_office
+        from engine.store.views import emit
 
         office_row = await resolve_office(store, office_for(args))
         if args.action == "list":

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 from engine.store.base import Store
 from engine.store.models import Agent, AgentSession, Office, UserQuestion
 from tests.store.conftest import Stores, open_stores
+from tests.support.semo_process import run_semo, semo_env
 
 
 @pytest.fixture(params=["sqlite", "postgres", "supabase"])
@@ -24,7 +23,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 
 def env_for(stores: Stores) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
+    env = semo_env()
     if stores.backend == "sqlite":
         return env | {"SEMO_STORE": "sqlite", "SEMO_SQLITE_PATH": stores.target}
     if stores.backend == "supabase":
@@ -40,14 +39,7 @@ def env_for(stores: Stores) -> dict[str, str]:
 
 
 async def semo(stores: Stores, *args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "engine.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env_for(stores),
-        timeout=60,
-    )
+    return await run_semo(*args, env=env_for(stores))
 
 
 async def seed(store: Store) -> tuple[Office, AgentSession, UserQuestion, UserQuestion]:
@@ -156,6 +148,8 @@ async def test_command_insert_and_wait_for_the_engine_result(backend: Stores) ->
     while claimed is None:
         claimed = await engine.claim_next_command(office.id, "engine-1")
         if claimed is None:
+            # a CLI that ended without inserting the command is a failure, not a long wait
+            assert not waiting.done(), waiting.result().stderr
             await engine.wait_for_change(office.id, 1.0)
     assert claimed.payload == {"prompt": "hello"}
     await engine.complete_command(claimed.id, "engine-1", success=True, result={"delivered": True})
@@ -208,13 +202,8 @@ async def test_migrate_is_idempotent(backend: Stores) -> None:
 
 
 async def test_unreachable_postgres_is_exit_code_3(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEMO_")}
     dsn = "postgresql://semo:secret@127.0.0.1:1/semo?connect_timeout=1"
-    env |= {"SEMO_STORE": "postgres", "SEMO_DATABASE_URL": dsn}
-    result = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "engine.cli", "sessions"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+    result = await run_semo("sessions", env=semo_env(SEMO_STORE="postgres", SEMO_DATABASE_URL=dsn))
     assert result.returncode == 3 and "store unavailable" in result.stderr
     assert "secret" not in result.stderr
 

@@ -7,11 +7,8 @@ variables, so the file alone chooses postgres (a fresh database per test).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,28 +20,13 @@ from engine.store.base import Store
 from engine.store.models import Agent, AgentSession, Office, UserQuestion
 from engine.store.postgres import PostgresStore
 from tests.store.conftest import fresh_database
-
-SEMO = [sys.executable, "-c", "import sys; from console.cli import main; sys.exit(main())"]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    return env | extra
+from tests.support.semo_process import run_semo, semo_env
 
 
 async def semo(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        subprocess.run,
-        [*SEMO, *args],
-        capture_output=True,
-        text=True,
-        env=env if env is not None else clean_env(),
-        cwd=cwd,
-        timeout=60,
-    )
+    return await run_semo(*args, cwd=cwd, env=env)
 
 
 def write_config(folder: Path, dsn: str, *, office: str = "acme") -> Path:
@@ -119,14 +101,14 @@ async def test_migrate_then_every_command_uses_the_files_store_and_office(
     # --office and SEMO_OFFICE still choose another office than the file's
     other = await semo("sessions", "--office", "other", "--json", cwd=tmp_path)
     assert json.loads(other.stdout) == []
-    by_env = await semo("questions", "--json", cwd=tmp_path, env=clean_env(SEMO_OFFICE="other"))
+    by_env = await semo("questions", "--json", cwd=tmp_path, env=semo_env(SEMO_OFFICE="other"))
     assert json.loads(by_env.stdout) == []
 
 
 async def test_the_environment_overrides_the_files_store(dsn: str, tmp_path: Path) -> None:
     write_config(tmp_path, dsn)
     sqlite = tmp_path / "env.db"
-    env = clean_env(SEMO_STORE="sqlite", SEMO_SQLITE_PATH=str(sqlite))
+    env = semo_env(SEMO_STORE="sqlite", SEMO_SQLITE_PATH=str(sqlite))
     result = await semo("migrate", cwd=tmp_path, env=env)
     assert result.returncode == 0
     assert "sqlite store creates its schema itself" in result.stdout
@@ -149,7 +131,7 @@ async def test_a_named_config_that_is_missing_or_bad_is_exit_2(tmp_path: Path) -
 
 async def test_without_a_config_file_the_environment_alone_decides(tmp_path: Path) -> None:
     db = tmp_path / "semo.db"
-    env = clean_env(SEMO_STORE="sqlite", SEMO_SQLITE_PATH=str(db))
+    env = semo_env(SEMO_STORE="sqlite", SEMO_SQLITE_PATH=str(db))
     result = await semo("sessions", cwd=tmp_path, env=env)
     assert result.returncode == 2
     assert "the store has no office yet" in result.stderr

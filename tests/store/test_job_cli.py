@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +22,14 @@ from engine.store import open_store
 from engine.store.base import Store
 from engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
+from tests.support.git_repo import make_repo
+from tests.support.semo_process import engine_in, run_semo, semo_env, start_semo
 from tests.support.waiting import eventually_value
 
 REPO = Path(__file__).resolve().parents[2]
-SEMO = Path(sys.executable).with_name("semo")
 TIMEOUT = 60.0
+#: `semo job create --wait` of FE's login page (the scripts' first match)
+CREATE_LOGIN_JOB = ("job", "create", "--role", "FE", "--task", "Build the login page", "--wait")
 
 
 def block(tag: str, body: dict[str, Any], close: str) -> str:
@@ -77,13 +76,7 @@ reads_prompts = true
 
 
 def write_config(folder: Path, store: str, fe: list[Any]) -> Path:
-    repo = folder / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    (repo / "README").write_text("office repo\n")
-    subprocess.run([*git, "add", "README"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    make_repo(folder / "repo")
     agents = agent_toml(folder, "FE", fe) + agent_toml(folder, "BE", BE_SCRIPT)
     config = folder / "semo.toml"
     config.write_text(
@@ -107,44 +100,19 @@ warm_roles = ["FE", "BE"]
     return config
 
 
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMO_", "SUPABASE_"))}
-    return env | {"PYTHONPATH": str(REPO)}
-
-
 async def semo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        subprocess.run,
-        [str(SEMO), *args],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        cwd=folder,
-        timeout=TIMEOUT,
-    )
+    return await run_semo(*args, cwd=folder, timeout=TIMEOUT)
 
 
-@asynccontextmanager
-async def engine_process(folder: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    env = clean_env()
-    runtime = Path(tempfile.mkdtemp(prefix="semo-j"))
-    env["XDG_RUNTIME_DIR"] = str(runtime)
-    with (folder / "engine.log").open("ab") as sink:
-        process = await asyncio.create_subprocess_exec(
-            str(SEMO), "engine", stdout=asyncio.subprocess.DEVNULL, stderr=sink, env=env, cwd=folder
-        )
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(TIMEOUT):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-        shutil.rmtree(runtime, ignore_errors=True)
+async def semo_json(folder: Path, *args: str) -> Any:
+    """What `semo ARGS` printed, as JSON; a failing command fails the test with its stderr."""
+    done = await semo(folder, *args)
+    assert done.returncode == 0, f"semo {' '.join(args)}: exit {done.returncode}: {done.stderr}"
+    return json.loads(done.stdout)
+
+
+def engine_process(folder: Path) -> AbstractAsyncContextManager[asyncio.subprocess.Process]:
+    return engine_in(folder, semo_env(), grace=TIMEOUT)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -179,22 +147,8 @@ async def test_a_job_run_with_the_cli_alone(office: str, tmp_path: Path) -> None
     write_config(tmp_path, office, FE_SCRIPT)
     async with engine_process(tmp_path):
         await ready(tmp_path)
-        waiting = await asyncio.create_subprocess_exec(
-            str(SEMO),
-            "job",
-            "create",
-            "--role",
-            "FE",
-            "--task",
-            "Build the login page",
-            "--context",
-            '{"ticket": "WEB-12"}',
-            "--wait",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=clean_env(),
-            cwd=tmp_path,
-        )
+        context = '{"ticket": "WEB-12"}'
+        waiting = await start_semo(*CREATE_LOGIN_JOB, "--context", context, cwd=tmp_path)
 
         async def the_question() -> dict[str, Any] | None:
             listed = await semo(tmp_path, "questions", "--json")
@@ -237,8 +191,8 @@ async def test_a_job_run_with_the_cli_alone(office: str, tmp_path: Path) -> None
     assert "invocation " in text and "-> BE (delivered): Add GET /health" in text
     assert "result " in text and "from BE (delivered): GET /health added" in text
 
-    assert json.loads((await semo(tmp_path, "jobs", "--json")).stdout) == []
-    everything = json.loads((await semo(tmp_path, "jobs", "--all", "--json")).stdout)
+    assert await semo_json(tmp_path, "jobs", "--json") == []
+    everything = await semo_json(tmp_path, "jobs", "--all", "--json")
     assert [(j["id"], j["status"], j["role"]) for j in everything] == [(job_id, "done", "FE")]
 
 
@@ -251,7 +205,7 @@ async def test_cancelling_a_running_job_and_a_pending_one(office: str, tmp_path:
         job_id = created.stdout.strip()
 
         async def running() -> bool | None:
-            shown = json.loads((await semo(tmp_path, "job", "show", job_id, "--json")).stdout)
+            shown = await semo_json(tmp_path, "job", "show", job_id, "--json")
             return "delivered" in [e["step"] for e in shown["entries"]] or None
 
         await eventually_value(running, "the job's prompt delivered", TIMEOUT)
@@ -259,7 +213,7 @@ async def test_cancelling_a_running_job_and_a_pending_one(office: str, tmp_path:
         assert cancelled.returncode == 0, cancelled.stderr
 
         async def ended() -> dict[str, Any] | None:
-            shown = json.loads((await semo(tmp_path, "job", "show", job_id, "--json")).stdout)
+            shown = await semo_json(tmp_path, "job", "show", job_id, "--json")
             return shown if shown["job"]["status"] == "failed" else None
 
         timeline = await eventually_value(ended, "the job cancelled", TIMEOUT)
@@ -273,7 +227,7 @@ async def test_cancelling_a_running_job_and_a_pending_one(office: str, tmp_path:
     created = await semo(tmp_path, "job", "create", "--role", "FE", "--task", "later", "--json")
     pending = json.loads(created.stdout)
     assert pending["status"] == "pending"
-    listed = json.loads((await semo(tmp_path, "jobs", "--json")).stdout)
+    listed = await semo_json(tmp_path, "jobs", "--json")
     assert [j["id"] for j in listed] == [pending["id"]]
     cancelled = await semo(tmp_path, "job", "cancel", pending["id"], "--json")
     assert json.loads(cancelled.stdout)["failure_reason"] == (
@@ -297,7 +251,7 @@ async def test_bad_job_requests_are_clear_errors(office: str, tmp_path: Path) ->
         assert message in result.stderr, (args, result.stderr)
     missing = await semo(tmp_path, "job", "show", "no-such-job")
     assert missing.returncode == 2 and "no job no-such-job" in missing.stderr
-    assert json.loads((await semo(tmp_path, "jobs", "--all", "--json")).stdout) == []
+    assert await semo_json(tmp_path, "jobs", "--all", "--json") == []
 
 
 FE_RETRY_SCRIPT = [
@@ -332,20 +286,7 @@ async def test_an_engine_killed_mid_invocation_the_next_engine_retries_the_job(
     (tmp_path / "BE.json").write_text(json.dumps(BE_RETRY_SCRIPT))
     async with engine_process(tmp_path) as first:
         await ready(tmp_path)
-        waiting = await asyncio.create_subprocess_exec(
-            str(SEMO),
-            "job",
-            "create",
-            "--role",
-            "FE",
-            "--task",
-            "Build the login page",
-            "--wait",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=clean_env(),
-            cwd=tmp_path,
-        )
+        waiting = await start_semo(*CREATE_LOGIN_JOB, cwd=tmp_path)
 
         async def be_working() -> bool | None:
             log = tmp_path / "BE.log"
@@ -366,7 +307,7 @@ async def test_an_engine_killed_mid_invocation_the_next_engine_retries_the_job(
     assert steps[died : died + 2] == ["engine_died", "retry"]
     assert steps[-1] == "done"
 
-    timeline = json.loads((await semo(tmp_path, "job", "show", job_id, "--json")).stdout)
+    timeline = await semo_json(tmp_path, "job", "show", job_id, "--json")
     assert (timeline["job"]["status"], timeline["job"]["attempts"]) == ("done", 2)
     invocations = {i["task"]: i for i in timeline["invocations"]}
     assert invocations["slow health"]["status"] == "cancelled"

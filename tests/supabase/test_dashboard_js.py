@@ -24,9 +24,7 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,9 +34,10 @@ import pytest
 
 from engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
-from tests.store.test_job_cli import FE_SCRIPT, REPO, SEMO, clean_env, write_config
+from tests.store.test_job_cli import FE_SCRIPT, REPO, write_config
 from tests.supabase.test_row_cap import insert_postgres as insert_old_rows
 from tests.supabase.test_row_cap import old_rows
+from tests.support.semo_process import engine_in, run_semo, semo_env
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 from tests.support.waiting import eventually_value
 
@@ -67,44 +66,19 @@ async def office() -> AsyncIterator[tuple[SupabaseEmulator, str]]:
 
 
 def env_for(emulator: SupabaseEmulator) -> dict[str, str]:
-    return clean_env() | {"SUPABASE_SERVICE_ROLE_KEY": emulator.service_role_key}
+    return semo_env(SUPABASE_SERVICE_ROLE_KEY=emulator.service_role_key)
 
 
 async def semo(
     folder: Path, emulator: SupabaseEmulator, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        subprocess.run,
-        [str(SEMO), *args],
-        capture_output=True,
-        text=True,
-        env=env_for(emulator),
-        cwd=folder,
-        timeout=TIMEOUT,
-    )
+    return await run_semo(*args, cwd=folder, env=env_for(emulator), timeout=TIMEOUT)
 
 
 @contextlib.asynccontextmanager
 async def engine(folder: Path, emulator: SupabaseEmulator) -> AsyncIterator[None]:
-    env = env_for(emulator)
-    runtime = Path(tempfile.mkdtemp(prefix="semo-js"))
-    env["XDG_RUNTIME_DIR"] = str(runtime)
-    with (folder / "engine.log").open("ab") as sink:
-        process = await asyncio.create_subprocess_exec(
-            str(SEMO), "engine", stdout=asyncio.subprocess.DEVNULL, stderr=sink, env=env, cwd=folder
-        )
-    try:
+    async with engine_in(folder, env_for(emulator), grace=TIMEOUT):
         yield
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(TIMEOUT):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 async def run_js(script: str, variable: str, config: dict[str, Any]) -> dict[str, Any]:
