@@ -67,6 +67,7 @@ _MOUSE_ENCODING = (MOUSE_UTF8, MOUSE_SGR, MOUSE_URXVT)
 _IGNORED_PRIVATE = {3}  # DECCOLM: never resize to 132 columns behind the operator's back
 _DEC_GRAPHICS = {"0": charsets.VT100_MAP}
 _DECAWM = modes.DECAWM
+_IRM = modes.IRM
 
 # Bounds on state that output drives (an agent is untrusted: it must not grow us without end).
 MAX_NOTIFICATIONS = 64  # newest kept
@@ -374,13 +375,47 @@ class TerminalScreen(pyte.Screen):
         if not data:
             return
         self.last_graphic = data[-1]
-        if self._pending_zwj or modes.IRM in self.mode:
+        cursor = self.cursor
+        mode = self.mode
+        if self._pending_zwj or _IRM in mode:
             self._draw_unicode(data)
-        elif data.isascii():
-            self._draw_ascii(data)
+        elif _DECAWM not in mode:
+            self._draw_ascii(data) if data.isascii() else self._draw_unicode(data)
         else:
-            self._draw_runs(data)
-        self.dirty.add(self.cursor.y)
+            # the common case inline: text that fits on the cursor's row, autowrap on
+            x = cursor.x
+            attrs = cursor.attrs
+            glyphs = self._glyphs
+            if glyphs.attrs is not attrs:
+                glyphs = self.glyphs_for(attrs)
+            if data.isascii():
+                stop = x + len(data)
+                if stop > self.columns:
+                    self._draw_ascii(data)
+                    self.dirty.add(cursor.y)
+                    return
+                cells: Any = map(glyphs.__getitem__, data)
+            else:
+                if len(data) > self.columns - x:  # at least a cell each: it cannot fit
+                    self._draw_split(data)
+                    self.dirty.add(cursor.y)
+                    return
+                cells = list(chain.from_iterable(map(glyphs.cells.__getitem__, data)))
+                stop = x + len(cells)
+                if stop > self.columns or None in cells:
+                    self._draw_split(data)
+                    self.dirty.add(cursor.y)
+                    return
+            line = (self.buffer if self.deferred_rows else self._buffer)[cursor.y]
+            cell = line.get(x)
+            if cell is not None and not cell.data:
+                self._split_wide_at(line, x)
+            cell = line.get(stop)
+            if cell is not None and not cell.data:
+                self._split_wide_at(line, stop)
+            line.update(zip(range(x, stop), cells, strict=True))
+            cursor.x = stop
+        self.dirty.add(cursor.y)
 
     def _draw_runs(self, data: str) -> None:
         """Text with non-ASCII characters. If it fits on the cursor's row, its cells come from a
@@ -403,6 +438,10 @@ class TerminalScreen(pyte.Screen):
                 line.update(zip(range(x, stop), cells, strict=True))
                 cursor.x = stop
                 return
+        self._draw_split(data)
+
+    def _draw_split(self, data: str) -> None:
+        """`_draw_runs` for text that does not fit on the row or needs the per-character path."""
         if _HAS_REGIONAL_INDICATOR(data):
             self._draw_unicode(data)
             return
@@ -631,36 +670,147 @@ class TerminalScreen(pyte.Screen):
 
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         cursor = self.cursor
-        start, stop = {0: (cursor.x, self.columns), 1: (0, cursor.x + 1)}.get(
-            how, (0, self.columns)
-        )
-        self.buffer[cursor.y].update(
-            dict.fromkeys(range(start, min(stop, self.columns)), cursor.attrs)
-        )
-        self.dirty.add(cursor.y)
+        columns = self.columns
+        y = cursor.y
+        self.dirty.add(y)
+        if how == 0:
+            start, stop = cursor.x, columns
+        elif how == 1:
+            start, stop = 0, min(cursor.x + 1, columns)
+        elif how == 2:
+            start, stop = 0, columns
+        else:
+            return  # tmux ignores other modes
+        attrs = cursor.attrs
+        buffer = self.buffer if self.deferred_rows else self._buffer
+        if start == 0 and stop == columns:  # the whole row: tmux clears its wrap flag too
+            if attrs is self._default:
+                buffer.pop(y, None)  # a missing row reads as default blanks
+                return
+            row = buffer[y]
+            row.__dict__.pop("wrapped", None)
+        elif start < stop:
+            row = buffer[y]
+        else:
+            return
+        row.update(dict.fromkeys(range(start, stop), attrs))
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        """pyte's, with erased rows' wrap flags cleared, rows dropped when the attributes are
+        the default (cheaper than a row of blanks, read the same), and unknown modes ignored
+        as tmux does (pyte raised on them)."""
         if how == 3:  # xterm: erase saved lines only
             self.scrollback.clear()
             return
-        super().erase_in_display(how)
-        erased = range(
-            self.cursor.y + 1 if how == 0 else 0, self.cursor.y if how == 1 else self.lines
-        )
-        for y in erased:
-            if y in self._buffer:
-                self._buffer[y].__dict__.pop("wrapped", None)
+        if how not in (0, 1, 2):
+            return
+        y = self.cursor.y
+        rows = range(y + 1, self.lines) if how == 0 else range(y) if how == 1 else range(self.lines)
+        self.dirty.update(rows)
+        buffer = self.buffer
+        attrs = self.cursor.attrs
+        if attrs is self._default:
+            for row_y in rows:
+                buffer.pop(row_y, None)
+        else:
+            for row_y in rows:
+                row = buffer[row_y]
+                row.update(dict.fromkeys(row, attrs))  # pyte colours only the cells a row has
+                row.__dict__.pop("wrapped", None)
+        if how != 2:
+            self.erase_in_line(how)
+
+    # -- cursor motion: pyte's rules, without its Margins tuples and bounds calls ------------
+
+    def carriage_return(self) -> None:
+        self.cursor.x = 0
+
+    def cursor_up(self, count: int | None = None) -> None:
+        margins = self.margins
+        cursor = self.cursor
+        cursor.y = max(cursor.y - (count or 1), margins.top if margins is not None else 0)
+
+    def cursor_down(self, count: int | None = None) -> None:
+        margins = self.margins
+        cursor = self.cursor
+        bottom = margins.bottom if margins is not None else self.lines - 1
+        cursor.y = min(cursor.y + (count or 1), bottom)
+
+    def cursor_back(self, count: int | None = None) -> None:
+        cursor = self.cursor
+        x = cursor.x
+        if x == self.columns:  # from the pending-wrap position
+            x -= 1
+        cursor.x = min(max(0, x - (count or 1)), self.columns - 1)
+
+    def cursor_forward(self, count: int | None = None) -> None:
+        cursor = self.cursor
+        cursor.x = min(max(0, cursor.x + (count or 1)), self.columns - 1)
+
+    def cursor_to_column(self, column: int | None = None) -> None:
+        self.cursor.x = min(max(0, (column or 1) - 1), self.columns - 1)
+
+    def cursor_to_line(self, line: int | None = None) -> None:
+        """VPA; under DECOM the line counts from the top margin (pyte asserted margins there:
+        with none set, the region is the whole screen)."""
+        y = (line or 1) - 1
+        margins = self.margins
+        if margins is not None and modes.DECOM in self.mode:
+            y += margins.top
+            top, bottom = margins
+        else:
+            top, bottom = 0, self.lines - 1
+        self.cursor.y = min(max(top, y), bottom)
+
+    def cursor_position(self, line: int | None = None, column: int | None = None) -> None:
+        column = (column or 1) - 1
+        line = (line or 1) - 1
+        margins = self.margins
+        cursor = self.cursor
+        if margins is not None and modes.DECOM in self.mode:
+            line += margins.top
+            if not margins.top <= line <= margins.bottom:
+                return  # outside the region in origin mode: the cursor stays
+            top, bottom = margins
+        else:
+            top, bottom = 0, self.lines - 1
+        cursor.x = min(max(0, column), self.columns - 1)
+        cursor.y = min(max(top, line), bottom)
+
+    def linefeed(self) -> None:
+        self.index()
+        if modes.LNM in self.mode:
+            self.cursor.x = 0
+
+    def crlf(self) -> None:
+        """CR then LF, in one call."""
+        cursor = self.cursor
+        cursor.x = 0
+        margins = self.margins
+        if margins is None:
+            bottom = self.lines - 1
+            if cursor.y != bottom:
+                cursor.y = min(cursor.y + 1, bottom)
+            else:
+                self._scroll_up(0, bottom, 1)
+        elif cursor.y != margins.bottom:
+            cursor.y = min(cursor.y + 1, margins.bottom)
+        else:
+            self._scroll_up(margins.top, margins.bottom, 1)
 
     # -- attributes and queries ---------------------------------------------------------------
 
     def select_graphic_rendition(self, *attrs: int, params: str | None = None) -> None:
-        if params is None:
-            params = ";".join(str(a) for a in attrs)
-        attrs = self.cursor.attrs
+        self.sgr(";".join(str(a) for a in attrs) if params is None else params)
+
+    def sgr(self, params: str) -> None:
+        """CSI params m, from its raw parameter string; cached by (attributes, parameters)."""
+        cursor = self.cursor
+        attrs = cursor.attrs
         key = (id(attrs), params)
         cached = self._sgr_cache.get(key)
         if cached is not None and cached[0] is attrs:
-            self.cursor.attrs = cached[1]
+            cursor.attrs = cached[1]
             return
         if len(self._sgr_cache) > 4096:
             self._sgr_cache.clear()
@@ -681,6 +831,11 @@ class TerminalScreen(pyte.Screen):
     def report_device_status(self, mode: int, **kwargs: Any) -> None:
         if mode == 6 and kwargs.get("private"):
             self.write_process_input(f"\x1b[?{self.cursor.y + 1};{self.cursor.x + 1}R")
+        elif mode == 6:  # pyte asserts margins under DECOM; without any, the region is the screen
+            y = self.cursor.y + 1
+            if modes.DECOM in self.mode and self.margins is not None:
+                y -= self.margins.top
+            self.write_process_input(f"\x1b[{y};{self.cursor.x + 1}R")
         elif not kwargs.get("private"):
             super().report_device_status(mode)
 

@@ -7,6 +7,8 @@ Colours use pyte's vocabulary: ANSI names ("red", "brightblue", "default") or "r
 
 from __future__ import annotations
 
+import re
+
 from pyte import graphics
 
 from engine.terminal.cell import Cell
@@ -23,13 +25,24 @@ _OFF[22] = ("bold", "dim")
 _OFF[29] = ("strikethrough",)
 
 Groups = list[list[int | None]]
+_VALID = re.compile(r"[0-9;:]*").fullmatch
 
 
 def parse_params(params: str) -> Groups:
-    """`"1;38:2::1:2:3"` -> `[[1], [38, 2, None, 1, 2, 3]]`; empty fields become None."""
+    """`"1;38:2::1:2:3"` -> `[[1], [38, 2, None, 1, 2, 3]]`; empty fields become None, numbers
+    past 65535 become 65535 (they mean nothing here; int() of thousands of digits raises)."""
     return [
-        [int(field) if field else None for field in group.split(":")] for group in params.split(";")
+        [_number(field) if field else None for field in group.split(":")]
+        for group in params.split(";")
     ]
+
+
+def _number(digits: str) -> int:
+    if len(digits) > 5:
+        digits = digits.lstrip("0")
+        if len(digits) > 5:
+            return 65535
+    return min(int(digits or "0"), 65535)
 
 
 def _extended_colour(groups: Groups, index: int) -> tuple[str | None, int]:
@@ -64,6 +77,8 @@ def apply_sgr(attrs: Cell, params: str, default: Cell) -> Cell:
     """Return `attrs` changed by the SGR parameter string `params` (the text between CSI and m)."""
     if params in ("", "0"):
         return default
+    if not _VALID(params):  # `<=>?` inside the parameters: tmux ignores the whole sequence
+        return attrs
     groups = parse_params(params)
     changes: dict[str, object] = {}
     index = 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from functools import partial
 from itertools import repeat
 
 from pyte import modes
@@ -40,6 +41,21 @@ _PARTIAL = re.compile(
     r"\x1b(?:\[[ -?]*|\][^\x07\x1b\x9c]*\x1b?|[P_^X].*|[ -/]*)?\Z",
     re.DOTALL,
 )
+# The fast path's parts: a printable run, CR LF, a whole CSI, an ESC sequence (not CSI, OSC or a
+# string introducer), or any single control (a lone ESC among them: the general path reads it)
+_PARTS = re.compile(
+    r"[^\x00-\x1f\x7f-\x9f]+"
+    r"|\r\n"
+    r"|\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b[ -/]*[0-OQ-WYZ\\`a-~]"
+    r"|[\x00-\x1f\x7f-\x9f]"
+)
+_CONTROLS = frozenset(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
+_BREAKS = frozenset(["\r", "\n", "\r\n"])  # where the plain-output batch may start
+_INTERMEDIATES = "".join(map(chr, range(0x20, 0x30)))
+MAX_CALLS = 4096  # the table of ready calls is emptied when it reaches this size
+MAX_CALL_KEY = 64  # longer sequences are parsed each time, never kept
+_FIRST_WINDOW, _MAX_WINDOW = 256, 16384  # characters cut into parts at a time
 _PLAIN_RUN = re.compile(r"(?:[ -~\xa0-\U0010ffff]+|\r|\n|\x1b\[[0-9;:]*m)+")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 XTVERSION_REPLY = "\x1bP>|semo\x1b\\"
@@ -57,17 +73,40 @@ _SKIP_END["_"] = _SKIP_END["^"] = _SKIP_END["X"] = _SKIP_END["P"]
 _SKIP_END[""] = re.compile(r"[^ -/]")  # ESC + endless intermediates
 
 
+def _num(digits: str) -> int:
+    """A parameter's ASCII digits as an int, capped at 65535 (however many digits it has)."""
+    if len(digits) > 5:
+        digits = digits.lstrip("0")
+        if len(digits) > 5:
+            return 65535
+    return min(int(digits or "0"), 65535)
+
+
 def _ints(params: str) -> list[int]:
     """CSI parameters as ints (missing -> 0); sub-parameters after ':' are ignored."""
     if params.isdigit():
-        return [min(int(params), 65535)]
+        return [_num(params)]
     if not params:
         return []
     out = []
     for field in params.split(";"):
         head = field.split(":", 1)[0]
-        out.append(min(int(head), 65535) if head.isdigit() else 0)
+        out.append(_num(head) if head.isdigit() else 0)
     return out
+
+
+def _cup_args(params: str) -> tuple[int | None, ...]:
+    """CUP's arguments for `cursor_position`, from its raw parameters."""
+    if not params:
+        return ()
+    row, _, column = params.partition(";")
+    if row.isdigit() and (not column or column.isdigit()):
+        return (_num(row), _num(column) if column else None)
+    return tuple(_ints(params)[:2])
+
+
+def _ignore() -> None:
+    return None
 
 
 def _narrow_prefix(text: str) -> str:
@@ -95,9 +134,12 @@ def _first(params: str) -> int:
 class TerminalStream:
     """Feed it decoded text; it drives the screen. Safe across arbitrary chunk boundaries."""
 
-    def __init__(self, screen: TerminalScreen, *, batch: bool = True) -> None:
+    def __init__(self, screen: TerminalScreen, *, batch: bool = True, fast: bool = True) -> None:
         self.screen = screen
         self.batch_enabled = batch
+        self.fast = fast  # False: token by token only (the reference the fast path is checked by)
+        self._calls: dict[str, Callable[[], None]] = {}
+        self._no_batch_before = 0  # after a declined run, do not rescan it (keeps feed linear)
         self.unknown_sequences = 0
         self._pending = ""
         self._skipping: re.Pattern[str] | None = None  # inside an oversize sequence
@@ -135,6 +177,129 @@ class TerminalStream:
                 return
         data = self._pending + text if self._pending else text
         self._pending = ""
+        self._no_batch_before = 0
+        if self.fast:
+            self._feed_parts(data)
+        else:
+            self._feed_tokens(data, 0, len(data))
+
+    def _feed_parts(self, data: str) -> None:
+        """The fast path. A C-level `findall` cuts the read into parts (printable runs, CSI and
+        ESC sequences, single controls); a part that is not text is looked up whole in a table
+        of ready calls (`ESC[38;5;246m`, `ESC[20;1H`, `\r` recur thousands of times in a TUI's
+        output), so a sequence is parsed once, not at every occurrence. What the table cannot
+        take (OSC, DCS, a lone ESC, an unfinished tail) and every point where the plain-output
+        batch may take over go to the general path, `_feed_tokens`, until it stops where a part
+        starts. Parts are cut a window at a time (growing while the fast path keeps them), so
+        text the batch takes in bulk is not cut into parts for nothing."""
+        size = len(data)
+        pos = 0
+        window = _FIRST_WINDOW
+        findall = _PARTS.findall
+        while pos < size:
+            limit = pos + window
+            parts = findall(data, pos, limit) if limit < size else []
+            if len(parts) > 1:
+                parts.pop()  # it may be cut short at the window's edge
+            else:
+                parts = findall(data, pos)
+            covered = pos + sum(map(len, parts))
+            pos = self._run_parts(data, parts, pos)
+            window = min(window * 2, _MAX_WINDOW) if pos == covered else _FIRST_WINDOW
+
+    def _run_parts(self, data: str, parts: list[str], pos: int) -> int:
+        """Apply `parts` (cut from data[pos:]); return where the next part starts: after the
+        last one, or wherever the general path stopped past them."""
+        screen = self.screen
+        cursor = screen.cursor
+        call_for = self._calls.get
+        draw = screen.draw
+        batch = self.batch_enabled
+        bottom = screen.lines - 1
+        controls = _CONTROLS
+        breaks = _BREAKS
+        numbered = enumerate(parts)
+        at = index = 0  # pos is where parts[at] starts
+        while True:
+            for index, part in numbered:  # noqa: B007 (index is read after the loop)
+                call = call_for(part)
+                if call is None:
+                    if part[0] in controls:  # a sequence not in the table yet
+                        call = self._call_for(part)
+                        if call is None:
+                            break
+                    elif batch and screen.deferred_rows:
+                        break
+                    else:
+                        draw(part)
+                        continue
+                if batch and (screen.deferred_rows or (part in breaks and cursor.y == bottom)):
+                    break
+                call()
+            else:
+                return pos + sum(map(len, parts[at:]))
+            pos += sum(map(len, parts[at:index]))
+            at = index
+            # the general path from parts[index] on, until it stops where a part starts
+            end = pos
+            count = len(parts)
+            while True:
+                end = self._feed_tokens(data, end, end + 1)
+                while at < count and pos + len(parts[at]) <= end:
+                    pos += len(parts[at])
+                    at += 1
+                if at == count or end >= len(data):
+                    return end
+                if pos == end:
+                    break
+            for _ in range(at - index - 1):  # the general path took parts[index:at]
+                next(numbered)
+
+    def _call_for(self, part: str) -> Callable[[], None] | None:
+        """The call that applies the sequence or control `part`, kept in the table (bounded)
+        unless it is long; None for what only the general path reads (a lone ESC)."""
+        if part == "\x1b":
+            return None
+        call: Callable[[], None]
+        if len(part) == 1:
+            call = self._controls.get(part, _ignore)
+        elif part == "\r\n":
+            call = self.screen.crlf
+        elif part[1] == "[":
+            params, inter, final = part[2:-1], "", part[-1]
+            if params[-1:] and params[-1] < "0":  # intermediates end the parameters
+                body = params.rstrip(_INTERMEDIATES)
+                params, inter = body, params[len(body) :]
+            call = self._csi_call(params, inter, final)
+        else:
+            call = partial(self._escape, part[1:-1], part[-1])
+        if len(part) <= MAX_CALL_KEY:
+            calls = self._calls
+            if len(calls) >= MAX_CALLS:
+                calls.clear()
+            calls[part] = call
+        return call
+
+    def _csi_call(self, params: str, inter: str, final: str) -> Callable[[], None]:
+        screen = self.screen
+        if inter or (params and params[0] in "<=>?"):
+            return partial(self._dispatch_csi, params, inter, final)
+        if final == "m":
+            return partial(screen.sgr, params)
+        if final in "Hf":
+            return partial(screen.cursor_position, *_cup_args(params))
+        method = self._single.get(final)
+        if method is not None:
+            return partial(method, _first(params))
+        plain = self._plain_csi.get(final)
+        if plain is not None:
+            return partial(plain, params)
+        return partial(self._dispatch_csi, params, inter, final)
+
+    def _feed_tokens(self, data: str, pos: int, stop: int) -> int:
+        """The general path: token by token from `pos` while before `stop` (at least one step),
+        with the batch for plain scrolling output. Returns where it stopped; len(data) once the
+        rest is kept as an unfinished sequence (or skipped)."""
         screen = self.screen
         match_token = _TOKEN.match
         draw = screen.draw
@@ -142,12 +307,11 @@ class TerminalStream:
         controls = self._controls
         batch = self.batch_enabled
         bottom = screen.lines - 1
-        pos, end = 0, len(data)
-        no_batch_before = 0  # after a declined run, do not rescan it (keeps feed linear)
-        while pos < end:
+        end = len(data)
+        while pos < stop:
             if (
                 batch
-                and pos >= no_batch_before
+                and pos >= self._no_batch_before
                 and (screen.deferred_rows or (data[pos] in "\r\n" and screen.cursor.y == bottom))
                 and self._batch_ready()
             ):
@@ -160,7 +324,7 @@ class TerminalStream:
                     if consumed:
                         pos += consumed
                         continue
-                    no_batch_before = run.end()
+                    self._no_batch_before = run.end()
             token = match_token(data, pos)
             if token is None:
                 if _PARTIAL.match(data, pos):
@@ -169,7 +333,7 @@ class TerminalStream:
                         self._pending = rest
                     else:
                         self._start_skip(rest)
-                    return
+                    return end
                 self.unknown_sequences += 1
                 pos += 1  # a malformed escape: drop the ESC, keep what follows
                 continue
@@ -196,6 +360,7 @@ class TerminalStream:
             elif kind == "bad_csi":
                 self.unknown_sequences += 1
             # "string" (DCS/APC/PM/SOS) is consumed and ignored
+        return pos
 
     def _start_skip(self, rest: str) -> None:
         """`rest` is an unfinished sequence too long to keep: drop it and whatever follows up
@@ -310,35 +475,29 @@ class TerminalStream:
         table = self._plain_csi
 
         def cup(params: str) -> None:
-            if not params:
-                s.cursor_position()
-                return
-            row, _, column = params.partition(";")
-            if row.isdigit() and (not column or column.isdigit()):
-                s.cursor_position(min(int(row), 65535), min(int(column), 65535) if column else None)
-            else:
-                s.cursor_position(*_ints(params)[:2])
+            s.cursor_position(*_cup_args(params))
 
         def single(method: Callable[[int], None]) -> Callable[[str], None]:
             def handler(params: str) -> None:
                 if not params:
                     method(0)
                 elif params.isdigit():
-                    method(min(int(params), 65535))
+                    method(_num(params))
                 else:
                     method(_first(params))
 
             return handler
 
         table["H"] = table["f"] = cup
-        table["m"] = lambda params: s.select_graphic_rendition(params=params)
-        for final, method in {
+        table["m"] = s.sgr
+        self._single: dict[str, Callable[[int], None]] = {
             "A": s.cursor_up, "B": s.cursor_down, "C": s.cursor_forward, "D": s.cursor_back,
             "G": s.cursor_to_column, "`": s.cursor_to_column, "d": s.cursor_to_line,
             "J": s.erase_in_display, "K": s.erase_in_line, "X": s.erase_characters,
             "P": s.delete_characters, "@": s.insert_characters, "L": s.insert_lines,
             "M": s.delete_lines,
-        }.items():  # fmt: skip
+        }  # fmt: skip
+        for final, method in self._single.items():
             table[final] = single(method)
 
     def _register_csi(self) -> None:
@@ -463,8 +622,9 @@ def make_screen_and_stream(
     respond: Callable[[str], None] | None = None,
     scrollback: int | None = None,
     batch: bool = True,
+    fast: bool = True,
 ) -> tuple[TerminalScreen, TerminalStream]:
     """A screen wired to a stream; `respond` receives query answers (DSR, DA, ...)."""
     kwargs = {} if scrollback is None else {"scrollback": scrollback}
     screen = TerminalScreen(columns, lines, respond=respond, **kwargs)
-    return screen, TerminalStream(screen, batch=batch)
+    return screen, TerminalStream(screen, batch=batch, fast=fast)

@@ -5,26 +5,36 @@ from __future__ import annotations
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from pyte import modes
 
 from engine.terminal.screen import TerminalScreen
 from engine.terminal.stream import make_screen_and_stream
 
-_chars = st.sampled_from(
-    [*"ab ⏺│●中文字ｱ한✅🚀👨⚠", "\u200d", "\ufe0f", "\u0301", "🇩🇪", "e\u0301"]
-)
+_chars = st.sampled_from([*"ab ⏺│●中文字ｱ한✅🚀👨⚠", "\u200d", "\ufe0f", "\u0301", "🇩🇪", "e\u0301"])
 _text = st.lists(_chars, min_size=1, max_size=30).map("".join)
 _control = st.sampled_from(
-    ["\r\n", "\r", "\x1b[31m", "\x1b[0m", "\x1b[3G", "\x1b[2;5H", "\x1b[K", "\x1b[?7l",
-     "\x1b[?7h", "\x1b[4h", "\x1b[4l", "\x1b[1P", "\x1b[2@"]
+    ["\r\n", "\r", "\x1b[31m", "\x1b[0m", "\x1b[3G", "\x1b[2;5H", "\x1b[K", "\x1b[1K",
+     "\x1b[2K", "\x1b[?7l", "\x1b[?7h", "\x1b[4h", "\x1b[4l", "\x1b[1P", "\x1b[2@",
+     "\x1b(0", "\x1b(B"]
 )  # fmt: skip
 _pieces = st.lists(st.one_of(_text, _control), max_size=40)
 
 
 class CharByChar(TerminalScreen):
-    """Every non-ASCII draw character by character, as before the run paths."""
+    """Every non-ASCII draw character by character, as before the run paths (and ASCII through
+    `_draw_ascii`, not the inline path of `draw`)."""
 
-    def _draw_runs(self, data: str) -> None:
-        self._draw_unicode(data)
+    def draw(self, data: str) -> None:
+        if self._charset_map is not None:
+            data = data.translate(self._charset_map)
+        if not data:
+            return
+        self.last_graphic = data[-1]
+        if data.isascii() and not self._pending_zwj and modes.IRM not in self.mode:
+            self._draw_ascii(data)
+        else:
+            self._draw_unicode(data)
+        self.dirty.add(self.cursor.y)
 
 
 def _state(screen: TerminalScreen) -> tuple[object, ...]:
