@@ -3,6 +3,7 @@ resizes, then the same history (`capture-pane -S -`), screen and cursor."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterator
 
@@ -13,6 +14,10 @@ from tests.terminal.reflow_pair import ReflowPair
 pytestmark = pytest.mark.tmux
 
 CRLF = "\r\n"
+# random cases run by default; SEMO_REFLOW_SEEDS=60 runs more (on 2026-11-26, 59 of 60 matched:
+# seed 10 pulls one row fewer back from the history than tmux, whose hscrolled fixups in
+# grid_reflow mix source and target row numbers; semo moves the mark with the content)
+SEEDS = int(os.environ.get("SEMO_REFLOW_SEEDS", "6"))
 
 
 @pytest.fixture
@@ -175,6 +180,21 @@ def test_erased_and_rewritten_rows(pair_factory) -> None:
         same(pair)
 
 
+def test_a_row_erased_whole_no_longer_continues(pair_factory) -> None:
+    """tmux clears the wrap flag of a row erased whole (EL 2, EL 0 from column 0, ED from the
+    row's start), not of one erased in part; a line feed leaves it."""
+    pair = pair_factory(20, 10)
+    pair.feed("a" * 25 + CRLF + "b" * 25 + CRLF + "c" * 25 + CRLF + "d" * 25 + CRLF)
+    pair.feed("\x1b[1;1H\x1b[2Kx")  # EL 2 on a's first row
+    pair.feed("\x1b[3;1H\x1b[Ky")  # EL 0 from column 0 on b's first row
+    pair.feed("\x1b[5;4H\x1b[Kz")  # EL 0 from column 3 on c's first row: still wrapped
+    pair.feed("\x1b[7;1H\n")  # a line feed on d's first row: still wrapped
+    pair.feed("\x1b[10;1H$ ")
+    for cols, rows in [(30, 10), (12, 10), (20, 10)]:
+        pair.resize(cols, rows)
+        same(pair)
+
+
 def test_alternate_screen_is_cut_not_reflowed_and_the_primary_reflows_after(pair_factory) -> None:
     pair = pair_factory(30, 8)
     pair.feed(numbered(6, 70) + CRLF + "$ vim")
@@ -222,7 +242,7 @@ def test_many_resizes_stay_like_tmux(pair_factory) -> None:
     same(pair)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(SEEDS))
 def test_random_output_and_resizes(pair_factory, seed: int) -> None:
     rng = random.Random(seed)
     cols, rows = rng.randrange(8, 60), rng.randrange(3, 20)
