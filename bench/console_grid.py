@@ -15,6 +15,8 @@ real `semo console` runs in a pseudo-terminal this script reads and types into.
    its backspace: two echoes), in the one-pane layout and in the grid, all sessions idle.
 3. idle: the console attached to 20 idle sessions, nothing typed: bytes per second written to
    its terminal and its CPU, over --idle-seconds; also with the jobs view (F5) open.
+4. ab (only with --only ab): the grid with S02 flooding, the console's echo-first scheduling
+   (console/widgets/terminal_pane.py ECHO_HOLD) off and on, interleaved, --repeat times.
 """
 
 from __future__ import annotations
@@ -71,8 +73,11 @@ def keystrokes(console: ConsoleProcess, count: int) -> tuple[list[float], list[i
     return latencies, sizes
 
 
-def office_with_console(size: tuple[int, int]) -> tuple[Office, ConsoleProcess]:
+def office_with_console(
+    size: tuple[int, int], env: dict[str, str] | None = None
+) -> tuple[Office, ConsoleProcess]:
     office = Office(SESSIONS)
+    office.env.update(env or {})
     office.start()
     asyncio.run(office.type_into({office.roles[0]: "clear"}))
     return office, started_console(office, size)
@@ -101,6 +106,33 @@ def bench_echo(args: argparse.Namespace) -> None:
             finally:
                 console.close()
                 office.stop()
+
+
+def bench_ab(args: argparse.Namespace) -> None:
+    """The grid with S02 flooding, the console's echo-first scheduling on and off
+    (SEMO_CONSOLE_ECHO_FIRST=0: no hold of the other panes, no slower frames while typing),
+    interleaved, --repeat times each."""
+    results: dict[str, list[float]] = {"on": [], "off": []}
+    for _ in range(args.repeat):
+        for mode in ("off", "on"):
+            env = {"SEMO_CONSOLE_ECHO_FIRST": "0"} if mode == "off" else {}
+            office, console = office_with_console(args.size, env)
+            try:
+                enter_pane(console, True)
+                asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
+                time.sleep(1.0)
+                load = os.getloadavg()[0]
+                cpu, began = console.cpu_seconds(), time.perf_counter()
+                latencies, _ = keystrokes(console, args.keys)
+                cpu = (console.cpu_seconds() - cpu) / (time.perf_counter() - began) * 100
+                results[mode] += latencies
+                what = f"grid, S02 flooding, echo-first {mode} (load {load:.1f})"
+                print(f"{what}: {summary(latencies)}; console CPU {cpu:.0f} %")
+            finally:
+                console.close()
+                office.stop()
+    for mode, latencies in results.items():
+        print(f"all runs, echo-first {mode}: {summary(latencies)}")
 
 
 def bench_bytes(args: argparse.Namespace) -> None:
@@ -141,7 +173,8 @@ def bench_idle(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("echo", "bytes", "idle"))
+    parser.add_argument("--only", choices=("echo", "bytes", "idle", "ab"))
+    parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--keys", type=int, default=200)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--size", default="160x48")
@@ -152,6 +185,8 @@ def main() -> None:
     for name, bench in (("bytes", bench_bytes), ("idle", bench_idle), ("echo", bench_echo)):
         if args.only in (None, name):
             bench(args)
+    if args.only == "ab":
+        bench_ab(args)
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -95,6 +96,21 @@ class TerminalPane(Widget, can_focus=True):
     SCROLLBACK_DOWN_KEY: ClassVar[str] = "shift+pagedown"
     FRAME_SECONDS: ClassVar[float] = 1 / 60
     """At most one refresh per this many seconds."""
+    ECHO_HOLD: ClassVar[float] = 0.0 if os.environ.get("SEMO_CONSOLE_ECHO_FIRST") == "0" else 0.05
+    """After a key goes to a pane, the other panes wait up to this long before they redraw,
+    until that pane has drawn its echo: a neighbour's repaint (a flooding agent on screen
+    beside it) never stands between a key and its echo. Typing continuously, neighbours
+    still redraw after each echo. 0 (SEMO_CONSOLE_ECHO_FIRST=0, bench A/B only) turns this and
+    TYPING_FRAME_SECONDS off."""
+    TYPING_FRAME_SECONDS: ClassVar[float] = 0.25
+    """While the operator types into a pane (a key in the last TYPING_SECONDS), the other
+    panes redraw at most this often (the engine sends them frames at 20/s, a flood included):
+    the console's loop stays free for the echo."""
+    TYPING_SECONDS: ClassVar[float] = 1.0
+    _typed_at: ClassVar[float] = float("-inf")
+    _hold_until: ClassVar[float] = 0.0
+    _holder: ClassVar[TerminalPane | None] = None
+    _held: ClassVar[set[TerminalPane]] = set()
     MOUSE_SCROLL_LINES: ClassVar[int] = 3
     BELL_INTERVAL: ClassVar[float] = 0.2
     """Seconds between two rings of the app's bell for one pane."""
@@ -159,6 +175,7 @@ class TerminalPane(Widget, can_focus=True):
         """The prefix was typed: the next key is a console command."""
         self.scrolling = False
         """The view is held in the scrollback (`scroll_mode`)."""
+        self._subtitle: str | None = None
         self._source = source
         self._title = title
         self._view_offset = 0  # rows scrolled back into the scrollback; 0 = live
@@ -203,6 +220,10 @@ class TerminalPane(Widget, can_focus=True):
         """Write `text` to the child as typed input (ignored if the child has gone)."""
         if not text:
             return
+        if self.ECHO_HOLD > 0:
+            TerminalPane._holder = self
+            TerminalPane._typed_at = time.monotonic()
+            TerminalPane._hold_until = TerminalPane._typed_at + self.ECHO_HOLD
         with contextlib.suppress(TerminalClosedError):
             self._source.write(text)
 
@@ -235,10 +256,22 @@ class TerminalPane(Widget, can_focus=True):
 
     def refresh_from_screen(self) -> None:
         """Refresh what changed on the screen since the last frame (the per-frame callback)."""
-        self._frame_pending = False
         if not self._attached:
+            self._frame_pending = False
             return
-        self._last_frame = time.monotonic()
+        now = time.monotonic()
+        holder = TerminalPane._holder
+        if holder is not None and holder is not self and now < TerminalPane._hold_until:
+            assert self._frame_loop is not None  # attached
+            TerminalPane._held.add(self)
+            self._frame_loop.call_later(  # after the echo (_release_hold), at the latest then
+                TerminalPane._hold_until - now,
+                self.refresh_from_screen,
+                context=self._frame_context,
+            )
+            return
+        self._frame_pending = False
+        self._last_frame = now
         screen = self._source.screen
         if screen.bells != self._bells:
             now = self._last_frame
@@ -267,6 +300,16 @@ class TerminalPane(Widget, can_focus=True):
         if regions:
             self.frames += 1
             self.refresh(*regions)
+        if holder is self and now < TerminalPane._hold_until:
+            self.call_after_refresh(self._release_hold)  # once the echo is on its way out
+
+    @staticmethod
+    def _release_hold() -> None:
+        TerminalPane._hold_until = 0.0
+        held, TerminalPane._held = TerminalPane._held, set()
+        for pane in held:
+            if pane._frame_pending:
+                pane.refresh_from_screen()
 
     # -- Textual hooks ---------------------------------------------------------------------------
 
@@ -309,16 +352,21 @@ class TerminalPane(Widget, can_focus=True):
         self._update_subtitle()
 
     def _update_subtitle(self) -> None:
-        if self.is_attached and self.screen.focused is self:
+        # the screen's focus, not has_focus: in on_focus/on_blur has_focus is not updated yet
+        focused = self.is_attached and self.screen.focused is self
+        if focused:
             self.screen.refresh_bindings()  # the footer says what the next key does
         if self.armed:
-            self.border_subtitle = f"{self.prefix_display} then: {self.PREFIX_HINT}"
+            subtitle = f"{self.prefix_display} then: {self.PREFIX_HINT}"
         elif self.scrolling:
-            self.border_subtitle = "scrollback: arrows PgUp PgDn Home End, q leaves"
-        elif self.has_focus:
-            self.border_subtitle = f"keys go to the agent; {self.prefix_display} ? for console keys"
+            subtitle = "scrollback: arrows PgUp PgDn Home End, q leaves"
+        elif focused:
+            subtitle = f"keys go to the agent; {self.prefix_display} ? keys"
         else:
-            self.border_subtitle = None
+            subtitle = None
+        if subtitle != self._subtitle:  # setting it repaints the whole pane
+            self._subtitle = subtitle
+            self.border_subtitle = subtitle
 
     def on_focus(self, event: events.Focus) -> None:
         self._update_subtitle()
@@ -431,7 +479,11 @@ class TerminalPane(Widget, can_focus=True):
         if self._frame_pending or not self._attached or self._frame_loop is None:
             return
         self._frame_pending = True
-        delay = self._last_frame + self.FRAME_SECONDS - time.monotonic()
+        now = time.monotonic()
+        interval = self.FRAME_SECONDS
+        if TerminalPane._holder is not self and now - TerminalPane._typed_at < self.TYPING_SECONDS:
+            interval = self.TYPING_FRAME_SECONDS
+        delay = self._last_frame + interval - now
         if delay <= 0:
             self._frame_loop.call_soon(self.refresh_from_screen, context=self._frame_context)
         else:

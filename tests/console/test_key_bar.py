@@ -1,6 +1,7 @@
 """The footer (console/widgets/key_bar.py) says what the keys do where the focus is, detach
 included, whatever the width: at 80x24 the most important keys stay and no word is cut; at 200
-columns every key of the focus is there. Real engine, scripted agents, Textual's Pilot."""
+columns every key of the focus is there. A focused pane's border says keys go to the agent.
+Real engine, scripted agents, Textual's Pilot."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ async def test_the_footer_follows_the_focus_at_80x24(tmp_path: Path, runtime_dir
         assert isinstance(app.focused, TerminalPane)
         text = await shows(app, "ctrl+] then d detach", "? keys", "z zoom")
         assert "F2" not in text and "^q" not in text  # those keys are the agent's here
+        assert app.focused.border_subtitle == "keys go to the agent; ctrl+] ? keys"
         seen.append(text)
         await pilot.press(PREFIX)
         seen.append(await shows(app, "next key: d detach"))

@@ -146,7 +146,7 @@ async def test_the_prefix_chord_is_the_only_key_the_agent_does_not_get():
             pane.focus()
             await pilot.pause()
             assert pane.prefix == "ctrl+right_square_bracket"
-            assert "ctrl+] ? for console keys" in str(pane.border_subtitle)
+            assert "keys go to the agent; ctrl+] ? keys" in str(pane.border_subtitle)
             await pilot.press("x", TerminalPane.PREFIX_KEY)
             assert pane.armed and "d detach" in str(pane.border_subtitle)
             await pilot.press("z")
