@@ -6,11 +6,11 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
 
-from engine.store.base import StoreError
+from engine.store.base import StoreError, check_entry_of
 from engine.store.models import (
     MAX_PAYLOAD_BYTES,
     InvalidCommand,
@@ -19,8 +19,6 @@ from engine.store.models import (
     SessionStatus,
     validate_command,
 )
-
-T = TypeVar("T")
 
 #: A command safe to repeat is re-queued after an expired lease at most until it has been
 #: claimed this many times; then it fails (a command that kills every engine must not loop).
@@ -273,14 +271,6 @@ def job_step(job: Job, step: str, detail: str | None, *, status: str | None = No
     )
 
 
-def check_entry_of(job_id: str, entry: JobEntry | None) -> None:
-    """A timeline entry to be written with a change of job `job_id` must be that job's."""
-    if entry is not None and entry.job_id != job_id:
-        raise StoreError(
-            f"a timeline entry of job {entry.job_id} cannot be written with job {job_id}"
-        )
-
-
 def entry_of_update(job: Job, entry: JobEntry) -> JobEntry:
     """`entry`, written with the update that made `job` (`update_job(entry=...)`): the job's
     office, status and attempts, its session and agent unless the entry names others."""
@@ -347,15 +337,3 @@ def redact_dsn(dsn: str) -> str:
     if "://" not in text:
         text = _KV_PASSWORD.sub(r"\g<head>***", text)
     return text
-
-
-def no_nul(value: T) -> T:
-    """`value` with NUL characters in its strings (and nested dict/list strings) replaced by
-    U+FFFD: Postgres text and jsonb cannot hold NUL, and every backend stores the same thing."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value  # type: ignore[return-value]
-    if isinstance(value, dict):
-        return {no_nul(k): no_nul(v) for k, v in value.items()}  # type: ignore[return-value]
-    if isinstance(value, list | tuple):
-        return type(value)(no_nul(v) for v in value)  # type: ignore[return-value]
-    return value

@@ -69,6 +69,7 @@ from engine.store.models import (
 )
 
 M = TypeVar("M", bound=Row)
+T = TypeVar("T")
 
 DEFAULT_LEASE_SECONDS = 30.0
 #: rows per request of a listing, below Supabase's default "Max rows" (1000)
@@ -88,6 +89,26 @@ def narrow_by(
             raise StoreError(f"narrow a listing by {column} or by job_id, not both")
         return ("job_id", [job_id])
     return None if values is None else (column, list(values))
+
+
+def no_nul(value: T) -> T:
+    """`value` with NUL characters in its strings (and nested dict/list strings) replaced by
+    U+FFFD: Postgres text and jsonb cannot hold NUL, and every backend stores the same thing."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {no_nul(k): no_nul(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list | tuple):
+        return type(value)(no_nul(v) for v in value)  # type: ignore[return-value]
+    return value
+
+
+def check_entry_of(job_id: str, entry: JobEntry | None) -> None:
+    """A timeline entry to be written with a change of job `job_id` must be that job's."""
+    if entry is not None and entry.job_id != job_id:
+        raise StoreError(
+            f"a timeline entry of job {entry.job_id} cannot be written with job {job_id}"
+        )
 
 
 def check_invocation_status(status: str) -> None:
@@ -116,6 +137,30 @@ class OfficeRows(Generic[M]):
     status: str | Sequence[str] | None = None
     narrow: tuple[str, list[str]] | None = None
     unset: str | None = None
+
+
+@dataclass(frozen=True)
+class JobRecovery:
+    """A dead engine's job to recover (`Store.recover_job`; the texts NUL-free)."""
+
+    job_id: str
+    engine_id: str
+    attempts: int
+    reason: str
+    retry_reason: str | None
+    unless_alive: bool
+    timeline: bool
+
+
+@dataclass(frozen=True)
+class JobTakeover:
+    """A dead engine's job another engine takes over (`Store.take_over_job`)."""
+
+    job_id: str
+    from_engine: str
+    attempts: int
+    to_engine: str
+    entry: JobEntry | None
 
 
 class StoreError(Exception):
@@ -448,7 +493,6 @@ class Store(ABC):
         transaction; that command. None when the job is not in that state (another engine
         retried it first, or it ended otherwise)."""
 
-    @abstractmethod
     async def recover_job(
         self,
         job_id: str,
@@ -468,8 +512,16 @@ class Store(ABC):
         `_shared.recovery_steps`). The job as it is then; None when it is not in that state
         (another engine recovered it first, it ended otherwise, or, with `unless_alive`, its
         engine is alive)."""
+        retry = None if retry_reason is None else no_nul(retry_reason)
+        recovery = JobRecovery(
+            job_id, engine_id, attempts, no_nul(reason), retry, unless_alive, timeline
+        )
+        return await self._recover_job(recovery)
 
     @abstractmethod
+    async def _recover_job(self, recovery: JobRecovery) -> Job | None:
+        """`recover_job` on this backend."""
+
     async def take_over_job(
         self,
         job_id: str,
@@ -484,6 +536,14 @@ class Store(ABC):
         `update_job(entry=)`); nothing else changes (its work stays open). The job then; None
         when it is not in that state (another engine recovered or took it, it ended, or a
         cancel was asked for)."""
+        check_entry_of(job_id, entry)
+        return await self._take_over_job(
+            JobTakeover(job_id, from_engine, attempts, to_engine, entry)
+        )
+
+    @abstractmethod
+    async def _take_over_job(self, takeover: JobTakeover) -> Job | None:
+        """`take_over_job` on this backend."""
 
     @abstractmethod
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:

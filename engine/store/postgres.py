@@ -34,7 +34,6 @@ from engine.store._shared import (
     MAX_ATTEMPTS,
     already_ended,
     check_dead_for,
-    check_entry_of,
     check_heartbeat,
     check_lease,
     check_new_command,
@@ -44,7 +43,6 @@ from engine.store._shared import (
     invocation_cancelled,
     job_not_cancellable,
     no_heartbeat,
-    no_nul,
     question_not_pending,
     redact_dsn,
     session_ended,
@@ -54,6 +52,8 @@ from engine.store._shared import (
 from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
     LIST_PAGE_ROWS,
+    JobRecovery,
+    JobTakeover,
     NotFound,
     OfficeRows,
     Store,
@@ -61,6 +61,7 @@ from engine.store.base import (
     StoreError,
     StoreUnavailable,
     check_invocation_status,
+    no_nul,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -994,39 +995,27 @@ class PostgresStore(Store):
         )
         return None if row is None else AgentCommand.model_validate(row)
 
-    async def recover_job(
-        self,
-        job_id: str,
-        *,
-        engine_id: str,
-        attempts: int,
-        reason: str,
-        retry_reason: str | None,
-        unless_alive: bool = True,
-        timeline: bool = False,
-    ) -> Job | None:
-        retry = None if retry_reason is None else no_nul(retry_reason)
-        function = "semo_recover_job_recorded" if timeline else "semo_recover_job"
+    async def _recover_job(self, recovery: JobRecovery) -> Job | None:
+        function = "semo_recover_job_recorded" if recovery.timeline else "semo_recover_job"
         row = await self._one(
             f"select * from {function}(%s, %s, %s, %s, %s, %s)",
-            (job_id, engine_id, attempts, no_nul(reason), retry, unless_alive),
+            (
+                recovery.job_id,
+                recovery.engine_id,
+                recovery.attempts,
+                recovery.reason,
+                recovery.retry_reason,
+                recovery.unless_alive,
+            ),
         )
         return None if row is None else Job.model_validate(row)
 
-    async def take_over_job(
-        self,
-        job_id: str,
-        *,
-        from_engine: str,
-        attempts: int,
-        to_engine: str,
-        entry: JobEntry | None = None,
-    ) -> Job | None:
-        check_entry_of(job_id, entry)
+    async def _take_over_job(self, takeover: JobTakeover) -> Job | None:
+        entry = takeover.entry
         step = None if entry is None else Jsonb(no_nul(entry.model_dump(mode="json")))
         row = await self._one(
             "select * from semo_take_over_job(%s, %s, %s, %s, %s)",
-            (job_id, from_engine, attempts, to_engine, step),
+            (takeover.job_id, takeover.from_engine, takeover.attempts, takeover.to_engine, step),
         )
         return None if row is None else Job.model_validate(row)
 

@@ -44,7 +44,6 @@ from engine.store._shared import (
     already_ended,
     cancel_step,
     check_dead_for,
-    check_entry_of,
     check_heartbeat,
     check_lease,
     check_new_command,
@@ -54,7 +53,6 @@ from engine.store._shared import (
     invocation_cancelled,
     job_not_cancellable,
     no_heartbeat,
-    no_nul,
     question_not_pending,
     recovery_reason,
     recovery_steps,
@@ -66,6 +64,8 @@ from engine.store._shared import (
 from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
     LIST_PAGE_ROWS,
+    JobRecovery,
+    JobTakeover,
     NotFound,
     OfficeRows,
     Store,
@@ -73,6 +73,7 @@ from engine.store.base import (
     StoreError,
     StoreUnavailable,
     check_invocation_status,
+    no_nul,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -1422,19 +1423,9 @@ class SqliteStore(Store):
 
         return _model(AgentCommand, await self._run(retry, write=True))
 
-    async def recover_job(
-        self,
-        job_id: str,
-        *,
-        engine_id: str,
-        attempts: int,
-        reason: str,
-        retry_reason: str | None,
-        unless_alive: bool = True,
-        timeline: bool = False,
-    ) -> Job | None:
-        why = no_nul(reason)
-        retry = None if retry_reason is None else no_nul(retry_reason)
+    async def _recover_job(self, recovery: JobRecovery) -> Job | None:
+        job_id, engine_id, attempts = recovery.job_id, recovery.engine_id, recovery.attempts
+        why, retry = recovery.reason, recovery.retry_reason
 
         def recover(c: sqlite3.Connection) -> sqlite3.Row | None:
             at = ts(now())
@@ -1447,7 +1438,7 @@ class SqliteStore(Store):
                 return None
             params = {"office": job["office_id"], "engine": engine_id, "at": at}
             alive_sql = engine_id_alive_sql(":office", ":engine")
-            if unless_alive and c.execute(f"SELECT {alive_sql}", params).fetchone()[0]:
+            if recovery.unless_alive and c.execute(f"SELECT {alive_sql}", params).fetchone()[0]:
                 return None
             c.execute(
                 "UPDATE agent_invocations SET status = 'cancelled', error = ?, updated_at = ?"
@@ -1478,30 +1469,22 @@ class SqliteStore(Store):
 
         def recover_and_record(c: sqlite3.Connection) -> sqlite3.Row | None:
             row = recover(c)
-            if row is not None and timeline:
+            if row is not None and recovery.timeline:
                 for step in recovery_steps(Job.model_validate(_decode(row)), why, retry):
                     _write_entry(c, step)
             return row
 
         return _model(Job, await self._run(recover_and_record, write=True))  # type: ignore[return-value]
 
-    async def take_over_job(
-        self,
-        job_id: str,
-        *,
-        from_engine: str,
-        attempts: int,
-        to_engine: str,
-        entry: JobEntry | None = None,
-    ) -> Job | None:
-        check_entry_of(job_id, entry)
+    async def _take_over_job(self, takeover: JobTakeover) -> Job | None:
+        job_id, entry = takeover.job_id, takeover.entry
 
         def take(c: sqlite3.Connection) -> sqlite3.Row | None:
             row = c.execute(
                 "UPDATE jobs SET engine_id = ?, updated_at = ? WHERE id = ?"
                 " AND status = 'running' AND engine_id = ? AND attempts = ?"
                 " AND cancel_reason IS NULL RETURNING *",
-                (to_engine, ts(now()), job_id, from_engine, attempts),
+                (takeover.to_engine, ts(now()), job_id, takeover.from_engine, takeover.attempts),
             ).fetchone()
             if row is not None and entry is not None:
                 _write_entry(c, entry_of_update(Job.model_validate(_decode(row)), entry))

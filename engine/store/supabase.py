@@ -70,7 +70,6 @@ from engine.store._shared import (
     MAX_ATTEMPTS,
     already_ended,
     check_dead_for,
-    check_entry_of,
     check_heartbeat,
     check_lease,
     check_new_command,
@@ -80,7 +79,6 @@ from engine.store._shared import (
     invocation_cancelled,
     job_not_cancellable,
     no_heartbeat,
-    no_nul,
     question_not_pending,
     session_ended,
     updated_job,
@@ -89,6 +87,8 @@ from engine.store._shared import (
 from engine.store.base import (
     DEFAULT_LEASE_SECONDS,
     LIST_PAGE_ROWS,
+    JobRecovery,
+    JobTakeover,
     NotFound,
     OfficeRows,
     Store,
@@ -96,6 +96,7 @@ from engine.store.base import (
     StoreError,
     StoreUnavailable,
     check_invocation_status,
+    no_nul,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -1577,44 +1578,26 @@ class SupabaseStore(Store):
         self._remember(rows[0].get("id"), rows[0].get("office_id"))
         return AgentCommand.model_validate(rows[0])
 
-    async def recover_job(
-        self,
-        job_id: str,
-        *,
-        engine_id: str,
-        attempts: int,
-        reason: str,
-        retry_reason: str | None,
-        unless_alive: bool = True,
-        timeline: bool = False,
-    ) -> Job | None:
+    async def _recover_job(self, recovery: JobRecovery) -> Job | None:
         args = {
-            "p_job_id": job_id,
-            "p_engine_id": engine_id,
-            "p_attempts": attempts,
-            "p_reason": no_nul(reason),
-            "p_retry_reason": None if retry_reason is None else no_nul(retry_reason),
-            "p_unless_alive": unless_alive,
+            "p_job_id": recovery.job_id,
+            "p_engine_id": recovery.engine_id,
+            "p_attempts": recovery.attempts,
+            "p_reason": recovery.reason,
+            "p_retry_reason": recovery.retry_reason,
+            "p_unless_alive": recovery.unless_alive,
         }
-        function = "semo_recover_job_recorded" if timeline else "semo_recover_job"
+        function = "semo_recover_job_recorded" if recovery.timeline else "semo_recover_job"
         rows = await self._rows(lambda c: c.rpc(function, args))
         return Job.model_validate(rows[0]) if rows else None
 
-    async def take_over_job(
-        self,
-        job_id: str,
-        *,
-        from_engine: str,
-        attempts: int,
-        to_engine: str,
-        entry: JobEntry | None = None,
-    ) -> Job | None:
-        check_entry_of(job_id, entry)
+    async def _take_over_job(self, takeover: JobTakeover) -> Job | None:
+        entry = takeover.entry
         args = {
-            "p_job_id": job_id,
-            "p_from_engine": from_engine,
-            "p_attempts": attempts,
-            "p_to_engine": to_engine,
+            "p_job_id": takeover.job_id,
+            "p_from_engine": takeover.from_engine,
+            "p_attempts": takeover.attempts,
+            "p_to_engine": takeover.to_engine,
             "p_entry": None if entry is None else _json(entry, skip=("id",)),
         }
         rows = await self._rows(lambda c: c.rpc("semo_take_over_job", args))
