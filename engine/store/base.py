@@ -200,31 +200,31 @@ class Store(ABC):
 
     # -- offices and agents --------------------------------------------------------------------
 
-    @abstractmethod
-    async def create_office(self, office: Office) -> Office: ...
+    async def create_office(self, office: Office) -> Office:
+        return await self._insert("offices", office, f"office {office.id} already exists")
 
-    @abstractmethod
-    async def get_office(self, office_id: str) -> Office: ...
+    async def get_office(self, office_id: str) -> Office:
+        return await self._get(Office, "offices", "id", office_id, "office")
 
     @abstractmethod
     async def list_offices(self) -> list[Office]: ...
 
-    @abstractmethod
-    async def upsert_agent(self, agent: Agent) -> Agent: ...
+    async def upsert_agent(self, agent: Agent) -> Agent:
+        return await self._upsert("agents", "id", agent)
 
-    @abstractmethod
-    async def get_agent(self, agent_id: str) -> Agent: ...
+    async def get_agent(self, agent_id: str) -> Agent:
+        return await self._get(Agent, "agents", "id", agent_id, "agent")
 
-    @abstractmethod
-    async def list_agents(self, office_id: str) -> list[Agent]: ...
+    async def list_agents(self, office_id: str) -> list[Agent]:
+        return await self._listing(Agent, "agents", office_id, None)
 
     # -- sessions ----------------------------------------------------------------------------
 
-    @abstractmethod
-    async def upsert_session(self, session: AgentSession) -> AgentSession: ...
+    async def upsert_session(self, session: AgentSession) -> AgentSession:
+        return await self._upsert("agent_sessions", "session_id", session)
 
-    @abstractmethod
-    async def get_session(self, session_id: str) -> AgentSession: ...
+    async def get_session(self, session_id: str) -> AgentSession:
+        return await self._get(AgentSession, "agent_sessions", "session_id", session_id, "session")
 
     @abstractmethod
     async def list_sessions(
@@ -253,8 +253,8 @@ class Store(ABC):
     ) -> AgentCommand:
         """Validate and insert a pending command (InvalidCommand, NotFound for the office)."""
 
-    @abstractmethod
-    async def get_command(self, command_id: str) -> AgentCommand: ...
+    async def get_command(self, command_id: str) -> AgentCommand:
+        return await self._get(AgentCommand, "agent_commands", "id", command_id, "command")
 
     @abstractmethod
     async def list_commands(
@@ -362,11 +362,13 @@ class Store(ABC):
 
     # -- questions ---------------------------------------------------------------------------
 
-    @abstractmethod
-    async def create_question(self, question: UserQuestion) -> UserQuestion: ...
+    async def create_question(self, question: UserQuestion) -> UserQuestion:
+        return await self._insert(
+            "user_questions", question, f"question {question.id} already exists"
+        )
 
-    @abstractmethod
-    async def get_question(self, question_id: str) -> UserQuestion: ...
+    async def get_question(self, question_id: str) -> UserQuestion:
+        return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
 
     async def list_questions(
         self,
@@ -402,8 +404,10 @@ class Store(ABC):
 
     # -- invocations, results, jobs -----------------------------------------------------------
 
-    @abstractmethod
-    async def create_invocation(self, invocation: AgentInvocation) -> AgentInvocation: ...
+    async def create_invocation(self, invocation: AgentInvocation) -> AgentInvocation:
+        return await self._insert(
+            "agent_invocations", invocation, f"invocation {invocation.id} already exists"
+        )
 
     @abstractmethod
     async def update_invocation(
@@ -427,8 +431,8 @@ class Store(ABC):
         wanted = None if statuses is None else list(statuses)
         return await self._listing(AgentInvocation, "agent_invocations", office_id, wanted, narrow)
 
-    @abstractmethod
-    async def create_result(self, result: AgentResult) -> AgentResult: ...
+    async def create_result(self, result: AgentResult) -> AgentResult:
+        return await self._insert("agent_results", result, f"result {result.id} already exists")
 
     @abstractmethod
     async def mark_result_delivered(self, result_id: str) -> AgentResult: ...
@@ -449,8 +453,8 @@ class Store(ABC):
         narrow = narrow_by("invocation_id", invocation_ids, job_id)
         return await self._listing(AgentResult, "agent_results", office_id, status, narrow)
 
-    @abstractmethod
-    async def create_job(self, job: Job) -> Job: ...
+    async def create_job(self, job: Job) -> Job:
+        return await self._insert("jobs", job, f"job {job.id} already exists")
 
     @abstractmethod
     async def update_job(
@@ -461,8 +465,8 @@ class Store(ABC):
         (and its session and agent unless the entry names others): a reader never sees the
         status without the step that says why. NotFound, StoreError for a bad change."""
 
-    @abstractmethod
-    async def get_job(self, job_id: str) -> Job: ...
+    async def get_job(self, job_id: str) -> Job:
+        return await self._get(Job, "jobs", "id", job_id, "job")
 
     async def list_jobs(self, office_id: str, *, status: JobStatus | None = None) -> list[Job]:
         """The office's jobs (of one status, or all), oldest first."""
@@ -552,6 +556,21 @@ class Store(ABC):
     @abstractmethod
     async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
         """The job's timeline steps with an id above `after`, in order."""
+
+    # -- rows (every backend's primitives) -------------------------------------------------------
+
+    @abstractmethod
+    async def _insert(self, table: str, model: M, duplicate: str) -> M:
+        """Insert `model` into `table` (a name of ours); StoreConflict(`duplicate`) when its
+        key exists, NotFound when its office does not."""
+
+    @abstractmethod
+    async def _upsert(self, table: str, key: str, model: M) -> M:
+        """Insert `model`, or update every column but `key` and created_at."""
+
+    @abstractmethod
+    async def _get(self, cls: type[M], table: str, key: str, value: str, what: str) -> M:
+        """The row of `table` whose `key` is `value`; NotFound ("no <what> <value>")."""
 
     # -- listings (every backend's, over its `_office_rows`) -----------------------------------
 

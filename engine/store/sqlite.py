@@ -77,7 +77,6 @@ from engine.store.base import (
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
-    Agent,
     AgentCommand,
     AgentCommandResult,
     AgentInvocation,
@@ -781,31 +780,10 @@ class SqliteStore(Store):
 
     # -- offices and agents --------------------------------------------------------------------
 
-    async def create_office(self, office: Office) -> Office:
-        return await self._insert("offices", office, f"office {office.id} already exists")
-
-    async def get_office(self, office_id: str) -> Office:
-        return await self._get(Office, "offices", "id", office_id, "office")
-
     async def list_offices(self) -> list[Office]:
         return await self._pages(Office, "offices", "1", {})
 
-    async def upsert_agent(self, agent: Agent) -> Agent:
-        return await self._upsert("agents", "id", agent)
-
-    async def get_agent(self, agent_id: str) -> Agent:
-        return await self._get(Agent, "agents", "id", agent_id, "agent")
-
-    async def list_agents(self, office_id: str) -> list[Agent]:
-        return await self._pages(Agent, "agents", "office_id = :office", {"office": office_id})
-
     # -- sessions ----------------------------------------------------------------------------
-
-    async def upsert_session(self, session: AgentSession) -> AgentSession:
-        return await self._upsert("agent_sessions", "session_id", session)
-
-    async def get_session(self, session_id: str) -> AgentSession:
-        return await self._get(AgentSession, "agent_sessions", "session_id", session_id, "session")
 
     async def list_sessions(
         self, office_id: str, *, include_terminated: bool = False
@@ -871,9 +849,6 @@ class SqliteStore(Store):
             session_id=session_id,
         )
         return await self._insert("agent_commands", command, f"command {command.id} exists")
-
-    async def get_command(self, command_id: str) -> AgentCommand:
-        return await self._get(AgentCommand, "agent_commands", "id", command_id, "command")
 
     async def list_commands(
         self, office_id: str, *, status: CommandStatus | None = None, limit: int = 100
@@ -1212,14 +1187,6 @@ class SqliteStore(Store):
 
     # -- questions ---------------------------------------------------------------------------
 
-    async def create_question(self, question: UserQuestion) -> UserQuestion:
-        return await self._insert(
-            "user_questions", question, f"question {question.id} already exists"
-        )
-
-    async def get_question(self, question_id: str) -> UserQuestion:
-        return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
-
     async def mark_answer_delivered(self, question_id: str) -> bool:
         def mark(c: sqlite3.Connection) -> bool:
             cur = c.execute(
@@ -1288,11 +1255,6 @@ class SqliteStore(Store):
 
     # -- invocations, results, jobs -----------------------------------------------------------
 
-    async def create_invocation(self, invocation: AgentInvocation) -> AgentInvocation:
-        return await self._insert(
-            "agent_invocations", invocation, f"invocation {invocation.id} already exists"
-        )
-
     async def update_invocation(
         self, invocation_id: str, *, status: str, error: str | None = None
     ) -> AgentInvocation:
@@ -1315,9 +1277,6 @@ class SqliteStore(Store):
 
         return _model(AgentInvocation, await self._run(update, write=True))  # type: ignore[return-value]
 
-    async def create_result(self, result: AgentResult) -> AgentResult:
-        return await self._insert("agent_results", result, f"result {result.id} already exists")
-
     async def mark_result_delivered(self, result_id: str) -> AgentResult:
         def deliver(c: sqlite3.Connection) -> sqlite3.Row:
             row = c.execute(
@@ -1335,9 +1294,6 @@ class SqliteStore(Store):
 
         return _model(AgentResult, await self._run(deliver, write=True))  # type: ignore[return-value]
 
-    async def create_job(self, job: Job) -> Job:
-        return await self._insert("jobs", job, f"job {job.id} already exists")
-
     async def update_job(
         self, job_id: str, *, entry: JobEntry | None = None, **changes: Any
     ) -> Job:
@@ -1354,9 +1310,6 @@ class SqliteStore(Store):
             return row
 
         return _model(Job, await self._run(update, write=True))  # type: ignore[return-value]
-
-    async def get_job(self, job_id: str) -> Job:
-        return await self._get(Job, "jobs", "id", job_id, "job")
 
     async def request_job_cancel(self, job_id: str, reason: str) -> Job:
         def cancel(c: sqlite3.Connection) -> sqlite3.Row:

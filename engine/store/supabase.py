@@ -100,7 +100,6 @@ from engine.store.base import (
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
-    Agent,
     AgentCommand,
     AgentCommandResult,
     AgentInvocation,
@@ -1059,33 +1058,10 @@ class SupabaseStore(Store):
 
     # -- offices and agents --------------------------------------------------------------------
 
-    async def create_office(self, office: Office) -> Office:
-        return await self._insert("offices", office, f"office {office.id} already exists")
-
-    async def get_office(self, office_id: str) -> Office:
-        return await self._get(Office, "offices", "id", office_id, "office")
-
     async def list_offices(self) -> list[Office]:
         return await self._pages(Office, lambda c: c.table("offices").select("*"))
 
-    async def upsert_agent(self, agent: Agent) -> Agent:
-        return await self._upsert("agents", "id", agent)
-
-    async def get_agent(self, agent_id: str) -> Agent:
-        return await self._get(Agent, "agents", "id", agent_id, "agent")
-
-    async def list_agents(self, office_id: str) -> list[Agent]:
-        return await self._pages(
-            Agent, lambda c: c.table("agents").select("*").eq("office_id", office_id)
-        )
-
     # -- sessions ----------------------------------------------------------------------------
-
-    async def upsert_session(self, session: AgentSession) -> AgentSession:
-        return await self._upsert("agent_sessions", "session_id", session)
-
-    async def get_session(self, session_id: str) -> AgentSession:
-        return await self._get(AgentSession, "agent_sessions", "session_id", session_id, "session")
 
     async def list_sessions(
         self, office_id: str, *, include_terminated: bool = False
@@ -1189,9 +1165,6 @@ class SupabaseStore(Store):
         )
         self._remember(command.id, office_id)
         return AgentCommand.model_validate(rows[0])
-
-    async def get_command(self, command_id: str) -> AgentCommand:
-        return await self._get(AgentCommand, "agent_commands", "id", command_id, "command")
 
     async def list_commands(
         self, office_id: str, *, status: CommandStatus | None = None, limit: int = 100
@@ -1371,14 +1344,6 @@ class SupabaseStore(Store):
 
     # -- questions ---------------------------------------------------------------------------
 
-    async def create_question(self, question: UserQuestion) -> UserQuestion:
-        return await self._insert(
-            "user_questions", question, f"question {question.id} already exists"
-        )
-
-    async def get_question(self, question_id: str) -> UserQuestion:
-        return await self._get(UserQuestion, "user_questions", "id", question_id, "question")
-
     async def mark_answer_delivered(self, question_id: str) -> bool:
         rows = await self._rows(
             lambda c: (
@@ -1468,11 +1433,6 @@ class SupabaseStore(Store):
 
     # -- invocations, results, jobs -----------------------------------------------------------
 
-    async def create_invocation(self, invocation: AgentInvocation) -> AgentInvocation:
-        return await self._insert(
-            "agent_invocations", invocation, f"invocation {invocation.id} already exists"
-        )
-
     async def update_invocation(
         self, invocation_id: str, *, status: str, error: str | None = None
     ) -> AgentInvocation:
@@ -1495,9 +1455,6 @@ class SupabaseStore(Store):
             raise StoreConflict(invocation_cancelled(invocation_id, current[0].get("error")))
         return AgentInvocation.model_validate(rows[0])
 
-    async def create_result(self, result: AgentResult) -> AgentResult:
-        return await self._insert("agent_results", result, f"result {result.id} already exists")
-
     async def mark_result_delivered(self, result_id: str) -> AgentResult:
         row = await self._transition(
             "agent_results",
@@ -1506,9 +1463,6 @@ class SupabaseStore(Store):
             {"status": "delivered", "delivered_at": now().isoformat()},
         )
         return AgentResult.model_validate(row)
-
-    async def create_job(self, job: Job) -> Job:
-        return await self._insert("jobs", job, f"job {job.id} already exists")
 
     async def update_job(
         self, job_id: str, *, entry: JobEntry | None = None, **changes: Any
@@ -1528,9 +1482,6 @@ class SupabaseStore(Store):
             if rows:
                 return Job.model_validate(rows[0])
         raise StoreConflict(f"job {job_id} kept changing; try again")
-
-    async def get_job(self, job_id: str) -> Job:
-        return await self._get(Job, "jobs", "id", job_id, "job")
 
     async def request_job_cancel(self, job_id: str, reason: str) -> Job:
         args = {"p_job_id": job_id, "p_reason": no_nul(reason)}
