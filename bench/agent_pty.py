@@ -184,10 +184,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.baseline:
             base = baseline_tree(args.baseline, Path(tmp) / "baseline")
-            layers[1:1] = [("terminal@" + args.baseline[:7], "terminal", base)]
-            layers[3:3] = [("agent@" + args.baseline[:7], "claude", base)]
+            rev = subprocess.run(
+                ["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()  # fmt: skip
+            layers[1:1] = [(f"terminal@{rev}", "terminal", base)]
+            layers[3:3] = [(f"agent@{rev}", "claude", base)]
             if args.generic:
-                layers.append(("generic@" + args.baseline[:7], "generic", base))
+                layers.append((f"generic@{rev}", "generic", base))
         print(
             f"{args.cols}x{args.rows}, {args.mb} MB per stream, median of {args.repeat}, "
             f"load {os.getloadavg()[0]:.1f}",

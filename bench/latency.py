@@ -2,16 +2,17 @@
 
     python bench/latency.py [--mb 50] [--keys 300]
     python bench/latency.py --startup [--rounds 7]
-    python bench/latency.py --cli [--rounds 20]
+    python bench/latency.py --cli [--rounds 20] [--baseline DIR]
 
 --startup: an in-process `Engine` (sqlite store in a fresh folder, a fresh git repository, three
 bash agents, warm roles FE, BE, QA) from `Engine(...)` + `start()` until the three warm sessions
 are ready, against three bash `TerminalSession`s started by hand until each shows its prompt,
 alternating, in the same run.
 
---cli: wall time of `semo --help`, `semo engine --help`, `semo hook Stop` and `semo capture
---settle 1 -- true` as real processes (the venv's `semo` script), each round running every
-command once in turn, beside a bare `python -c pass`; medians.
+--cli: wall and CPU time of `semo --help`, `semo engine --help`, `semo hook Stop` and `semo
+capture --settle 1 -- true` as real processes (the venv's `semo` script), each round running
+every command once in turn, beside a bare `python -c pass`; medians. `--baseline DIR` runs each
+semo command once more per round with PYTHONPATH=DIR (an older engine/ tree).
 
 Session B runs `cat` (the tty echoes each key); session A runs `cat` on a file of --mb MB of
 log lines, restarted whenever it ends, so it floods for the whole measurement. Both live on one
@@ -25,6 +26,7 @@ import argparse
 import asyncio
 import os
 import random
+import resource
 import statistics
 import string
 import subprocess
@@ -204,28 +206,42 @@ CLI_COMMANDS: list[tuple[str, list[str]]] = [
 ]
 
 
-def cli_startup(rounds: int) -> None:
+def cli_startup(rounds: int, baseline: str | None = None) -> None:
+    """Each command's wall time and its process's CPU time (user + system, from the children's
+    rusage: steadier than wall time on a loaded machine). With `baseline`, every `semo`
+    command runs a second time with PYTHONPATH=baseline (an older engine/ tree, e.g. exported
+    with git archive), in the same rounds."""
     python = Path(sys.executable)
     semo = str(python.parent / "semo")
-    times: dict[str, list[float]] = {name: [] for name, _ in CLI_COMMANDS}
     env = {**os.environ, "SEMO_HOOK_SOCKET": "/nonexistent/semo-bench.sock"}
+    runs: list[tuple[str, list[str], dict[str, str]]] = []
+    for name, argv in CLI_COMMANDS:
+        cmd = [semo, *argv[1:]] if argv[0] == "SEMO" else [str(python), *argv]
+        runs.append((name, cmd, env))
+        if baseline and argv[0] == "SEMO":
+            runs.append((f"{name} (baseline)", cmd, {**env, "PYTHONPATH": baseline}))
+    times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    cpu: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     for _ in range(rounds):
-        for name, argv in CLI_COMMANDS:
-            cmd = [semo, *argv[1:]] if argv[0] == "SEMO" else [str(python), *argv]
+        for name, cmd, run_env in runs:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             subprocess.run(
                 cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                env=env,
+                env=run_env,
                 check=False,
             )
             times[name].append(time.perf_counter() - started)
-    print(f"CLI start, wall time, median of {rounds} (min)")
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    print(f"CLI start, median of {rounds}: wall (min), CPU user+sys; load {os.getloadavg()[0]:.1f}")
     for name, values in times.items():
         print(
-            f"  {name:34s} {statistics.median(values) * 1000:7.1f} ms  ({min(values) * 1000:.1f})"
+            f"  {name:45s} {statistics.median(values) * 1000:7.1f} ms  ({min(values) * 1000:.1f})"
+            f"   CPU {statistics.median(cpu[name]) * 1000:6.1f} ms"
         )
 
 
@@ -236,9 +252,12 @@ def main() -> None:
     parser.add_argument("--startup", action="store_true", help="engine start-up instead")
     parser.add_argument("--cli", action="store_true", help="command-line start instead")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument(
+        "--baseline", metavar="DIR", help="--cli: also each semo command with PYTHONPATH=DIR"
+    )
     args = parser.parse_args()
     if args.cli:
-        cli_startup(args.rounds or 20)
+        cli_startup(args.rounds or 20, args.baseline)
         return
     args.rounds = args.rounds or 7
     asyncio.run(startup_async(args) if args.startup else main_async(args))
