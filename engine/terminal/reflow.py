@@ -83,9 +83,20 @@ _width_of = _WIDTHS.__getitem__
 def text_width(text: str) -> int:
     if text.isascii():
         return len(text)
-    if ZWJ in text:  # what a ZWJ joins takes no cell of its own
-        return sum(width for _index, width in cell_starts(text))
+    if ZWJ in text:
+        return sum(_char_widths(text))
     return sum(map(_width_of, text))
+
+
+def _char_widths(text: str) -> list[int]:
+    """Cells each character of a row's text adds: zero-width characters and what a ZWJ joins
+    add none (they belong to the cell before, as `cell_starts` groups them)."""
+    widths = list(map(_width_of, text))
+    joiner = text.find(ZWJ)
+    while joiner != -1 and joiner + 1 < len(text):
+        widths[joiner + 1] = 0
+        joiner = text.find(ZWJ, joiner + 2)
+    return widths
 
 
 @dataclass
@@ -432,30 +443,20 @@ def _breaks(text: str, columns: int) -> list[tuple[int, int, int]]:
             (start, min(start + columns, len(text)), min(columns, len(text) - start))
             for start in range(0, len(text), columns)
         ]
-    if ZWJ not in text:
-        widths = list(map(_width_of, text))
-        if 0 not in widths:  # every character is a cell: cut by prefix sums
-            return _cut(widths, columns)
-    pieces: list[tuple[int, int, int]] = []
-    start = used = 0
-    for index, width in cell_starts(text):
-        if used and used + width > columns:
-            pieces.append((start, index, used))
-            start, used = index, 0
-        used += width
-    pieces.append((start, len(text), used))
-    return pieces
+    return _cut(_char_widths(text), columns)
 
 
 def _cut(widths: list[int], columns: int) -> list[tuple[int, int, int]]:
-    """`_breaks` for text whose characters are one cell each, `widths` theirs."""
+    """`_breaks` by prefix sums of the characters' `widths` (`_char_widths`): a row ends
+    before the first character that does not fit; zero-width ones stay with the character
+    before them (equal sums)."""
     ends = list(accumulate(widths, initial=0))  # ends[i]: cells of the first i characters
     pieces: list[tuple[int, int, int]] = []
     start, count = 0, len(widths)
     while start < count:
         stop = bisect_right(ends, ends[start] + columns, start + 1) - 1
-        if stop == start:  # a wide character alone wider than the row
-            stop += 1
+        if stop == start:  # a wide character alone wider than the row, and what joins it
+            stop = bisect_right(ends, ends[start + 1], start + 1) - 1
         pieces.append((start, stop, ends[stop] - ends[start]))
         start = stop
     return pieces
