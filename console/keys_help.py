@@ -103,11 +103,20 @@ class PrefixKey(ModalScreen[str]):
         self.prefix = prefix
 
     def compose(self) -> ComposeResult:
-        yield Static(
-            f"{self.prefix} then: d detach  z zoom  n/p next/prev  q questions  : palette  "
-            "? keys  Esc nothing",
-            markup=False,
-        )
+        yield Static(markup=False)
+
+    def on_mount(self) -> None:
+        self.on_resize()
+
+    def on_resize(self) -> None:
+        """The hint fitted to the width (the least important keys left out, none cut)."""
+        from console.widgets.key_bar import PANE_KEYS, Hint, fit
+
+        hints = [Hint(*hint) for hint in PANE_KEYS]
+        hints.insert(2, Hint("Esc", "nothing", 1.5))
+        hints.append(Hint(self.prefix, "into the pane", 9))
+        static = self.query_one(Static)
+        static.update(fit(hints, max(self.app.size.width - 2, 1), f"{self.prefix} then"))
 
     def on_key(self, event: events.Key) -> None:
         event.stop()

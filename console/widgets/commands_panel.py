@@ -3,7 +3,8 @@
 Commands from the store (`semo command`, the API, the console) and the agents' own requests
 the router carried out (questions asked, invocations sent, results delivered), as one list:
 time, what, status and a short detail. One column composed to the panel's width, so nothing is
-clipped and there is no horizontal scrollbar; rows are replaced only when the list changed.
+clipped and there is no horizontal scrollbar. A changed status repaints its row only; the list
+is rebuilt when commands come or go, the cursor staying on the command it was on.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from textual import events
 from textual.widgets import DataTable
 
 from console.widgets.badges import clip
+from console.widgets.cells import set_cell
 
 STATUS_STYLES = {
     "pending": "yellow",
@@ -69,16 +71,25 @@ class CommandsPanel(DataTable[Text]):
     def show(self, rows: list[CommandRow]) -> None:
         if rows == self.rows_shown:
             return  # nothing changed: no rebuild, no repaint
-        self._rebuild(rows)
+        same_keys = [r.key for r in rows] == [r.key for r in self.rows_shown]
+        if not same_keys or not self._width or not self.row_count:
+            self._rebuild(rows)
+            return
+        for old, new in zip(self.rows_shown, rows, strict=True):
+            if old != new:  # a status or a result changed: that row, repainted alone
+                set_cell(self, new.key, "row", _cells(new, self._width))
+        self.rows_shown = rows
 
     def _rebuild(self, rows: list[CommandRow]) -> None:
+        shown = self.rows_shown
         self.rows_shown = rows
         if not self._width:
             return
-        keep = self.cursor_row
+        keep = shown[self.cursor_row].key if self.row_count and self.cursor_row < len(shown) else ""
         self.clear(columns=True)
         self.add_column("", width=self._width, key="row")
         for row in rows:
             self.add_row(_cells(row, self._width), key=row.key)
-        if rows:
-            self.move_cursor(row=min(keep, len(rows) - 1), animate=False)
+        keys = [row.key for row in rows]
+        if rows:  # the cursor stays on its command as newer ones come in above it
+            self.move_cursor(row=keys.index(keep) if keep in keys else 0, animate=False)

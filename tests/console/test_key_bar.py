@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from console.app import SemoApp
+from console.keys_help import PrefixKey
 from console.screens.jobs import JobsScreen
 from console.widgets.key_bar import KeyBar, fit
 from console.widgets.terminal_pane import TerminalPane
@@ -44,6 +46,13 @@ async def test_the_footer_follows_the_focus_at_80x24(tmp_path: Path, runtime_dir
         seen = []
 
         seen.append(await shows(app, "^q Detach", "F1 Keys", "Enter type in pane", "^p Palette"))
+        await pilot.press(PREFIX)  # outside a pane: a one-line hint takes the next key
+        await wait_for(lambda: isinstance(app.screen, PrefixKey), "the prefix's hint")
+        hint = str(app.screen.query_one(Static).render())
+        assert hint.startswith("ctrl+] then d detach ? keys Esc nothing z zoom"), hint
+        assert len(hint) <= 78
+        await pilot.press("escape")
+        await wait_for(lambda: app.screen is screen, "the hint closed")
         await pilot.press("f4")
         seen.append(await shows(app, "^q Detach", "1-9 answer"))
         await pilot.press("f6")
