@@ -308,8 +308,23 @@ async def test_a_job_goes_on_in_its_conversation_after_an_engine_sigkill(
             retry = next(t for t in after if "Retry (attempt 2)" in t)
             assert TASK in retry and "goes on" in retry
             assert not any("working on job" in text for text in after)
+    except BaseException:
+        show_what_happened(folder, apis)  # in the failure's captured output
+        raise
     finally:
         script.release.set()
         script.fe_busy.set()
         for api in apis.values():
             api.close()
+
+
+def show_what_happened(folder: Path, apis: dict[str, ScriptedMessagesAPI]) -> None:
+    for name in ("first.log", "second.log"):
+        path = folder / name
+        if path.exists():
+            print(f"--- {name} (last 80 lines)")
+            print("\n".join(path.read_text(errors="replace").splitlines()[-80:]))
+    for role, api in apis.items():
+        print(f"--- {role}: what each main request ended with")
+        for request in api.main_requests:
+            print(repr(request.last_user_text()[-300:]))
