@@ -872,6 +872,7 @@ class TerminalScreen(pyte.Screen):
         self.dirty.update(range(lines))
 
     def _reflow_to(self, lines: int, columns: int) -> None:
+        self.buffer  # noqa: B018  (applies what the drawing paths hold back: rows are read whole)
         scrollback, cursor = self.scrollback, self.cursor
         result = reflow(
             scrollback.records(),
