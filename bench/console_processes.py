@@ -148,18 +148,20 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-class ConsoleProcess:
-    """`semo console` in a pseudo-terminal of cols x rows; every output byte is timed."""
+class PtyProcess:
+    """A command in a pseudo-terminal of cols x rows; every output byte is timed."""
 
-    def __init__(self, office: Office, cols: int = 160, rows: int = 48) -> None:
+    def __init__(
+        self, argv: list[str], cwd: Path, env: dict[str, str], cols: int = 160, rows: int = 48
+    ) -> None:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         self.master = master
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
-            [str(SEMO), "console", "--config", "semo.toml"],
-            cwd=office.folder,
-            env=office.env,
+            argv,
+            cwd=cwd,
+            env=env,
             stdin=slave,
             stdout=slave,
             stderr=slave,
@@ -171,7 +173,8 @@ class ConsoleProcess:
         self.total = 0
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         while True:
@@ -234,8 +237,20 @@ class ConsoleProcess:
             self.process.wait(15)
         except subprocess.TimeoutExpired:
             self.process.kill()
-        with contextlib.suppress(OSError):
-            os.close(self.master)
+        # the descriptor is closed only once the reader is done with it: its number is reused by
+        # the next openpty, and a reader still in os.read would take that terminal's output
+        self._reader.join(10)
+        if not self._reader.is_alive():
+            with contextlib.suppress(OSError):
+                os.close(self.master)
+
+
+class ConsoleProcess(PtyProcess):
+    """`semo console` of `office` in a timed pseudo-terminal."""
+
+    def __init__(self, office: Office, cols: int = 160, rows: int = 48) -> None:
+        argv = [str(SEMO), "console", "--config", "semo.toml"]
+        super().__init__(argv, office.folder, office.env, cols, rows)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -263,35 +278,22 @@ MINIMAL_TEXTUAL = (
 )
 
 
-class PtyProcess(ConsoleProcess):
-    """Any command in a timed pseudo-terminal (the references of the attach figure)."""
-
-    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
-        master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
-        self.master = master
-        self.started = time.perf_counter()
-        self.process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            start_new_session=True,
-            close_fds=True,
-        )
-        os.close(slave)
-        self.chunks = []
-        self.total = 0
-        self._lock = threading.Lock()
-        self._arrived = threading.Condition(self._lock)
-        threading.Thread(target=self._read, daemon=True).start()
-
-
-def first_frame_ms(process: ConsoleProcess, needles: list[bytes]) -> float:
+def first_frame_ms(
+    process: PtyProcess, needles: list[bytes], cpu: list[float] | None = None
+) -> float:
+    """Wall time from the start until the last of `needles` was written; the CPU time the
+    process had used by then is appended to `cpu` (less at the mercy of a loaded machine)."""
     try:
-        return (process.wait_for(needles, timeout=60) - process.started) * 1000
+        done = process.wait_for(needles, timeout=60)
+        if cpu is not None:
+            cpu.append(process.cpu_seconds() * 1000)
+        return (done - process.started) * 1000
+    except TimeoutError as error:
+        with process._lock:
+            output = b"".join(data for _at, data in process.chunks)
+        kept = Path(tempfile.mkstemp(prefix="semo-bench-frame-", suffix=".bin")[1])
+        kept.write_bytes(output)
+        raise TimeoutError(f"{error}; what it wrote: {kept}") from None
     finally:
         process.close()
 
@@ -326,17 +328,19 @@ def bench_attach(args: argparse.Namespace) -> None:
         if args.baseline_tree:
             first_frame_ms(PtyProcess(baseline, office.folder, baseline_env), complete)
         firsts, clients, bare, textual, tmux_attach, before = [], [], [], [], [], []
+        cpu: dict[str, list[float]] = {"console": [], "before": [], "textual": []}
         for _ in range(args.repeat):
-            firsts.append(first_frame_ms(PtyProcess(console, office.folder, office.env), complete))
+            process = PtyProcess(console, office.folder, office.env)
+            firsts.append(first_frame_ms(process, complete, cpu["console"]))
             if args.baseline_tree:
                 process = PtyProcess(baseline, office.folder, baseline_env)
-                before.append(first_frame_ms(process, complete))
+                before.append(first_frame_ms(process, complete, cpu["before"]))
             clients.append(asyncio.run(client_attach(office)) * 1000)
             started = time.perf_counter()
             subprocess.run([sys.executable, "-c", "pass"], check=True)
             bare.append((time.perf_counter() - started) * 1000)
             minimal = PtyProcess([sys.executable, "-c", MINIMAL_TEXTUAL], root, office.env)
-            textual.append(first_frame_ms(minimal, [b"MARK-TEXTUAL"]))
+            textual.append(first_frame_ms(minimal, [b"MARK-TEXTUAL"], cpu["textual"]))
             attach = PtyProcess([*tmux, "attach", "-t", "0"], office.folder, office.env)
             tmux_attach.append(first_frame_ms(attach, [b"MARK-TMUX"]))
         loads.append(os.getloadavg()[0])
@@ -345,12 +349,15 @@ def bench_attach(args: argparse.Namespace) -> None:
             f"load average {loads[0]:.1f} -> {loads[1]:.1f}:"
         )
         print(f"  semo console start -> first complete frame   {median_range(firsts)}")
+        print(f"    its CPU time by then                       {median_range(cpu['console'])}")
         if before:
             print(f"    the same from {args.baseline_tree}: {median_range(before)}")
+            print(f"    its CPU time by then                       {median_range(cpu['before'])}")
         print(f"  socket only: EngineClient, 6 screens complete {median_range(clients)}")
         print("  references, same run:")
         print(f"    python -c pass                             {median_range(bare)}")
         print(f"    one-line Textual app, first frame          {median_range(textual)}")
+        print(f"      its CPU time by then                     {median_range(cpu['textual'])}")
         print(f"    tmux attach, first frame                   {median_range(tmux_attach)}")
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
