@@ -159,3 +159,32 @@ def test_a_64_kib_line_at_one_column_is_bounded() -> None:
     screen.resize(24, 200)
     assert screen.text_rows()[-24:].count("") >= 1
     assert screen.row_line(screen.cursor.y).text.startswith("$")
+
+
+HOSTILE = [*"ab \t\r\n", "\u200d", "\u0301", "\ufe0f", "中", "🚀", "👩", "💻", "\U0001f1fa"] + [
+    f"\x1b{s}"
+    for s in (
+        "[2K", "[K", "[1K", "[J", "[2J", "[3J", "[H", "[5;3H", "[31m", "[0m", "[?1049h",
+        "[?1049l", "[?47h", "[?47l", "[?7l", "[?7h", "[2;5r", "[r", "[3S", "[2T", "[4@", "[3P",
+        "[2L", "[2M", "(0qqq\x1b(B", "7", "8", "D", "M", "[10C", "[5D", "[4A", "[4B", "[4b",
+    )
+]  # fmt: skip
+
+
+def test_hostile_output_between_resizes_never_breaks_the_screen() -> None:
+    """Random text, joiners, wide characters, erases, scroll regions, alternate screens and
+    autowrap switches between random resizes (1x1 up to 60x60, scrollback 0/5/100): no error,
+    the cursor on the screen, the scrollback within its limit."""
+    for seed in range(80):
+        rng = random.Random(seed)
+        screen = TerminalScreen(
+            rng.randrange(1, 40), rng.randrange(1, 20), scrollback=rng.choice([0, 5, 100])
+        )
+        stream = TerminalStream(screen)
+        for _ in range(40):
+            stream.feed("".join(rng.choice(HOSTILE) for _ in range(rng.randrange(0, 80))))
+            screen.resize(rng.randrange(1, 60), rng.randrange(1, 60))
+            assert 0 <= screen.cursor.y < screen.lines
+            assert 0 <= screen.cursor.x <= screen.columns
+            assert len(screen.scrollback) <= screen.scrollback.limit
+            screen.text_rows()
