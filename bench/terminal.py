@@ -191,11 +191,12 @@ def corpus_stream(size: int, rng: random.Random) -> bytes:
 
 
 def feed_semo(data: bytes, cols: int, rows: int) -> float:
-    _screen, stream = make_screen_and_stream(cols, rows)
+    screen, stream = make_screen_and_stream(cols, rows)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     start = time.perf_counter()
     for offset in range(0, len(data), CHUNK):
         stream.feed(decoder.decode(data[offset : offset + CHUNK]))
+    screen.text_rows()  # whatever the screen kept back for its readers is paid for here
     return time.perf_counter() - start
 
 
@@ -271,11 +272,12 @@ from bench.terminal import STREAMS, CHUNK
 data = STREAMS[{name!r}](int({mb!r} * 1e6), random.Random(7))
 times = []
 for _ in range(3):
-    _screen, stream = stream_module.make_screen_and_stream({cols!r}, {rows!r})
+    screen, stream = stream_module.make_screen_and_stream({cols!r}, {rows!r})
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     start = time.process_time()
     for offset in range(0, len(data), CHUNK):
         stream.feed(decoder.decode(data[offset : offset + CHUNK]))
+    screen.text_rows()
     times.append(time.process_time() - start)
 print(len(data) / sorted(times)[1] / 1e6)
 """

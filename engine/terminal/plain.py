@@ -239,6 +239,8 @@ class PlainBatch:
         someone reads `screen.buffer`, so a flood pays for cells only when it is looked at."""
         screen = self.screen
         bottom = screen.lines - 1
+        if screen._writes:
+            screen._apply_writes()
         buffer = screen._buffer
         deferred = screen.deferred_rows
         default = screen.default_char

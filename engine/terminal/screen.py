@@ -74,6 +74,7 @@ MAX_NOTIFICATIONS = 64  # newest kept
 MAX_KITTY_FLAGS = 16  # kitty's own stack limit; pushing onto a full stack drops the oldest
 MAX_SAVEPOINTS = 16  # ESC 7 / CSI s: older saved cursors are forgotten
 MAX_CELL_CHARS = 32  # combining characters on one cell past this are dropped
+MAX_KEPT_WRITES = 64  # draws kept back for one row; one more applies them
 
 
 @dataclass
@@ -144,6 +145,21 @@ class _CellsCache(dict[str, tuple[Cell | None, ...]]):
         return cells
 
 
+class _CellWidths(dict[str, int]):
+    """char -> cells (1 or 2); characters for the per-character path (zero width, joiners)
+    count as far more than any row, so a sum over a text says at once whether it can fit."""
+
+    def __missing__(self, char: str) -> int:
+        if len(self) >= 8192:
+            self.clear()
+        width = char_width(char)
+        self[char] = width = width if width in (1, 2) else 1 << 20
+        return width
+
+
+_cell_widths = _CellWidths()
+
+
 class _GlyphCache(dict[str, Cell]):
     """char -> Cell for one attribute set, so drawing ASCII reuses immutable cells."""
 
@@ -157,6 +173,12 @@ class _GlyphCache(dict[str, Cell]):
             self.clear()
         cell = self[char] = self.attrs._replace(data=char)
         return cell
+
+
+# A draw kept back: (x, stop, glyph cache, ASCII text) or (x, stop, cells cache, text); an erase
+# kept back with them: (start, stop, _ERASE, attributes)
+_Write = tuple[int, int, Any, Any]
+_ERASE = object()
 
 
 class TerminalScreen(pyte.Screen):
@@ -188,15 +210,19 @@ class TerminalScreen(pyte.Screen):
         self._pads: dict[Cell, Cell] = {}  # attrs -> the right half of a wide char with them
         self._interned: dict[Cell, Cell] = {BLANK: BLANK}
         self._sgr_cache: dict[tuple[int, str], tuple[Cell, Cell]] = {}
+        self._writes: dict[int, list[_Write]] = {}
         super().__init__(columns, lines)
 
     # -- basics -----------------------------------------------------------------------------
 
     @property
     def buffer(self) -> dict[int, StaticDefaultDict[int, Cell]]:  # type: ignore[override]
-        """Rows of cells. Rows the plain-output batch left as segments become cells on access."""
+        """Rows of cells. Rows the plain-output batch left as segments become cells on access,
+        and draws kept back (`_writes`) are applied."""
         if self.deferred_rows:
             self._materialize_deferred()
+        if self._writes:
+            self._apply_writes()
         return self._buffer
 
     @buffer.setter
@@ -217,12 +243,71 @@ class TerminalScreen(pyte.Screen):
             self._buffer[y] = row
         self.deferred_rows = {}
 
+    def _apply_writes(self) -> None:
+        for y, writes in self._writes.items():
+            self._apply_row_writes(self._buffer[y], writes)
+        self._writes = {}
+
+    def _apply_row_writes(self, line: StaticDefaultDict[int, Cell], writes: list[_Write]) -> None:
+        """Replay a row's kept-back draws in order, as `draw` would have made them at once."""
+        for x, stop, glyphs, payload in writes:
+            if glyphs is _ERASE:
+                line.update(dict.fromkeys(range(x, stop), payload))
+                continue
+            cell = line.get(x)
+            if cell is not None and not cell.data:
+                self._split_wide_at(line, x)
+            cell = line.get(stop)
+            if cell is not None and not cell.data:
+                self._split_wide_at(line, stop)
+            if type(glyphs) is _CellsCache:
+                cells = chain.from_iterable(map(glyphs.__getitem__, payload))
+            else:
+                cells = map(glyphs.__getitem__, payload)
+            line.update(zip(range(x, stop), cells, strict=True))
+
+    def _keep(self, y: int, write: _Write) -> None:
+        """Keep a draw (or erase) of row y back. Writes that cover the row from column 0 to the
+        margin one after the other make the row's earlier writes irrelevant (each write's own
+        wide-character splitting lands inside the cover), so those are dropped unapplied."""
+        writes = self._writes.get(y)
+        if writes is None:
+            if self.deferred_rows:
+                self._materialize_deferred()
+            self._writes[y] = [write]
+            return
+        if len(writes) >= MAX_KEPT_WRITES:  # nobody read the row for long: apply it
+            self._row(y)
+            self._writes[y] = [write]
+            return
+        writes.append(write)
+        if write[1] == self.columns:
+            start, index = write[0], len(writes) - 1
+            while start and index:
+                index -= 1
+                if writes[index][1] != start:
+                    return
+                start = writes[index][0]
+            if not start and index:
+                del writes[:index]
+
+    def _row(self, y: int) -> StaticDefaultDict[int, Cell]:
+        """Row y of the buffer, with its kept-back draws applied (cheaper than `buffer[y]`)."""
+        if self.deferred_rows:
+            return self.buffer[y]
+        writes = self._writes.pop(y, None) if self._writes else None
+        line = self._buffer[y]
+        if writes is not None:
+            self._apply_row_writes(line, writes)
+        return line
+
     @property
     def default_char(self) -> Cell:  # type: ignore[override]
         return self._default
 
     def reset(self) -> None:
         self.deferred_rows = {}
+        self._writes = {}
         self._default = BLANK
         super().reset()
         self.cursor.attrs = BLANK
@@ -394,26 +479,20 @@ class TerminalScreen(pyte.Screen):
                     self._draw_ascii(data)
                     self.dirty.add(cursor.y)
                     return
-                cells: Any = map(glyphs.__getitem__, data)
             else:
                 if len(data) > self.columns - x:  # at least a cell each: it cannot fit
                     self._draw_split(data)
                     self.dirty.add(cursor.y)
                     return
-                cells = list(chain.from_iterable(map(glyphs.cells.__getitem__, data)))
-                stop = x + len(cells)
-                if stop > self.columns or None in cells:
+                stop = x + sum(map(_cell_widths.__getitem__, data))
+                if stop > self.columns:  # too wide, or zero-width characters and joiners
                     self._draw_split(data)
                     self.dirty.add(cursor.y)
                     return
-            line = (self.buffer if self.deferred_rows else self._buffer)[cursor.y]
-            cell = line.get(x)
-            if cell is not None and not cell.data:
-                self._split_wide_at(line, x)
-            cell = line.get(stop)
-            if cell is not None and not cell.data:
-                self._split_wide_at(line, stop)
-            line.update(zip(range(x, stop), cells, strict=True))
+                glyphs = glyphs.cells
+            # Kept back until the row is read or touched otherwise: a TUI redrawing the same
+            # rows (Ink erases and rewrites its whole frame) pays for cells only once per read.
+            self._keep(cursor.y, (x, stop, glyphs, data))
             cursor.x = stop
         self.dirty.add(cursor.y)
 
@@ -432,7 +511,7 @@ class TerminalScreen(pyte.Screen):
             )
             x, stop = cursor.x, cursor.x + len(cells)
             if stop <= self.columns and None not in cells:
-                line = self.buffer[cursor.y]
+                line = self._row(cursor.y)
                 self._split_wide_at(line, x)
                 self._split_wide_at(line, stop)
                 line.update(zip(range(x, stop), cells, strict=True))
@@ -484,7 +563,7 @@ class TerminalScreen(pyte.Screen):
             stop = x + 2 * count
             cells: list[Cell] = [pad] * (2 * count)
             cells[0::2] = map(glyph, chunk)
-            line = self.buffer[cursor.y]
+            line = self._row(cursor.y)
             self._split_wide_at(line, x)
             self._split_wide_at(line, stop)
             line.update(zip(range(x, stop), cells, strict=True))
@@ -514,7 +593,7 @@ class TerminalScreen(pyte.Screen):
         x = cursor.x
         stop = x + len(data)
         if stop <= columns:  # the common case: it fits on the row
-            line = self._buffer[cursor.y] if not self.deferred_rows else self.buffer[cursor.y]
+            line = self._row(cursor.y)
             cell = line.get(x)
             if cell is not None and not cell.data:
                 self._split_wide_at(line, x)
@@ -531,7 +610,7 @@ class TerminalScreen(pyte.Screen):
             x = cursor.x
             chunk = data[pos : pos + columns - x]
             stop = x + len(chunk)
-            line = self.buffer[cursor.y]
+            line = self._row(cursor.y)
             self._split_wide_at(line, x)
             self._split_wide_at(line, stop)
             line.update(zip(range(x, stop), map(glyph, chunk), strict=True))
@@ -548,7 +627,7 @@ class TerminalScreen(pyte.Screen):
         room = columns - x
         if len(data) >= room:
             data = data[: room - 1] + data[-1]
-        line = self.buffer[cursor.y]
+        line = self._row(cursor.y)
         stop = x + len(data)
         self._split_wide_at(line, x)
         self._split_wide_at(line, stop)
@@ -557,7 +636,7 @@ class TerminalScreen(pyte.Screen):
 
     def _wrap_line(self) -> None:
         """Auto-wrap: mark the row as continued, then CR + LF."""
-        row = self.buffer[self.cursor.y]
+        row = self._row(self.cursor.y)
         row.wrapped = True  # type: ignore[attr-defined]
         self.dirty.add(self.cursor.y)
         self.cursor.x = 0
@@ -589,7 +668,7 @@ class TerminalScreen(pyte.Screen):
 
     def _combine(self, addition: str) -> bool:
         """Append zero-width text to the cell left of the cursor (tmux's screen_write_combine)."""
-        x, line = self.cursor.x, self.buffer[self.cursor.y]
+        x, line = self.cursor.x, self._row(self.cursor.y)
         while x > 0:
             x -= 1
             cell = line[x]
@@ -606,11 +685,11 @@ class TerminalScreen(pyte.Screen):
             if not autowrap:
                 return  # tmux drops what does not fit when not wrapping
             if cursor.x < columns:  # a wide char that does not fit leaves the last cell as is
-                self._split_wide_at(self.buffer[cursor.y], cursor.x)
+                self._split_wide_at(self._row(cursor.y), cursor.x)
             self._wrap_line()
         if modes.IRM in self.mode:
             self.insert_characters(width)
-        line = self.buffer[cursor.y]
+        line = self._row(cursor.y)
         x = cursor.x
         self._split_wide_at(line, x)
         self._split_wide_at(line, x + width)
@@ -682,17 +761,22 @@ class TerminalScreen(pyte.Screen):
         else:
             return  # tmux ignores other modes
         attrs = cursor.attrs
-        buffer = self.buffer if self.deferred_rows else self._buffer
         if start == 0 and stop == columns:  # the whole row: tmux clears its wrap flag too
+            if self._writes:
+                self._writes.pop(y, None)  # draws kept back for it are erased unseen
+            buffer = self.buffer if self.deferred_rows else self._buffer
             if attrs is self._default:
                 buffer.pop(y, None)  # a missing row reads as default blanks
                 return
             row = buffer[y]
             row.__dict__.pop("wrapped", None)
-        elif start < stop:
-            row = buffer[y]
-        else:
+        elif start >= stop:
             return
+        elif y in self._writes:
+            self._keep(y, (start, stop, _ERASE, attrs))  # kept back with the row's draws
+            return
+        else:
+            row = self._row(y)
         row.update(dict.fromkeys(range(start, stop), attrs))
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
@@ -707,6 +791,9 @@ class TerminalScreen(pyte.Screen):
         y = self.cursor.y
         rows = range(y + 1, self.lines) if how == 0 else range(y) if how == 1 else range(self.lines)
         self.dirty.update(rows)
+        if self._writes:
+            for row_y in rows:
+                self._writes.pop(row_y, None)
         buffer = self.buffer
         attrs = self.cursor.attrs
         if attrs is self._default:
@@ -945,6 +1032,8 @@ class TerminalScreen(pyte.Screen):
         segments = self.deferred_rows.get(y)
         if segments is not None:
             return line_from_segments(segments, self._default)
+        if y in self._writes:
+            self._row(y)
         return line_from_row(self._buffer.get(y, {}), self.columns, self._default)
 
     def row_first_char(self, y: int) -> str:
@@ -955,6 +1044,8 @@ class TerminalScreen(pyte.Screen):
                 if text:
                     return text[0]
             return " "
+        if y in self._writes:
+            self._row(y)
         cell = self._buffer.get(y, {}).get(0)
         return cell.data[:1] or " " if cell is not None else " "
 

@@ -163,3 +163,56 @@ def test_the_table_of_calls_stays_bounded() -> None:
     assert len(stream._calls) <= MAX_CALLS
     assert all(len(key) <= 64 for key in stream._calls)
     assert (screen.cursor.y, screen.cursor.attrs.fg) == (0, "default")
+
+
+class Immediate(TerminalScreen):
+    """Every draw and erase applied at once (nothing kept back), as before `_writes`."""
+
+    def draw(self, data: str) -> None:
+        super().draw(data)
+        self._row(self.cursor.y)
+
+    def erase_in_line(self, how: int = 0, private: bool = False) -> None:
+        super().erase_in_line(how, private)
+        self._row(self.cursor.y)
+
+
+_redraws = st.sampled_from(
+    ["\x1b[2K", "\x1b[K", "\x1b[1K", "\x1b[1A", "\x1b[G", "\x1b[5G", "\x1b[2;1H", "\x1b[H",
+     "\x1b[31m", "\x1b[0m", "\x1b[44m", "\r\n", "\x1b[?7l", "\x1b[?7h", "\x1b[4h", "\x1b[4l",
+     "\x1b[2P", "\x1b[@", "\x1b[2J", "\x1b[L", "\x1b[M", "\x1bM", "\x1b[1;3r", "\x1b[r"]
+)  # fmt: skip
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    pieces=st.lists(st.one_of(_text, _redraws), max_size=80),
+    columns=st.integers(min_value=3, max_value=12),
+    rows=st.integers(min_value=1, max_value=5),
+    reads=st.lists(st.integers(min_value=0, max_value=400), max_size=4),
+    resize=st.one_of(st.none(), st.tuples(st.integers(2, 6), st.integers(3, 14))),
+)
+def test_kept_back_draws_give_what_immediate_draws_give(pieces, columns, rows, reads, resize):
+    """Draws kept back per row (and dropped when the row is erased or covered) against the same
+    screen applying each draw at once; the screen is read between reads, then resized."""
+    text = "".join(pieces)
+    states = []
+    for screen_class in (TerminalScreen, Immediate):
+        screen = screen_class(columns, rows, scrollback=20)
+        stream = TerminalStream(screen)
+        seen = []
+        for chunk in _split(text, reads):
+            stream.feed(chunk)
+            seen.append(screen.row_line(screen.cursor.y))
+        if resize is not None:
+            screen.resize(*resize)
+        seen.append(tuple(screen.row_line(y) for y in range(screen.lines)))
+        states.append((seen, _state(screen, stream, [])))
+    assert states[0] == states[1]
+
+
+def test_a_row_nobody_reads_keeps_a_bounded_number_of_draws() -> None:
+    screen, stream = make_screen_and_stream(80, 24)
+    stream.feed("\x1b[5;1H" + "abc\x1b[3D" * 10_000)
+    assert all(len(writes) <= 64 for writes in screen._writes.values())
+    assert screen.text_rows()[4] == "abc"
