@@ -290,6 +290,8 @@ async def test_the_engine_sigkilled_mid_invocation_the_next_one_finishes_the_job
 
     def fe(request: dict[str, Any]) -> str:
         text = last_user(request)
+        if "You were working on job" in text:
+            return WAITING  # its invocation is still out: wait for the result
         if "Build the login page" in text:
             return INVOKE_BE
         if "Result of invocation" in text:
@@ -320,24 +322,26 @@ async def test_the_engine_sigkilled_mid_invocation_the_next_one_finishes_the_job
 
         shown = json.loads((await semo(folder, "job", "show", job_id, "--json")).stdout)
         assert (shown["job"]["status"], shown["job"]["attempts"]) == ("done", 2)
-        first_invocation, second = shown["invocations"]
-        assert first_invocation["status"] == "cancelled"
-        assert "while running this job" in first_invocation["error"]
-        assert second["status"] == "delivered"
+        # FE's conversation was resumed and went on with the job: its one invocation stayed
+        # open, was sent again to BE's resumed conversation (with a restart note) and delivered
+        [invocation] = shown["invocations"]
+        assert invocation["status"] == "delivered"
         assert [r["summary"] for r in shown["results"]] == ["GET /health added"]
-
-        # each invocation reached BE once; the cancelled one was never sent again
-        assert invoked == [first_invocation["id"], second["id"]]
-        retry = "Retry (attempt 2): the engine running the previous attempt stopped"
+        assert invoked == [invocation["id"], invocation["id"]]
+        be_prompts = [r.last_user_text() for r in apis["BE"].main_requests]
+        assert any("semo was restarted while this invocation" in text for text in be_prompts)
         fe_prompts = [r.last_user_text() for r in apis["FE"].main_requests]
-        assert sum(retry in text for text in fe_prompts) == 1
+        assert sum("You were working on job" in text for text in fe_prompts) == 1
+        assert not any("Retry (attempt 2)" in text for text in fe_prompts)
+        first_prompts = [text for text in fe_prompts if "You were" not in text]
+        assert sum("Build the login page" in text for text in first_prompts) == 1
         # nothing untracked: every invocation and result of the office is the job's
         config = load_config(folder / "semo.toml")
         async with open_store(config.store_config()) as store:
             [office] = await store.list_offices()
             invocations = await store.list_invocations(office.id)
             results = await store.list_results(office.id)
-        assert len(invocations) == 2 and {i.job_id for i in invocations} == {job_id}
+        assert len(invocations) == 1 and {i.job_id for i in invocations} == {job_id}
         assert len(results) == 1 and {r.job_id for r in results} == {job_id}
     finally:
         release.set()
