@@ -188,3 +188,27 @@ def test_hostile_output_between_resizes_never_breaks_the_screen() -> None:
             assert 0 <= screen.cursor.x <= screen.columns
             assert len(screen.scrollback) <= screen.scrollback.limit
             screen.text_rows()
+
+
+def test_every_drawing_path_marks_the_rows_it_wraps() -> None:
+    """The same output fed whole (batch path, inline draws), without the batch path, and one
+    character at a time (the per-character paths) leaves the same wrap flags, so it reflows
+    the same."""
+    rng = random.Random(4)
+    text = CRLF.join(
+        "".join(rng.choice(["a", "b", " ", "中", "🚀", "é", "👩\u200d💻", "\x1b[32m", "\x1b[0m"])
+                for _ in range(rng.randrange(0, 70)))
+        for _ in range(30)
+    )  # fmt: skip
+    results = []
+    for batch, step in ((True, len(text)), (False, len(text)), (True, 1), (False, 7)):
+        screen = TerminalScreen(17, 6, scrollback=200)
+        stream = TerminalStream(screen, batch=batch)
+        for start in range(0, len(text), step):
+            stream.feed(text[start : start + step])
+        rows = list(screen.scrollback) + [screen.row_line(y) for y in range(screen.lines)]
+        flags = [line.wrapped for line in rows]
+        screen.resize(9, 31)
+        results.append((flags, everything(screen), screen.cursor.x, screen.cursor.y))
+    assert any(results[0][0])
+    assert all(result == results[0] for result in results[1:])
