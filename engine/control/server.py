@@ -311,27 +311,9 @@ class ControlServer:
         log.info("control socket %s", path)
 
     def ready(self) -> None:
-        """The engine runs: subscriptions and operations are answered from now on. Claude Code
-        sessions a killed engine of this office left are started again (engine.control.resume)."""
+        """The engine runs: subscriptions and operations are answered from now on (the
+        engine resumed a killed engine's Claude Code conversations before this)."""
         self._ready.set()
-        self._office_changed.set()
-        from engine.control.resume import (
-            ConversationKeeper,
-            conversations_path,
-            resume_conversations,
-        )
-
-        keeper = ConversationKeeper(self.engine, conversations_path(self.paths))
-        keeper.start()
-        self._tasks.append(
-            asyncio.create_task(self._resume(resume_conversations(self.engine, keeper)))
-        )
-
-    async def _resume(self, resuming: Any) -> None:
-        try:
-            await resuming
-        except Exception:
-            log.exception("resuming Claude Code sessions failed")
         self._office_changed.set()
 
     async def stop(self, reason: str) -> None:
