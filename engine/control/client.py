@@ -23,7 +23,9 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import socket
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -253,8 +255,10 @@ class EngineClient:
         sock: socket.socket = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        hello = await read_frame(reader, MAX_SERVER_FRAME_BYTES)
         try:
+            if sock is not None:
+                check_peer(sock, self.paths.socket)
+            hello = await read_frame(reader, MAX_SERVER_FRAME_BYTES)
             check_hello(hello)
         except EngineNotRunning:
             writer.close()
@@ -576,6 +580,17 @@ class EngineClient:
             listener()
 
 
+def check_peer(sock: socket.socket, path: Path) -> None:
+    """EngineNotRunning unless the process serving `path` runs as our uid (SO_PEERCRED): a
+    socket of another user is never an engine of ours (it could have made the folder first)."""
+    peercred = getattr(socket, "SO_PEERCRED", None)
+    if peercred is None:
+        return
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, peercred, 12))
+    if uid != os.getuid():
+        raise EngineNotRunning(f"{path} is served by uid {uid}, not by us: not connecting")
+
+
 def check_hello(hello: dict[str, Any] | None) -> None:
     """EngineNotRunning unless `hello` is an engine's greeting in this client's protocol."""
     if hello is None or hello.get("t") != "hello":
@@ -645,6 +660,7 @@ class Preconnect:
                 f"no engine serves office {self.office!r} ({error.strerror})"
             ) from None
         self._greeted.set_result(True)  # something serves the socket (check_hello says what)
+        check_peer(sock, self.socket_path)
         hello = _read_frame_blocking(sock)
         check_hello(hello)
         assert hello is not None

@@ -152,3 +152,22 @@ def test_a_stale_remembered_socket_falls_back_to_the_config(tmp_path: Path) -> N
         assert entry["socket"] == right
     finally:
         office.cleanup()
+
+
+async def test_a_socket_served_by_another_uid_is_never_used(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine serving the socket runs as this test's uid; the client is made to believe it
+    runs as another one (the only way to have a foreign peer without root)."""
+    import engine.control.client as client_module
+
+    assert engine.control is not None
+    paths = engine.control.paths
+    other = os.getuid() + 1
+    monkeypatch.setattr(client_module.os, "getuid", lambda: other)
+    preconnect = Preconnect(paths.socket, paths.office)
+    assert await asyncio.to_thread(preconnect.greeted)  # something answers...
+    client = EngineClient(paths, preconnect=preconnect)
+    with pytest.raises(EngineNotRunning, match="served by uid"):  # ...but not ours
+        await client.start()
+    assert client.gone is not None
