@@ -140,6 +140,7 @@ class _Attach:
     bells: int | None = None
     pushed: int = 0
     history_mark: int | None = None  # history to send: lines pushed before this count
+    rewrites: int = 0  # the scrollback's rewrites (reflows) this console's copy is from
     flushed_at: float = float("-inf")  # loop time of the last frame sent
     paused: bool = False  # the console does not show it: no frames until it does
     typed_at: float = float("-inf")  # loop time this console last typed into the session
@@ -571,11 +572,13 @@ class ControlServer:
             state.bells = screen.bells
         scrollback = screen.scrollback
         pushed = scrollback.total_pushed
-        if first_attach:
+        if first_attach or scrollback.rewrites != state.rewrites:
+            # a reflow re-wrapped every line: the console's copy is replaced, as on attach
             frame["sb_reset"] = 1
             frame["pushed"] = pushed
             state.pushed = pushed
             state.history_mark = pushed
+            state.rewrites = scrollback.rewrites
         elif pushed != state.pushed:
             new = min(pushed - state.pushed, len(scrollback), MAX_NEW_LINES_PER_FRAME)
             if new > 0:

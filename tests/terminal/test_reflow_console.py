@@ -76,11 +76,6 @@ async def test_a_console_attaching_after_a_resize_gets_the_reflowed_history(
         await two.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the server sends only new scrollback lines by total_pushed; after a reflow it must "
-    "send the history again (request in notes/requests.md: Scrollback.rewrites)",
-)
 async def test_an_attached_console_gets_the_reflowed_history(engine: Engine) -> None:
     one = client_of(engine)
     screen = engine_screen(engine, "A")
