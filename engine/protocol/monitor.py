@@ -55,6 +55,16 @@ _LITERALS = (
     "error:",
 )
 
+#: The literals grouped by a character each of them contains: one memchr-fast check for that
+#: character skips the group (a substring scan for a short literal like `error:` costs about
+#: as much as the case folding; most output has no `#` or `[`, much has no `:`).
+_GATED_LITERALS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (":", ("[semo:done]", "enoent:", "fatal:", "error:")),
+    ("[", ("[main ",)),
+    ("#", ("created pull request #",)),
+    ("", ("all tests passed", "build completed successfully", "permission denied")),
+)
+
 
 def _may_match(text: str) -> bool:
     """False only if no pattern can match `text`. Case folding covers what `re.I` equates,
@@ -62,7 +72,10 @@ def _may_match(text: str) -> bool:
     folded = text.casefold()
     if "\u0131" in folded or "\u0307" in folded:
         folded = folded.replace("\u0131", "i").replace("\u0307", "")
-    return any(literal in folded for literal in _LITERALS)
+    return any(
+        gate in folded and any(literal in folded for literal in group)
+        for gate, group in _GATED_LITERALS
+    )
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,14 @@ def test_the_monitor_prefilter_never_hides_a_pattern_match(line):
     assert {s.kind for s in scan_line(line, "screen", 0.0)} == expected
 
 
+def test_the_prefilter_groups_hold_every_literal_under_a_character_it_contains():
+    from engine.protocol.monitor import _GATED_LITERALS, _LITERALS
+
+    grouped = [literal for _, group in _GATED_LITERALS for literal in group]
+    assert sorted(grouped) == sorted(_LITERALS)
+    assert all(gate in literal for gate, group in _GATED_LITERALS for literal in group)
+
+
 CLAUDE_BITS = [
     "\x1b[48;5;237m❯ a prompt\x1b[0m\r\n",
     "❯ \r\n",
@@ -308,23 +316,32 @@ def test_final_lines_of_line_output_are_its_lines_whatever_the_chunks_and_frames
     """Plain line output (wrapping, wide characters at the margin, any chunks, a frame after a
     varying number of chunks): the lines read are the lines printed, each once, in order;
     the last one (the cursor's) is not final yet. With a small scrollback, lines that scrolled
-    away unread are lost, never garbled: what is read is a run of the printed lines whose
-    first may have lost its head."""
+    away unread are lost, and a line whose first rows were lost is read as its tail: never
+    garbled, never out of order. (Such a tail is not marked: `FinalLines.cut` marks lines that
+    lost their end, not their head; a marker that starts the tail reads as a line start.)"""
     from engine.protocol.screen_text import FinalLines
 
     screen, stream = make_screen_and_stream(columns, rows, scrollback=limit)
     reader = FinalLines()
-    read: list[str] = []
+    read: list[tuple[str, bool]] = []  # (line, marked cut)
+
+    def take() -> None:
+        taken = reader.take(screen)
+        read.extend((line, index in reader.cut) for index, line in enumerate(taken))
+
     pieces = chunks("\r\n".join([*lines, "end"]), sizes)
     for index, part in enumerate(pieces):
         stream.feed(part)
         if index % frames[index % len(frames)] == 0:
-            read.extend(reader.take(screen))
-    read.extend(reader.take(screen))
+            take()
+    take()
     if limit == 10000:
-        assert read == lines
-    else:
-        tail = lines[len(lines) - len(read) :] if read else []
-        assert read[1:] == tail[1:]
-        if read:
-            assert tail[0].endswith(read[0])
+        assert [line for line, _ in read] == lines
+        assert not any(cut for _, cut in read)
+        return
+    position = 0  # each line read is a printed line or its tail, in order
+    for line, cut in read:
+        while position < len(lines) and not lines[position].endswith(line):
+            position += 1
+        assert position < len(lines), (line, cut, lines)
+        position += 1
