@@ -456,6 +456,22 @@ class Store(ABC):
     async def create_job(self, job: Job) -> Job:
         return await self._insert("jobs", job, f"job {job.id} already exists")
 
+    async def submit_job(self, job: Job, entry: JobEntry) -> tuple[Job, AgentCommand]:
+        """Insert a pending `job`, the `run_job` command that runs it and its timeline `entry`
+        (the `created` step, naming the command in `ref_id`) in one transaction: the job and
+        the command. NotFound for an unknown office, StoreConflict for a job id that exists,
+        StoreError for an entry of another job."""
+        check_entry_of(job.id, entry)
+        command = AgentCommand(
+            office_id=job.office_id, command_type="run_job", payload={"job_id": job.id}
+        )
+        step = entry.model_copy(update={"ref_id": command.id})
+        return job, await self._submit_job(job, command, step)
+
+    @abstractmethod
+    async def _submit_job(self, job: Job, command: AgentCommand, entry: JobEntry) -> AgentCommand:
+        """`submit_job` on this backend: the three rows in one transaction; the command."""
+
     @abstractmethod
     async def update_job(
         self, job_id: str, *, entry: JobEntry | None = None, **changes: Any

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.events import BROADCAST_EVENT, JobEvent, JobStep
-from engine.store.base import NotFound, Store, StoreError
+from engine.store.base import NotFound, Store
 from engine.store.models import (
     Agent,
     AgentCommand,
@@ -105,25 +105,10 @@ async def create_job(
     if agent is None:
         known = ", ".join(sorted(a.role for a in agents)) or "none yet: start the engine once"
         raise NotFound(f"no agent with role {request.role!r} in this office (roles: {known})")
-    job = await store.create_job(
-        Job(office_id=office_id, agent_id=agent.id, task=request.task, context=request.context)
-    )
-    try:
-        command = await store.insert_command(office_id, "run_job", {"job_id": job.id})
-    except StoreError:
-        await store.request_job_cancel(job.id, "its run_job command could not be written")
-        raise
-    await store.add_job_entry(
-        JobEntry(
-            job_id=job.id,
-            office_id=office_id,
-            step="created",
-            status=job.status,
-            agent_id=agent.id,
-            ref_id=command.id,
-            detail=job.task[:200],
-        )
-    )
+    job = Job(office_id=office_id, agent_id=agent.id, task=request.task, context=request.context)
+    created = JobEntry(job_id=job.id, office_id=office_id, step="created", detail=job.task[:200])
+    # the job, its run_job command and this step in one transaction
+    job, command = await store.submit_job(job, created)
     await _announce(store, job, "created", job.task[:200])
     return job, command
 

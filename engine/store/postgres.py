@@ -340,8 +340,8 @@ class PostgresStore(Store):
                 "select to_regclass('agent_commands') is not null"
                 " and to_regproc('semo_claim_command') is not null as ready,"
                 " to_regproc('semo_renew_command_leases') is not null"
-                # a function of the latest migration (0010)
-                " and to_regproc('semo_recover_job_recorded') is not null as current"
+                # a function of the latest migration (0011)
+                " and to_regproc('semo_submit_job') is not null as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
@@ -878,6 +878,19 @@ class PostgresStore(Store):
             {},
         )
         return AgentResult.model_validate(row)
+
+    async def _submit_job(self, job: Job, command: AgentCommand, entry: JobEntry) -> AgentCommand:
+        row = await self._one(
+            "select * from semo_submit_job(%s, %s, %s)",
+            (
+                Jsonb(no_nul(job.model_dump(mode="json"))),
+                command.id,
+                Jsonb(no_nul(entry_of_update(job, entry).model_dump(mode="json"))),
+            ),
+            missing=f"office {job.office_id} not found",
+            duplicate=f"job {job.id} already exists",
+        )
+        return AgentCommand.model_validate(row)
 
     async def update_job(
         self, job_id: str, *, entry: JobEntry | None = None, **changes: Any

@@ -1294,6 +1294,24 @@ class SqliteStore(Store):
 
         return _model(AgentResult, await self._run(deliver, write=True))  # type: ignore[return-value]
 
+    async def _submit_job(self, job: Job, command: AgentCommand, entry: JobEntry) -> AgentCommand:
+        def submit(c: sqlite3.Connection) -> sqlite3.Row:
+            data = _to_db(job)
+            c.execute(_insert_sql("jobs", list(data)), data)
+            data = _to_db(command)
+            row = c.execute(_insert_sql("agent_commands", list(data)) + " RETURNING *", data)
+            written = row.fetchone()
+            _write_entry(c, entry_of_update(job, entry))
+            return written
+
+        row = await self._run(
+            submit,
+            write=True,
+            missing=f"office {job.office_id} not found",
+            duplicate=f"job {job.id} already exists",
+        )
+        return _model(AgentCommand, row)  # type: ignore[return-value]
+
     async def update_job(
         self, job_id: str, *, entry: JobEntry | None = None, **changes: Any
     ) -> Job:

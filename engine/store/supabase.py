@@ -529,6 +529,8 @@ class SupabaseStore(Store):
             await self._run(lambda c: c.rpc("semo_renew_command_leases", args))
             job = {"p_job_id": "", "p_updated_at": "1970-01-01T00:00:00Z", "p_row": {}}
             await self._run(lambda c: c.rpc("semo_update_job", job))  # 0010
+            submit = {"p_job": None, "p_command_id": "", "p_entry": None}
+            await self._run(lambda c: c.rpc("semo_submit_job", submit))  # 0011
         except StoreUnavailable:
             raise
         except StoreError as error:
@@ -1463,6 +1465,20 @@ class SupabaseStore(Store):
             {"status": "delivered", "delivered_at": now().isoformat()},
         )
         return AgentResult.model_validate(row)
+
+    async def _submit_job(self, job: Job, command: AgentCommand, entry: JobEntry) -> AgentCommand:
+        args = {
+            "p_job": _json(job),
+            "p_command_id": command.id,
+            "p_entry": _json(entry_of_update(job, entry), skip=("id",)),
+        }
+        rows = await self._rows(
+            lambda c: c.rpc("semo_submit_job", args),
+            missing=f"office {job.office_id} not found",
+            duplicate=f"job {job.id} already exists",
+        )
+        self._remember(command.id, job.office_id)
+        return AgentCommand.model_validate(rows[0])
 
     async def update_job(
         self, job_id: str, *, entry: JobEntry | None = None, **changes: Any

@@ -15,7 +15,7 @@ import sqlite3
 import psycopg
 import pytest
 
-from engine.store.base import Store, StoreError
+from engine.store.base import NotFound, Store, StoreConflict, StoreError
 from engine.store.models import Job, JobEntry, Office
 from tests.store.conftest import Stores
 
@@ -229,3 +229,39 @@ async def test_a_refused_step_leaves_the_job_with_its_engine(stores: Stores) -> 
             job.id, from_engine="dead", attempts=1, to_engine="me", entry=entry
         )
     assert (await store.get_job(job.id)).engine_id == "dead"
+
+
+async def test_a_job_is_submitted_with_its_command_and_created_step(stores: Stores) -> None:
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    job = Job(office_id=office.id, agent_id="a", task="Build it")
+    created = JobEntry(job_id=job.id, office_id=office.id, step="created", detail="Build it")
+    written, command = await store.submit_job(job, created)
+    assert (written.id, written.status) == (job.id, "pending")
+    assert (command.command_type, command.payload, command.status) == (
+        "run_job",
+        {"job_id": job.id},
+        "pending",
+    )
+    [step] = await store.list_job_entries(job.id)
+    assert (step.step, step.status, step.ref_id, step.agent_id, step.detail) == (
+        "created",
+        "pending",
+        command.id,
+        "a",
+        "Build it",
+    )
+    claimed = await store.claim_next_command(office.id, "e1")
+    assert claimed is not None and claimed.id == command.id
+    # nothing is half-written: a job id that exists, an unknown office, a refused step
+    with pytest.raises(StoreConflict):
+        await store.submit_job(job, created)
+    stray = Job(office_id="no-such-office", agent_id="a", task="t")
+    with pytest.raises(NotFound):
+        await store.submit_job(stray, created.model_copy(update={"job_id": stray.id}))
+    await _refuse_entries(stores)
+    refused = Job(office_id=office.id, agent_id="a", task="t")
+    with pytest.raises(StoreError, match=REFUSED):
+        await store.submit_job(refused, created.model_copy(update={"job_id": refused.id}))
+    assert [j.id for j in await store.list_jobs(office.id)] == [job.id]
+    assert [c.id for c in await store.list_commands(office.id)] == [command.id]
