@@ -9,7 +9,6 @@ from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -85,40 +84,3 @@ class KeysHelp(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
-
-
-class PrefixKey(ModalScreen[str]):
-    """After the prefix chord outside a pane: the next key, whatever it is, is the command
-    (the same prefix commands as in a pane). The console stays visible behind a one-line hint."""
-
-    DEFAULT_CSS = """
-    PrefixKey { background: transparent; align: center bottom; }
-    PrefixKey > Static {
-        dock: bottom; width: 100%; height: 1; background: $accent; color: $text; padding: 0 1;
-    }
-    """
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self.prefix = prefix
-
-    def compose(self) -> ComposeResult:
-        yield Static(markup=False)
-
-    def on_mount(self) -> None:
-        self.on_resize()
-
-    def on_resize(self) -> None:
-        """The hint fitted to the width (the least important keys left out, none cut)."""
-        from console.widgets.key_bar import PANE_KEYS, Hint, fit
-
-        hints = [Hint(*hint) for hint in PANE_KEYS]
-        hints.insert(2, Hint("Esc", "nothing", 1.5))
-        hints.append(Hint(self.prefix, "into the pane", 9))
-        static = self.query_one(Static)
-        static.update(fit(hints, max(self.app.size.width - 2, 1), f"{self.prefix} then"))
-
-    def on_key(self, event: events.Key) -> None:
-        event.stop()
-        event.prevent_default()
-        self.dismiss(event.key)

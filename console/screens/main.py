@@ -37,6 +37,7 @@ from console.focus import focus_now
 from console.widgets.badges import state_word
 from console.widgets.commands_panel import CommandRow, CommandsPanel
 from console.widgets.key_bar import KeyBar
+from console.widgets.prefix_catcher import PrefixCatcher
 from console.widgets.questions_panel import QuestionsPanel
 from console.widgets.session_list import SessionList, SessionRow
 from console.widgets.terminal_pane import TerminalPane
@@ -145,10 +146,12 @@ class MainScreen(Screen[None]):
             id="prompt-input",
         )
         yield KeyBar()
+        yield PrefixCatcher(self.run_prefixed, id="prefix-catcher")
 
     def on_mount(self) -> None:
-        # outside a pane the prefix works too (in a pane, the pane sees it first)
-        self._bindings.bind(self.prefix, "prefix", "Prefix", show=False)
+        # outside a pane the prefix works too; a priority binding, as the F-keys, so a key
+        # typed right after it reaches the catcher (check_action gives it to a focused pane)
+        self._bindings.bind(self.prefix, "prefix", "Prefix", show=False, priority=True)
         self.query_one("#prompt-input").display = False
         self.query_one("#panes").loading = True
         self.title = "semo"
@@ -394,16 +397,13 @@ class MainScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """In a pane the F-keys and letters are the agent's: the footer hides them then."""
         # False: hidden from the footer (and not run: the pane has the key anyway)
+        if action == "prefix" and isinstance(self.focused, PrefixCatcher):
+            return False  # the prefix twice: the catcher takes the second one
         return not (isinstance(self.focused, TerminalPane) and action in SCREEN_KEYS)
 
     def action_prefix(self) -> None:
-        from console.keys_help import PrefixKey
-
-        def run(key: str | None) -> None:
-            if key and key != "escape":
-                self.run_prefixed(key)
-
-        self.app.push_screen(PrefixKey(self.prefix_display), callback=run)
+        """The prefix outside a pane: the next key is a command (console/widgets/prefix_catcher)."""
+        self.query_one(PrefixCatcher).arm(self.focused)
 
     def run_prefixed(self, key: str, pane: TerminalPane | None = None) -> None:
         """What the prefix chord then `key` does (keys help: PREFIX_KEYS)."""

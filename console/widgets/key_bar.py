@@ -127,10 +127,15 @@ class KeyBar(Static):
             self.update(text)
 
     def compose_text(self, width: int) -> Text:
+        from console.widgets.prefix_catcher import PrefixCatcher
         from console.widgets.terminal_pane import TerminalPane
 
         screen = self.screen
         focused = screen.focused
+        if isinstance(focused, PrefixCatcher):  # the prefix was typed outside a pane
+            hints = [Hint(*h) for h in PANE_KEYS]
+            hints.insert(2, Hint("Esc", "nothing", 1.5))
+            return fit(hints, width, "next key:")
         if isinstance(focused, TerminalPane):
             if focused.scrolling:
                 return fit([Hint(*h) for h in SCROLL_KEYS], width, "scrollback: ")

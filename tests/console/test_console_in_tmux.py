@@ -1,7 +1,10 @@
 """`semo demo` in tmux, the reference terminal, at 80x24 under TERM=screen and
 TERM=xterm-256color: the console draws its panels, shows the pane of the session that asks,
 answers a question from the keyboard (F4 and a digit typed together), lists the demo's steps
-in the commands panel and detaches on ctrl+q, leaving the demo's rows answered in the store;
+in the commands panel, shows detach in the footer (outside a pane and in one) and detaches on
+ctrl+q (xterm-256color) or, typed as fast as tmux sends them, the prefix twice (into the pane)
+and the prefix then d (TERM=screen), leaving the demo's rows
+answered in the store;
 the background demo engine is stopped with `semo stop --demo`."""
 
 from __future__ import annotations
@@ -54,11 +57,21 @@ def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
         server.send("<F4>1")
         wait_screen(server, lambda s: "answered: postgres" in s, "the answer notification")
         wait_screen(server, lambda s: "FE invokes" in s, "the demo's steps in the commands")
-        server.send("<C-q>")
+        wait_screen(server, lambda s: "^q Detach" in s.split("\n")[-1], "detach in the footer")
+        if term != "screen":
+            server.send("<C-q>")
+        else:  # the prefix twice: into the selected pane; its footer; then the prefix and d
+            server.send("<C-]><C-]>")
+            wait_screen(
+                server,
+                lambda s: "ctrl+] then d detach" in s.split("\n")[-1],
+                "the pane's keys in the footer",
+            )
+            server.send("<C-]>d")
         deadline = time.monotonic() + TIMEOUT
         while not server.dead() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert server.dead(), "semo demo did not detach on ctrl+q"
+        assert server.dead(), "semo demo did not detach:\n" + "\n".join(server.state()[0])
     finally:
         server.kill()
         subprocess.run([str(semo), "stop", "--demo"], env=env, timeout=60, capture_output=True)

@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from textual.widgets import Static
 
 from console.app import SemoApp
-from console.keys_help import PrefixKey
 from console.screens.jobs import JobsScreen
 from console.widgets.key_bar import KeyBar, fit
+from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from tests.console.test_console_keys import PREFIX, ready, started_app, wait_for
 
@@ -46,13 +45,10 @@ async def test_the_footer_follows_the_focus_at_80x24(tmp_path: Path, runtime_dir
         seen = []
 
         seen.append(await shows(app, "^q Detach", "F1 Keys", "Enter type in pane", "^p Palette"))
-        await pilot.press(PREFIX)  # outside a pane: a one-line hint takes the next key
-        await wait_for(lambda: isinstance(app.screen, PrefixKey), "the prefix's hint")
-        hint = str(app.screen.query_one(Static).render())
-        assert hint.startswith("ctrl+] then d detach ? keys Esc nothing z zoom"), hint
-        assert len(hint) <= 78
+        await pilot.press(PREFIX)  # outside a pane: the footer says what the next key does
+        seen.append(await shows(app, "next key: d detach ? keys Esc nothing z zoom"))
         await pilot.press("escape")
-        await wait_for(lambda: app.screen is screen, "the hint closed")
+        await wait_for(lambda: isinstance(app.focused, SessionList), "back on the list")
         await pilot.press("f4")
         seen.append(await shows(app, "^q Detach", "1-9 answer"))
         await pilot.press("f6")
@@ -95,3 +91,24 @@ def test_fit_keeps_the_important_keys_in_their_order() -> None:
     assert fit(hints, 80).plain == "F1 Keys F3 Zoom ^q Detach"
     assert fit(hints, 17).plain == "F1 Keys ^q Detach"  # zoom left out, not cut
     assert fit(hints, 12).plain == "^q Detach"
+
+
+async def test_the_prefix_and_its_key_typed_together_outside_a_pane(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    """Typed fast (one read: SSH, tmux send-keys), the key after the prefix is its command: the
+    prefix moves the focus at once (a priority binding), not after the keys already queued."""
+    from textual import events
+
+    app = started_app(tmp_path, runtime_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await ready(app)
+        await pilot.press("f4")
+        app.post_message(events.Key(PREFIX, None))
+        app.post_message(events.Key("z", "z"))
+        await wait_for(lambda: screen.maximized is not None, "zoomed by the prefix then z")
+        await pilot.press(PREFIX, "z", PREFIX, "o")
+        assert screen.maximized is None and isinstance(app.focused, SessionList)
+        app.post_message(events.Key(PREFIX, None))
+        app.post_message(events.Key(PREFIX, None))
+        await wait_for(lambda: isinstance(app.focused, TerminalPane), "the prefix twice: the pane")
