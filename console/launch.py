@@ -44,16 +44,17 @@ def launch(args: list[str]) -> int:
     config: Path | None = options.config if command == "console" else None
     target = cached_target(config) if config is not None else None
     preconnect = Preconnect(target.socket, target.office) if target is not None else None
-
-    from console.app import DETACH_KEY, SemoApp  # Textual: meanwhile the thread connects
-
-    if preconnect is None or not preconnect.greeted():
-        try:
+    try:
+        if target is None:  # a config error is reported before Textual loads, as always
             target = _start_engine(command, config)
-        except _Failed as error:
-            print(f"semo {command}: {error}", file=sys.stderr)
-            return error.status
-        preconnect = None
+
+        from console.app import DETACH_KEY, SemoApp  # Textual: meanwhile the thread connects
+
+        if preconnect is not None and not preconnect.greeted():
+            target, preconnect = _start_engine(command, config), None
+    except _Failed as error:
+        print(f"semo {command}: {error}", file=sys.stderr)
+        return error.status
     if config is None:
         stop_hint, again = "semo stop --demo", "semo demo"
     else:
