@@ -118,6 +118,8 @@ async def test_an_answer_overtakes_queued_prompts_which_keep_their_order(
     second = session.submit("second queued prompt")
     answer = session.submit("the operator's answer", kind="answer")
     await asyncio.wait_for(asyncio.gather(first, second, answer), TIMEOUT)
+    # a prompt is delivered once typed; the agent logs it when it has read it
+    await eventually(lambda: len(_typed(log)) >= 4, TIMEOUT)
     assert _typed(log) == [
         "go",
         "the operator's answer",
