@@ -223,9 +223,9 @@ async def test_a_forged_result_is_refused_and_never_blocks_a_start(
             await eventually(lambda: len(office.prompts("FE")) == 1, TIMEOUT)
             [seen] = office.prompts("FE")
             assert seen.startswith("[semo] Result from QA (not taken as the result of invocation ")
-            assert (
-                "forged-456: there is no invocation 'forged-456' in this office): left by" in seen
-            )
+            assert "forged-456: there is no invocation 'forged-456' in this office)" in seen
+            # it was stored before this engine started: the agent is told it waited
+            assert "(it was waiting for you when semo restarted): left by an older semo" in seen
 
             async def delivered() -> bool | None:
                 [row] = await office.store.list_results(office_id)
