@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import itertools
 import json
 import logging
 import os
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -229,6 +231,8 @@ class EngineClient:
         self._questions: list[Record] = []  # UserQuestion's fields
         self._commands: list[Record] = []  # AgentCommand's fields
         self._preconnect = preconnect
+        #: the engine said it is stopping: it closes the connection soon after its goodbye
+        self._stopping = False
         self._connection_state = "?"
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -282,12 +286,14 @@ class EngineClient:
         if self._preconnect is not None:
             preconnect, self._preconnect = self._preconnect, None
             if await self._take_over(preconnect):
+                _load_event_models_soon()
                 return
         if self.gone is not None:
             await self.connect()
         # a starting engine answers once it runs (its warm sessions may take a while)
         snapshot = await self.request({"op": "subscribe"}, timeout=START_WAIT_SECONDS + 10)
         self._apply_office(snapshot)
+        _load_event_models_soon()
 
     async def _take_over(self, preconnect: Preconnect) -> bool:
         """Use the connection `preconnect` made and its snapshot; False when it has none (no
@@ -335,6 +341,8 @@ class EngineClient:
     def _send(self, message: dict[str, Any]) -> None:
         if self.gone is not None or self._writer is None:
             raise EngineGone(self._gone_message())
+        if self._stopping and message.get("op") in _HOUSEKEEPING:
+            return  # a write racing the engine's close would fail and lose its goodbye
         self._writer.write(encode_frame(message))
 
     async def request(self, message: dict[str, Any], timeout: float = REPLY_TIMEOUT) -> Any:
@@ -483,7 +491,11 @@ class EngineClient:
         elif kind == "office":
             self._apply_office(frame.get("office") or {})
         elif kind == "bye":
-            return f"the engine stopped: {frame.get('reason') or 'no reason'}"
+            # gone from now on: a write after this (a pane detaching as its session ended) would
+            # fail on the closing socket and the failure would hide this reason
+            reason = f"the engine stopped: {frame.get('reason') or 'no reason'}"
+            self._lost(reason)
+            return reason
         elif kind == "error":
             log.warning("engine: %s", frame.get("error"))
         return None
@@ -522,6 +534,8 @@ class EngineClient:
         terminal._changed()
 
     def _event(self, data: Any) -> None:
+        if isinstance(data, dict) and data.get("kind") == "engine_status":
+            self._stopping = data.get("status") in ("stopping", "stopped")
         from pydantic import ValidationError
 
         from engine.events import SessionStatusChanged, event_from_json
@@ -578,6 +592,28 @@ class EngineClient:
             self.store.results.update(data.get("results") or {})
         for listener in list(self._office_listeners):
             listener()
+
+
+#: what a console sends only to keep its view current: not worth sending to a stopping engine
+_HOUSEKEEPING = frozenset({"attach", "detach", "pause", "resize"})
+#: seconds after the snapshot before the event models load (after the first frame)
+EVENT_MODELS_DELAY = 1.0
+
+
+def _load_event_models_soon() -> None:
+    """Import engine.events (pydantic and the store's models) in a thread once the first frame
+    is drawn: the first event the engine sends would otherwise stop the console for as long
+    (0.1-0.3 s on a loaded machine)."""
+    if "engine.events" in sys.modules:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module("engine.events")
+
+    timer = threading.Timer(EVENT_MODELS_DELAY, load)
+    timer.daemon = True
+    timer.start()
 
 
 def check_peer(sock: socket.socket, path: Path) -> None:
