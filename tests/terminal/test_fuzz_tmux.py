@@ -49,11 +49,11 @@ def _stream(rng: random.Random, size: int) -> str:
 
 
 def _tmux(path: Path, escapes: bool) -> tuple[list[str], tuple[int, int]]:
-    sock = f"semo-fuzz-{uuid.uuid4().hex[:8]}"
+    sock = str(path.parent / f"tmux-{uuid.uuid4().hex[:8]}")  # in the test's folder: removed
     env = {**os.environ, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
     env.pop("TMUX", None)
-    tmux = ["tmux", "-L", sock, "-f", os.devnull]
-    script = f"stty -opost; cat {path}; tmux -L {sock} wait-for -S done; exec sleep 600"
+    tmux = ["tmux", "-S", sock, "-f", os.devnull]
+    script = f"stty -opost; cat {path}; tmux -S {sock} wait-for -S done; exec sleep 600"
     try:
         subprocess.run(
             [*tmux, "new-session", "-d", "-x", str(COLUMNS), "-y", str(ROWS), "sh", "-c",
