@@ -353,7 +353,9 @@ def test_resize_growing_keeps_content_and_clamps_cursor():
     screen.resize(4, 3)
     assert screen.text_rows() == ["abc", "", "", ""]
     screen.resize(4, 2)
-    assert screen.text_rows()[0] == "ab"
+    # reflowed as tmux does (tests/terminal/test_reflow_tmux.py): "abc" at 2 columns wraps,
+    # and the row above the cursor's goes into the history
+    assert [line.text for line in screen.scrollback] == ["ab"] and screen.text_rows()[0] == "c"
     assert screen.cursor.x <= 2
     TerminalStream(screen).feed("\r\n" + "x" * 5)
     assert screen.text_rows()[1:3] == ["xx", "xx"]
