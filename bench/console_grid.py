@@ -1,8 +1,8 @@
 """The console at 20 sessions on real processes: echo with the flooding pane on screen, bytes
 written per keystroke, and the idle console (issue 15's budgets).
 
-    python bench/console_grid.py [--only echo|bytes|idle] [--keys 200] [--idle-seconds 20]
-                                 [--size 160x48]
+    python bench/console_grid.py [--only echo|bytes|idle|ab|history] [--keys 200]
+                                 [--idle-seconds 20] [--size 160x48] [--repeat 2]
 
 A real `semo engine` runs 20 bash agents (S01..S20, bench/console_processes.py's Office); a
 real `semo console` runs in a pseudo-terminal this script reads and types into.
@@ -17,6 +17,10 @@ real `semo console` runs in a pseudo-terminal this script reads and types into.
    its terminal and its CPU, over --idle-seconds; also with the jobs view (F5) open.
 4. ab (only with --only ab): the grid with S02 flooding, the console's echo-first scheduling
    (console/widgets/terminal_pane.py ECHO_HOLD) off and on, interleaved, --repeat times.
+5. history (only with --only history): the grid with S02 flooding, the engine sending every
+   console the flood's scrollback lines (SEMO_CONTROL_STREAM_HISTORY=1, as before the `history`
+   request) and only the count of them (the panes show the live screen), interleaved, --repeat
+   times: each run's p50/p99 and the console's and the engine's CPU, then the runs' medians.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from bench.console_processes import LETTERS, ConsoleProcess, Office, summary
+from bench.console_processes import LETTERS, ConsoleProcess, Office, percentile, summary
 
 F2 = b"\x1bOQ"
 F5 = b"\x1b[15~"
@@ -135,6 +139,43 @@ def bench_ab(args: argparse.Namespace) -> None:
         print(f"all runs, echo-first {mode}: {summary(latencies)}")
 
 
+def bench_history(args: argparse.Namespace) -> None:
+    """Echo in the grid with S02 flooding: scrollback lines streamed to the console (before)
+    or only counted (after: a pane asks for the history when scrolled back)."""
+    runs: dict[str, list[tuple[float, float, float, float]]] = {"streamed": [], "asked for": []}
+    for _ in range(args.repeat):
+        for mode in runs:
+            env = {"SEMO_CONTROL_STREAM_HISTORY": "1"} if mode == "streamed" else {}
+            office, console = office_with_console(args.size, env)
+            try:
+                enter_pane(console, True)
+                asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
+                time.sleep(1.0)
+                load = os.getloadavg()[0]
+                cpu, engine_cpu = console.cpu_seconds(), office.cpu_seconds()
+                began = time.perf_counter()
+                latencies, _ = keystrokes(console, args.keys)
+                took = time.perf_counter() - began
+                cpu = (console.cpu_seconds() - cpu) / took * 100
+                engine_cpu = (office.cpu_seconds() - engine_cpu) / took * 100
+                p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
+                runs[mode].append((p50, p99, cpu, engine_cpu))
+                print(
+                    f"grid, S02 flooding, history {mode} (load {load:.1f}): "
+                    f"{summary(latencies)}; CPU console {cpu:.0f} %, engine {engine_cpu:.0f} %"
+                )
+            finally:
+                console.close()
+                office.stop()
+    for mode, figures in runs.items():
+        p50s, p99s, cpus, engine_cpus = zip(*figures, strict=True)
+        print(
+            f"median of {len(figures)} runs, history {mode}: p50 {statistics.median(p50s):.1f} ms"
+            f"  p99 {statistics.median(p99s):.1f} ms  CPU console {statistics.median(cpus):.0f} %"
+            f", engine {statistics.median(engine_cpus):.0f} %"
+        )
+
+
 def bench_bytes(args: argparse.Namespace) -> None:
     for grid in (False, True):
         office, console = office_with_console(args.size)
@@ -173,7 +214,7 @@ def bench_idle(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("echo", "bytes", "idle", "ab"))
+    parser.add_argument("--only", choices=("echo", "bytes", "idle", "ab", "history"))
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--keys", type=int, default=200)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
@@ -187,6 +228,8 @@ def main() -> None:
             bench(args)
     if args.only == "ab":
         bench_ab(args)
+    if args.only == "history":
+        bench_history(args)
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

@@ -115,6 +115,8 @@ class TerminalPane(Widget, can_focus=True):
     BELL_INTERVAL: ClassVar[float] = 0.2
     """Seconds between two rings of the app's bell for one pane."""
     CACHE_LINES: ClassVar[int] = 256
+    HISTORY_STEP: ClassVar[int] = 2000
+    """A remote session's history is asked for this many lines beyond the view at a time."""
 
     DEFAULT_CSS = """
     TerminalPane {
@@ -180,6 +182,7 @@ class TerminalPane(Widget, can_focus=True):
         self._title = title
         self._view_offset = 0  # rows scrolled back into the scrollback; 0 = live
         self._pushed_seen = 0  # scrollback.total_pushed when the view was last anchored
+        self._history_asked = 0  # lines of a remote session's history asked for (0: live)
         self._cache: LRUCache[tuple[object, ...], Strip] = LRUCache(self.CACHE_LINES)
         self._frame_pending = False
         self._last_frame = 0.0
@@ -232,9 +235,10 @@ class TerminalPane(Widget, can_focus=True):
 
         The alternate screen has no scrollback (as in tmux), so there the view stays live."""
         screen = self._source.screen
-        limit = 0 if screen.alternate else len(screen.scrollback)
+        limit = 0 if screen.alternate else self._history_limit()
         offset = max(0, min(self._view_offset + rows, limit))
         if offset != self._view_offset:
+            self._ask_history(offset)
             self._view_offset = offset
             self._pushed_seen = screen.scrollback.total_pushed
             self._update_border_title()
@@ -317,6 +321,9 @@ class TerminalPane(Widget, can_focus=True):
         self._frame_loop = asyncio.get_running_loop()
         self._frame_context = contextvars.copy_context()
         self._attached = True
+        want_history = getattr(self._source, "want_history", None)
+        if want_history is not None:  # a remote session: its history comes when scrolled back
+            want_history(0)
         self._source.add_listener(self._on_output)
         self._source.screen.dirty.clear()
         self._note_cursor()
@@ -333,6 +340,7 @@ class TerminalPane(Widget, can_focus=True):
             return
         screen = self._source.screen
         if (cols, rows) != (screen.columns, screen.lines):
+            self._ask_history(0)
             self._view_offset = 0
             self._update_border_title()
             self._source.resize(cols, rows)
@@ -383,7 +391,7 @@ class TerminalPane(Widget, can_focus=True):
         if key in moves:
             self.scroll_scrollback(moves[key])
         elif key == "home":
-            self.scroll_scrollback(len(self._source.screen.scrollback))
+            self.scroll_scrollback(self._history_limit())
         elif key == "end":
             self.scroll_scrollback(-self._view_offset)
         elif key in ("q", "escape"):
@@ -497,11 +505,33 @@ class TerminalPane(Widget, can_focus=True):
         pushed = screen.scrollback.total_pushed - self._pushed_seen
         if pushed:
             self._pushed_seen = screen.scrollback.total_pushed
-            self._view_offset = min(self._view_offset + pushed, len(screen.scrollback))
+            self._view_offset = min(self._view_offset + pushed, self._history_limit())
             self._update_border_title()
         if changed or pushed:
             self.frames += 1
             self.refresh()
+
+    def _history_limit(self) -> int:
+        """How far back the view may go: the scrollback's lines (a remote session's: those the
+        engine holds, asked for as the view goes back)."""
+        scrollback = self._source.screen.scrollback
+        return max(len(scrollback), getattr(scrollback, "available", 0))
+
+    def _ask_history(self, offset: int) -> None:
+        """A remote session's history is sent while the view is scrolled back (`offset` rows),
+        a step beyond what the view shows; live, only the count of lines pushed comes."""
+        want_history = getattr(self._source, "want_history", None)
+        if want_history is None:
+            return
+        if offset <= 0:
+            if self._history_asked:
+                self._history_asked = 0
+                want_history(0)
+            return
+        needed = offset + self.size.height
+        if needed > self._history_asked:
+            self._history_asked = needed + self.HISTORY_STEP
+            want_history(self._history_asked)
 
     def _row_regions(self, rows: Iterable[int]) -> list[Region]:
         """Content regions for `rows`, consecutive rows merged."""

@@ -120,6 +120,9 @@ class RemoteTerminal:
         self._listeners: list[Callable[[str], None]] = []
         self.attached = False
         self.visible = True
+        #: new scrollback lines come with each frame (the protocol's default); a pane that
+        #: shows the live screen turns this off and asks for the history when scrolled back
+        self.history = True
 
     def write(self, text: str) -> None:
         if self._client.gone is not None:
@@ -142,6 +145,15 @@ class RemoteTerminal:
             self._client._send({"op": "pause", "session": self.session_id, "paused": not visible})
         self.visible = visible
 
+    def want_history(self, lines: int) -> None:
+        """`lines` > 0: the engine replaces the copy of the scrollback with its last `lines`
+        lines, then sends new ones with each frame; 0: only their count (docs/CONSOLE.md)."""
+        if self.attached and self._client.gone is None:
+            message: dict[str, Any] = {"op": "history", "session": self.session_id}
+            message.update({"on": True, "lines": lines} if lines > 0 else {"on": False})
+            self._client._send(message)
+        self.history = lines > 0
+
     def add_listener(self, listener: Callable[[str], None]) -> None:
         self._listeners.append(listener)
         self.attach()
@@ -156,7 +168,12 @@ class RemoteTerminal:
         if not self.attached and self._client.gone is None:
             self.attached = True
             self._client._send(
-                {"op": "attach", "session": self.session_id, "paused": not self.visible}
+                {
+                    "op": "attach",
+                    "session": self.session_id,
+                    "paused": not self.visible,
+                    "history": self.history,
+                }
             )
 
     def detach(self) -> None:

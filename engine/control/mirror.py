@@ -47,6 +47,12 @@ class MirrorScrollback:
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._lines)
 
+    @property
+    def available(self) -> int:
+        """How many lines the engine may hold: what a pane can scroll back through once it
+        asked for them (a console that shows the live screen gets only the count)."""
+        return min(self.total_pushed, self._lines.maxlen or 0)
+
     def append(self, lines: list[Line]) -> None:
         self._lines.extend(lines)
 
@@ -120,5 +126,6 @@ class MirrorScreen:
             scrollback.append([styles.decode_line(v) for v in frame["sb"]])
         if "history" in frame:
             scrollback.prepend([styles.decode_line(v) for v in frame["history"]])
+            self.dirty.update(range(self.lines))  # a pane scrolled back shows it at once
         if "pushed" in frame:
             scrollback.total_pushed = int(frame["pushed"])

@@ -66,6 +66,10 @@ HISTORY_LINES = 2000
 #: at most this many new scrollback lines in one frame (a console that fell further behind
 #: misses the oldest of them; its screen is still exact)
 MAX_NEW_LINES_PER_FRAME = 2000
+#: at most this many lines answer a console that asks for the history (`history` op)
+MAX_HISTORY_LINES = 10_000
+#: bench A/B only: new scrollback lines go to every console, wanted or not (as before `history`)
+STREAM_HISTORY_ALWAYS = os.environ.get("SEMO_CONTROL_STREAM_HISTORY") == "1"
 #: queued replies and events a console may leave unread before it is disconnected
 MAX_BACKLOG_BYTES = 8 << 20
 #: how often the office snapshot is recomputed (pool from memory, questions and commands from
@@ -140,6 +144,8 @@ class _Attach:
     bells: int | None = None
     pushed: int = 0
     history_mark: int | None = None  # history to send: lines pushed before this count
+    history: bool = True  # new scrollback lines go with each frame (off: only `pushed`)
+    resync: int = 0  # lines of history the console asked for: sent with its next frame
     rewrites: int = 0  # the scrollback's rewrites (reflows) this console's copy is from
     flushed_at: float = float("-inf")  # loop time of the last frame sent
     paused: bool = False  # the console does not show it: no frames until it does
@@ -572,15 +578,30 @@ class ControlServer:
             state.bells = screen.bells
         scrollback = screen.scrollback
         pushed = scrollback.total_pushed
-        if first_attach or scrollback.rewrites != state.rewrites:
+        streams = state.history or STREAM_HISTORY_ALWAYS
+        if state.resync and not first_attach:
+            # asked for: the copy is replaced in this one frame (never seen half-replaced)
+            frame["sb_reset"] = 1
+            frame["pushed"] = pushed
+            start = max(0, len(scrollback) - state.resync)
+            frame["history"] = [
+                encode_line(scrollback[i], styles) for i in range(start, len(scrollback))
+            ]
+            state.pushed = pushed
+            state.rewrites = scrollback.rewrites
+            state.resync = 0
+        elif first_attach or (streams and scrollback.rewrites != state.rewrites):
             # a reflow re-wrapped every line: the console's copy is replaced, as on attach
             frame["sb_reset"] = 1
             frame["pushed"] = pushed
             state.pushed = pushed
             state.history_mark = pushed
             state.rewrites = scrollback.rewrites
+            state.resync = 0
         elif pushed != state.pushed:
             new = min(pushed - state.pushed, len(scrollback), MAX_NEW_LINES_PER_FRAME)
+            if not streams:
+                new = 0  # the console asks for the history when its operator scrolls back
             if new > 0:
                 start = len(scrollback) - new
                 frame["sb"] = [
@@ -724,7 +745,9 @@ class ControlServer:
     async def op_attach(self, connection: _Connection, request: dict[str, Any]) -> Any:
         session = self._session(request)
         self._watch(session)
-        connection.attached[session.session_id] = _Attach(paused=request.get("paused") is True)
+        connection.attached[session.session_id] = _Attach(
+            paused=request.get("paused") is True, history=request.get("history") is not False
+        )
         size = _size(request)
         if size is not None:
             self._used_by(connection, session.session_id, size)
@@ -748,6 +771,24 @@ class ControlServer:
             state.full = state.pending = True
             connection.wake.set()
         state.paused = paused
+        return None
+
+    async def op_history(self, connection: _Connection, request: dict[str, Any]) -> Any:
+        """`on`: the console shows the session's history (its operator scrolled back): the
+        last `lines` lines (default HISTORY_LINES) replace its copy with the next frame, and
+        new lines go with every frame until `on` is false again (then only `pushed`)."""
+        state = connection.attached.get(str(request.get("session")))
+        if state is None:
+            raise OpError(f"not attached to session {request.get('session')!r}")
+        on = request.get("on") is not False
+        lines = request.get("lines", HISTORY_LINES)
+        if not isinstance(lines, int) or isinstance(lines, bool) or lines < 0:
+            raise OpError("history's `lines` is a count of lines")
+        if on:
+            state.resync = min(max(lines, 1), MAX_HISTORY_LINES)
+            state.pending = True
+            connection.wake.set()
+        state.history = on
         return None
 
     async def op_input(self, connection: _Connection, request: dict[str, Any]) -> Any:
