@@ -198,7 +198,8 @@ class MainScreen(Screen[None]):
         self.refresh_panels()
         self.refresh_from_store()
         self.started = True
-        freeze_startup_heap()
+        # after the first complete frame: a full collection takes 40-60 ms
+        self.set_timer(2.0, freeze_startup_heap)
         if self.demo_task:
             self.run_demo_job()
 
