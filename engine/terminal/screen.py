@@ -32,25 +32,16 @@ from engine.terminal.scrollback import (
     line_from_segments,
 )
 from engine.terminal.sgr import apply_sgr
+from engine.terminal.width import _REGIONAL_INDICATORS, ZWJ, char_width, clusters
 
-ZWJ = "\u200d"
-_REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)
+__all__ = ["ZWJ", "_REGIONAL_INDICATORS", "char_width"]
+
 _HAS_REGIONAL_INDICATOR = re.compile("[\U0001f1e6-\U0001f1ff]").search
 # width -> byte for run splitting: 1 and 2 are runs of their own, everything else (zero-width,
 # joiners, controls) takes the per-character path
 _WIDTH_BYTE = {1: 1, 2: 2}
 _width_byte = _WIDTH_BYTE.get
 _RUNS = re.compile(rb"\x01+|\x02+|[^\x01\x02]+")
-
-
-def char_width(char: str) -> int:
-    """Cells for one character, as tmux 3.3a (glibc tables) counts them.
-
-    wcwidth 0.7 makes regional indicators (flag halves) wide; glibc and tmux give them one cell.
-    """
-    if ord(char) in _REGIONAL_INDICATORS:
-        return 1
-    return wcwidth(char)
 
 
 # Private (DEC) mode numbers, as the stream passes them (unshifted).
@@ -64,6 +55,12 @@ BRACKETED_PASTE = 2004
 SYNCHRONIZED_OUTPUT = 2026
 _MOUSE_TRACKING = (MOUSE_X10, MOUSE_NORMAL, MOUSE_BUTTON, MOUSE_ANY)
 _MOUSE_ENCODING = (MOUSE_UTF8, MOUSE_SGR, MOUSE_URXVT)
+_DECTCEM_PRIVATE = modes.DECTCEM >> 5
+# private modes that take more than a flag (screen switches, cursor saves, pyte's DECCOLM,
+# DECSCNM, DECOM): `set_flag_modes` must not be given these
+NOT_FLAG_MODES = frozenset(
+    {3, 5, 6, ALT_SCREEN_47, ALT_SCREEN_1047, SAVE_CURSOR_1048, ALT_SCREEN_1049}
+)
 _IGNORED_PRIVATE = {3}  # DECCOLM: never resize to 132 columns behind the operator's back
 _DEC_GRAPHICS = {"0": charsets.VT100_MAP}
 _DECAWM = modes.DECAWM
@@ -135,7 +132,7 @@ class _CellsCache(dict[str, tuple[Cell | None, ...]]):
     def __missing__(self, char: str) -> tuple[Cell | None, ...]:
         if len(self) >= 4096:
             self.clear()
-        width = char_width(char)
+        width = char_width(char[0])  # a cluster keeps its base's width
         cells: tuple[Cell | None, ...] = (None,)
         if width == 1:
             cells = (self.attrs._replace(data=char),)
@@ -143,6 +140,9 @@ class _CellsCache(dict[str, tuple[Cell | None, ...]]):
             cells = (self.attrs._replace(data=char), self.pad)
         self[char] = cells
         return cells
+
+
+_JOINING = 1 << 20
 
 
 class _CellWidths(dict[str, int]):
@@ -153,7 +153,7 @@ class _CellWidths(dict[str, int]):
         if len(self) >= 8192:
             self.clear()
         width = char_width(char)
-        self[char] = width = width if width in (1, 2) else 1 << 20
+        self[char] = width = width if width in (1, 2) else _JOINING
         return width
 
 
@@ -383,6 +383,21 @@ class TerminalScreen(pyte.Screen):
                 self.modes.private.add(mode)
         super().set_mode(*wanted, private=True)
 
+    def set_flag_modes(self, modes_: tuple[int, ...]) -> None:
+        """`CSI ? Pm h` for private modes that are flags only (not in `NOT_FLAG_MODES`): what
+        `set_mode(*modes_, private=True)` does for them, without its lists."""
+        self.modes.private.update(modes_)
+        self.mode.update([mode << 5 for mode in modes_])
+        if _DECTCEM_PRIVATE in modes_:
+            self.cursor.hidden = False
+
+    def reset_flag_modes(self, modes_: tuple[int, ...]) -> None:
+        """`CSI ? Pm l` for flag-only private modes, as `set_flag_modes`."""
+        self.modes.private.difference_update(modes_)
+        self.mode.difference_update([mode << 5 for mode in modes_])
+        if _DECTCEM_PRIVATE in modes_:
+            self.cursor.hidden = True
+
     def reset_mode(self, *modes_: int, **kwargs: Any) -> None:
         if not kwargs.get("private"):
             super().reset_mode(*modes_)
@@ -414,7 +429,9 @@ class TerminalScreen(pyte.Screen):
         if saved is None:
             return
         self._saved_screen = None
-        self.buffer.clear()
+        self._writes = {}  # the alternate screen's kept-back draws: discarded unseen with it
+        self.deferred_rows = {}
+        self._buffer.clear()
         size = (self.lines, self.columns)
         if saved.size != (0, 0) and saved.size != size:
             # resized meanwhile: back to the primary's size, then reflowed to the current
@@ -486,9 +503,13 @@ class TerminalScreen(pyte.Screen):
                     return
                 stop = x + sum(map(_cell_widths.__getitem__, data))
                 if stop > self.columns:  # too wide, or zero-width characters and joiners
-                    self._draw_split(data)
-                    self.dirty.add(cursor.y)
-                    return
+                    cut = clusters(data) if stop >= _JOINING else None
+                    if cut is None or x + cut[1] > self.columns:
+                        self._draw_split(data)
+                        self.dirty.add(cursor.y)
+                        return
+                    # joined emoji, VS16, combining marks: one string per cell, kept back too
+                    data, stop = cut[0], x + cut[1]
                 glyphs = glyphs.cells
             # Kept back until the row is read or touched otherwise: a TUI redrawing the same
             # rows (Ink erases and rewrites its whole frame) pays for cells only once per read.
@@ -791,11 +812,11 @@ class TerminalScreen(pyte.Screen):
         y = self.cursor.y
         rows = range(y + 1, self.lines) if how == 0 else range(y) if how == 1 else range(self.lines)
         self.dirty.update(rows)
-        if self._writes:
-            for row_y in rows:
-                self._writes.pop(row_y, None)
-        buffer = self.buffer
         attrs = self.cursor.attrs
+        if attrs is self._default and self._writes:
+            for row_y in rows:  # erased unseen (with other attributes, pyte colours the
+                self._writes.pop(row_y, None)  # cells a row has: the draws must be applied)
+        buffer = self.buffer
         if attrs is self._default:
             for row_y in rows:
                 buffer.pop(row_y, None)

@@ -20,7 +20,7 @@ from pyte import modes
 from wcwidth import wcwidth
 
 from engine.terminal.plain import PlainBatch
-from engine.terminal.screen import _HAS_REGIONAL_INDICATOR, TerminalScreen
+from engine.terminal.screen import _HAS_REGIONAL_INDICATOR, NOT_FLAG_MODES, TerminalScreen
 
 log = logging.getLogger("semo.terminal")
 
@@ -283,6 +283,12 @@ class TerminalStream:
     def _csi_call(self, params: str, inter: str, final: str) -> Callable[[], None]:
         screen = self.screen
         if inter or (params and params[0] in "<=>?"):
+            if not inter and final in "hl" and params[:1] == "?":
+                flags = tuple(_ints(params[1:]))
+                if flags and NOT_FLAG_MODES.isdisjoint(flags):  # DEC modes that are flags
+                    if final == "h":
+                        return partial(screen.set_flag_modes, flags)
+                    return partial(screen.reset_flag_modes, flags)
             return partial(self._dispatch_csi, params, inter, final)
         if final == "m":
             return partial(screen.sgr, params)
