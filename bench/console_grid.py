@@ -19,7 +19,9 @@ real `semo console` runs in a pseudo-terminal this script reads and types into.
    (console/widgets/terminal_pane.py ECHO_HOLD) off and on, interleaved, --repeat times.
 5. history (only with --only history): the grid with S02 flooding, the engine sending every
    console the flood's scrollback lines (SEMO_CONTROL_STREAM_HISTORY=1, as before the `history`
-   request) and only the count of them (the panes show the live screen), interleaved, --repeat
+   request) and only the count of them (the panes show the live screen), and that with the
+   engine's frames of the sessions not typed into at 4/s while the console types
+   (SEMO_CONTROL_TYPING_FRAMES=0 turns that off), interleaved, --repeat
    times: each run's p50/p99 and the console's and the engine's CPU, then the runs' medians.
 """
 
@@ -142,10 +144,14 @@ def bench_ab(args: argparse.Namespace) -> None:
 def bench_history(args: argparse.Namespace) -> None:
     """Echo in the grid with S02 flooding: scrollback lines streamed to the console (before)
     or only counted (after: a pane asks for the history when scrolled back)."""
-    runs: dict[str, list[tuple[float, float, float, float]]] = {"streamed": [], "asked for": []}
+    modes = {
+        "streamed": {"SEMO_CONTROL_STREAM_HISTORY": "1", "SEMO_CONTROL_TYPING_FRAMES": "0"},
+        "asked for": {"SEMO_CONTROL_TYPING_FRAMES": "0"},
+        "asked for, neighbours 4/s while typing": {},
+    }
+    runs: dict[str, list[tuple[float, float, float, float]]] = {mode: [] for mode in modes}
     for _ in range(args.repeat):
-        for mode in runs:
-            env = {"SEMO_CONTROL_STREAM_HISTORY": "1"} if mode == "streamed" else {}
+        for mode, env in modes.items():
             office, console = office_with_console(args.size, env)
             try:
                 enter_pane(console, True)

@@ -61,6 +61,13 @@ FRAME_SECONDS = 1 / 60
 #: (a flooding neighbour costs the engine and the console a third, the echo is not delayed)
 BACKGROUND_FRAME_SECONDS = 1 / 20
 ACTIVE_SECONDS = 10.0
+#: while a console types (a key in the last TYPING_SECONDS), the sessions it is not typing into
+#: get a frame at most this often: its panes redraw them no faster then (the console's
+#: TerminalPane.TYPING_FRAME_SECONDS), so more frames would only be decoded and dropped
+TYPING_FRAME_SECONDS = (
+    BACKGROUND_FRAME_SECONDS if os.environ.get("SEMO_CONTROL_TYPING_FRAMES") == "0" else 0.25
+)
+TYPING_SECONDS = 1.0
 #: scrollback lines sent after an attach's first screen
 HISTORY_LINES = 2000
 #: at most this many new scrollback lines in one frame (a console that fell further behind
@@ -174,6 +181,7 @@ class _Connection:
         self._timer: asyncio.TimerHandle | None = None
         self.bytes_sent = 0
         self.frames_sent = 0
+        self.typed_at = float("-inf")  # loop time this console last typed (any session)
 
     # -- queueing ------------------------------------------------------------------------------
 
@@ -523,7 +531,13 @@ class ControlServer:
             if not state.pending or state.paused:
                 continue
             active = now - state.typed_at < ACTIVE_SECONDS
-            due = state.flushed_at + (FRAME_SECONDS if active else BACKGROUND_FRAME_SECONDS)
+            interval = FRAME_SECONDS if active else BACKGROUND_FRAME_SECONDS
+            if (
+                now - connection.typed_at < TYPING_SECONDS
+                and now - state.typed_at >= TYPING_SECONDS
+            ):
+                interval = max(interval, TYPING_FRAME_SECONDS)  # typing elsewhere
+            due = state.flushed_at + interval
             echo = state.typed_at > state.flushed_at  # typed since its last frame: no wait
             if due > now and not state.full and not echo:
                 next_due = due if next_due is None else min(next_due, due)
@@ -800,6 +814,7 @@ class ControlServer:
         state = connection.attached.get(session.session_id)
         if state is not None:
             state.typed_at = asyncio.get_running_loop().time()
+        connection.typed_at = asyncio.get_running_loop().time()
         session.write(data)
         return None
 
