@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from engine.bus import EventBus
 from engine.control.mirror import MirrorScreen
-from engine.control.views import EventBus, Record, pool_status
+from engine.control.views import Record, pool_status
 from engine.control.wire import (
     MAX_SERVER_FRAME_BYTES,
     PROTOCOL_VERSION,
