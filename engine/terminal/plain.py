@@ -17,11 +17,10 @@ from pyte.screens import StaticDefaultDict
 
 from engine.terminal.cell import Cell
 from engine.terminal.scrollback import (
-    FIELDS_BY_ID,
     Line,
     Record,
     WrappedSegments,
-    finish_record,
+    finish_flat,
     line_from_row,
     pack_line,
     pack_segments,
@@ -44,9 +43,26 @@ class _Packed(NamedTuple):
 Row = list[Segment] | Line | _Packed  # Line/_Packed: the row scrolls away within the batch
 
 
+class _PackedSegments(list[Segment]):
+    """Segments of a row that stays on screen for now, with its Record already packed (made in
+    the same pass): if the row scrolls away unchanged, it is stored as it is. Never changed
+    in place (a continued row becomes a new list)."""
+
+    record: Record
+
+
+_Style = tuple[Cell, tuple[object, ...], dict[str, Any]]
+"""Attributes, their packed style fields, and the style each SGR parameter string leads to."""
+MAX_STYLES = 1024
+MAX_STEPS = 256
+
+
 class PlainBatch:
     def __init__(self, screen: TerminalScreen) -> None:
         self.screen = screen
+        self._styles: dict[int, _Style] = {}
+        self._interned: object = None
+        self._fields: dict[tuple[object, ...], tuple[object, ...]] = {}
 
     def feed(self, run: str) -> int:
         """Apply a prefix of `run`; return its length (0 = declined, nothing changed).
@@ -85,6 +101,8 @@ class PlainBatch:
             segments = self._segments(body)
             room = screen.columns - screen.cursor.x
             if sum(len(text) for _, text in segments) <= room:
+                if type(row) is _PackedSegments:  # its Record would be stale
+                    row = screen.deferred_rows[bottom] = list(row)
                 row.extend(segments)
                 screen.cursor.x += sum(len(text) for _, text in segments)
             else:
@@ -131,57 +149,95 @@ class PlainBatch:
                 else:
                     rows.append([(attrs, body)])
                 continue
-            if index < surely_scrolled:  # scrolls away in this batch: straight to a Record
-                parts = _SGR_SPLIT.split(body)
-                if sum(map(len, parts[0::2])) <= columns:
-                    rows.append(_Packed(self._pack_parts(parts, default)))
-                    continue
-                segments = self._segments_of(parts)
-            else:
-                segments = self._segments(body)
+            parts = _SGR_SPLIT.split(body)
+            if sum(map(len, parts[0::2])) <= columns:
+                if index < surely_scrolled:  # scrolls away in this batch: straight to a Record
+                    rows.append(_Packed(self._pack_parts(parts, default, None)))
+                else:  # stays on screen for now: segments, with the Record for later
+                    kept = _PackedSegments()
+                    kept.record = self._pack_parts(parts, default, kept)
+                    rows.append(kept)
+                continue
+            segments = self._segments_of(parts)
             if sum(len(text) for _, text in segments) <= columns:
                 rows.append(segments)
             else:
                 rows.extend(self._wrap(segments, columns))
         return rows
 
-    def _pack_parts(self, parts: list[str], blank: Cell) -> Record:
-        """`pack_segments(self._segments_of(parts))` in one pass (the SGRs apply as well)."""
+    def _pack_parts(self, parts: list[str], blank: Cell, segments: list[Segment] | None) -> Record:
+        """`pack_segments(self._segments_of(parts))` in one pass (the SGRs apply as well); the
+        segments go into `segments` when it is given.
+
+        Each SGR is one dict lookup in the table of the style it leaves, which gives the
+        next style and its packed fields at once; runs are built flat, as the Record holds
+        them."""
         screen = self.screen
-        cached = screen._sgr_cache.get
-        by_id = FIELDS_BY_ID.get
         cursor = screen.cursor
-        attrs = cursor.attrs
-        runs: list[list[Any]] = []
-        last_fields: tuple[object, ...] | None = None
+        styles = self._styles
+        if len(styles) >= MAX_STYLES or self._interned is not screen._interned:
+            styles.clear()  # between lines only, with the fields: see `_style`
+            self._fields.clear()
+            self._interned = screen._interned
+        style = self._style(cursor.attrs)
+        fields = style[1]
+        flat: list[Any] = []
+        last: tuple[object, ...] | None = None
         last_text = ""
-        pos = 0
-        for index, part in enumerate(parts):
-            if index & 1:
-                hit = cached((id(attrs), part))
-                if hit is not None and hit[0] is attrs:
-                    attrs = hit[1]
+        text = parts[0]
+        pos = len(text)
+        if pos:
+            flat += (0, pos, fields)
+            last = fields
+            last_text = text
+            if segments is not None:
+                segments.append((style[0], text))
+        step = self._step
+        pairs = iter(parts)
+        next(pairs)
+        for params, text in zip(pairs, pairs, strict=True):
+            style = style[2].get(params) or step(style, params)
+            if text:
+                fields = style[1]
+                end = pos + len(text)
+                if fields is last:
+                    flat[-2] = end
                 else:
-                    cursor.attrs = attrs
-                    screen.select_graphic_rendition(params=part)
-                    attrs = cursor.attrs
-            elif part:
-                known = by_id(id(attrs))
-                fields = known[1] if known is not None and known[0] is attrs else None
-                if fields is None:
-                    fields = style_fields(attrs)
-                size = len(part)
-                if fields is last_fields or fields == last_fields:
-                    runs[-1][1] = pos + size
-                else:
-                    runs.append([pos, pos + size, attrs, fields])
-                    last_fields = fields
-                pos += size
-                last_text = part
-        cursor.attrs = attrs
+                    flat += (pos, end, fields)
+                    last = fields
+                pos = end
+                last_text = text
+                if segments is not None:
+                    segments.append((style[0], text))
+        cursor.attrs = style[0]
         if last_text:
             screen.last_graphic = last_text[-1]
-        return finish_record("".join(parts[0::2]), runs, False, blank)
+        return finish_flat("".join(parts[0::2]), flat, blank)
+
+    def _style(self, attrs: Cell) -> _Style:
+        """The `_Style` of `attrs` (the screen's interned attributes: few objects recur).
+
+        The tables are emptied only between lines, both at once: every style reachable
+        during a line then has its fields from `_fields`, so equal fields are one object and
+        runs merge on identity."""
+        hit = self._styles.get(id(attrs))
+        if hit is not None and hit[0] is attrs:
+            return hit
+        fields = style_fields(attrs)
+        style: _Style = (attrs, self._fields.setdefault(fields, fields), {})
+        self._styles[id(attrs)] = style
+        return style
+
+    def _step(self, style: _Style, params: str) -> _Style:
+        """The style after SGR `params` from `style`, remembered in `style`'s table."""
+        screen = self.screen
+        cursor = screen.cursor
+        cursor.attrs = style[0]
+        screen.sgr(params)
+        after = self._style(cursor.attrs)
+        if len(style[2]) < MAX_STEPS:
+            style[2][params] = after
+        return after
 
     @staticmethod
     def _wrap(segments: list[Segment], columns: int) -> list[Row]:
@@ -276,6 +332,8 @@ class PlainBatch:
     def _as_record(
         row: Row | StaticDefaultDict[int, Cell] | None, columns: int, default: Cell
     ) -> Record:
+        if type(row) is _PackedSegments:
+            return row.record
         if isinstance(row, list):
             return pack_segments(row, default)
         if isinstance(row, _Packed):

@@ -241,6 +241,23 @@ def finish_record(text: str, runs: list[list[Any]], wrapped: bool, blank: Cell) 
     return (text, tuple(flat), wrapped)
 
 
+def finish_flat(text: str, flat: list[Any], blank: Cell) -> Record:
+    """`finish_record` for a row that did not wrap, with its runs already flat (start, end,
+    style fields, ...; adjacent runs of different styles)."""
+    blank_style = blank[1:]
+    while flat and flat[-1][1:] == blank_style:
+        start = flat[-3]
+        kept = text[start : flat[-2]].rstrip(" ")
+        text = text[: start + len(kept)]
+        if kept:
+            flat[-2] = len(text)
+            break
+        del flat[-3:]
+    if not flat or (len(flat) == 3 and flat[2][1:] == blank_style):
+        return text
+    return (text, tuple(flat), False)
+
+
 def _unpack(record: Record) -> Line:
     if type(record) is str:
         return Line(record)
