@@ -38,6 +38,7 @@ from engine.store.models import AgentResult
 from tests.support.claude_home import claude_env
 from tests.support.git_repo import make_repo
 from tests.support.scripted_api import ScriptedMessagesAPI
+from tests.support.scripted_api import last_user_text as last_user
 from tests.support.semo_process import SEMO, environment_without_semo, stop_process
 from tests.support.waiting import eventually_value
 
@@ -51,25 +52,6 @@ WAITING = "Understood; waiting."
 CONTINUING = "Picking up the login page where I left off."
 STARTING_OVER = "Starting over on the login page."
 DONE = "[SEMO:DONE] login page built"
-
-
-def last_user(request: dict[str, Any]) -> str:
-    """Every text of the request's last user message (what was just typed)."""
-    users = [m for m in request.get("messages") or [] if m.get("role") == "user"]
-    out: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-        elif isinstance(value, dict):
-            walk(value.get("text"))
-            walk(value.get("content"))
-
-    walk(users[-1].get("content") if users else None)
-    return "\n".join(out)
 
 
 class Script:

@@ -32,6 +32,7 @@ from tests.store.conftest import fresh_database
 from tests.support.claude_home import claude_env
 from tests.support.git_repo import make_repo
 from tests.support.scripted_api import ScriptedMessagesAPI
+from tests.support.scripted_api import last_user_text as last_user
 from tests.support.semo_process import SEMO, environment_without_semo, stop_process
 from tests.support.waiting import eventually_value
 
@@ -243,25 +244,6 @@ async def test_a_claude_team_job_with_the_cli_alone(store_section: str, folder: 
     finally:
         for api in apis.values():
             api.close()
-
-
-def last_user(request: dict[str, Any]) -> str:
-    """Every text of the request's last user message (what was just typed, or a tool result)."""
-    users = [m for m in request.get("messages") or [] if m.get("role") == "user"]
-    out: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-        elif isinstance(value, dict):
-            walk(value.get("text"))
-            walk(value.get("content"))
-
-    walk(users[-1].get("content") if users else None)
-    return "\n".join(out)
 
 
 WAITING = "Understood; waiting for instructions."

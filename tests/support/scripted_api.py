@@ -182,12 +182,16 @@ class RecordedRequest:
         return "\n".join(_flatten_text(m.get("content")) for m in msgs if m.get("role") == "user")
 
     def last_user_text(self) -> str:
-        if not isinstance(self.body, dict):
-            return ""
-        for m in reversed(self.body.get("messages") or []):
-            if m.get("role") == "user":
-                return _flatten_text(m.get("content"))
-        return ""
+        return last_user_text(self.body) if isinstance(self.body, dict) else ""
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """Every text of a Messages API request body's last user message (what was just typed, or
+    a tool result)."""
+    for m in reversed(body.get("messages") or []):
+        if m.get("role") == "user":
+            return _flatten_text(m.get("content"))
+    return ""
 
 
 def _flatten_text(value: Any) -> str:
