@@ -768,6 +768,25 @@ class TerminalScreen(pyte.Screen):
             buffer.pop(y, None)
         self.dirty.update(range(top, bottom + 1))
 
+    def delete_lines(self, count: int | None = None) -> None:
+        """CSI Ps M: delete lines at the cursor; the rows below move up, blank rows come in at
+        the bottom of the region. pyte leaves a row in place when the row that should replace
+        it is blank (missing from the buffer)."""
+        top, bottom = self.margins or Margins(0, self.lines - 1)
+        y0 = self.cursor.y
+        if not top <= y0 <= bottom:
+            return
+        count = min(max(count or 1, 1), bottom - y0 + 1)
+        buffer = self.buffer
+        for y in range(y0, bottom + 1):
+            row = buffer.pop(y + count, None) if y + count <= bottom else None
+            if row is None:
+                buffer.pop(y, None)
+            else:
+                buffer[y] = row
+        self.dirty.update(range(y0, self.lines))
+        self.carriage_return()
+
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         cursor = self.cursor
         columns = self.columns
