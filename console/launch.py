@@ -144,13 +144,18 @@ def _office_paths(target: Target) -> OfficePaths:
     return OfficePaths(office=target.office, socket=target.socket, info=target.info, log=target.log)
 
 
-def _log_to_file() -> None:
-    """The console owns the terminal: its own log goes to a file beside the store (0600 in a
-    0700 folder: logs can reveal what agents do)."""
-    from engine.logs import TextFormatter
-
+def console_log_path() -> Path:
+    """The console's own log file beside the store, 0600 in a 0700 folder (logs can reveal
+    what agents do); created when missing."""
     path = state_dir() / "console.log"
     private_dir(path.parent)
-    log_file = logging.FileHandler(private_file(path))
+    return private_file(path)
+
+
+def _log_to_file() -> None:
+    """The console owns the terminal: its own log goes to a file (console_log_path)."""
+    from engine.logs import TextFormatter
+
+    log_file = logging.FileHandler(console_log_path())
     log_file.setFormatter(TextFormatter())  # agent text in a log line: controls made visible
     logging.basicConfig(handlers=[log_file], level=logging.INFO, force=True)

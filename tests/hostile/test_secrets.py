@@ -452,11 +452,11 @@ async def test_a_readable_database_of_an_older_semo_is_made_private(
 
 
 def test_the_console_log_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.launch import _log_path
+    from console.launch import console_log_path
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     (tmp_path / "state" / "semo").mkdir(parents=True, mode=0o755)
-    path = _log_path()
+    path = console_log_path()
     assert path == tmp_path / "state" / "semo" / "console.log"
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
 
