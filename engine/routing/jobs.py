@@ -294,6 +294,9 @@ class _Watch:
         self.outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
         self.errors: list[Signal] = []
         self.turns = 0  # turns that ended without an outcome
+        # turns that ended before the session confirmed the prompt (a fast agent under load):
+        # their steps follow the "delivered" step, as they happened after it
+        self._held_turns: list[str] = []
         generic = session.profile.name == "generic"
         self.screen = _ScreenTurns(session.terminal.screen) if generic else None
 
@@ -304,6 +307,7 @@ class _Watch:
             # step still comes before the outcome's)
             self.delivered = True
             self.on_delivered()
+            self._release_turns()
             return
         if self.outcome.done():
             return
@@ -351,9 +355,19 @@ class _Watch:
             self._finish(_Outcome(False, kind_for_pattern(worst.pattern), worst.text))
         else:
             self.turns += 1
-            self.on_turn(f"turn ended without [SEMO:DONE]: {change.state} ({change.reason})")
+            detail = f"turn ended without [SEMO:DONE]: {change.state} ({change.reason})"
+            if self.delivered:
+                self.on_turn(detail)
+            else:
+                self._held_turns.append(detail)
+
+    def _release_turns(self) -> None:
+        held, self._held_turns = self._held_turns, []
+        for detail in held:
+            self.on_turn(detail)
 
     def _finish(self, outcome: _Outcome) -> None:
+        self._release_turns()
         if not self.outcome.done():
             self.outcome.set_result(outcome)
 
