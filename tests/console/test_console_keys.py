@@ -13,7 +13,6 @@ The palette: every semo action by its name, destructive ones after a confirmatio
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from console.screens.main import MainScreen
 from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from tests.console.console_snapshot_app import console_engine, office_scripts
+from tests.support.script_agent import logged_prompts
 
 TIMEOUT = 20.0
 PREFIX = TerminalPane.PREFIX_KEY
@@ -51,8 +51,7 @@ async def wait_for(condition: object, what: str) -> None:
 
 
 def prompts(folder: Path, role: str) -> list[str]:
-    log = folder / f"{role}.log"
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return logged_prompts(folder / f"{role}.log")
 
 
 def started_app(tmp_path: Path, runtime_dir: Path, *, max_sessions: int = 3) -> SemoApp:

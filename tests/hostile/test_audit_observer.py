@@ -28,6 +28,7 @@ from engine.sessions.agent_session import AgentSession, SessionEnded
 from engine.sessions.manager import SessionManager
 from engine.sessions.profiles import GENERIC
 from engine.store.models import Agent
+from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -102,7 +103,7 @@ async def _asked(manager: SessionManager, agent: Agent, tmp_path: Path) -> Agent
 
 
 def _typed(log: Path) -> list[str]:
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return logged_prompts(log)
 
 
 async def test_an_answer_overtakes_queued_prompts_which_keep_their_order(

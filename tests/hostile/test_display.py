@@ -46,6 +46,7 @@ from engine.store.sqlite import SqliteStore
 from tests.console.console_snapshot_app import console_engine
 from tests.support.git_repo import make_repo
 from tests.support.office_toml import sqlite_office_toml
+from tests.support.script_agent import logged_prompts
 from tests.support.semo_process import SEMO, environment_without_semo, semo_engine
 from tests.support.temp_dirs import captured_logs
 from tests.support.waiting import eventually, eventually_value
@@ -102,8 +103,7 @@ def terminal_output(app: SemoApp) -> str:
 
 
 def prompts(folder: Path, role: str) -> list[str]:
-    log = folder / f"{role}.log"
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return logged_prompts(folder / f"{role}.log")
 
 
 # -- the console ---------------------------------------------------------------------------------

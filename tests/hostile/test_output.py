@@ -20,6 +20,7 @@ from engine.protocol.observer import MAX_MESSAGES_PER_TURN, MalformedMessage, Me
 from engine.protocol.state import AgentState
 from engine.sessions.agent_session import AgentSession, SessionEvent
 from engine.sessions.profiles import GENERIC
+from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually
 
 TURN = 30.0
@@ -32,9 +33,7 @@ class Hostile:
     events: list[SessionEvent] = field(default_factory=list)
 
     def prompts(self) -> list[str]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
+        return logged_prompts(self.log)
 
     def errors(self) -> list[ProtocolError]:
         return [e.error for e in self.events if isinstance(e, MalformedMessage)]

@@ -52,6 +52,7 @@ from engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
 from tests.support.git_repo import make_repo
 from tests.support.office_toml import sqlite_office_toml
+from tests.support.script_agent import logged_prompts
 from tests.support.semo_process import environment_without_semo, semo_engine
 from tests.support.waiting import eventually, eventually_value
 
@@ -109,10 +110,7 @@ def office_config(
 
 
 def prompts(folder: Path, role: str) -> list[str]:
-    log = folder / f"{role}.log"
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return logged_prompts(folder / f"{role}.log")
 
 
 @dataclass

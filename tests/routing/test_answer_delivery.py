@@ -26,6 +26,7 @@ from engine.store.base import Store
 from engine.store.models import Agent, Office, UserQuestion
 from tests.routing.test_router import REPO, ask, runtime_dir  # noqa: F401 (fixture)
 from tests.store.conftest import open_stores
+from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually, eventually_value
 
 TIMEOUT = 15.0
@@ -40,7 +41,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 def prompts(log: Path) -> list[str]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return logged_prompts(log)
 
 
 @asynccontextmanager

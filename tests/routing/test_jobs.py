@@ -60,6 +60,7 @@ from engine.sessions.profiles import CLAUDE, profile_named
 from engine.store.base import Store
 from engine.store.models import Agent, Job, Office, RunJobPayload
 from tests.store.conftest import Stores, open_stores
+from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -306,9 +307,7 @@ class Setup:
         return await asyncio.wait_for(self.runner.execute_job(job.id), 3 * TIMEOUT)
 
     def prompts(self) -> list[str]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
+        return logged_prompts(self.log)
 
     def steps(self, job: Job) -> list[str]:
         return [event.step for event in self.rig.events if event.job_id == job.id]

@@ -31,6 +31,7 @@ from engine.sessions.profiles import profile_named
 from engine.store.models import Agent, AgentResult, Office, UserQuestion
 from engine.store.operations import answer_question
 from engine.store.sqlite import SqliteStore
+from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually, eventually_value
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,10 +70,7 @@ class Office3:
     folder: Path
 
     def prompts(self, role: str) -> list[str]:
-        log = self.folder / f"{role}.log"
-        if not log.exists():
-            return []
-        return [json.loads(line) for line in log.read_text().splitlines()]
+        return logged_prompts(self.folder / f"{role}.log")
 
 
 async def make_office(folder: Path, scripts: dict[str, list[Any]]) -> Office3:

@@ -29,6 +29,14 @@ def say(text: str) -> None:
     sys.stdout.flush()
 
 
+def logged_prompts(log: Path) -> list[str]:
+    """The prompts an agent has logged so far; a long line it is still writing is left out."""
+    if not log.exists():
+        return []
+    text = log.read_text()
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+
+
 def pick(replies: list[dict[str, Any]], prompt: str) -> dict[str, Any] | None:
     for index, reply in enumerate(replies):
         if "match" not in reply or reply["match"] in prompt:
