@@ -6,18 +6,40 @@ from __future__ import annotations
 
 import pytest
 
+from engine.control.client import RemoteTerminal
+from engine.control.mirror import MirrorScreen
 from engine.engine import Engine
+from engine.terminal.screen import TerminalScreen
 from tests.control.test_control_socket import attached, client_of, engine, engine_screen
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 __all__ = ["engine"]  # the fixture, used by name
 
+#: the engine's screen of a session, or a console's mirror of it
+Screen = TerminalScreen | MirrorScreen
 LONG_LINES = "for i in $(seq 10 39); do printf 'line%s-%090d\\n' $i 0; done\r"
 
 
-def rows_of(screen) -> list[str]:  # type: ignore[no-untyped-def]
+def rows_of(screen: Screen) -> list[str]:
     return [screen.row_line(y).text.rstrip(" ") for y in range(screen.lines)]
+
+
+def history_of(screen: Screen) -> list[str]:
+    return [line.text.rstrip(" ") for line in screen.scrollback]
+
+
+async def resize(pane: RemoteTerminal, screen: Screen, cols: int, rows: int) -> None:
+    """Resize the console's pane and wait until the engine's screen has that size."""
+    pane.resize(cols, rows)
+    await eventually(lambda: (screen.columns, screen.lines) == (cols, rows), 10)
+
+
+async def write_long_lines(pane: RemoteTerminal, screen: Screen) -> None:
+    """Type LONG_LINES into the console's pane and wait until the engine's screen shows the
+    last one."""
+    pane.write(LONG_LINES)
+    await eventually(lambda: any(r.startswith("line39-") for r in rows_of(screen)), 10)
 
 
 async def test_an_attached_console_shows_the_reflowed_screen(engine: Engine) -> None:
@@ -25,15 +47,12 @@ async def test_an_attached_console_shows_the_reflowed_screen(engine: Engine) -> 
     screen = engine_screen(engine, "A")
     try:
         pane = await attached(one, "A")
-        pane.resize(60, 20)
-        await eventually(lambda: (screen.columns, screen.lines) == (60, 20), 10)
-        pane.write(LONG_LINES)
-        await eventually(lambda: any(r.startswith("line39-") for r in rows_of(screen)), 10)
+        await resize(pane, screen, 60, 20)
+        await write_long_lines(pane, screen)
         wrapped = rows_of(screen)
         assert "line39-" + "0" * 53 in wrapped  # 96 characters: two rows at 60 columns
 
-        pane.resize(120, 20)
-        await eventually(lambda: (screen.columns, screen.lines) == (120, 20), 10)
+        await resize(pane, screen, 120, 20)
         await eventually(lambda: rows_of(pane.screen) == rows_of(screen), 10)
         assert "line39-" + "0" * 90 in rows_of(pane.screen)  # one row again
         assert [pane.screen.row_line(y) for y in range(screen.lines)] == [
@@ -51,25 +70,16 @@ async def test_a_console_attaching_after_a_resize_gets_the_reflowed_history(
     screen = engine_screen(engine, "B")
     try:
         first = await attached(one, "B")
-        first.resize(50, 12)
-        await eventually(lambda: (screen.columns, screen.lines) == (50, 12), 10)
-        first.write(LONG_LINES)
-        await eventually(lambda: any(r.startswith("line39-") for r in rows_of(screen)), 10)
-        first.resize(110, 12)
-        await eventually(lambda: (screen.columns, screen.lines) == (110, 12), 10)
-        history = [line.text.rstrip(" ") for line in screen.scrollback]
+        await resize(first, screen, 50, 12)
+        await write_long_lines(first, screen)
+        await resize(first, screen, 110, 12)
+        history = history_of(screen)
         assert "line20-" + "0" * 90 in history  # rejoined in the history, not only on screen
 
         await one.close()  # the second console alone: its size (the default) must not win
         late = await attached(two, "B")
         late.resize(110, 12)
-        await eventually(
-            lambda: (
-                [line.text.rstrip(" ") for line in late.screen.scrollback][-len(history) :]
-                == history
-            ),
-            10,
-        )
+        await eventually(lambda: history_of(late.screen)[-len(history) :] == history, 10)
         assert rows_of(late.screen) == rows_of(screen)
     finally:
         await one.close()
@@ -81,20 +91,11 @@ async def test_an_attached_console_gets_the_reflowed_history(engine: Engine) -> 
     screen = engine_screen(engine, "A")
     try:
         pane = await attached(one, "A")
-        pane.resize(50, 12)
-        await eventually(lambda: (screen.columns, screen.lines) == (50, 12), 10)
-        pane.write(LONG_LINES)
-        await eventually(lambda: any(r.startswith("line39-") for r in rows_of(screen)), 10)
+        await resize(pane, screen, 50, 12)
+        await write_long_lines(pane, screen)
         await eventually(lambda: len(pane.screen.scrollback) == len(screen.scrollback), 10)
-        pane.resize(110, 12)
-        await eventually(lambda: (screen.columns, screen.lines) == (110, 12), 10)
-        history = [line.text.rstrip(" ") for line in screen.scrollback]
-        await eventually(
-            lambda: (
-                [line.text.rstrip(" ") for line in pane.screen.scrollback][-len(history) :]
-                == history
-            ),
-            5,
-        )
+        await resize(pane, screen, 110, 12)
+        history = history_of(screen)
+        await eventually(lambda: history_of(pane.screen)[-len(history) :] == history, 5)
     finally:
         await one.close()
