@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +33,10 @@ from engine.config import load_config
 from engine.store import open_store
 from engine.store.models import AgentResult
 from tests.support.claude_home import claude_env
-from tests.support.git_repo import make_repo
+from tests.support.office_files import kept_temp_dir, write_claude_office
 from tests.support.scripted_api import ScriptedMessagesAPI
 from tests.support.scripted_api import last_user_text as last_user
-from tests.support.semo_process import SEMO, environment_without_semo, stop_process
+from tests.support.semo_process import engine_in, run_semo, start_semo
 from tests.support.waiting import eventually_value
 
 pytestmark = [pytest.mark.claude, pytest.mark.timeout(420)]
@@ -94,81 +91,25 @@ class Script:
 
 @pytest.fixture
 def folder() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-rj-"))  # short: sockets live under it
-    yield path
-    if not os.environ.get("SEMO_TEST_KEEP"):
-        shutil.rmtree(path, ignore_errors=True)
+    with kept_temp_dir("semo-rj-") as path:
+        yield path
 
 
 def write_office(folder: Path, apis: dict[str, ScriptedMessagesAPI], fe_command: str) -> None:
-    make_repo(folder / "repo", {"README.md": "# the office's product\n"})
-    agents = "".join(
-        f"""
-[[agents]]
-role = "{role}"
-name = "{role} agent"
-prompt = "You are the {role} engineer."
-command = [{json.dumps(fe_command if role == "FE" else "claude")}]
-env = {{ ANTHROPIC_BASE_URL = "{api.base_url}" }}
-cols = 100
-rows = 30
-"""
-        for role, api in apis.items()
-    )
-    (folder / "semo.toml").write_text(
-        f"""
-[office]
-name = "resume-jobs"
-repository = "repo"
-workspace_root = "ws"
-
-[store]
-backend = "sqlite"
-sqlite_path = "semo.db"
-
-[engine]
-command_timeout = 60
-shutdown_grace = 2
-
-[pool]
-max_sessions = 4
-warm_roles = ["FE", "BE"]
-{agents}"""
+    store = '[store]\nbackend = "sqlite"\nsqlite_path = "semo.db"'
+    write_claude_office(
+        folder, "resume-jobs", store, apis, max_sessions=4, commands={"FE": fe_command}
     )
 
 
 def engine_env(folder: Path, api: ScriptedMessagesAPI) -> dict[str, str]:
     env = claude_env(folder / "elsewhere", folder / "home", api)
-    env["XDG_RUNTIME_DIR"] = str(folder / "run")
     env["XDG_STATE_HOME"] = str(folder / "state")
-    (folder / "run").mkdir(exist_ok=True, mode=0o700)
     return env
 
 
 async def semo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        subprocess.run,
-        [str(SEMO), *args],
-        capture_output=True,
-        text=True,
-        env=environment_without_semo(),
-        cwd=folder,
-        timeout=60,
-    )
-
-
-@asynccontextmanager
-async def engine_process(
-    folder: Path, env: dict[str, str], log: str
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    with (folder / log).open("ab") as sink:
-        process = await asyncio.create_subprocess_exec(
-            str(SEMO), "engine", stdout=asyncio.subprocess.DEVNULL, stderr=sink, env=env, cwd=folder
-        )
-    try:
-        yield process
-    finally:
-        await stop_process(process, grace=60)
+    return await run_semo(*args, cwd=folder)
 
 
 async def sessions(folder: Path) -> list[dict[str, Any]]:
@@ -226,14 +167,12 @@ async def test_a_job_goes_on_in_its_conversation_after_an_engine_sigkill(
         fe_command = await asyncio.to_thread(fake_claude, folder)
         await asyncio.to_thread(write_office, folder, apis, str(fe_command))
         env = engine_env(folder, apis["FE"])
-        async with engine_process(folder, env, "first.log") as first:
+        async with engine_in(folder, env, log="first.log") as first:
             await ready_session(folder, "BE")
             fe = await ready_session(folder, "FE")
-            job = await asyncio.create_subprocess_exec(
-                str(SEMO), "job", "create", "--role", "FE", "--task", TASK, "--wait",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env=environment_without_semo(), cwd=folder,
-            )  # fmt: skip
+            job = await start_semo(
+                "job", "create", "--role", "FE", "--task", TASK, "--wait", cwd=folder
+            )
             await asyncio.to_thread(script.be_invoked.wait, TIMEOUT)
             await ready_session(folder, "FE")  # its INVOKE turn is over
             payload = json.dumps({"prompt": BUSY})
@@ -250,7 +189,7 @@ async def test_a_job_goes_on_in_its_conversation_after_an_engine_sigkill(
         if resume == "fails":
             (folder / "fail-resume").touch()
         before = len(apis["FE"].main_requests)
-        async with engine_process(folder, env, "second.log"):
+        async with engine_in(folder, env, log="second.log"):
             async with asyncio.timeout(TIMEOUT * 2):
                 out, err = await job.communicate()
         logs = (folder / "first.log").read_text() + (folder / "second.log").read_text()

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +27,10 @@ from engine.store import open_store
 from engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
 from tests.support.claude_home import claude_env
-from tests.support.git_repo import make_repo
+from tests.support.office_files import kept_temp_dir, write_claude_office
 from tests.support.scripted_api import ScriptedMessagesAPI
 from tests.support.scripted_api import last_user_text as last_user
-from tests.support.semo_process import SEMO, environment_without_semo, stop_process
+from tests.support.semo_process import engine_in, run_semo, start_semo
 from tests.support.waiting import eventually_value
 
 pytestmark = pytest.mark.claude
@@ -71,10 +68,8 @@ INVOKE_QA = "[INVOKE:QA]\nRun the whole test suite\n[/INVOKE]"
 
 @pytest.fixture
 def folder() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-cj-"))  # short: sockets live under it
-    yield path
-    if not os.environ.get("SEMO_TEST_KEEP"):
-        shutil.rmtree(path, ignore_errors=True)
+    with kept_temp_dir("semo-cj-") as path:
+        yield path
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -88,66 +83,17 @@ async def store_section(request: pytest.FixtureRequest) -> AsyncIterator[str]:
 
 
 def write_office(folder: Path, store: str, apis: dict[str, ScriptedMessagesAPI]) -> None:
-    make_repo(folder / "repo", {"README.md": "# the office's product\n"})
-    agents = "".join(
-        f"""
-[[agents]]
-role = "{role}"
-name = "{role} agent"
-prompt = "You are the {role} engineer."
-env = {{ ANTHROPIC_BASE_URL = "{apis[role].base_url}" }}
-cols = 100
-rows = 30
-"""
-        for role in ROLES
-    )
-    (folder / "semo.toml").write_text(
-        f"""
-[office]
-name = "claude-jobs"
-repository = "repo"
-workspace_root = "ws"
-
-{store}
-
-[engine]
-command_timeout = 60
-shutdown_grace = 2
-
-[pool]
-max_sessions = 6
-warm_roles = ["FE", "BE", "QA"]
-{agents}"""
-    )
+    write_claude_office(folder, "claude-jobs", store, apis, max_sessions=6)
 
 
 async def semo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        subprocess.run,
-        [str(SEMO), *args],
-        capture_output=True,
-        text=True,
-        env=environment_without_semo(),
-        cwd=folder,
-        timeout=60,
-    )
+    return await run_semo(*args, cwd=folder)
 
 
-@asynccontextmanager
-async def engine_process(
+def engine_process(
     folder: Path, apis: dict[str, ScriptedMessagesAPI]
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    env = claude_env(folder / "elsewhere", folder / "home", apis["FE"])
-    env["XDG_RUNTIME_DIR"] = str(folder / "run")
-    (folder / "run").mkdir(exist_ok=True, mode=0o700)
-    with (folder / "engine.log").open("ab") as sink:
-        process = await asyncio.create_subprocess_exec(
-            str(SEMO), "engine", stdout=asyncio.subprocess.DEVNULL, stderr=sink, env=env, cwd=folder
-        )
-    try:
-        yield process
-    finally:
-        await stop_process(process, grace=60)
+) -> AbstractAsyncContextManager[asyncio.subprocess.Process]:
+    return engine_in(folder, claude_env(folder / "elsewhere", folder / "home", apis["FE"]))
 
 
 async def team_ready(folder: Path) -> None:
@@ -160,19 +106,8 @@ async def team_ready(folder: Path) -> None:
 
 
 async def start_job(folder: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        str(SEMO),
-        "job",
-        "create",
-        "--role",
-        "FE",
-        "--task",
-        "Build the login page",
-        "--wait",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=environment_without_semo(),
-        cwd=folder,
+    return await start_semo(
+        "job", "create", "--role", "FE", "--task", "Build the login page", "--wait", cwd=folder
     )
 
 

@@ -95,13 +95,13 @@ async def semo_engine(
 
 @asynccontextmanager
 async def engine_in(
-    folder: Path, env: Mapping[str, str], *, grace: float = 60.0
+    folder: Path, env: Mapping[str, str], *, grace: float = 60.0, log: str = "engine.log"
 ) -> AsyncIterator[asyncio.subprocess.Process]:
     """`semo engine` of `folder/semo.toml`, with its own short XDG_RUNTIME_DIR (removed after)
-    and its stderr appended to `folder/engine.log`; SIGTERM and `grace` seconds on exit."""
+    and its stderr appended to `folder/LOG`; SIGTERM and `grace` seconds on exit."""
     runtime = Path(tempfile.mkdtemp(prefix="semo-e"))
     try:
-        with (folder / "engine.log").open("ab") as sink:
+        with (folder / log).open("ab") as sink:
             engine_env = {**env, "XDG_RUNTIME_DIR": str(runtime)}
             async with semo_engine(folder / "semo.toml", engine_env, sink, grace=grace) as process:
                 yield process
