@@ -23,6 +23,7 @@ from engine.store.base import Store
 from engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
 from tests.support.git_repo import make_repo
+from tests.support.office_files import engine_pool_toml
 from tests.support.semo_process import engine_in, run_semo, semo_env, start_semo
 from tests.support.waiting import eventually_value
 
@@ -78,6 +79,9 @@ reads_prompts = true
 def write_config(folder: Path, store: str, fe: list[Any]) -> Path:
     make_repo(folder / "repo")
     agents = agent_toml(folder, "FE", fe) + agent_toml(folder, "BE", BE_SCRIPT)
+    pool = engine_pool_toml(
+        command_timeout=10, shutdown_grace=1, max_sessions=3, warm_roles=["FE", "BE"]
+    )
     config = folder / "semo.toml"
     config.write_text(
         f"""
@@ -87,15 +91,7 @@ repository = "repo"
 workspace_root = "ws"
 
 {store}
-
-[engine]
-command_timeout = 10
-shutdown_grace = 1
-
-[pool]
-max_sessions = 3
-warm_roles = ["FE", "BE"]
-{agents}"""
+{pool}{agents}"""
     )
     return config
 
