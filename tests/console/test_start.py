@@ -24,10 +24,9 @@ from pathlib import Path
 import pytest
 
 from console.targets import CACHE_NAME, Target, cached_target, remember_target
-from engine.config import parse_config
 from engine.control.client import EngineClient, EngineNotRunning, Preconnect
 from engine.engine import Engine
-from tests.control.office import CONFIG, Console, Office, consoles
+from tests.control.office import CONFIG, Console, Office, consoles, engine_in_process
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -82,19 +81,8 @@ def test_a_damaged_cache_is_no_target(tmp_path: Path, monkeypatch: pytest.Monkey
 
 @pytest.fixture
 async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Engine]:
-    runtime = Path(tempfile.mkdtemp(prefix="semo-st-"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    config = parse_config(CONFIG, tmp_path / "semo.toml")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    folder = tmp_path / "work"
-    folder.mkdir()
-    engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: folder)
-    await engine.start()
-    try:
+    async with engine_in_process(tmp_path, monkeypatch) as engine:
         yield engine
-    finally:
-        await engine.stop("test over")
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 async def test_a_client_takes_over_the_connection_made_before_the_loop(engine: Engine) -> None:

@@ -12,25 +12,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from engine.config import parse_config
 from engine.control.liveness import pid_alive
+from engine.engine import Engine
+from tests.support.office_toml import sqlite_office_toml
 from tests.support.tmux import TmuxServer
 
 TIMEOUT = 45.0
 SEMO = Path(sys.executable).with_name("semo")
 
-CONFIG = """
-[office]
-name = "ctl"
-repository = "repo"
-workspace_root = "ws"
-
-[store]
-backend = "sqlite"
-sqlite_path = "semo.db"
-
+CONFIG = (
+    sqlite_office_toml("ctl")
+    + """
 [engine]
 shutdown_grace = 1
 
@@ -50,6 +48,43 @@ profile = "generic"
 command = ["bash", "--norc", "--noprofile", "-i"]
 env = { PS1 = "$ " }
 """
+)
+
+
+@contextlib.asynccontextmanager
+async def engine_in_process(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, **agent_env: str
+) -> AsyncIterator[Engine]:
+    """An `Engine` of `folder/semo.toml` (CONFIG) with its control socket, started in this
+    process and stopped after: XDG_RUNTIME_DIR a short temporary folder (removed after), the
+    agents in `folder/work` with PATH, HOME `folder` and `agent_env`."""
+    runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    (folder / "semo.toml").write_text(CONFIG)
+    config = parse_config(CONFIG, folder / "semo.toml")
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder), **agent_env}
+    work = folder / "work"
+    work.mkdir()
+    engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: work)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop("test over")
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def start_engine(folder: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`semo engine --config semo.toml` started in `folder`, its output appended to `log`
+    (the caller kills or stops it)."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [str(SEMO), "engine", "--config", "semo.toml"],
+            cwd=folder,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 class Office:
@@ -84,6 +119,10 @@ class Office:
             timeout=90,
             check=check,
         )
+
+    def engine(self, log: Path) -> subprocess.Popen[bytes]:
+        """This office's `semo engine` process, its output appended to `log`."""
+        return start_engine(self.folder, self.env, log)
 
     def sessions(self, office: str = "ctl") -> list[dict[str, object]]:
         out = self.semo("sessions", "--office", office, "--json").stdout

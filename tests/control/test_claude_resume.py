@@ -25,8 +25,9 @@ import pytest
 from engine.config import load_config
 from engine.engine import Engine
 from engine.sessions.agent_session import AgentSession
-from tests.control.office import SEMO, alive, wait_until
+from tests.control.office import SEMO, alive, start_engine, wait_until
 from tests.support.claude_home import claude_env
+from tests.support.office_toml import sqlite_office_toml
 from tests.support.scripted_api import ScriptedMessagesAPI
 
 pytestmark = [pytest.mark.claude, pytest.mark.timeout(300)]
@@ -35,16 +36,9 @@ MARKER = "pineapple-8812"
 ASKED = "Which colour should the pineapple button be?"
 FIRST_REPLY = f"Noted the word, it is safe with me.\n[ASK_USER] {ASKED}"
 
-CONFIG = """
-[office]
-name = "resume"
-repository = "repo"
-workspace_root = "ws"
-
-[store]
-backend = "sqlite"
-sqlite_path = "semo.db"
-
+CONFIG = (
+    sqlite_office_toml("resume")
+    + """
 [engine]
 command_timeout = 120
 
@@ -58,6 +52,7 @@ cols = 100
 rows = 30
 env = {{ ANTHROPIC_BASE_URL = "{base_url}", ANTHROPIC_AUTH_TOKEN = "scripted-dummy-token" }}
 """
+)
 
 
 def semo(env: dict[str, str], folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,14 +69,7 @@ def ready_session(env: dict[str, str], folder: Path) -> dict[str, object] | None
 
 def first_engine(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
     """Run `semo engine`, give BE a turn, SIGKILL the engine; BE's session row."""
-    log = (tmp_path / "first.log").open("wb")
-    first = subprocess.Popen(
-        [str(SEMO), "engine", "--config", "semo.toml"],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    first = start_engine(tmp_path, env, tmp_path / "first.log")
     try:
         wait_until(lambda: ready_session(env, tmp_path), "BE ready", 120)
         row = ready_session(env, tmp_path)
@@ -109,7 +97,6 @@ def first_engine(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
     finally:
         if first.poll() is None:
             first.kill()
-        log.close()
     agent_pid = int(row["pid"])  # type: ignore[call-overload]
     wait_until(lambda: not alive(agent_pid), "the agent to go with its engine", 30)
     return row

@@ -12,9 +12,6 @@ socket in the same process).
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,10 +20,9 @@ import pytest
 from console.app import SemoApp
 from console.confirm import Confirm
 from console.widgets.terminal_pane import TerminalPane
-from engine.config import parse_config
 from engine.control.client import EngineClient
 from engine.engine import Engine
-from tests.control.office import CONFIG
+from tests.control.office import engine_in_process
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,22 +30,11 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Engine]:
-    runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    config = parse_config(CONFIG, tmp_path / "semo.toml")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    folder = tmp_path / "work"
-    folder.mkdir()
-    engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: folder)
-    await engine.start()
-    assert engine.control is not None
-    # `stop` would SIGTERM this process (the test runner): stop the engine object instead
-    engine.control._request_stop = lambda: asyncio.ensure_future(engine.stop("stopped"))
-    try:
+    async with engine_in_process(tmp_path, monkeypatch) as engine:
+        assert engine.control is not None
+        # `stop` would SIGTERM this process (the test runner): stop the engine object instead
+        engine.control._request_stop = lambda: asyncio.ensure_future(engine.stop("stopped"))
         yield engine
-    finally:
-        await engine.stop("test over")
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def notes(app: SemoApp) -> str:

@@ -17,23 +17,20 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import socket
 import stat
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from engine.config import parse_config
 from engine.control.client import EngineClient, EngineGone, RemoteTerminal
 from engine.control.server import ControlError, socket_answers
 from engine.control.wire import MAX_STYLES, encode_frame
 from engine.engine import Engine
 from engine.terminal.pty_process import TerminalClosedError
-from tests.control.office import CONFIG
+from tests.control.office import engine_in_process
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -41,20 +38,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Engine]:
-    runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    (tmp_path / "semo.toml").write_text(CONFIG)
-    config = parse_config(CONFIG, tmp_path / "semo.toml")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PS1": "$ "}
-    folder = tmp_path / "work"
-    folder.mkdir()
-    engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: folder)
-    await engine.start()
-    try:
+    async with engine_in_process(tmp_path, monkeypatch, PS1="$ ") as engine:
         yield engine
-    finally:
-        await engine.stop("test over")
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def client_of(engine: Engine) -> EngineClient:

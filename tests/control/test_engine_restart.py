@@ -19,7 +19,7 @@ import pytest
 
 from engine.control.liveness import killed_run_of_office
 from engine.control.paths import OfficePaths
-from tests.control.office import SEMO, Office, wait_until
+from tests.control.office import Office, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -36,17 +36,6 @@ def office(tmp_path: Path) -> Office:
     office.cleanup()
 
 
-def _engine(office: Office, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [str(SEMO), "engine", "--config", "semo.toml"],
-            cwd=office.folder,
-            env=office.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
 def _serving(office: Office, pid: int) -> bool:
     try:
         return office.engine_pid() == pid and (office.runtime / "semo").is_dir()
@@ -58,7 +47,7 @@ def test_a_killed_engine_with_a_fixed_id_is_replaced_without_watching_its_row(
     office: Office,
 ) -> None:
     log = office.folder / "engine.log"
-    first = _engine(office, log)
+    first = office.engine(log)
     second = None
     try:
         wait_until(lambda: _serving(office, first.pid), "the first engine's socket")
@@ -69,7 +58,7 @@ def test_a_killed_engine_with_a_fixed_id_is_replaced_without_watching_its_row(
         [row] = json.loads(office.semo("engines", "--office", "ctl", "--json").stdout)
         assert row["engine_id"] == "fixed" and row["status"] == "running"  # still "alive"
 
-        second = _engine(office, log)
+        second = office.engine(log)
         wait_until(lambda: _serving(office, second.pid), "the second engine's socket")
         text = log.read_text()
         assert SKIPPED in text and WATCHED not in text

@@ -5,13 +5,12 @@ new sessions for them (real `semo engine` processes, bash agents)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.control.office import SEMO, Office, alive, wait_until
+from tests.control.office import Office, alive, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -21,17 +20,6 @@ def office(tmp_path: Path) -> Iterator[Office]:
     office = Office(tmp_path)
     yield office
     office.cleanup()
-
-
-def _engine(office: Office, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [str(SEMO), "engine", "--config", "semo.toml"],
-            cwd=office.folder,
-            env=office.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
 
 
 def _ready(office: Office) -> list[dict[str, object]]:
@@ -44,7 +32,7 @@ def _ready(office: Office) -> list[dict[str, object]]:
 
 def test_generic_sessions_are_not_resumed_but_started_fresh(office: Office) -> None:
     log = office.folder / "engine.log"
-    first = _engine(office, log)
+    first = office.engine(log)
     second = None
     try:
         wait_until(lambda: _ready(office), "A and B ready")
@@ -56,7 +44,7 @@ def test_generic_sessions_are_not_resumed_but_started_fresh(office: Office) -> N
         for row in before:
             wait_until(lambda row=row: not alive(int(str(row["pid"]))), "agents gone", 30)
 
-        second = _engine(office, log)
+        second = office.engine(log)
         old = {r["session_id"] for r in before}
         wait_until(lambda: _ready(office) and not old & {r["session_id"] for r in _ready(office)},
                    "new A and B sessions")  # fmt: skip
