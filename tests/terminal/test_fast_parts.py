@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from engine.terminal.screen import TerminalScreen
 from engine.terminal.stream import MAX_CALLS, TerminalStream, make_screen_and_stream
+from tests.support.random_stream import random_stream
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
@@ -112,16 +113,15 @@ def test_fast_path_leaves_what_the_token_path_leaves(pieces, cuts, columns, rows
 def _random_stream(rng: random.Random, size: int) -> str:
     """Long streams (several of the fast path's windows) of the same vocabulary."""
     words = ["word", "中文字", "🚀✅", "e\u0301", "a\u200d🚀", "x" * 90, "│ ⏺ ●"]
-    out: list[str] = []
-    while sum(map(len, out)) < size:
-        pick = rng.random()
-        if pick < 0.45:
-            out.append(rng.choice(words))
-        elif pick < 0.6:
-            out.append("\r\n")
-        else:
-            out.append(rng.choice(SEQUENCES))
-    return "".join(out)
+    return random_stream(
+        rng,
+        size,
+        [
+            (0.45, lambda: rng.choice(words)),
+            (0.6, lambda: "\r\n"),
+            (1.0, lambda: rng.choice(SEQUENCES)),
+        ],
+    )
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -17,6 +17,7 @@ import pytest
 from engine.terminal.cell import BLANK
 from engine.terminal.screen import TerminalScreen
 from engine.terminal.stream import make_screen_and_stream
+from tests.support.random_stream import random_stream
 
 pytestmark = pytest.mark.tmux
 
@@ -36,16 +37,15 @@ SEQUENCES = [
 
 
 def _stream(rng: random.Random, size: int) -> str:
-    out: list[str] = []
-    while sum(map(len, out)) < size:
-        pick = rng.random()
-        if pick < 0.35:
-            out.append(rng.choice(WORDS))
-        elif pick < 0.45:
-            out.append(f"\x1b[{rng.randint(1, ROWS + 2)};{rng.randint(1, COLUMNS + 3)}H")
-        else:
-            out.append(rng.choice(SEQUENCES))
-    return "".join(out)
+    return random_stream(
+        rng,
+        size,
+        [
+            (0.35, lambda: rng.choice(WORDS)),
+            (0.45, lambda: f"\x1b[{rng.randint(1, ROWS + 2)};{rng.randint(1, COLUMNS + 3)}H"),
+            (1.0, lambda: rng.choice(SEQUENCES)),
+        ],
+    )
 
 
 def _tmux(path: Path, escapes: bool) -> tuple[list[str], tuple[int, int]]:
