@@ -6,8 +6,6 @@ Real engine, scripted agents, Textual's Pilot."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,13 +17,13 @@ from console.widgets.key_bar import KeyBar, fit
 from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from tests.console.test_console_keys import PREFIX, ready, started_app, wait_for
+from tests.support.temp_dirs import short_temp_dir
 
 
 @pytest.fixture
 def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-bar-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with short_temp_dir("semo-bar-") as path:  # short: Unix socket paths
+        yield path
 
 
 def bar(app: SemoApp) -> str:

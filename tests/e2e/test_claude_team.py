@@ -18,9 +18,7 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -38,6 +36,7 @@ from tests.store.conftest import open_stores
 from tests.support.claude_home import claude_env
 from tests.support.git_repo import make_repo
 from tests.support.scripted_api import ScriptedMessagesAPI
+from tests.support.temp_dirs import short_temp_dir
 from tests.support.waiting import eventually_value
 
 pytestmark = pytest.mark.claude
@@ -88,9 +87,8 @@ FE_REPLIES = [
 
 @pytest.fixture
 def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-team-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with short_temp_dir("semo-team-") as path:  # short: Unix socket paths
+        yield path
 
 
 def make_office_repo(folder: Path) -> Path:

@@ -23,11 +23,9 @@ import io
 import json
 import logging
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -48,7 +46,7 @@ from tests.support.git_repo import make_repo
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.script_agent import logged_prompts
 from tests.support.semo_process import SEMO, environment_without_semo, semo_engine
-from tests.support.temp_dirs import captured_logs
+from tests.support.temp_dirs import captured_logs, short_temp_dir
 from tests.support.waiting import eventually, eventually_value
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -80,9 +78,8 @@ def block(payload: dict[str, object]) -> str:
 
 @pytest.fixture
 def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-hostile-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with short_temp_dir("semo-hostile-") as path:  # short: Unix socket paths
+        yield path
 
 
 def terminal_output(app: SemoApp) -> str:
