@@ -4,6 +4,9 @@ attaches later gets the reflowed history too."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 
 from engine.control.client import RemoteTerminal
@@ -35,20 +38,27 @@ async def resize(pane: RemoteTerminal, screen: Screen, cols: int, rows: int) -> 
     await eventually(lambda: (screen.columns, screen.lines) == (cols, rows), 10)
 
 
-async def write_long_lines(pane: RemoteTerminal, screen: Screen) -> None:
-    """Type LONG_LINES into the console's pane and wait until the engine's screen shows the
-    last one."""
-    pane.write(LONG_LINES)
-    await eventually(lambda: any(r.startswith("line39-") for r in rows_of(screen)), 10)
+@asynccontextmanager
+async def long_lines_in(
+    engine: Engine, role: str, cols: int, rows: int
+) -> AsyncIterator[tuple[RemoteTerminal, Screen]]:
+    """A console attached to `role`'s session, its pane resized to `cols` x `rows` and
+    LONG_LINES typed in it, once the engine's screen shows the last one: the pane and the
+    engine's screen. The console is closed after."""
+    client = client_of(engine)
+    screen = engine_screen(engine, role)
+    try:
+        pane = await attached(client, role)
+        await resize(pane, screen, cols, rows)
+        pane.write(LONG_LINES)
+        await eventually(lambda: any(r.startswith("line39-") for r in rows_of(screen)), 10)
+        yield pane, screen
+    finally:
+        await client.close()
 
 
 async def test_an_attached_console_shows_the_reflowed_screen(engine: Engine) -> None:
-    one = client_of(engine)
-    screen = engine_screen(engine, "A")
-    try:
-        pane = await attached(one, "A")
-        await resize(pane, screen, 60, 20)
-        await write_long_lines(pane, screen)
+    async with long_lines_in(engine, "A", 60, 20) as (pane, screen):
         wrapped = rows_of(screen)
         assert "line39-" + "0" * 53 in wrapped  # 96 characters: two rows at 60 columns
 
@@ -59,43 +69,30 @@ async def test_an_attached_console_shows_the_reflowed_screen(engine: Engine) -> 
             screen.row_line(y) for y in range(screen.lines)
         ]
         assert (pane.screen.cursor.x, pane.screen.cursor.y) == (screen.cursor.x, screen.cursor.y)
-    finally:
-        await one.close()
 
 
 async def test_a_console_attaching_after_a_resize_gets_the_reflowed_history(
     engine: Engine,
 ) -> None:
-    one, two = client_of(engine), client_of(engine)
-    screen = engine_screen(engine, "B")
+    two = client_of(engine)
     try:
-        first = await attached(one, "B")
-        await resize(first, screen, 50, 12)
-        await write_long_lines(first, screen)
-        await resize(first, screen, 110, 12)
-        history = history_of(screen)
-        assert "line20-" + "0" * 90 in history  # rejoined in the history, not only on screen
+        async with long_lines_in(engine, "B", 50, 12) as (first, screen):
+            await resize(first, screen, 110, 12)
+            history = history_of(screen)
+            assert "line20-" + "0" * 90 in history  # rejoined in the history, not only on screen
 
-        await one.close()  # the second console alone: its size (the default) must not win
+        # the first console closed, the second alone: its size (the default) must not win
         late = await attached(two, "B")
         late.resize(110, 12)
         await eventually(lambda: history_of(late.screen)[-len(history) :] == history, 10)
         assert rows_of(late.screen) == rows_of(screen)
     finally:
-        await one.close()
         await two.close()
 
 
 async def test_an_attached_console_gets_the_reflowed_history(engine: Engine) -> None:
-    one = client_of(engine)
-    screen = engine_screen(engine, "A")
-    try:
-        pane = await attached(one, "A")
-        await resize(pane, screen, 50, 12)
-        await write_long_lines(pane, screen)
+    async with long_lines_in(engine, "A", 50, 12) as (pane, screen):
         await eventually(lambda: len(pane.screen.scrollback) == len(screen.scrollback), 10)
         await resize(pane, screen, 110, 12)
         history = history_of(screen)
         await eventually(lambda: history_of(pane.screen)[-len(history) :] == history, 5)
-    finally:
-        await one.close()
