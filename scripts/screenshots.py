@@ -26,9 +26,19 @@ from console.app import SemoApp  # noqa: E402
 from console.widgets.questions_panel import QuestionsPanel  # noqa: E402
 from engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig  # noqa: E402
 from engine.engine import Engine  # noqa: E402
+from tests.support.temp_dirs import short_temp_dir  # noqa: E402
 from tests.support.waiting import eventually  # noqa: E402
 
 OUT = REPO / "screenshots"
+
+
+async def save_screenshot(app: SemoApp, name: str, settle: float) -> None:
+    """`settle` seconds for the screen to draw, then the notifications cleared and the screen
+    saved as OUT/name."""
+    await asyncio.sleep(settle)
+    app.clear_notifications()
+    await asyncio.sleep(0.3)
+    app.save_screenshot(name, str(OUT))
 
 
 async def demo_view(size: tuple[int, int], name: str) -> None:
@@ -39,10 +49,7 @@ async def demo_view(size: tuple[int, int], name: str) -> None:
         await eventually(lambda: getattr(app.screen, "started", False), 30)
         panel = app.screen.query_one(QuestionsPanel)
         await eventually(lambda: bool(panel.questions), 60)
-        await asyncio.sleep(1.5)
-        app.clear_notifications()
-        await asyncio.sleep(0.3)
-        app.save_screenshot(name, str(OUT))
+        await save_screenshot(app, name, 1.5)
     print(f"wrote {OUT / name}")
 
 
@@ -51,22 +58,18 @@ async def office_view(
 ) -> None:
     from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
 
-    runtime = Path(tempfile.mkdtemp(prefix="semo-shot-"))
     office = folder / f"office-{sessions}-{layout_presses}"
     office.mkdir()
-    engine = console_engine(
-        office, runtime, scripts=office_scripts(sessions), max_sessions=sessions
-    )
-    app = SemoApp(engine)
-    async with app.run_test(size=size) as pilot:
-        await settle_office(app, sessions)
-        for _ in range(layout_presses):  # F2: 1 -> 2 -> 4 -> 6 panes
-            await pilot.press("f2")
-        await asyncio.sleep(1.0 if layout_presses else 0)
-        app.clear_notifications()
-        await asyncio.sleep(0.3)
-        app.save_screenshot(name, str(OUT))
-    shutil.rmtree(runtime, ignore_errors=True)
+    with short_temp_dir("semo-shot-") as runtime:
+        engine = console_engine(
+            office, runtime, scripts=office_scripts(sessions), max_sessions=sessions
+        )
+        app = SemoApp(engine)
+        async with app.run_test(size=size) as pilot:
+            await settle_office(app, sessions)
+            for _ in range(layout_presses):  # F2: 1 -> 2 -> 4 -> 6 panes
+                await pilot.press("f2")
+            await save_screenshot(app, name, 1.0 if layout_presses else 0)
     print(f"wrote {OUT / name}")
 
 
@@ -79,25 +82,21 @@ async def jobs_view(size: tuple[int, int], name: str, folder: Path) -> None:
         "FE": [{"match": "login page", "text": "built it\n[SEMO:DONE] the login page works"}],
         "BE": [],
     }
-    runtime = Path(tempfile.mkdtemp(prefix="semo-shot-"))
     office = folder / "jobs"
     office.mkdir()
-    engine = console_engine(office, runtime, scripts=scripts)
-    app = SemoApp(engine)
-    async with app.run_test(size=size) as pilot:
-        await eventually(lambda: getattr(app.screen, "started", False), 30)
-        await engine.create_job("BE", "Add a GET /health endpoint")
-        done = await engine.create_job("FE", "Build the login page\nwith a form")
-        await pilot.press("f5")
-        await eventually(lambda: isinstance(app.screen, JobsScreen), 30)
-        jobs = app.screen
-        await eventually(lambda: jobs.selected == done.id, 30)  # type: ignore[attr-defined]
-        await eventually(lambda: "  done" in jobs.timeline_text, 60)  # type: ignore[attr-defined]
-        await asyncio.sleep(0.5)
-        app.clear_notifications()
-        await asyncio.sleep(0.3)
-        app.save_screenshot(name, str(OUT))
-    shutil.rmtree(runtime, ignore_errors=True)
+    with short_temp_dir("semo-shot-") as runtime:
+        engine = console_engine(office, runtime, scripts=scripts)
+        app = SemoApp(engine)
+        async with app.run_test(size=size) as pilot:
+            await eventually(lambda: getattr(app.screen, "started", False), 30)
+            await engine.create_job("BE", "Add a GET /health endpoint")
+            done = await engine.create_job("FE", "Build the login page\nwith a form")
+            await pilot.press("f5")
+            await eventually(lambda: isinstance(app.screen, JobsScreen), 30)
+            jobs = app.screen
+            await eventually(lambda: jobs.selected == done.id, 30)  # type: ignore[attr-defined]
+            await eventually(lambda: "  done" in jobs.timeline_text, 60)  # type: ignore[attr-defined]
+            await save_screenshot(app, name, 0.5)
     print(f"wrote {OUT / name}")
 
 
@@ -112,7 +111,7 @@ async def claude_view(size: tuple[int, int], name: str, folder: Path) -> None:
         "I added the endpoint.\n\n- `GET /health` returns `200 OK`\n- a test covers it\n\n"
         "[STEP_COMPLETE] /health endpoint added"
     )
-    with ScriptedMessagesAPI(replies=[reply]) as api:
+    with ScriptedMessagesAPI(replies=[reply]) as api, short_temp_dir("semo-shot-") as runtime:
         work = folder / "work"
         work.mkdir()
         config = SemoConfig(
@@ -121,7 +120,6 @@ async def claude_view(size: tuple[int, int], name: str, folder: Path) -> None:
             pool=PoolConfig(max_sessions=2, warm_roles=["BE"]),
             agents=[AgentConfig(role="BE", prompt="You build the HTTP API.")],
         )
-        runtime = Path(tempfile.mkdtemp(prefix="semo-shot-"))
         engine = Engine(
             config,
             agent_env=claude_env(folder / "elsewhere", folder / "home", api),
@@ -134,11 +132,7 @@ async def claude_view(size: tuple[int, int], name: str, folder: Path) -> None:
             (session,) = engine.sessions()
             await session.execute("Add a GET /health endpoint", timeout=60)
             await pilot.press("f3")
-            await asyncio.sleep(1.0)
-            app.clear_notifications()
-            await asyncio.sleep(0.3)
-            app.save_screenshot(name, str(OUT))
-        shutil.rmtree(runtime, ignore_errors=True)
+            await save_screenshot(app, name, 1.0)
     print(f"wrote {OUT / name}")
 
 
