@@ -210,6 +210,7 @@ class TerminalScreen(pyte.Screen):
         self._pads: dict[Cell, Cell] = {}  # attrs -> the right half of a wide char with them
         self._interned: dict[Cell, Cell] = {BLANK: BLANK}
         self._sgr_cache: dict[tuple[int, str], tuple[Cell, Cell]] = {}
+        self._steps: dict[tuple[int, str], tuple[Cell, Cell, _GlyphCache]] = {}
         self._writes: dict[int, list[_Write]] = {}
         super().__init__(columns, lines)
 
@@ -290,6 +291,29 @@ class TerminalScreen(pyte.Screen):
                 start = writes[index][0]
             if not start and index:
                 del writes[:index]
+
+    def _keep_many(self, y: int, new: list[_Write]) -> None:
+        """`_keep` each of `new` (draws that follow one another on row y) in one call."""
+        writes = self._writes.get(y)
+        if writes is None:
+            if self.deferred_rows:
+                self._materialize_deferred()
+            self._writes[y] = new
+        elif len(writes) + len(new) > MAX_KEPT_WRITES:  # nobody read the row for long
+            self._row(y)
+            self._writes[y] = new
+        else:
+            writes += new
+            new = writes
+        if new[-1][1] == self.columns:  # covered from column 0: the earlier writes go
+            start, index = new[-1][0], len(new) - 1
+            while start and index:
+                index -= 1
+                if new[index][1] != start:
+                    return
+                start = new[index][0]
+            if not start and index:
+                del new[:index]
 
     def _row(self, y: int) -> StaticDefaultDict[int, Cell]:
         """Row y of the buffer, with its kept-back draws applied (cheaper than `buffer[y]`)."""
@@ -516,6 +540,96 @@ class TerminalScreen(pyte.Screen):
             self._keep(cursor.y, (x, stop, glyphs, data))
             cursor.x = stop
         self.dirty.add(cursor.y)
+
+    def draw_styled(self, parts: list[str]) -> None:
+        """Text with SGRs between: `parts` as `re.split` cuts it at `ESC [ params m` (text,
+        params, text, ...), applied as `draw(parts[0]); sgr(parts[1]); draw(parts[2]) ...`
+        would. While the pieces fit on the cursor's row they are kept back together (one
+        `_keep` for the row, SGRs taken from a table of steps); from the first piece that does
+        not fit, or when the row needs the general drawing (no autowrap, insert mode, a
+        joiner pending, DEC graphics), the rest goes call by call."""
+        mode = self.mode
+        if self._charset_map is not None or self._pending_zwj or _IRM in mode:
+            self._draw_styled_calls(parts, 0)
+            return
+        if _DECAWM not in mode:
+            self._draw_styled_calls(parts, 0)
+            return
+        cursor = self.cursor
+        x = cursor.x
+        columns = self.columns
+        attrs = cursor.attrs
+        glyphs = self._glyphs
+        if glyphs.attrs is not attrs:
+            glyphs = self.glyphs_for(attrs)
+        steps = self._steps
+        widths = _cell_widths.__getitem__
+        writes: list[_Write] = []
+        last = ""
+        count = len(parts)
+        index = 0
+        while True:
+            text = parts[index]
+            if text:
+                if text.isascii():
+                    stop = x + len(text)
+                    if stop > columns:
+                        break
+                    writes.append((x, stop, glyphs, text))
+                else:
+                    if len(text) > columns - x:
+                        break
+                    stop = x + sum(map(widths, text))
+                    if stop > columns:
+                        cut = clusters(text) if stop >= _JOINING else None
+                        if cut is None or x + cut[1] > columns:
+                            break
+                        stop = x + cut[1]
+                        writes.append((x, stop, glyphs.cells, cut[0]))
+                    else:
+                        writes.append((x, stop, glyphs.cells, text))
+                x = stop
+                last = text
+            index += 1
+            if index == count:
+                break
+            step = steps.get((id(attrs), parts[index]))
+            if step is None or step[0] is not attrs:
+                step = self._step(attrs, parts[index])
+            attrs, glyphs = step[1], step[2]
+            index += 1
+        cursor.attrs = attrs
+        if writes:
+            self._keep_many(cursor.y, writes)
+            cursor.x = x
+            self.last_graphic = last[-1]
+            self.dirty.add(cursor.y)
+        if index < count:
+            self._draw_styled_calls(parts, index)
+
+    def _step(self, attrs: Cell, params: str) -> tuple[Cell, Cell, _GlyphCache]:
+        """`draw_styled`'s table: (attributes, SGR params) -> (them, the attributes after, the
+        glyph cache of those)."""
+        cursor = self.cursor
+        saved = cursor.attrs
+        cursor.attrs = attrs
+        self.sgr(params)
+        after = cursor.attrs
+        cursor.attrs = saved
+        steps = self._steps
+        if len(steps) >= 4096:
+            steps.clear()
+        step = steps[id(attrs), params] = (attrs, after, self.glyphs_for(after))
+        return step
+
+    def _draw_styled_calls(self, parts: list[str], index: int) -> None:
+        """`draw_styled` from parts[index] (a text) on, call by call."""
+        draw, sgr = self.draw, self.sgr
+        for position in range(index, len(parts)):
+            if position % 2:
+                sgr(parts[position])
+            else:
+                draw(parts[position])
 
     def _draw_runs(self, data: str) -> None:
         """Text with non-ASCII characters. If it fits on the cursor's row, its cells come from a
@@ -818,6 +932,23 @@ class TerminalScreen(pyte.Screen):
         else:
             row = self._row(y)
         row.update(dict.fromkeys(range(start, stop), attrs))
+
+    def erase_rows_up(self, count: int) -> None:
+        """`CSI 2K CSI 1A` repeated `count` times (Ink erases its previous frame so) in one call."""
+        cursor = self.cursor
+        if self.margins is not None or cursor.attrs is not self._default or self.deferred_rows:
+            for _ in range(count):
+                self.erase_in_line(2)
+                self.cursor_up(1)
+            return
+        y = cursor.y
+        rows = range(y, max(y - count, -1), -1)
+        writes, buffer = self._writes, self._buffer
+        for row_y in rows:
+            writes.pop(row_y, None)  # draws kept back for the row: erased unseen
+            buffer.pop(row_y, None)  # a missing row reads as default blanks
+        self.dirty.update(rows)
+        cursor.y = max(y - count, 0)
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
         """pyte's, with erased rows' wrap flags cleared, rows dropped when the attributes are

@@ -44,12 +44,15 @@ _PARTIAL = re.compile(
 # The fast path's parts: a printable run, CR LF, a whole CSI, an ESC sequence (not CSI, OSC or a
 # string introducer), or any single control (a lone ESC among them: the general path reads it)
 _PARTS = re.compile(
-    r"[^\x00-\x1f\x7f-\x9f]+"
+    r"[^\x00-\x1f\x7f-\x9f]++(?:\x1b\[[0-9;:]*+m[^\x00-\x1f\x7f-\x9f]*+)*+"  # text, SGRs in it
+    r"|(?:\x1b\[2K\x1b\[1A)++"  # Ink erasing its previous frame, row by row
     r"|\r\n"
     r"|\x1b\[[0-?]*[ -/]*[@-~]"
     r"|\x1b[ -/]*[0-OQ-WYZ\\`a-~]"
     r"|[\x00-\x1f\x7f-\x9f]"
 )
+_ERASE_UP = "\x1b[2K\x1b[1A"
+_SGR_SPLIT = re.compile(r"\x1b\[([0-9;:]*)m")
 _CONTROLS = frozenset(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
 _BREAKS = frozenset(["\r", "\n", "\r\n"])  # where the plain-output batch may start
 _INTERMEDIATES = "".join(map(chr, range(0x20, 0x30)))
@@ -214,6 +217,8 @@ class TerminalStream:
         cursor = screen.cursor
         call_for = self._calls.get
         draw = screen.draw
+        draw_styled = screen.draw_styled
+        split_sgr = _SGR_SPLIT.split
         batch = self.batch_enabled
         bottom = screen.lines - 1
         controls = _CONTROLS
@@ -222,17 +227,19 @@ class TerminalStream:
         at = index = 0  # pos is where parts[at] starts
         while True:
             for index, part in numbered:  # noqa: B007 (index is read after the loop)
-                call = call_for(part)
-                if call is None:
-                    if part[0] in controls:  # a sequence not in the table yet
-                        call = self._call_for(part)
-                        if call is None:
-                            break
-                    elif batch and screen.deferred_rows:
+                if part[0] not in controls:  # text, maybe with SGRs in it
+                    if batch and screen.deferred_rows:
                         break
+                    if "\x1b" in part:
+                        draw_styled(split_sgr(part))
                     else:
                         draw(part)
-                        continue
+                    continue
+                call = call_for(part)
+                if call is None:  # a sequence not in the table yet
+                    call = self._call_for(part)
+                    if call is None:
+                        break
                 if batch and (screen.deferred_rows or (part in breaks and cursor.y == bottom)):
                     break
                 call()
@@ -265,6 +272,8 @@ class TerminalStream:
             call = self._controls.get(part, _ignore)
         elif part == "\r\n":
             call = self.screen.crlf
+        elif part.startswith(_ERASE_UP):
+            call = partial(self.screen.erase_rows_up, len(part) // len(_ERASE_UP))
         elif part[1] == "[":
             params, inter, final = part[2:-1], "", part[-1]
             if params[-1:] and params[-1] < "0":  # intermediates end the parameters

@@ -1,0 +1,216 @@
+"""Text with SGRs in it drawn in one call (`TerminalScreen.draw_styled`), Ink's frame erase
+(`CSI 2K CSI 1A` repeated) applied in one call (`erase_rows_up`), and the stream's parts that
+feed them: each must leave the screen exactly as the calls it stands for, one by one, on
+hostile input (wide characters at the margin, joiners, combining marks, flags, autowrap off,
+insert mode, DEC graphics, margins, rows kept back or deferred, reads cut anywhere) and as
+tmux 3.3a shows it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from engine.terminal.screen import TerminalScreen
+from engine.terminal.stream import _SGR_SPLIT, make_screen_and_stream
+from tests.support.random_stream import random_stream
+from tests.terminal import test_fuzz_tmux as fuzz
+
+_TEXTS = [
+    *"ab Z~é│●⏺中文ｱ한✅🚀",
+    "\u200d",
+    "\ufe0f",
+    "\u0301",
+    "🇩🇪",
+    "👨‍💻",
+    "⚠️",
+    "e\u0301",
+    "  ",
+    "x" * 9,
+    "中文字符",
+]
+_PARAMS = ["", "0", "1", "22", "2", "31", "39", "7", "38;5;208", "48;2;1;2;3", "38:2::1:2:3",
+           "4:3", "1;31", ";", "99999999"]  # fmt: skip
+_text = st.lists(st.sampled_from(_TEXTS), max_size=4).map("".join)
+# parts as re.split cuts them at SGRs: text, params, text, ..., text
+_parts = st.lists(st.tuples(st.sampled_from(_PARAMS), _text), max_size=8).flatmap(
+    lambda pairs: _text.map(lambda first: [first, *[x for pair in pairs for x in pair]])
+)
+_SETUPS = [
+    "", "\x1b[?7l", "\x1b[4h", "\x1b(0", "a\u200d", "\x1b[1m", "\x1b[7;33m", "中文字符中文字符",
+    "\x1b[2;4r", "x\r\n" * 8, "\x1b[?1049h", "ab\x1b[G中", "\x1b[5G✅\x1b[3G",
+]  # fmt: skip
+
+
+def _state(screen: TerminalScreen) -> tuple:
+    buffer = screen.buffer
+    cells = tuple(
+        tuple(buffer[y][x] for x in range(screen.columns + 1)) for y in range(screen.lines)
+    )
+    wrapped = tuple(getattr(buffer[y], "wrapped", False) for y in range(screen.lines))
+    cursor = screen.cursor
+    return (
+        cells,
+        wrapped,
+        (cursor.x, cursor.y, cursor.attrs),
+        tuple(screen.scrollback),
+        screen.last_graphic,
+        screen._pending_zwj,
+        frozenset(screen.dirty),
+    )
+
+
+def _screen(columns: int, setup: str, column: int) -> TerminalScreen:
+    screen, stream = make_screen_and_stream(columns, 4, scrollback=20)
+    stream.feed(setup)
+    stream.feed(f"\x1b[{column}G")
+    return screen
+
+
+@settings(max_examples=1500, deadline=None)
+@example(parts=["中", "1", "文字"], columns=4, column=2, setup="", read=False)
+@example(parts=["ab", "31", "\u200d🚀"], columns=6, column=1, setup="", read=False)
+@example(parts=["x", "1", "🇩🇪"], columns=6, column=5, setup="", read=True)
+@given(
+    parts=_parts,
+    columns=st.integers(min_value=1, max_value=12),
+    column=st.integers(min_value=1, max_value=13),
+    setup=st.sampled_from(_SETUPS),
+    read=st.booleans(),
+)
+def test_styled_text_draws_as_its_calls_one_by_one(parts, columns, column, setup, read):
+    fused = _screen(columns, setup, column)
+    single = _screen(columns, setup, column)
+    if read:  # rows already made into cells (else the setup's draws are still kept back)
+        fused.buffer  # noqa: B018
+        single.buffer  # noqa: B018
+    fused.draw_styled(list(parts))
+    for index, part in enumerate(parts):
+        single.sgr(part) if index % 2 else single.draw(part)
+    assert _state(fused) == _state(single)
+
+
+def test_a_styled_row_covering_the_row_drops_the_earlier_writes_unapplied():
+    screen, stream = make_screen_and_stream(6, 2)
+    stream.feed("中文字\x1b[G")  # kept back, then covered from column 0 to the margin
+    stream.feed("ab\x1b[1mcd\x1b[0mef\x1b[G")
+    assert len(screen._writes[0]) == 3
+    assert screen.text_rows()[0] == "abcdef"
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    count=st.integers(min_value=0, max_value=9),
+    row=st.integers(min_value=1, max_value=7),
+    setup=st.sampled_from(["", "\x1b[2;5r", "\x1b[44m", "\x1b[?1049h", "\x1b[7m\x1b[2;3r"]),
+    deferred=st.booleans(),
+)
+def test_ink_erase_is_its_calls_one_by_one(count, row, setup, deferred):
+    def screen() -> TerminalScreen:
+        screen, stream = make_screen_and_stream(5, 6)
+        stream.feed("".join(f"r{y}\x1b[1mw\x1b[m\r\n" for y in range(9 if deferred else 5)))
+        stream.feed(f"{setup}\x1b[{row}Hzz")
+        return screen
+
+    fused, single = screen(), screen()
+    fused.erase_rows_up(count)
+    for _ in range(count):
+        single.erase_in_line(2)
+        single.cursor_up(1)
+    assert _state(fused) == _state(single)
+
+
+def _ink_stream(rng: random.Random, size: int, columns: int) -> str:
+    words = ["word", "中文字", "🚀✅", "e\u0301", "a\u200d🚀", "⚠️", "🇩🇪x", "│ ⏺ ●", "x" * columns]
+    sgrs = ["\x1b[1m", "\x1b[22m", "\x1b[38;2;215;119;87m", "\x1b[39m", "\x1b[2m", "\x1b[0m",
+            "\x1b[7;44m", "\x1b[m"]  # fmt: skip
+
+    def erase() -> str:
+        return "\x1b[2K\x1b[1A" * rng.randint(1, 12) + rng.choice(["\x1b[2K\x1b[G", "\x1b[2K", ""])
+
+    return random_stream(
+        rng,
+        size,
+        [
+            (0.35, lambda: rng.choice(words)),
+            (0.6, lambda: rng.choice(sgrs)),
+            (0.7, lambda: rng.choice(["\r\n", "\r\n", "\x1b[K", "\x1b[G", "\x1b[3G", "\n"])),
+            (0.78, erase),
+            (0.83, lambda: rng.choice(["\x1b[?7l", "\x1b[?7h", "\x1b[4h", "\x1b[4l"])),
+            (0.88, lambda: f"\x1b[{rng.randint(1, 9)};{rng.randint(1, columns + 2)}H"),
+            (0.92, lambda: rng.choice(["\x1b(0", "\x1b(B", "\x1b[2;5r", "\x1b[r", "\x1b[?2026h"])),
+            (1.0, lambda: rng.choice(["\x1b[", "\x1b", "\x1b[38;5", "\x1b[2K\x1b[", "\ufffd"])),
+        ],
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ink_frames_fed_fast_leave_what_the_token_path_leaves(seed: int):
+    rng = random.Random(seed)
+    columns = rng.randint(3, 16)
+    text = _ink_stream(rng, 4000, columns)
+    cuts = sorted(rng.randrange(len(text)) for _ in range(rng.randint(0, 40)))
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    states = []
+    for fast in (True, False):
+        screen, stream = make_screen_and_stream(columns, 9, scrollback=30, fast=fast)
+        for chunk in chunks:
+            stream.feed(chunk)
+        states.append((_state(screen), stream._pending, stream.unknown_sequences))
+    assert states[0] == states[1]
+
+
+def test_sgr_split_cuts_only_sgrs():
+    assert _SGR_SPLIT.split("a\x1b[1;2mb\x1b[mc") == ["a", "1;2", "b", "", "c"]
+    screen, stream = make_screen_and_stream(10, 2)
+    stream.feed("a\x1b[1?2mb\x1b[>4;2mc")  # not SGRs: tmux ignores them, nothing drawn
+    assert screen.text_rows()[0] == "abc"
+    assert not screen.cursor.attrs.bold
+
+
+def _tmux_stream(rng: random.Random, size: int) -> str:
+    """Ink frames at the fuzz test's size, without what tmux and semo are known to differ on
+    (scroll margins, insert mode, DEC graphics)."""
+    width = fuzz.COLUMNS
+    words = ["word", "中文字", "🚀✅", "e\u0301", "⚠️", "│ ⏺ ●", "ｱｲ", "x" * (width - 3), "ab"]
+    sgrs = ["\x1b[1m", "\x1b[22m", "\x1b[38;2;215;119;87m", "\x1b[39m", "\x1b[0m", "\x1b[7;44m"]
+
+    def row() -> str:
+        pieces = [rng.choice(sgrs) + rng.choice(words) for _ in range(rng.randint(1, 5))]
+        return "".join(pieces) + rng.choice(["\r\n", "\x1b[K\r\n", ""])
+
+    def frame() -> str:
+        rows = rng.randint(1, fuzz.ROWS - 1)
+        head = "\x1b[2K\x1b[1A" * rng.randint(0, rows) + "\x1b[2K\x1b[G"
+        return head + "".join(row() for _ in range(rows))
+
+    return random_stream(
+        rng,
+        size,
+        [
+            (0.7, frame),
+            (0.85, lambda: f"\x1b[{rng.randint(1, fuzz.ROWS)};{rng.randint(1, width + 2)}H"),
+            (1.0, lambda: rng.choice(["\x1b[?7l", "\x1b[?7h", "\x1b[?2026h\x1b[?25l", "\r\n"])),
+        ],
+    )
+
+
+@pytest.mark.tmux
+@pytest.mark.parametrize("seed", range(8))
+def test_ink_frames_with_wide_text_render_as_in_tmux(seed: int, tmp_path: Path) -> None:
+    rng = random.Random(1000 + seed)
+    text = _tmux_stream(rng, 3000)
+    path = tmp_path / "stream"
+    path.write_bytes(text.encode())
+    screen, stream = make_screen_and_stream(fuzz.COLUMNS, fuzz.ROWS)
+    cuts = sorted(rng.randrange(len(text)) for _ in range(12))
+    for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
+        stream.feed(text[a:b])
+    tmux_rows, tmux_cursor = fuzz._tmux(path, escapes=False)
+    assert screen.text_rows() == [row.rstrip(" ") for row in tmux_rows], f"seed {seed}: {text!r}"
+    assert (min(screen.cursor.x, fuzz.COLUMNS - 1), screen.cursor.y) == tmux_cursor
+    escaped, _ = fuzz._tmux(path, escapes=True)
+    assert fuzz._cells(screen) == fuzz._styled(escaped)
