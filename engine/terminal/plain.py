@@ -138,7 +138,10 @@ class PlainBatch:
         default = screen.default_char
         rows: list[Row] = []
         for index, body in enumerate(bodies):
-            if "\x1b" not in body and len(body) <= columns:
+            if "\x1b" not in body:
+                if len(body) > columns:  # it wraps
+                    rows.extend(self._wrap(self._segments_of([body]), columns))
+                    continue
                 if not body:
                     rows.append([])
                     continue
@@ -150,24 +153,27 @@ class PlainBatch:
                     rows.append([(attrs, body)])
                 continue
             parts = _SGR_SPLIT.split(body)
-            if sum(map(len, parts[0::2])) <= columns:
-                if index < surely_scrolled:  # scrolls away in this batch: straight to a Record
-                    rows.append(_Packed(self._pack_parts(parts, default, None)))
-                else:  # stays on screen for now: segments, with the Record for later
-                    kept = _PackedSegments()
-                    kept.record = self._pack_parts(parts, default, kept)
+            if index < surely_scrolled:  # scrolls away in this batch: straight to a Record
+                record = self._pack_parts(parts, default, None, columns)
+                if record is not None:
+                    rows.append(_Packed(record))
+                    continue
+            else:  # stays on screen for now: segments, with the Record for later
+                kept = _PackedSegments()
+                record = self._pack_parts(parts, default, kept, columns)
+                if record is not None:
+                    kept.record = record
                     rows.append(kept)
-                continue
-            segments = self._segments_of(parts)
-            if sum(len(text) for _, text in segments) <= columns:
-                rows.append(segments)
-            else:
-                rows.extend(self._wrap(segments, columns))
+                    continue
+            rows.extend(self._wrap(self._segments_of(parts), columns))  # wider: it wraps
         return rows
 
-    def _pack_parts(self, parts: list[str], blank: Cell, segments: list[Segment] | None) -> Record:
+    def _pack_parts(
+        self, parts: list[str], blank: Cell, segments: list[Segment] | None, columns: int
+    ) -> Record | None:
         """`pack_segments(self._segments_of(parts))` in one pass (the SGRs apply as well); the
-        segments go into `segments` when it is given.
+        segments go into `segments` when it is given. None, and nothing applied, when the text
+        is wider than `columns` (the row wraps).
 
         Each SGR is one dict lookup in the table of the style it leaves, which gives the
         next style and its packed fields at once; runs are built flat, as the Record holds
@@ -179,7 +185,7 @@ class PlainBatch:
             styles.clear()  # between lines only, with the fields: see `_style`
             self._fields.clear()
             self._interned = screen._interned
-        style = self._style(cursor.attrs)
+        first = style = self._style(cursor.attrs)
         fields = style[1]
         flat: list[Any] = []
         last: tuple[object, ...] | None = None
@@ -209,6 +215,9 @@ class PlainBatch:
                 last_text = text
                 if segments is not None:
                     segments.append((style[0], text))
+        if pos > columns:
+            cursor.attrs = first[0]  # (`_step` moves it)
+            return None
         cursor.attrs = style[0]
         if last_text:
             screen.last_graphic = last_text[-1]
