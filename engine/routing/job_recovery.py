@@ -94,18 +94,18 @@ async def _recover(
     return recovered
 
 
-async def _entry(store: Store, job: Job, step: str, detail: str) -> None:
-    await store.add_job_entry(
-        JobEntry(
-            job_id=job.id,
-            office_id=job.office_id,
-            step=step,
-            status=job.status,
-            attempts=job.attempts,
-            session_id=job.session_id,
-            agent_id=job.agent_id,
-            detail=detail,
-        )
+def job_entry(job: Job, step: str, *, session_id: str | None = None, detail: str = "") -> JobEntry:
+    """The entry of `job`'s timeline for `step`: the job's status, attempts, agent and session
+    (or `session_id`) as they are now."""
+    return JobEntry(
+        job_id=job.id,
+        office_id=job.office_id,
+        step=step,
+        status=job.status,
+        attempts=job.attempts,
+        session_id=session_id or job.session_id,
+        agent_id=job.agent_id,
+        detail=detail,
     )
 
 
@@ -160,7 +160,7 @@ async def take_over_jobs(
         )
         note = f"{why}; continued on engine {me}, in its Claude Code conversation resumed"
         try:
-            await _entry(store, row, "retry", note)
+            await store.add_job_entry(job_entry(row, "retry", detail=note))
         except StoreError as error:
             log.warning("job %s: its retry step not on the timeline: %s", job.id, error)
         taken.append(row)

@@ -76,6 +76,7 @@ from engine.protocol.observer import MessageFound
 from engine.protocol.screen_text import text_width
 from engine.protocol.state import AgentState, StateChange
 from engine.routing.dispatcher import CommandFailed
+from engine.routing.job_recovery import job_entry
 from engine.routing.policy import Decision, Failure, FailureKind, decide, kind_for_pattern
 from engine.routing.router import Router
 from engine.sessions.agent_session import (
@@ -109,6 +110,8 @@ log = logging.getLogger("semo.jobs")
 FINAL_WRITE_BACKOFF = (0.2, 1.0, 3.0)
 #: timeline rows waiting to be written, at most (more are dropped, with a log line)
 MAX_PENDING_ENTRIES = 10_000
+#: what a job's step on the bus (JobEvent) carries of its timeline entry
+EVENT_FIELDS = frozenset("office_id job_id agent_id step status attempts session_id detail".split())
 
 
 # the generic reader's gutter and the monitor's fence, as engine.protocol uses them
@@ -782,34 +785,13 @@ class JobRunner:
     ) -> None:
         """The step on the bus, and on the job's timeline unless the store wrote it already
         (`record` False: with the job's status, `_final`)."""
+        entry = job_entry(job, step, session_id=session_id, detail=detail)
         if record:
-            self._record(
-                JobEntry(
-                    job_id=job.id,
-                    office_id=job.office_id,
-                    step=step,
-                    status=job.status,
-                    attempts=job.attempts,
-                    session_id=session_id or job.session_id,
-                    agent_id=job.agent_id,
-                    detail=detail,
-                )
-            )
+            self._record(entry)
         if self.bus is None:
             return
-        self.bus.publish(
-            JobEvent(
-                office_id=job.office_id,
-                job_id=job.id,
-                agent_id=job.agent_id,
-                step=step,
-                status=job.status,
-                attempts=job.attempts,
-                session_id=session_id or job.session_id,
-                needs_human=job.needs_human,
-                detail=detail,
-            )
-        )
+        fields = entry.model_dump(include=EVENT_FIELDS)
+        self.bus.publish(JobEvent(**fields, needs_human=job.needs_human))
 
     # -- the timeline ---------------------------------------------------------------------------
 
