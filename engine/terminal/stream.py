@@ -41,11 +41,13 @@ _PARTIAL = re.compile(
     r"\x1b(?:\[[ -?]*|\][^\x07\x1b\x9c]*\x1b?|[P_^X].*|[ -/]*)?\Z",
     re.DOTALL,
 )
-# The fast path's parts: a printable run, CR LF, a whole CSI, an ESC sequence (not CSI, OSC or a
-# string introducer), or any single control (a lone ESC among them: the general path reads it)
+# The fast path's parts: a printable run (with the SGRs in it), Ink's frame erase, a whole OSC,
+# CR LF, a whole CSI, an ESC sequence (not CSI, OSC or a string introducer), or any single
+# control (a lone ESC among them: the general path reads it)
 _PARTS = re.compile(
-    r"[^\x00-\x1f\x7f-\x9f]++(?:\x1b\[[0-9;:]*+m[^\x00-\x1f\x7f-\x9f]*+)*+"  # text, SGRs in it
+    r"[^\x00-\x1f\x7f-\x9f]++(?:\x1b\[[0-9;:]*+m|\r\n|[^\x00-\x1f\x7f-\x9f]++)*+"  # text
     r"|(?:\x1b\[2K\x1b\[1A)++"  # Ink erasing its previous frame, row by row
+    r"|\x1b\][^\x07\x1b\x9c]*+(?:\x07|\x1b\\|\x9c)"  # a whole OSC (titles)
     r"|\r\n"
     r"|\x1b\[[0-?]*[ -/]*[@-~]"
     r"|\x1b[ -/]*[0-OQ-WYZ\\`a-~]"
@@ -199,7 +201,13 @@ class TerminalStream:
         pos = 0
         window = _FIRST_WINDOW
         findall = _PARTS.findall
+        screen = self.screen
+        batch = self.batch_enabled
         while pos < size:
+            if batch and screen.deferred_rows and data[pos] not in _CONTROLS:
+                # text continuing the batch's rows (a part would go to the general path)
+                pos = self._feed_tokens(data, pos, pos + 1)
+                continue
             limit = pos + window
             parts = findall(data, pos, limit) if limit < size else []
             if len(parts) > 1:
@@ -226,11 +234,16 @@ class TerminalStream:
         numbered = enumerate(parts)
         at = index = 0  # pos is where parts[at] starts
         while True:
+            taken = 0  # of parts[index] when the loop breaks: the general path goes on from there
             for index, part in numbered:  # noqa: B007 (index is read after the loop)
-                if part[0] not in controls:  # text, maybe with SGRs in it
+                if part[0] not in controls:  # text, maybe with SGRs and CR LFs in it
                     if batch and screen.deferred_rows:
                         break
-                    if "\x1b" in part:
+                    if "\n" in part:
+                        taken = self._draw_rows(part)
+                        if taken:
+                            break
+                    elif "\x1b" in part:
                         draw_styled(split_sgr(part))
                     else:
                         draw(part)
@@ -248,7 +261,7 @@ class TerminalStream:
             pos += sum(map(len, parts[at:index]))
             at = index
             # the general path from parts[index] on, until it stops where a part starts
-            end = pos
+            end = pos + taken
             count = len(parts)
             while True:
                 end = self._feed_tokens(data, end, end + 1)
@@ -262,6 +275,28 @@ class TerminalStream:
             for _ in range(at - index - 1):  # the general path took parts[index:at]
                 next(numbered)
 
+    def _draw_rows(self, part: str) -> int:
+        """Draw a text part that holds CR LFs, row by row; 0 when it is all applied, else the
+        offset of the CR LF where the plain-output batch may take over (the cursor is on the
+        bottom row): the general path goes on from there."""
+        screen = self.screen
+        cursor = screen.cursor
+        bottom = screen.lines - 1 if self.batch_enabled else -1
+        draw, draw_styled, split_sgr = screen.draw, screen.draw_styled, _SGR_SPLIT.split
+        offset = -2
+        for row in part.split("\r\n"):
+            if offset >= 0:  # a CR LF before this row
+                if cursor.y == bottom:
+                    return offset
+                screen.crlf()
+            if row:
+                if "\x1b" in row:
+                    draw_styled(split_sgr(row))
+                else:
+                    draw(row)
+            offset += 2 + len(row)
+        return 0
+
     def _call_for(self, part: str) -> Callable[[], None] | None:
         """The call that applies the sequence or control `part`, kept in the table (bounded)
         unless it is long; None for what only the general path reads (a lone ESC)."""
@@ -272,6 +307,9 @@ class TerminalStream:
             call = self._controls.get(part, _ignore)
         elif part == "\r\n":
             call = self.screen.crlf
+        elif part[1] == "]":
+            cut = -2 if part[-1] == "\\" else -1
+            call = partial(self._osc, part[2:cut], part[cut:])
         elif part.startswith(_ERASE_UP):
             call = partial(self.screen.erase_rows_up, len(part) // len(_ERASE_UP))
         elif part[1] == "[":
