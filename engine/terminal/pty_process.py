@@ -40,6 +40,19 @@ _POLL_INTERVAL = 0.05
 # Bytes read when draining output left in the PTY after the child was reaped (more than a PTY
 # buffers); a descendant that outlives the child and keeps writing must not keep us there.
 _MAX_DRAIN_BYTES = 1 << 20
+#: What one read of the PTY can return: the line discipline (N_TTY) hands out what its 4 KiB
+#: buffer holds, and the kernel refills that buffer from the PTY's queue in a worker.
+LDISC_BYTES = 4095
+#: Bytes asked for per read (more than one read ever returns: no read is cut short by us).
+_READ_REQUEST = 65536
+#: Output read ahead is handed on (decoded, to `on_output`) once it reaches this much, or as
+#: soon as the line discipline's buffer is empty: a read of an empty buffer waits for the
+#: kernel's worker to refill it, so we feed the screen while the worker refills it instead.
+PIECE_BYTES = 16384
+#: A slice (one turn of the loop) stops after a piece once it has taken this long, whatever
+#: `read_size` allows: the first key typed into another terminal waits behind at most this.
+MAX_SLICE_SECONDS = 0.004
+_FIONREAD_ZERO = bytes(4)
 
 
 #: Loop (wall) time that taking in PTY output (read + screen + listeners) may use per
@@ -292,6 +305,7 @@ class TerminalProcess:
         on_output: Callable[[str], None],
         on_exit: Callable[[ExitStatus], None] | None,
         read_size: int,
+        on_slice: Callable[[float, int], None] | None = None,
     ) -> None:
         self._pty = pty
         self._loop = loop
@@ -302,6 +316,7 @@ class TerminalProcess:
         self.exit_status: ExitStatus | None = None
         self._on_output = on_output
         self._on_exit = on_exit
+        self._on_slice = on_slice
         self._read_size = read_size
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = bytearray()
@@ -329,10 +344,12 @@ class TerminalProcess:
         on_output: Callable[[str], None],
         on_exit: Callable[[ExitStatus], None] | None = None,
         read_size: int = 16384,
+        on_slice: Callable[[float, int], None] | None = None,
     ) -> TerminalProcess:
         """Start `argv` in a new PTY of `cols` x `rows`; must be called inside a running loop.
 
         `env`, when given, is the child's whole environment (and its PATH finds the command).
+        `on_slice(seconds, bytes)` is called after each turn of reading with what it took.
         Raises `TerminalSpawnError` when the child cannot be started.
         """
         loop = asyncio.get_running_loop()
@@ -348,6 +365,7 @@ class TerminalProcess:
             on_output=on_output,
             on_exit=on_exit,
             read_size=read_size,
+            on_slice=on_slice,
         )
         process._start()
         return process
@@ -456,8 +474,8 @@ class TerminalProcess:
     # -- output ------------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        """Read what is ready, up to `read_size` bytes (a PTY hands out ~4 KiB per read), when
-        the intake budget allows; otherwise stop reading until its next window."""
+        """Read what is ready, up to `read_size` bytes, when the intake budget allows;
+        otherwise stop reading until its next window."""
         if not self._intake.may_read(self):
             self._loop.remove_reader(self._fd)
             self._reading = False
@@ -465,31 +483,60 @@ class TerminalProcess:
             return
         started = time.perf_counter()
         self.reads += 1
-        self._read_slice()
-        self._intake.charge(self, time.perf_counter() - started)
+        taken = self._read_slice(started)
+        spent = time.perf_counter() - started
+        self._intake.charge(self, spent)
+        if self._on_slice is not None and taken:
+            try:
+                self._on_slice(spent, taken)
+            except Exception:
+                logger.exception("on_slice callback of pid %d raised", self.pid)
 
     def _resume_reading(self) -> None:
         if not self._reading and not self._eof and self.exit_status is None:
             self._loop.add_reader(self._fd, self._on_readable)
             self._reading = True
 
-    def _read_slice(self) -> None:
+    def _read_slice(self, started: float) -> int:
+        """One turn of reading: up to `read_size` bytes (a read returns at most what the line
+        discipline's 4 KiB buffer holds), handed on in pieces. A piece goes out when the
+        buffer is found empty (or at PIECE_BYTES): reading an empty buffer would wait for the
+        kernel's worker to refill it, so the screen takes the piece while the worker refills
+        the buffer, often on the other CPU. When the kernel keeps up (the buffer is full again
+        right after a read) pieces grow, and the screen takes fewer, larger ones. The turn
+        ends at `read_size`, when nothing is left, or after a piece past MAX_SLICE_SECONDS.
+        While another terminal is typed into, `read_size` keeps the turn short already
+        (TerminalSession fits it to its SLICE_SECONDS): it goes on in one piece.
+        Returns the bytes read."""
+        fd, limit = self._fd, self._read_size
+        pieces = not self._intake.contended(self)
         chunks: list[bytes] = []
-        total = 0
+        held = total = 0
         eof = False
-        while total < self._read_size:
-            chunk = self._read_once(self._read_size - total)
+        clock = time.perf_counter
+        while True:
+            chunk = self._read_once(min(_READ_REQUEST, limit - total))
             if chunk is None:
                 eof = True
                 break
             if not chunk:
                 break
             chunks.append(chunk)
+            held += len(chunk)
             total += len(chunk)
+            if limit - total < LDISC_BYTES:  # no room for another full read
+                break
+            if pieces and (held >= PIECE_BYTES or _ldisc_empty(fd)):
+                self._deliver(self._decoder.decode(b"".join(chunks)))
+                chunks.clear()
+                held = 0
+                if clock() - started >= MAX_SLICE_SECONDS:
+                    break
         if chunks:
             self._deliver(self._decoder.decode(b"".join(chunks)))
         if eof:
             self._on_eof()
+        return total
 
     def _read_once(self, limit: int | None = None) -> bytes | None:
         """One read of at most `limit` (default `read_size`) bytes; None on EOF/EIO, b"" if none."""
@@ -641,6 +688,15 @@ class TerminalProcess:
         state = self.exit_status.describe() if self.exit_status else "running"
         argv: Any = getattr(self._pty, "argv", "?")
         return f"<TerminalProcess pid={self.pid} {argv!r} {self.cols}x{self.rows} {state}>"
+
+
+def _ldisc_empty(fd: int) -> bool:
+    """Whether the PTY's line discipline holds no output right now (FIONREAD: no waiting for
+    the kernel's worker, unlike a read or a poll of an empty buffer)."""
+    try:
+        return fcntl.ioctl(fd, termios.FIONREAD, _FIONREAD_ZERO) == _FIONREAD_ZERO
+    except OSError:
+        return True
 
 
 def _check_size(cols: int, rows: int) -> None:

@@ -20,8 +20,13 @@ if TYPE_CHECKING:  # imported when recording starts: it brings pydantic, which c
     from engine.terminal.asciicast import AsciicastWriter
 
 DEFAULT_TERM = "xterm-256color"
-#: Loop time one read of output should cost at most; see TerminalSession._fit_read_size.
+#: Loop time one turn of reading output should cost at most while another terminal of the loop
+#: is typed into; see TerminalSession._fit_read_size.
 SLICE_SECONDS = 0.002
+#: Bytes one turn of reading may take (pty_process.MAX_SLICE_SECONDS also ends a turn). Turns
+#: of 64 KiB were no faster than 16 KiB ones (the pieces a turn hands on are what count), and
+#: the first key typed into another terminal waits behind a whole turn: 2.2 against 0.3 ms
+#: median behind a plain-text flood (bench/latency.py's flood, first key after 1.2 s quiet).
 MIN_READ_SIZE, MAX_READ_SIZE = 1024, 16384
 OutputListener = Callable[[str], None]
 ExitListener = Callable[[ExitStatus], None]
@@ -103,6 +108,8 @@ class TerminalSession:
             rows=self.screen.lines,
             on_output=self._on_output,
             on_exit=self._on_exit,
+            read_size=MAX_READ_SIZE,
+            on_slice=self._fit_read_size,
         )
 
     @property
@@ -143,7 +150,6 @@ class TerminalSession:
         self._listeners.append(listener)
 
     def _on_output(self, text: str) -> None:
-        started = time.perf_counter()
         self.stream.feed(text)
         self.bytes_out += len(text)
         self.last_output_at = time.monotonic()
@@ -152,15 +158,14 @@ class TerminalSession:
         for listener in self._listeners:
             listener(text)
         self._changed.set()
-        self._fit_read_size(time.perf_counter() - started)
 
-    def _fit_read_size(self, spent: float) -> None:
-        """While another terminal of the loop is being typed into, keep one read's handling
-        near `SLICE_SECONDS`: output that is costly to render (escape storms, wide text,
-        endless wrapping lines) is read in smaller pieces, so that terminal's echo and the
-        other sessions' prompts wait behind one slice, not one 16 KiB read. Otherwise nobody
-        waits behind the read: take `MAX_READ_SIZE` (small reads cost the screen more per
-        byte: coloured output 3.6 MB/s in 4 KiB pieces, 4.5 MB/s in 16 KiB ones)."""
+    def _fit_read_size(self, spent: float, taken: int) -> None:
+        """After each turn of reading (`taken` bytes in `spent` seconds, screen and listeners
+        included): while another terminal of the loop is being typed into, keep a turn near
+        `SLICE_SECONDS`: output that is costly to render (escape storms, wide text, endless
+        wrapping lines) is read in smaller turns, so that terminal's echo and the other
+        sessions' prompts wait behind one short turn. Otherwise nobody waits behind the turn:
+        take `MAX_READ_SIZE` (a turn still ends after MAX_SLICE_SECONDS)."""
         process = self.process
         if process is None:
             return
@@ -170,7 +175,7 @@ class TerminalSession:
                 process.read_size = MAX_READ_SIZE
         elif spent > SLICE_SECONDS and size > MIN_READ_SIZE:
             # straight to the size that fits (a 16 KiB escape storm may take 10 ms)
-            fitted = int(size * SLICE_SECONDS / spent)
+            fitted = int(min(size, taken) * SLICE_SECONDS / spent)
             process.read_size = max(MIN_READ_SIZE, min(size // 2, fitted))
         elif spent < SLICE_SECONDS / 4 and size < MAX_READ_SIZE:
             process.read_size = min(MAX_READ_SIZE, size * 2)
