@@ -33,7 +33,6 @@ import codecs
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -150,22 +149,12 @@ def measure(layer: str, path: Path, args: argparse.Namespace, root: Path) -> dic
 def baseline_tree(rev: str, into: Path) -> Path:
     """This tree's engine/ with the agent path's files (AGENT_PATH_FILES, engine/protocol/)
     from `rev`."""
-    shutil.copytree(ROOT / "engine", into / "engine", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.rmtree(into / "engine" / "protocol")
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "engine/protocol", *AGENT_PATH_FILES],
-        capture_output=True, check=True,
-    ).stdout  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
+    return bench_terminal.engine_tree(rev, into, ["engine/protocol", *AGENT_PATH_FILES])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mb", type=float, default=4.0)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--cols", type=int, default=120)
-    parser.add_argument("--rows", type=int, default=40)
+    bench_terminal.size_arguments(parser)
     parser.add_argument("--only", default="plain,coloured,Ink")
     parser.add_argument("--generic", action="store_true", help="also a generic agent session")
     parser.add_argument("--baseline", metavar="REV", help="also the agent path at git REV")

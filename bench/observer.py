@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK = 65536
@@ -58,9 +59,17 @@ def marker_stream(size: int, rng: random.Random) -> bytes:
     return "".join(out).encode()
 
 
+def bench_terminal() -> ModuleType:
+    """bench/terminal.py: its stream generators and helpers."""
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))
+    import terminal
+
+    return terminal
+
+
 def streams() -> dict[str, Callable[[int, random.Random], bytes]]:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import terminal  # bench/terminal.py's stream generators (read only)
+    terminal = bench_terminal()
 
     found = {
         "plain": terminal.plain_stream,
@@ -100,7 +109,7 @@ def measure(data: bytes, profile: str, cols: int, rows: int) -> tuple[float, flo
 def child(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
     results: dict[str, dict[str, list[float]]] = {}
     for name, make in streams().items():
-        data = make(args.mb * 1024 * 1024, random.Random(7))
+        data = make(int(args.mb * 1024 * 1024), random.Random(7))
         for profile in ("generic", "claude"):
             runs = [measure(data, profile, args.cols, args.rows) for _ in range(args.repeat)]
             results[f"{name}|{profile}"] = {
@@ -114,24 +123,7 @@ def child(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
 def baseline_tree(rev: str) -> Path:
     """A copy of engine/ with engine/protocol/ as it was at `rev`."""
     folder = Path(tempfile.mkdtemp(prefix="semo-observer-base-"))
-    shutil.copytree(
-        ROOT / "engine", folder / "engine", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    listing = subprocess.run(
-        ["git", "ls-tree", "--name-only", rev, "engine/protocol/"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    shutil.rmtree(folder / "engine" / "protocol")
-    (folder / "engine" / "protocol").mkdir()
-    for path in listing:
-        source = subprocess.run(
-            ["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True
-        ).stdout
-        (folder / path).write_bytes(source)
-    return folder
+    return bench_terminal().engine_tree(rev, folder, ["engine/protocol"])
 
 
 def run_child(args: argparse.Namespace, pythonpath: Path) -> dict[str, dict[str, list[float]]]:
@@ -144,10 +136,7 @@ def run_child(args: argparse.Namespace, pythonpath: Path) -> dict[str, dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mb", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--cols", type=int, default=120)
-    parser.add_argument("--rows", type=int, default=40)
+    bench_terminal().size_arguments(parser)
     parser.add_argument("--baseline-rev", default=BASELINE_REV)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

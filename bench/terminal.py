@@ -28,6 +28,7 @@ import codecs
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -343,12 +344,35 @@ STREAMS: dict[str, Callable[[int, random.Random], bytes]] = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def size_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every stream bench takes: --mb, --repeat, --cols, --rows."""
     parser.add_argument("--mb", type=float, default=4.0, help="size of each stream (MB)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cols", type=int, default=120)
     parser.add_argument("--rows", type=int, default=40)
+
+
+def engine_tree(rev: str, into: Path, paths: list[str]) -> Path:
+    """A copy of this tree's engine/ in `into`, with `paths` (folders or files under engine/)
+    as they were at git `rev` (a folder whole: files added since are not in it)."""
+    repo = Path(__file__).resolve().parent.parent
+    shutil.copytree(repo / "engine", into / "engine", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in paths:
+        target = into / path
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", rev, *paths], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size_arguments(parser)
     parser.add_argument("--pty", action="store_true", help="also semo through a real PTY")
     parser.add_argument(
         "--agent", action="store_true", help="also a semo agent session (screen + observer)"
