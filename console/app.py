@@ -22,13 +22,14 @@ import signal
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from console.commands import SemoCommands
 from console.keys import prefix_key
+from console.panel_text import DETACH_KEY
 from console.screens.main import MainScreen
 from engine.control.client import EngineClient
 from engine.heap import thaw_heap
@@ -37,7 +38,9 @@ from engine.plain_text import plain
 if TYPE_CHECKING:  # `semo console` attaches to an engine: it never imports one (issue 14)
     from engine.engine import Engine
 
-DETACH_KEY = "ctrl+q"
+
+#: the longest keys and clicks wait for the main screen after a painted first frame
+HOLD_INPUT_SECONDS = 5.0
 
 
 class SemoApp(App[None]):
@@ -60,9 +63,13 @@ class SemoApp(App[None]):
         start_engine: bool = True,
         restart: Callable[[], object] | None = None,
         prefix: str = "ctrl+]",
+        hold_input: bool = False,
     ):
-        """`prefix`: the pane's prefix chord as semo.toml's `[console] prefix` writes it."""
+        """`prefix`: the pane's prefix chord as semo.toml's `[console] prefix` writes it.
+        `hold_input`: keys, clicks and pastes wait until the main screen shows the office (the
+        launcher painted the office before the app ran: the operator may act on it already)."""
         super().__init__()
+        self._held_input: list[events.InputEvent] | None = [] if hold_input else None
         self.prefix = prefix_key(prefix)
         self.engine = engine
         self.demo_task = demo_task
@@ -84,6 +91,25 @@ class SemoApp(App[None]):
         self.push_screen(
             MainScreen(self.engine, demo_task=self.demo_task, prefix=self.prefix)  # type: ignore[arg-type]
         )
+        if self._held_input is not None:  # whatever happens to the engine, input is not lost
+            self.set_timer(HOLD_INPUT_SECONDS, self.release_input)
+
+    async def on_event(self, event: events.Event) -> None:
+        if (
+            self._held_input is not None
+            and isinstance(event, events.InputEvent)
+            and not event.is_forwarded
+        ):
+            self._held_input.append(event)  # a click on the painted frame: once it is real
+            return
+        await super().on_event(event)
+
+    def release_input(self) -> None:
+        """What was typed or clicked while the office was only painted, in order, now that
+        the main screen shows it (or could not: its engine did not answer)."""
+        held, self._held_input = self._held_input, None
+        for event in held or ():
+            self.post_message(event)
 
     async def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()

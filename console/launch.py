@@ -14,11 +14,15 @@ the config is loaded and validated in full, as before, and the engine started if
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from console.first_frame import LEAVE_FIRST_FRAME, paint, selected_session, terminal_size
+from console.panel_text import DETACH_KEY
 from console.targets import Target, cached_target, remember_target, state_dir
 from engine.control.client import EngineClient, Preconnect
 from engine.fsutil import private_dir, private_file
@@ -43,26 +47,41 @@ def launch(args: list[str]) -> int:
     _log_to_file()
     config: Path | None = options.config if command == "console" else None
     target = cached_target(config) if config is not None else None
-    preconnect = Preconnect(target.socket, target.office) if target is not None else None
+    preconnect, held = None, None
+    if target is not None:
+        preconnect = Preconnect(target.socket, target.office, pick=selected_session)
+        held = _paint_first_frame(preconnect)
     try:
         if target is None:  # a config error is reported before Textual loads, as always
             target = _start_engine(command, config)
 
-        from console.app import DETACH_KEY, SemoApp  # Textual: meanwhile the thread connects
+        from console.app import SemoApp  # Textual: meanwhile the thread connects
 
         if preconnect is not None and not preconnect.greeted():
             target, preconnect = _start_engine(command, config), None
     except _Failed as error:
+        _leave_first_frame(held, app_ran=False)
         print(f"semo {command}: {error}", file=sys.stderr)
         return error.status
+    except BaseException:
+        _leave_first_frame(held, app_ran=False)
+        raise
     if config is None:
         stop_hint, again = "semo stop --demo", "semo demo"
     else:
         flag = "" if config == Path("semo.toml") else f" --config {config}"
         stop_hint, again = f"semo stop{flag}", f"semo console{flag}"
     client = EngineClient(target, preconnect=preconnect)
-    app = SemoApp(client, restart=lambda: _restart(target, config), prefix=target.prefix)
-    app.run()
+    app = SemoApp(
+        client,
+        restart=lambda: _restart(target, config),
+        prefix=target.prefix,
+        hold_input=held is not None,
+    )
+    try:
+        app.run()
+    finally:
+        _leave_first_frame(held, app_ran=True)
     if app.exit_reason == "SIGHUP":  # a closed terminal has nowhere to print to
         return 0
     from engine.control.launcher import engine_running
@@ -81,6 +100,67 @@ def launch(args: list[str]) -> int:
             f"detach in the console: {DETACH_KEY}, or {target.prefix} then d in a pane"
         )
     return 0
+
+
+#: how long the launcher waits for the engine's snapshot to paint the first frame with
+FIRST_FRAME_WAIT = 0.25
+
+
+def _paint_first_frame(preconnect: Preconnect) -> list[Any] | None:
+    """The main screen from the engine's snapshot, in ANSI, before Textual loads
+    (console/first_frame.py); nothing when stdin or stdout is no terminal, the engine does not
+    answer in time, or `SEMO_FIRST_FRAME=0`.
+
+    From then until the app runs, the terminal's input is raw as Textual will set it: a key
+    typed at the painted frame is not echoed over it, ctrl+c/ctrl+z/ctrl+q are keys for the
+    app (not signals or flow control), and nothing waits for Enter. Returns the terminal's
+    own settings (for `_leave_first_frame`), or None when nothing was painted."""
+    size = terminal_size()
+    if size is None or os.environ.get("SEMO_FIRST_FRAME") == "0":
+        return None
+    first = preconnect.first_screen(FIRST_FRAME_WAIT)
+    if first is None:
+        return None
+    try:
+        frame = paint(first.snapshot, first.screen, size, DETACH_KEY)
+    except Exception:  # the engine's snapshot is not ours to trust blindly: Textual draws it
+        logging.getLogger("semo.console").exception("the first frame was not painted")
+        return None
+    saved = _raw_input()
+    if saved is None:
+        return None
+    sys.stdout.write(frame)
+    sys.stdout.flush()
+    return saved
+
+
+def _raw_input() -> list[Any] | None:
+    import termios
+
+    try:
+        saved = termios.tcgetattr(0)
+        raw = termios.tcgetattr(0)
+        raw[0] &= ~(termios.IXON | termios.IXOFF | termios.ICRNL | termios.INLCR | termios.IGNCR)
+        raw[3] &= ~(termios.ECHO | termios.ICANON | termios.IEXTEN | termios.ISIG)
+        raw[6][termios.VMIN], raw[6][termios.VTIME] = 1, 0
+        termios.tcsetattr(0, termios.TCSANOW, raw)
+    except (termios.error, OSError):
+        return None
+    return saved
+
+
+def _leave_first_frame(saved: list[Any] | None, *, app_ran: bool) -> None:
+    """The terminal's own settings back (Textual restores those it found: the raw ones); and,
+    when the console stops before its app ran, the screen and cursor as they were."""
+    if saved is None:
+        return
+    import termios
+
+    if not app_ran:
+        sys.stdout.write(LEAVE_FIRST_FRAME)
+        sys.stdout.flush()
+    with contextlib.suppress(termios.error, OSError):
+        termios.tcsetattr(0, termios.TCSANOW, saved)
 
 
 def _full_target(command: str, config: Path | None) -> tuple[Target, list[str]]:

@@ -26,6 +26,8 @@ CACHE_NAME = "console-targets.json"
 MAX_ENTRIES = 32
 _ENV_PREFIXES = ("SEMO_", "SUPABASE_", "XDG_")
 _ENV_NAMES = ("HOME", "TMPDIR", "TEMP", "TMP")
+#: console settings that do not decide where the office's socket is
+_ENV_IGNORED = ("SEMO_FIRST_FRAME",)
 _ROOT = Path(__file__).resolve().parents[1]
 #: the code that turns a config into a socket path: a change to it forgets every entry
 _CODE = ("engine/config.py", "engine/control/paths.py", "engine/store/factory.py")
@@ -55,7 +57,7 @@ def fingerprint(config: Path, raw: bytes) -> str:
     digest.update(str(config.absolute()).encode(errors="surrogateescape") + b"\0")
     digest.update(hashlib.sha256(raw).digest())
     for name in sorted(os.environ):
-        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
+        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES) and name not in _ENV_IGNORED:
             value = os.environ[name]
             digest.update(f"{name}={value}\0".encode(errors="surrogateescape"))
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")

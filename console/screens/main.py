@@ -34,12 +34,20 @@ from textual.widgets import DataTable, Header, Input
 
 from console.confirm import Confirm
 from console.focus import focus_now
-from console.widgets.badges import state_word
-from console.widgets.commands_panel import CommandRow, CommandsPanel
+from console.panel_text import (
+    MAIN_KEYS,
+    CommandRow,
+    SessionRow,
+    pane_title,
+    screen_last_line,
+    session_names,
+    session_order,
+)
+from console.widgets.commands_panel import CommandsPanel
 from console.widgets.key_bar import KeyBar
 from console.widgets.prefix_catcher import PrefixCatcher
 from console.widgets.questions_panel import QuestionsPanel
-from console.widgets.session_list import SessionList, SessionRow
+from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from engine.heap import freeze_startup_heap
 from engine.plain_text import plain
@@ -81,17 +89,6 @@ ROUTING_WORDS = {
 }
 
 
-def last_line(screen: object) -> str:
-    """The last line with text on a session's screen, without an agent's leading bullet (a
-    bare prompt character or the closing line of a protocol block does not count)."""
-    rows = screen.text_rows() if hasattr(screen, "text_rows") else getattr(screen, "display", [])
-    for row in reversed(rows):
-        text = row.strip().lstrip("●⏺").lstrip()
-        if text and text.strip("❯>$#%:") != "" and not text.startswith("[/"):
-            return text
-    return ""
-
-
 class MainScreen(Screen[None]):
     AUTO_FOCUS = "#sessions"
     ALLOW_IN_MAXIMIZED_VIEW = ""  # zoom is the whole terminal: no header, no footer
@@ -100,14 +97,8 @@ class MainScreen(Screen[None]):
     # moved the focus (focus_now). In a focused pane check_action refuses them and the pane
     # gets them, as every key but the prefix (see TerminalPane).
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f1", "keys_help", "Keys", priority=True),
+        *(Binding(key, action, what, priority=True) for key, action, what in MAIN_KEYS),
         Binding("question_mark", "keys_help", "Keys", show=False),
-        Binding("f2", "cycle_layout", "Layout", priority=True),
-        Binding("f3", "zoom", "Zoom", priority=True),
-        Binding("f4", "questions", "Questions", priority=True),
-        Binding("f5", "jobs", "Jobs", priority=True),
-        Binding("f6", "prompt", "Prompt", priority=True),
-        Binding("f8", "cancel", "Cancel", priority=True),
         Binding("n", "next_session(1)", "Next", show=False),
         Binding("p", "next_session(-1)", "Previous", show=False),
         Binding("escape", "back", show=False),
@@ -189,6 +180,7 @@ class MainScreen(Screen[None]):
                 self.tell(f"the engine did not start: {error}", severity="error", timeout=30)
                 self.sub_title = "engine failed"
                 self.query_one("#panes").loading = False
+                self.call_after_refresh(self._release_input)
                 return
         self.query_one("#panes").loading = False
         self.sync_panes()
@@ -198,10 +190,16 @@ class MainScreen(Screen[None]):
         self.refresh_panels()
         self.refresh_from_store()
         self.started = True
+        self.call_after_refresh(self._release_input)
         # after the first complete frame: a full collection takes 40-60 ms
         self.set_timer(2.0, freeze_startup_heap)
         if self.demo_task:
             self.run_demo_job()
+
+    def _release_input(self) -> None:
+        release = getattr(self.app, "release_input", None)
+        if release is not None:
+            release()
 
     @work(group="demo")
     async def run_demo_job(self) -> None:
@@ -267,8 +265,8 @@ class MainScreen(Screen[None]):
                 if self.zoomed == session_id:
                     self.zoomed = None
                     self.minimize()
-        self.order = [sid for sid, _s in sorted(sessions.items(), key=lambda i: i[1].role)]
-        self.names = self._names(sessions)
+        self.order = session_order((sid, s.role) for sid, s in sessions.items())
+        self.names = session_names((sid, sessions[sid].role) for sid in self.order)
         for session_id in self.order:
             if session_id not in self.panes:
                 pane = TerminalPane(
@@ -284,17 +282,6 @@ class MainScreen(Screen[None]):
             self.selected = self.order[0] if self.order else None
         self.refresh_panels()
         self._apply_layout()
-
-    def _names(self, sessions: dict[str, AgentSession]) -> dict[str, str]:
-        """A short name per session: #1, #2... among the live sessions of its role (the
-        oldest first; a name stays while its session lives and older ones do)."""
-        names: dict[str, str] = {}
-        count: dict[str, int] = {}
-        for session_id in self.order:
-            role = sessions[session_id].role
-            count[role] = count.get(role, 0) + 1
-            names[session_id] = f"#{count[role]}"
-        return names
 
     def visible_sessions(self) -> list[str]:
         if self.zoomed:
@@ -338,9 +325,8 @@ class MainScreen(Screen[None]):
         session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
         if session is None:
             return session_id[:6]
-        queued = f" · {session.queued} queued" if session.queued else ""
         name = self.names.get(session_id, "")
-        return f"{session.role} {name} · {state_word(session.state.value)}{queued}"
+        return pane_title(session.role, name, session.state.value, session.queued)
 
     def _who(self, session_id: str) -> str:
         """ "FE #1": a session as the operator knows it."""
@@ -481,7 +467,7 @@ class MainScreen(Screen[None]):
                     state=session.state.value,
                     age_s=info.age_s if info else None,
                     job=info.task_id.removeprefix("job-")[:6] if info and info.task_id else None,
-                    last_line=last_line(session.terminal.screen),
+                    last_line=screen_last_line(session.terminal.screen),
                 )
             )
         subtitle = ""

@@ -7,9 +7,12 @@ font.
 
 from __future__ import annotations
 
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from engine.plain_text import plain
+
+if TYPE_CHECKING:  # the first frame (console/first_frame.py) uses this module without Rich
+    from rich.text import Text
 
 STATE_STYLES = {
     "creating": ("starting", "yellow"),
@@ -27,6 +30,8 @@ def state_word(state: str) -> str:
 
 
 def state_badge(state: str) -> Text:
+    from rich.text import Text
+
     label, style = STATE_STYLES.get(state, (plain(state, one_line=True), ""))
     return Text(f"* {label}", style=style, end="")
 

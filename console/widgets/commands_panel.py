@@ -9,48 +9,18 @@ is rebuilt when commands come or go, the cursor staying on the command it was on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
 from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
-from console.widgets.badges import clip
+from console.panel_text import CommandRow, command_parts
 from console.widgets.cells import set_cell
-
-STATUS_STYLES = {
-    "pending": "yellow",
-    "processing": "cyan",
-    "completed": "green",
-    "failed": "red",
-    "done": "green",
-}
-
-
-@dataclass(frozen=True)
-class CommandRow:
-    key: str
-    at: datetime
-    what: str
-    status: str
-    detail: str = ""
 
 
 def _cells(row: CommandRow, width: int) -> Text:
-    text = Text(end="", no_wrap=True)
-    text.append(row.at.astimezone().strftime(CommandsPanel.TIME_FORMAT) + " ", "dim")
-    rest = width - 9
-    what = clip(row.what, min(max(rest - 8, 6), 22))
-    text.append(what + " ")
-    rest -= len(what) + 1
-    if row.status:
-        status = clip(row.status, max(rest, 0))
-        text.append(status, STATUS_STYLES.get(row.status, ""))
-        rest -= len(status)
-    if row.detail and rest > 4:
-        text.append(" " + clip(row.detail, rest - 1), "dim")
-    return text
+    return Text.assemble(
+        *command_parts(row, width, CommandsPanel.TIME_FORMAT), end="", no_wrap=True
+    )
 
 
 class CommandsPanel(DataTable[Text]):

@@ -12,73 +12,17 @@ resize), never on a timer.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from rich.text import Text
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
-#: lower first: what stays when the width runs out
-PRIORITY = {
-    "detach": 0,
-    "keys_help": 1,
-    "command_palette": 2,
-    "back": 2,
-    "pick": 3,
-    "questions": 3,
-    "create_job": 3,
-    "cancel_job": 4,
-    "cycle_layout": 4,
-    "prompt": 5,
-    "jobs": 6,
-    "cancel": 7,
-    "zoom": 8,
-}
-PANE_KEYS = [  # (key after the prefix, what, priority)
-    ("d", "detach", 0),
-    ("?", "keys", 1),
-    ("z", "zoom", 2),
-    ("n/p", "next/prev", 3),
-    ("q", "questions", 4),
-    (":", "palette", 5),
-    ("[", "scroll", 6),
-    ("o", "out", 7),
-    ("j", "jobs", 8),
-]
-SCROLL_KEYS = [
-    ("arrows PgUp PgDn Home End", "move", 1),
-    ("q", "live view", 0),
-]
-KEY_STYLE = "bold #ffa62b"
-
-
-class Hint(NamedTuple):
-    key: str
-    what: str
-    priority: float
+from console.panel_text import PANE_KEYS, PRIORITY, SCROLL_KEYS, Hint, fit_parts
 
 
 def fit(hints: list[Hint], width: int, lead: str = "") -> Text:
     """As many hints as fit in `width` cells, the most important first, in their order."""
-    lead = lead.rstrip()
-    used = len(lead)
-    kept: set[int] = set()
-    for index in sorted(range(len(hints)), key=lambda i: (hints[i].priority, i)):
-        size = len(hints[index].key) + 1 + len(hints[index].what) + (1 if used else 0)
-        if used + size <= width:
-            kept.add(index)
-            used += size
-    text = Text(no_wrap=True, end="")
-    if lead:
-        text.append(lead, "bold")
-    for index, hint in enumerate(hints):
-        if index in kept:
-            if len(text):
-                text.append(" ")
-            text.append(hint.key, KEY_STYLE)
-            text.append(" " + hint.what)
-    return text
+    return Text.assemble(*fit_parts(hints, width, lead), no_wrap=True, end="")
 
 
 def key_display(binding: Binding, screen: Screen[object]) -> str:

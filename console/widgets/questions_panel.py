@@ -24,7 +24,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from console.focus import focus_now
-from engine.plain_text import plain
+from console.panel_text import NO_QUESTIONS, question_detail_parts, question_line_parts
 
 if TYPE_CHECKING:
     from engine.store.models import UserQuestion
@@ -58,7 +58,7 @@ class QuestionsPanel(Vertical, can_focus=False):
 
     def compose(self) -> ComposeResult:
         yield OptionList(id="question-list")
-        yield Static("no pending questions", id="question-detail", classes="empty")
+        yield Static(NO_QUESTIONS, id="question-detail", classes="empty")
         yield Input(placeholder="your answer, Enter to send", id="answer-input")
 
     @property
@@ -78,10 +78,7 @@ class QuestionsPanel(Vertical, can_focus=False):
         options.clear_options()
         options.add_options(
             Option(
-                Text.assemble(
-                    (f"{plain(agent_roles.get(q.agent_id, '?'), one_line=True)} ", "bold"),
-                    plain(q.question),
-                )
+                Text.assemble(*question_line_parts(agent_roles.get(q.agent_id, "?"), q.question))
             )
             for q in questions
         )
@@ -96,22 +93,13 @@ class QuestionsPanel(Vertical, can_focus=False):
         detail = self.query_one("#question-detail", Static)
         question = self.selected
         if question is None:
-            detail.update("no pending questions")
+            detail.update(NO_QUESTIONS)
             return
-        role = plain(self.agent_roles.get(question.agent_id, "?"), one_line=True)
-        text = Text.assemble((f"{role} asks: ", "bold"), plain(question.question), "\n")
-        if question.question_type == "text":
-            text.append("Enter: type the answer", "dim")
-        elif question.question_type == "confirm":
-            text.append("y", "bold")
-            text.append(" yes   ")
-            text.append("n", "bold")
-            text.append(" no")
-        else:
-            for number, option in enumerate(question.options, 1):
-                text.append(f"{number} ", "bold")
-                text.append(plain(option, one_line=True) + "\n")
-            text.rstrip()
+        role = self.agent_roles.get(question.agent_id, "?")
+        parts = question_detail_parts(
+            role, question.question, question.question_type, list(question.options)
+        )
+        text = Text.assemble(*parts)
         detail.update(text)
 
     @on(OptionList.OptionSelected)

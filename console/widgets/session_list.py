@@ -11,82 +11,20 @@ session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
-from console.widgets.badges import STATE_STYLES, clip, duration, state_word
+from console.panel_text import SessionRow, session_columns, session_header, session_parts
 from console.widgets.cells import set_cell
-
-ROLE = 8
-NAME = 3
-STATE = 9
-AGE = 3
-JOB = 8
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    session_id: str
-    role: str
-    state: str
-    name: str = ""
-    age_s: float | None = None
-    job: str | None = None
-    last_line: str = ""
-
-
-def _columns(width: int) -> tuple[str, ...]:
-    shown = ["role", "state", "age"]
-    if width >= ROLE + STATE + AGE + NAME + 4:
-        shown.insert(1, "name")
-    if width >= ROLE + NAME + STATE + AGE + JOB + 5:
-        shown.append("job")
-    if width >= ROLE + NAME + STATE + AGE + JOB + 6 + 12:
-        shown.append("last")
-    return tuple(shown)
 
 
 def _cells(row: SessionRow, columns: tuple[str, ...], width: int) -> Text:
-    used = 0
-    text = Text(end="", no_wrap=True, overflow="ellipsis")
-    for column in columns:
-        if used:
-            text.append(" ")
-            used += 1
-        if column == "role":
-            text.append(clip(row.role, ROLE).ljust(ROLE), "bold")
-            used += ROLE
-        elif column == "name":
-            text.append(clip(row.name, NAME).ljust(NAME), "dim")
-            used += NAME
-        elif column == "state":
-            style = STATE_STYLES.get(row.state, ("", ""))[1]
-            text.append(clip(state_word(row.state), STATE).ljust(STATE), style)
-            used += STATE
-        elif column == "age":
-            age = duration(row.age_s) if row.age_s is not None else ""
-            text.append(age.rjust(AGE))
-            used += AGE
-        elif column == "job":
-            text.append(clip(row.job or "-", JOB).ljust(JOB), "dim")
-            used += JOB
-        elif column == "last":
-            text.append(clip(row.last_line, width - used))
-            used = width
-    return text
-
-
-def _header(columns: tuple[str, ...], width: int) -> str:
-    widths = {"role": ROLE, "name": NAME, "state": STATE, "age": AGE, "job": JOB}
-    parts = []
-    for column in columns:
-        label = "last line" if column == "last" else column
-        parts.append(label.rjust(AGE) if column == "age" else label.ljust(widths.get(column, 0)))
-    return clip(" ".join(parts).rstrip(), width)
+    return Text.assemble(
+        *session_parts(row, columns, width), end="", no_wrap=True, overflow="ellipsis"
+    )
 
 
 class SessionList(DataTable[Text]):
@@ -146,8 +84,8 @@ class SessionList(DataTable[Text]):
         self._built = True
         self.rebuilds += 1
         self.clear(columns=True)
-        self._columns = _columns(self._width)
-        self.add_column(_header(self._columns, self._width), width=self._width, key="row")
+        self._columns = session_columns(self._width)
+        self.add_column(session_header(self._columns, self._width), width=self._width, key="row")
         self._cells = {row.session_id: _cells(row, self._columns, self._width) for row in rows}
         for row in rows:
             self.add_row(self._cells[row.session_id], key=row.session_id)

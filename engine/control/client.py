@@ -660,6 +660,15 @@ def check_hello(hello: dict[str, Any] | None) -> None:
 
 
 @dataclass
+class FirstScreen:
+    """What a console can paint before its app runs (console/first_frame.py)."""
+
+    snapshot: dict[str, Any]
+    #: the first full screen frame of the session the console will select (None: no session)
+    screen: dict[str, Any] | None
+
+
+@dataclass
 class Handoff:
     """A connection made in a thread, ready for an EngineClient to take over."""
 
@@ -677,12 +686,28 @@ class Preconnect:
     comes meanwhile). `greeted()` says whether an engine answered; `result` gives the
     `Handoff` (or EngineNotRunning, or the error) to `EngineClient(preconnect=...)`."""
 
-    def __init__(self, socket_path: Path, office: str) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        office: str,
+        pick: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> None:
+        """`pick`: which session of the snapshot to attach to at once, for `first_screen`."""
         self.socket_path = socket_path
         self.office = office
         self.result: concurrent.futures.Future[Handoff] = concurrent.futures.Future()
         self._greeted: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self._pick = pick
+        self._first: concurrent.futures.Future[FirstScreen | None] = concurrent.futures.Future()
         threading.Thread(target=self._run, name="semo preconnect", daemon=True).start()
+
+    def first_screen(self, timeout: float) -> FirstScreen | None:
+        """The office snapshot and the first screen frame of the session `pick` chose, once
+        they came (within `timeout` s); None without them (no engine, no session, too slow)."""
+        try:
+            return self._first.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return None
 
     def greeted(self, timeout: float = 10.0) -> bool:
         """True once something accepted the connection (an engine; `result` says whether it
@@ -700,6 +725,8 @@ class Preconnect:
             sock.close()
             if not self._greeted.done():
                 self._greeted.set_result(False)
+            if not self._first.done():
+                self._first.set_result(None)
             self.result.set_exception(error)
         else:
             self.result.set_result(handoff)
@@ -730,7 +757,36 @@ class Preconnect:
             frames.append(frame)
         if not frame.get("ok"):
             raise RuntimeError(str(frame.get("error") or "failed"))
-        return Handoff(sock, hello, frame.get("result") or {}, frames)
+        snapshot = frame.get("result") or {}
+        session = self._pick(snapshot) if self._pick is not None else None
+        if session is None:
+            self._first.set_result(FirstScreen(snapshot, None))
+            return Handoff(sock, hello, snapshot, frames)
+        self._first.set_result(FirstScreen(snapshot, self._attach_once(sock, session, frames)))
+        return Handoff(sock, hello, snapshot, frames, next_id=3)
+
+    def _attach_once(
+        self, sock: socket.socket, session: str, frames: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """Attach to `session` (request 2) for its first full screen, then detach. Every frame
+        read goes on to the client too, in order: a screen frame defines style ids the
+        connection's later frames only refer to (engine/control/wire.py)."""
+        sock.sendall(encode_frame({"op": "attach", "id": 2, "session": session, "history": False}))
+        screen: dict[str, Any] | None = None
+        replied = False
+        while screen is None or not replied:
+            frame = _read_frame_blocking(sock)
+            if frame is None:
+                raise EngineGone("the engine closed the connection")
+            frames.append(frame)
+            if frame.get("t") == "reply" and frame.get("id") == 2:
+                replied = True
+                if not frame.get("ok"):  # the session ended meanwhile
+                    break
+            elif frame.get("t") == "screen" and frame.get("s") == session and screen is None:
+                screen = frame
+        sock.sendall(encode_frame({"op": "detach", "session": session}))
+        return screen
 
 
 def _read_frame_blocking(sock: socket.socket) -> dict[str, Any] | None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from console.screens.main import last_line
+from console.panel_text import screen_last_line
 
 
 def shown(*rows: str) -> str:
-    return last_line(SimpleNamespace(display=list(rows)))
+    return screen_last_line(SimpleNamespace(display=list(rows)))
 
 
 def test_the_last_line_with_text() -> None:

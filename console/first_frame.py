@@ -1,0 +1,423 @@
+"""The console's first frame, painted in plain ANSI from the engine's snapshot before Textual
+has loaded.
+
+`semo console` spends most of its start importing and starting Textual (a one-line Textual app
+needs ~200 ms for its first frame on a 2-CPU machine, semo's main screen ~350 ms), while the
+engine's snapshot is on hand after ~70 ms (console/launch.py). So the launcher paints the main
+screen as Textual will show it (the header, the session list, the question inbox, the
+commands, the selected session's pane with its screen, the key bar) straight from the office
+snapshot and the attach's first screen, in the alternate screen, and Textual's own first frame
+replaces it cell for cell a moment later. Keys typed meanwhile wait in the terminal's input
+queue for the app. What each panel says comes from console/panel_text.py, as in the widgets;
+the geometry follows console/app.tcss and the widgets' CSS (tests/console/test_first_frame.py
+compares this frame with the real console's, row by row, in tmux).
+
+Nothing here imports Textual, Rich, pydantic or pyte. Agent text (rows, roles, questions) goes
+through `engine.plain_text.plain` like every other output, (bidi controls too).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from console.panel_text import (
+    NO_QUESTIONS,
+    CommandRow,
+    Part,
+    SessionRow,
+    command_parts,
+    fit_parts,
+    last_line,
+    main_screen_hints,
+    pane_title,
+    question_detail_parts,
+    question_line_parts,
+    session_columns,
+    session_header,
+    session_names,
+    session_order,
+    session_parts,
+)
+from engine.plain_text import plain
+from engine.terminal.width import char_width
+
+# the default theme's colours (textual-dark) where the widgets' CSS uses them
+BACKGROUND = "121212"
+FOREGROUND = "e0e0e0"
+PANEL = "24292f"
+BORDER = "3c4146"
+TEXT_ACCENT = "ffc473"
+ACCENT = "ffa62b"
+MUTED = "9e9e9e"
+_BIDI = dict.fromkeys(
+    map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+)
+#: what undoes the frame's modes (the console stopped before Textual took over)
+LEAVE_FIRST_FRAME = "\x1b[0m\x1b[?25h\x1b[?1049l"
+_NAMED = {"black": 0, "red": 1, "green": 2, "yellow": 3, "brown": 3, "blue": 4, "magenta": 5}
+_NAMED |= {"cyan": 6, "white": 7}
+_FLAG_SGR = ((1, "1"), (2, "3"), (4, "4"), (8, "9"), (16, "7"), (32, "5"), (64, "2"))
+
+
+@dataclass(frozen=True)
+class Box:
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+def selected_session(snapshot: dict[str, Any]) -> str | None:
+    """The session a console selects when it opens: the first in the list's order."""
+    order = session_order(_live(snapshot))
+    return order[0] if order else None
+
+
+def paint(
+    snapshot: dict[str, Any],
+    screen: dict[str, Any] | None,
+    size: tuple[int, int],
+    detach_key: str,
+    time_format: str = "%H:%M:%S",
+) -> str:
+    """The whole frame for a terminal of `size` (columns, rows): enter the alternate screen,
+    hide the cursor, draw every cell. `screen` is the attach's first frame of the selected
+    session (None: its pane is drawn empty)."""
+    cols, rows = size
+    out = _Canvas(cols, rows)
+    body_height = rows - 2
+    sidebar = min(max(int(cols * 0.36), 32), 72)
+    live = _live(snapshot)
+    order = session_order(live)
+    roles = dict(live)
+    names = session_names((sid, roles[sid]) for sid in order)
+    sessions = {s["session_id"]: s for s in _session_rows(snapshot)}
+    selected = order[0] if order else None
+
+    office = plain(str(snapshot.get("name") or "?"), one_line=True)
+    subtitle = f"{office} · {snapshot.get('backend') or '?'} · {snapshot.get('connection') or '?'}"
+    out.header(f"semo — {plain(subtitle, one_line=True)} · 1 pane(s)")
+
+    # the sidebar: sessions (as tall as its rows, at most 45 %), questions, commands
+    # a DataTable of auto height: its header, a line per session and one blank line
+    session_box = Box(0, 1, sidebar, min(max(len(order) + 4, 4), int(body_height * 0.45)))
+    pool = snapshot.get("pool") or {}
+    pooled = pool.get("sessions") or {}
+    width = sidebar - 3
+    columns = session_columns(width)
+    lines: list[list[Part]] = [[(session_header(columns, width), "bold")]]
+    for session_id in order:
+        info = pooled.get(session_id) or {}
+        task = str(info.get("task_id") or "")
+        row = SessionRow(
+            session_id=session_id,
+            name=names[session_id],
+            role=roles[session_id],
+            state=str(sessions[session_id].get("state") or ""),
+            age_s=info.get("age_s"),
+            job=task.removeprefix("job-")[:6] if task else None,
+            last_line=last_line(_texts(screen)) if session_id == selected and screen else "",
+        )
+        lines.append(session_parts(row, columns, width))
+    down = pool.get("down") or []
+    pool_text = f"{pool.get('total', 0)}/{pool.get('max_sessions', 0)}" if pool else ""
+    pool_text += f" · {', '.join(map(str, down))} down" if down else ""
+    out.box(session_box, "Sessions", pool_text, lines, TEXT_ACCENT, focused=True)
+
+    questions = sorted(snapshot.get("questions") or [], key=lambda q: str(q.get("created_at")))
+    agents = snapshot.get("agents") or {}
+    agent_roles = {str(a.get("id")): role for role, a in agents.items() if isinstance(a, dict)}
+    question_lines: list[list[Part]] = []
+    for question in questions[:4]:
+        role = agent_roles.get(str(question.get("agent_id")), "?")
+        question_lines.append(question_line_parts(role, str(question.get("question") or "")))
+    if questions:
+        first = questions[0]
+        detail = question_detail_parts(
+            agent_roles.get(str(first.get("agent_id")), "?"),
+            str(first.get("question") or ""),
+            str(first.get("question_type") or ""),
+            [str(option) for option in first.get("options") or []],
+        )
+        question_lines += _split_lines(detail)
+    else:
+        question_lines.append([(NO_QUESTIONS, "dim")])
+    question_box = Box(
+        0, session_box.y + session_box.height, sidebar, max(len(question_lines) + 2, 5)
+    )
+    pending = f"{len(questions)} pending" if questions else ""
+    out.box(question_box, "Questions", pending, question_lines, TEXT_ACCENT)
+
+    top = question_box.y + question_box.height
+    command_box = Box(0, top, sidebar, max(rows - 1 - top, 3))
+    results = snapshot.get("results") or {}
+    commands = [
+        CommandRow(
+            str(command.get("id")),
+            _when(command.get("created_at")),
+            str(command.get("command_type") or ""),
+            str(command.get("status") or ""),
+            str(results.get(command.get("id"), "")),
+        )
+        for command in snapshot.get("commands") or []
+    ]
+    commands.sort(key=lambda c: c.at, reverse=True)
+    command_lines = [command_parts(c, width, time_format) for c in commands[:20]]
+    out.box(command_box, "Commands", "", command_lines, TEXT_ACCENT)
+
+    # the selected session's pane
+    pane = Box(sidebar, 1, cols - sidebar, body_height)
+    title = ""
+    if selected is not None:
+        row = sessions[selected]
+        title = pane_title(
+            roles[selected],
+            names[selected],
+            str(row.get("state") or ""),
+            int(row.get("queued") or 0),
+        )
+    out.box(pane, title, "", [], FOREGROUND)
+    if screen is not None:
+        out.screen(Box(pane.x + 1, pane.y + 1, pane.width - 2, pane.height - 2), screen)
+
+    out.key_bar(fit_parts(main_screen_hints(detach_key), cols - 2))
+    return out.text()
+
+
+def _texts(screen: dict[str, Any]) -> list[str]:
+    """The text of each row of a screen frame, top to bottom."""
+    rows = screen.get("rows") or {}
+    texts = []
+    for y in range(len(rows)):
+        value = rows.get(str(y), "")
+        texts.append(value if isinstance(value, str) else str(value[0]))
+    return texts
+
+
+def _runs(text: str, flat: list[Any]) -> list[Part]:
+    """A styled row's text cut at its runs; a run's style is its id after a NUL."""
+    parts: list[Part] = []
+    pos = 0
+    for i in range(0, len(flat) - 2, 3):
+        start, end, style_id = int(flat[i]), int(flat[i + 1]), str(flat[i + 2])
+        if start > pos:
+            parts.append((text[pos:start], ""))
+        parts.append((text[max(start, pos) : end], f"\x00{style_id}"))
+        pos = max(end, pos)
+    parts.append((text[pos:], ""))
+    return parts
+
+
+def _session_rows(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+    """The snapshot's live sessions (a row without an id is left out)."""
+    return [
+        s
+        for s in snapshot.get("sessions") or []
+        if isinstance(s, dict) and isinstance(s.get("session_id"), str) and not s.get("ended")
+    ]
+
+
+def _live(snapshot: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(s["session_id"], str(s.get("role") or "")) for s in _session_rows(snapshot)]
+
+
+def _when(value: object) -> datetime:
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return datetime.min.replace(tzinfo=datetime.now().astimezone().tzinfo)
+
+
+def _split_lines(parts: list[Part]) -> list[list[Part]]:
+    lines: list[list[Part]] = [[]]
+    for text, style in parts:
+        pieces = text.split("\n")
+        for index, piece in enumerate(pieces):
+            if index:
+                lines.append([])
+            if piece:
+                lines[-1].append((piece, style))
+    return lines
+
+
+def _cells(text: str) -> int:
+    return len(text) if text.isascii() else sum(max(char_width(c), 0) for c in text)
+
+
+def _clip(text: str, width: int) -> str:
+    """`text` cut to `width` cells (a wide character that would straddle the edge left out)."""
+    if _cells(text) <= width:
+        return text
+    kept, used = [], 0
+    for char in text:
+        size = max(char_width(char), 0)
+        if used + size > width:
+            break
+        kept.append(char)
+        used += size
+    return "".join(kept)
+
+
+def _safe(text: str) -> str:
+    return plain(text, one_line=True)
+
+
+def _colour(name: str, background: bool) -> str:
+    if name == "default":
+        return f"{48 if background else 38};2;{_rgb(BACKGROUND if background else FOREGROUND)}"
+    base = 40 if background else 30
+    if name in _NAMED:
+        return str(base + _NAMED[name])
+    if name.startswith("bright") and name[6:] in _NAMED:
+        return str(base + 60 + _NAMED[name[6:]])
+    if len(name) == 6:
+        try:
+            int(name, 16)
+        except ValueError:
+            return _colour("default", background)
+        return f"{48 if background else 38};2;{_rgb(name)}"
+    return _colour("default", background)
+
+
+def _rgb(hex_colour: str) -> str:
+    return ";".join(str(int(hex_colour[i : i + 2], 16)) for i in (0, 2, 4))
+
+
+def _style_sgr(style: str) -> str:
+    """A Rich style string of the panels' vocabulary as SGR parameters."""
+    codes = []
+    for word in style.split():
+        if word == "bold":
+            codes.append("1")
+        elif word == "dim":
+            codes.append("2")
+        elif word.startswith("#") and len(word) == 7:
+            codes.append(f"38;2;{_rgb(word[1:])}")
+        elif word in _NAMED:
+            codes.append(str(30 + _NAMED[word]))
+    return ";".join(codes)
+
+
+class _Canvas:
+    """The frame as escape sequences, every region drawn at its absolute position."""
+
+    def __init__(self, cols: int, rows: int) -> None:
+        self.cols, self.rows = cols, rows
+        base = f"\x1b[0;38;2;{_rgb(FOREGROUND)};48;2;{_rgb(BACKGROUND)}m"
+        self.base = base
+        # alternate screen, no cursor, the whole screen in the app's background
+        self.out = ["\x1b[?1049h\x1b[?25l", base, "\x1b[2J"]
+
+    def text(self) -> str:
+        return "".join(self.out) + "\x1b[0m"
+
+    def at(self, x: int, y: int) -> None:
+        self.out.append(f"\x1b[{y + 1};{x + 1}H")
+
+    def write(self, parts: list[Part], width: int, base: str | None = None) -> None:
+        base = base or self.base
+        used = 0
+        for text, style in parts:
+            text = _clip(_safe(text), width - used)
+            if not text:
+                continue
+            sgr = _style_sgr(style)
+            self.out.append(f"{base}\x1b[{sgr}m{text}{base}" if sgr else text)
+            used += _cells(text)
+        if used < width:
+            self.out.append(" " * (width - used))
+
+    def header(self, title: str) -> None:
+        header = f"\x1b[0;38;2;{_rgb(FOREGROUND)};48;2;{_rgb(PANEL)}m"
+        self.at(0, 0)
+        # Textual's Header: the icon 8 cells on the left, 10 kept free on the right, the title
+        # centred between them
+        title = _clip(title, self.cols - 18)
+        line = " *".ljust(8 + (self.cols - 18 - _cells(title)) // 2) + title
+        self.out.append(header + line + " " * max(self.cols - _cells(line), 0) + self.base)
+
+    def box(
+        self,
+        box: Box,
+        title: str,
+        subtitle: str,
+        lines: list[list[Part]],
+        title_colour: str,
+        *,
+        focused: bool = False,
+    ) -> None:
+        if box.width < 4 or box.height < 2 or box.y + box.height > self.rows:
+            return
+        border = f"\x1b[38;2;{_rgb(ACCENT if focused else BORDER)}m"
+        inner = box.width - 2
+        title = _clip(_safe(title), max(inner - 4, 0))
+        top = f"─ {title} " if title else ""
+        self.at(box.x, box.y)
+        self.out.append(f"{border}╭{top[:2]}\x1b[38;2;{_rgb(title_colour)}m{top[2:]}{border}")
+        self.out.append("─" * (inner - _cells(top)) + "╮" + self.base)
+        for index in range(box.height - 2):
+            self.at(box.x, box.y + 1 + index)
+            self.out.append(f"{border}│{self.base}")
+            self.write(lines[index] if index < len(lines) else [], inner)
+            self.at(box.x + box.width - 1, box.y + 1 + index)
+            self.out.append(f"{border}│{self.base}")
+        subtitle = _clip(_safe(subtitle), max(inner - 4, 0))
+        bottom = f" {subtitle} ─" if subtitle else ""
+        self.at(box.x, box.y + box.height - 1)
+        self.out.append(f"{border}╰" + "─" * (inner - _cells(bottom)))
+        self.out.append(f"\x1b[38;2;{_rgb(MUTED)}m{bottom[:-1]}{border}{bottom[-1:]}╯{self.base}")
+
+    def screen(self, box: Box, frame: dict[str, Any]) -> None:
+        """The attach's first frame: rows as text with style runs (engine/control/wire.py)."""
+        styles = frame.get("styles") or {}
+        rows = frame.get("rows") or {}
+        for y in range(box.height):
+            value = rows.get(str(y), "")
+            self.at(box.x, box.y + y)
+            if isinstance(value, str):
+                self.write([(value, "")], box.width)
+                continue
+            try:
+                parts = _runs(str(value[0]), list(value[1]))
+            except (ValueError, TypeError, IndexError):  # not a row: its text, if it has one
+                parts = [(str(value[0]) if isinstance(value, list) and value else "", "")]
+            self._styled_row(parts, styles, box.width)
+
+    def _styled_row(self, parts: list[Part], styles: dict[str, Any], width: int) -> None:
+        used = 0
+        for text, style in parts:
+            text = _clip(_safe(text), width - used)
+            if not text:
+                continue
+            definition = styles.get(style[1:]) if style else None
+            if definition:
+                fg, bg, flags = str(definition[0]), str(definition[1]), int(definition[2])
+                codes = [_colour(fg, False), _colour(bg, True)]
+                codes += [code for bit, code in _FLAG_SGR if flags & bit]
+                self.out.append(f"\x1b[0;{';'.join(codes)}m{text}{self.base}")
+            else:
+                self.out.append(text)
+            used += _cells(text)
+        if used < width:
+            self.out.append(" " * (width - used))
+
+    def key_bar(self, parts: list[Part]) -> None:
+        bar = f"\x1b[0;38;2;{_rgb(FOREGROUND)};48;2;{_rgb(PANEL)}m"
+        self.at(0, self.rows - 1)
+        self.out.append(bar + " ")
+        self.write(parts, self.cols - 1, bar)
+
+
+def terminal_size() -> tuple[int, int] | None:
+    """The terminal's size, or None when stdin or stdout is no terminal (nothing is painted
+    then)."""
+    try:
+        if not (os.isatty(0) and os.isatty(1)):
+            return None
+        size = os.get_terminal_size(1)
+    except OSError:
+        return None
+    return (size.columns, size.lines) if size.columns >= 40 and size.lines >= 10 else None

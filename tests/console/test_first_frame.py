@@ -1,0 +1,229 @@
+"""The first frame `semo console` paints from the engine's snapshot before Textual has loaded
+(console/first_frame.py, issue 14's attach budget).
+
+- On a real office (a `semo engine` of two bash agents): the frame painted from what a
+  `Preconnect` got, shown in tmux, reads as the real console's own frame does in tmux at the
+  same size, row for row (the header, the session list with the selected session's last line,
+  the inbox, the pane with its screen, the key bar).
+- A real `semo console` paints it: the selected session's screen is on the terminal before
+  Textual has entered its own modes, and with `SEMO_FIRST_FRAME=0` it is not.
+- A hostile office (escape sequences, OSC 52, C1 controls and bidi overrides in role names,
+  questions and screen rows; a snapshot with missing or wrong fields) paints no control
+  sequence but the painter's own, and what it cannot read is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.first_frame import LEAVE_FIRST_FRAME, paint, selected_session
+from console.panel_text import DETACH_KEY
+from engine.control.client import FirstScreen, Preconnect
+from tests.control.office import SEMO, Console, Office, consoles
+from tests.support.tmux import TmuxServer
+
+pytestmark = pytest.mark.timeout(180)
+COLS, ROWS = 120, 32
+TERM = "xterm-256color"
+#: what the painter writes: CSI sequences with numeric parameters, nothing else
+OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.fixture
+def office(tmp_path: Path) -> Iterator[Office]:
+    office = Office(tmp_path)
+    try:
+        yield office
+    finally:
+        office.cleanup()
+
+
+def first_screen(office: Office) -> FirstScreen:
+    [info] = (office.runtime / "semo").glob("control-*.json")
+    socket = Path(json.loads(info.read_text())["socket"])
+    found = Preconnect(socket, "ctl", pick=selected_session).first_screen(30)
+    assert found is not None and found.screen is not None
+    return found
+
+
+def shown_in_tmux(frame: str, folder: Path) -> list[str]:
+    """The rows tmux shows after `frame` was written to a terminal of COLS x ROWS."""
+    path = folder / "frame.ans"
+    path.write_text(frame)
+    tmux = TmuxServer()
+    try:
+        command = ["sh", "-c", f"cat {path}; sleep 60"]
+        tmux.start(command, cols=COLS, rows=ROWS, env={"LANG": "C.UTF-8"}, cwd=folder, term=TERM)
+        deadline = time.monotonic() + 20
+        while "MARK-42" not in "\n".join(rows := tmux.state()[0]):
+            assert time.monotonic() < deadline, "\n".join(rows)
+            time.sleep(0.05)
+        return [row.rstrip() for row in rows]
+    finally:
+        tmux.kill()
+
+
+def settled(console: Console) -> list[str]:
+    """The console's rows once they stopped changing (its panels fill in a few frames)."""
+    console.wait_for("MARK-42")
+    previous: list[str] = []
+    for _ in range(100):
+        rows = [row.rstrip() for row in console.text().split("\n")]
+        if rows == previous:
+            return rows
+        previous = rows
+        time.sleep(0.3)
+    return previous
+
+
+def test_the_first_frame_reads_as_the_console_s_own(office: Office, tmp_path: Path) -> None:
+    with consoles() as opened:  # starts the engine in the background, remembers its socket
+        opened.append(Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS))
+        console = opened[0]
+        console.wait(lambda s: "A " in s and "B " in s and "#1" in s, "the sessions")
+        console.key("Enter")  # into A's pane (the first by role, selected)
+        console.wait(lambda s: "│$" in s, "A's prompt")
+        console.type("clear; echo MARK-$((6*7))\r")
+        console.wait_for("MARK-42")
+        console.kill()  # the terminal gone: the engine goes on
+
+    first = first_screen(office)
+    painted = shown_in_tmux(paint(first.snapshot, first.screen, (COLS, ROWS), DETACH_KEY), tmp_path)
+    with consoles() as opened:
+        opened.append(Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS))
+        real = settled(opened[0])
+    assert len(painted) == len(real) == ROWS
+    differ = [
+        f"row {y}:\n  painted: {mine!r}\n  console: {theirs!r}"
+        for y, (mine, theirs) in enumerate(zip(painted, real, strict=True))
+        if mine != theirs
+    ]
+    assert not differ, "\n".join(differ)
+
+
+def test_a_console_paints_the_snapshot_before_textual_starts(office: Office) -> None:
+    with consoles() as opened:
+        opened.append(Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS))
+        opened[0].wait(lambda s: "A " in s and "#1" in s, "the sessions")
+        opened[0].key("Enter")
+        opened[0].wait(lambda s: "│$" in s, "A's prompt")
+        opened[0].type("echo MARK-$((6*7))\r")
+        opened[0].wait_for("MARK-42")
+        opened[0].kill()
+    for enabled in (True, False):
+        out = tmp_output(office, enabled)
+        textual_start = out.find(b"\x1b[?1000h")  # Textual turns mouse reporting on first
+        assert textual_start > 0, out[:2000]
+        before = out[:textual_start]
+        assert (b"MARK-42" in before) is enabled
+        assert before.count(b"\x1b[?1049h") == (2 if enabled else 1)  # ours, then Textual's
+
+
+def tmp_output(office: Office, first_frame: bool) -> bytes:
+    """What `semo console` writes to its terminal until it detaches, read through `script`
+    (the console's terminal a pseudo-terminal with the usual cooked modes). ctrl+q is typed
+    as soon as the sessions show, which may be the painted frame: it must reach the app as
+    the detach key, not the line discipline as XON."""
+    env = {**office.env, "TERM": TERM, "SEMO_FIRST_FRAME": "1" if first_frame else "0"}
+    log = office.folder / f"typescript-{first_frame}"
+    tmux = TmuxServer()
+    try:
+        modes = office.folder / f"stty-{first_frame}"
+        command = f"script -q -c '{SEMO} console --config semo.toml; stty -a > {modes}' {log}"
+        tmux.start(
+            ["sh", "-c", command], cols=COLS, rows=ROWS, env=env, cwd=office.folder, term=TERM
+        )
+        deadline = time.monotonic() + 60
+        while "#1" not in "\n".join(tmux.state()[0]):
+            assert time.monotonic() < deadline, "\n".join(tmux.state()[0])
+            time.sleep(0.1)
+        tmux("send-keys", "-t", "fid", "C-q")
+        while not tmux.dead():
+            assert time.monotonic() < deadline, "the console did not detach"
+            time.sleep(0.1)
+        # the terminal's own modes are back once the console is gone (no raw input left)
+        settings = modes.read_text().split()
+        assert {"icanon", "echo", "isig", "ixon"} <= set(settings), settings
+    finally:
+        tmux.kill()
+    return log.read_bytes()
+
+
+HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07\x9b31m\u202eevil\x1b[2J\x1b[?1049l"
+
+
+def hostile_snapshot() -> tuple[dict[str, object], dict[str, object]]:
+    sessions = [
+        {"session_id": "s1", "role": f"QA{HOSTILE}", "state": "waiting_input", "queued": 2},
+        {"session_id": "s2", "role": "BE", "state": f"ready{HOSTILE}"},
+        {"no_id": True},
+        "not a session",
+    ]
+    snapshot = {
+        "name": f"office{HOSTILE}",
+        "backend": HOSTILE,
+        "connection": None,
+        "agents": {"QA": {"id": "a1"}, "BE": "not a dict"},
+        "sessions": sessions,
+        "pool": {"total": 2, "max_sessions": 6, "down": [HOSTILE], "sessions": {"s1": {}}},
+        "questions": [
+            {
+                "agent_id": "a1",
+                "question": f"Pick {HOSTILE}\nsecond line",
+                "question_type": "choice",
+                "options": [f"o{HOSTILE}", "two"],
+                "created_at": "not a date",
+            }
+        ],
+        "commands": [{"id": "c1", "created_at": "2026-11-26T10:00:00+00:00", "status": HOSTILE}],
+        "results": {"c1": HOSTILE},
+    }
+    styles = {"0": ["red", "default", 1], "1": ["ff00ff", "brightblue", 16]}
+    rows = {
+        "0": f"plain {HOSTILE}",
+        "1": [f"wide 漢字 emoji 🙂 styled {HOSTILE}", [0, 4, 0, 5, 30, 1, 30, 99, 7], 1],
+        "2": ["bad runs", ["x", 1, 0], 0],
+    }
+    return snapshot, {"t": "screen", "s": "s1", "full": 1, "rows": rows, "styles": styles}
+
+
+def test_a_hostile_snapshot_paints_nothing_but_its_own_sequences() -> None:
+    snapshot, screen = hostile_snapshot()
+    assert selected_session(snapshot) == "s2"  # BE before QA…: by role
+    frame = paint(snapshot, screen, (COLS, ROWS), DETACH_KEY)
+    rest = OWN_SEQUENCES.sub("", frame)
+    for forbidden in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert forbidden not in rest
+    assert "\\x1b]52;c;" in rest  # shown, not obeyed
+    assert "漢字" in rest and "second line" in rest and "bad runs" in rest
+    assert frame.startswith("\x1b[?1049h") and "\x1b[?1049l" not in frame
+    assert LEAVE_FIRST_FRAME.endswith("\x1b[?1049l")
+
+
+def test_an_empty_or_odd_snapshot_still_paints_the_frame() -> None:
+    for snapshot in ({}, {"sessions": None, "pool": None, "questions": None}):
+        frame = paint(snapshot, None, (80, 24), DETACH_KEY)
+        rest = OWN_SEQUENCES.sub("", frame)
+        assert "Sessions" in rest and "no pending questions" in rest and "Detach" in rest
+
+
+def test_keys_and_clicks_on_the_painted_frame_reach_the_pane(office: Office) -> None:
+    """The operator acts on the painted office before Textual runs: a click on the pane and a
+    command typed are held until the main screen shows, then applied in order."""
+    with consoles() as opened:
+        opened.append(Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS))
+        opened[0].wait(lambda s: "A " in s and "#1" in s, "the sessions")
+        opened[0].kill()
+    with consoles() as opened:
+        console = Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS)
+        opened.append(console)
+        console.wait(lambda s: "A #1" in s, "the painted office")
+        console.click(COLS - 20, 10)  # on A's pane
+        console.type("echo early-$((2*3))\r")
+        console.wait_for("│early-6")
