@@ -161,18 +161,33 @@ _cell_widths = _CellWidths()
 
 
 class _GlyphCache(dict[str, Cell]):
-    """char -> Cell for one attribute set, so drawing ASCII reuses immutable cells."""
+    """char -> Cell for one attribute set, so drawing ASCII reuses immutable cells; `steps`:
+    SGR (parameters and `m`) -> the attributes it leads to from these, and their cache."""
 
     def __init__(self, attrs: Cell) -> None:
         super().__init__()
         self.attrs = attrs
         self.cells = _CellsCache(attrs)
+        self.steps: dict[str, tuple[Cell, _GlyphCache]] = {}
 
     def __missing__(self, char: str) -> Cell:
         if len(self) >= 4096:
             self.clear()
         cell = self[char] = self.attrs._replace(data=char)
         return cell
+
+
+# Text with SGRs and CR LFs in it (a text part of the stream) cut for `draw_styled`: the SGRs'
+# parameters with their `m`, "\n" for each CR LF (nothing else can follow ESC [ or CR there)
+STYLED_SPLIT = re.compile(r"(?:\x1b\[|\r)([0-9;:]*m|\n)")
+MAX_STEPS = 64  # SGRs remembered from one attribute set
+
+
+def _offset(parts: list[str], index: int) -> int:
+    """Where separator parts[index] starts in the text `STYLED_SPLIT` cut into `parts`."""
+    before = parts[:index]
+    crlfs = before[1::2].count("\n")
+    return sum(map(len, before)) + 2 * (len(before) // 2) - crlfs
 
 
 # A draw kept back: (x, stop, glyph cache, ASCII text) or (x, stop, cells cache, text); an erase
@@ -210,7 +225,6 @@ class TerminalScreen(pyte.Screen):
         self._pads: dict[Cell, Cell] = {}  # attrs -> the right half of a wide char with them
         self._interned: dict[Cell, Cell] = {BLANK: BLANK}
         self._sgr_cache: dict[tuple[int, str], tuple[Cell, Cell]] = {}
-        self._steps: dict[tuple[int, str], tuple[Cell, Cell, _GlyphCache]] = {}
         self._writes: dict[int, list[_Write]] = {}
         super().__init__(columns, lines)
 
@@ -541,20 +555,21 @@ class TerminalScreen(pyte.Screen):
             cursor.x = stop
         self.dirty.add(cursor.y)
 
-    def draw_styled(self, parts: list[str]) -> None:
-        """Text with SGRs between: `parts` as `re.split` cuts it at `ESC [ params m` (text,
-        params, text, ...), applied as `draw(parts[0]); sgr(parts[1]); draw(parts[2]) ...`
-        would. While the pieces fit on the cursor's row they are kept back together (one
-        `_keep` for the row, SGRs taken from a table of steps); from the first piece that does
-        not fit, or when the row needs the general drawing (no autowrap, insert mode, a
-        joiner pending, DEC graphics), the rest goes call by call."""
+    def draw_styled(self, parts: list[str], bottom: int = -1) -> int:
+        """Text with SGRs and CR LFs in it, as `STYLED_SPLIT` cuts it: text, separator, text,
+        ..., text, where a separator is an SGR's parameters with its final `m` (`"1;31m"`) or
+        `"\\n"` for a CR LF. Applied as `draw(text)`, `sgr(params)` and `crlf()` one by one
+        would; stops at a CR LF met with the cursor on row `bottom` (where the plain-output
+        batch may take over) and returns that CR LF's offset in the text it was cut from, else
+        0. While the pieces fit on the cursor's row they are kept back together (one `_keep`
+        per row, SGRs from a table of steps); from the first piece that does not fit, or when
+        the row needs the general drawing (no autowrap, insert mode, a joiner pending, DEC
+        graphics), the rest goes call by call."""
         mode = self.mode
         if self._charset_map is not None or self._pending_zwj or _IRM in mode:
-            self._draw_styled_calls(parts, 0)
-            return
+            return self._draw_styled_calls(parts, 0, bottom)
         if _DECAWM not in mode:
-            self._draw_styled_calls(parts, 0)
-            return
+            return self._draw_styled_calls(parts, 0, bottom)
         cursor = self.cursor
         x = cursor.x
         columns = self.columns
@@ -562,7 +577,6 @@ class TerminalScreen(pyte.Screen):
         glyphs = self._glyphs
         if glyphs.attrs is not attrs:
             glyphs = self.glyphs_for(attrs)
-        steps = self._steps
         widths = _cell_widths.__getitem__
         writes: list[_Write] = []
         last = ""
@@ -593,43 +607,65 @@ class TerminalScreen(pyte.Screen):
             index += 1
             if index == count:
                 break
-            step = steps.get((id(attrs), parts[index]))
-            if step is None or step[0] is not attrs:
-                step = self._step(attrs, parts[index])
-            attrs, glyphs = step[1], step[2]
+            key = parts[index]
+            if key == "\n":  # CR LF: this row's writes go, the next row starts
+                if writes:
+                    self._keep_many(cursor.y, writes)
+                    self.last_graphic = last[-1]
+                    self.dirty.add(cursor.y)
+                    writes = []
+                cursor.x = x
+                if cursor.y == bottom:
+                    cursor.attrs = attrs
+                    return _offset(parts, index)
+                self.crlf()
+                x = cursor.x
+            else:
+                step = glyphs.steps.get(key)
+                if step is None:
+                    step = self._step(glyphs, attrs, key)
+                attrs, glyphs = step
             index += 1
         cursor.attrs = attrs
+        cursor.x = x
         if writes:
             self._keep_many(cursor.y, writes)
-            cursor.x = x
             self.last_graphic = last[-1]
             self.dirty.add(cursor.y)
         if index < count:
-            self._draw_styled_calls(parts, index)
+            return self._draw_styled_calls(parts, index, bottom)
+        return 0
 
-    def _step(self, attrs: Cell, params: str) -> tuple[Cell, Cell, _GlyphCache]:
-        """`draw_styled`'s table: (attributes, SGR params) -> (them, the attributes after, the
-        glyph cache of those)."""
+    def _step(self, glyphs: _GlyphCache, attrs: Cell, key: str) -> tuple[Cell, _GlyphCache]:
+        """`draw_styled`'s table of steps, kept in the glyph cache of the attributes they
+        start from: SGR `key` (its parameters and `m`) -> the attributes after, their glyph
+        cache."""
         cursor = self.cursor
         saved = cursor.attrs
         cursor.attrs = attrs
-        self.sgr(params)
+        self.sgr(key[:-1])
         after = cursor.attrs
         cursor.attrs = saved
-        steps = self._steps
-        if len(steps) >= 4096:
+        steps = glyphs.steps
+        if len(steps) >= MAX_STEPS:
             steps.clear()
-        step = steps[id(attrs), params] = (attrs, after, self.glyphs_for(after))
+        step = steps[key] = (after, self.glyphs_for(after))
         return step
 
-    def _draw_styled_calls(self, parts: list[str], index: int) -> None:
+    def _draw_styled_calls(self, parts: list[str], index: int, bottom: int) -> int:
         """`draw_styled` from parts[index] (a text) on, call by call."""
-        draw, sgr = self.draw, self.sgr
         for position in range(index, len(parts)):
-            if position % 2:
-                sgr(parts[position])
+            part = parts[position]
+            if not position % 2:
+                if part:
+                    self.draw(part)
+            elif part != "\n":
+                self.sgr(part[:-1])
+            elif self.cursor.y == bottom:
+                return _offset(parts, position)
             else:
-                draw(parts[position])
+                self.crlf()
+        return 0
 
     def _draw_runs(self, data: str) -> None:
         """Text with non-ASCII characters. If it fits on the cursor's row, its cells come from a
@@ -713,10 +749,19 @@ class TerminalScreen(pyte.Screen):
         glyphs = self._glyph_caches.get(attrs)
         if glyphs is None:
             if len(self._glyph_caches) > 256:
-                self._glyph_caches.clear()
+                self._forget_glyphs()
             glyphs = self._glyph_caches[attrs] = _GlyphCache(attrs)
         self._glyphs = glyphs
         return glyphs
+
+    def _forget_glyphs(self) -> None:
+        """Empty the glyph caches' table, and their steps (which point at other caches: what
+        the table drops is then unreachable but for kept-back writes, so memory stays bounded
+        however many attribute sets a program goes through)."""
+        for glyphs in self._glyph_caches.values():
+            glyphs.steps.clear()
+        self._glyphs.steps.clear()
+        self._glyph_caches.clear()
 
     def _draw_ascii(self, data: str) -> None:
         cursor = self.cursor
@@ -1073,6 +1118,7 @@ class TerminalScreen(pyte.Screen):
         if len(self._sgr_cache) > 4096:
             self._sgr_cache.clear()
             self._interned = {BLANK: BLANK}
+            self._forget_glyphs()  # the steps give attributes interned before
         result = apply_sgr(attrs, params, self._default)
         result = self._interned.setdefault(result, result)  # equal attrs -> one object
         self._sgr_cache[key] = (attrs, result)

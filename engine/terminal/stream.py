@@ -20,7 +20,12 @@ from pyte import modes
 from wcwidth import wcwidth
 
 from engine.terminal.plain import PlainBatch
-from engine.terminal.screen import _HAS_REGIONAL_INDICATOR, NOT_FLAG_MODES, TerminalScreen
+from engine.terminal.screen import (
+    _HAS_REGIONAL_INDICATOR,
+    NOT_FLAG_MODES,
+    STYLED_SPLIT,
+    TerminalScreen,
+)
 
 log = logging.getLogger("semo.terminal")
 
@@ -54,7 +59,6 @@ _PARTS = re.compile(
     r"|[\x00-\x1f\x7f-\x9f]"
 )
 _ERASE_UP = "\x1b[2K\x1b[1A"
-_SGR_SPLIT = re.compile(r"\x1b\[([0-9;:]*)m")
 _CONTROLS = frozenset(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
 _BREAKS = frozenset(["\r", "\n", "\r\n"])  # where the plain-output batch may start
 _INTERMEDIATES = "".join(map(chr, range(0x20, 0x30)))
@@ -226,9 +230,10 @@ class TerminalStream:
         call_for = self._calls.get
         draw = screen.draw
         draw_styled = screen.draw_styled
-        split_sgr = _SGR_SPLIT.split
+        split_styled = STYLED_SPLIT.split
         batch = self.batch_enabled
         bottom = screen.lines - 1
+        batch_row = bottom if batch else -1  # where a CR LF may start the batch
         controls = _CONTROLS
         breaks = _BREAKS
         numbered = enumerate(parts)
@@ -239,12 +244,10 @@ class TerminalStream:
                 if part[0] not in controls:  # text, maybe with SGRs and CR LFs in it
                     if batch and screen.deferred_rows:
                         break
-                    if "\n" in part:
-                        taken = self._draw_rows(part)
+                    if "\x1b" in part or "\n" in part:
+                        taken = draw_styled(split_styled(part), batch_row)
                         if taken:
                             break
-                    elif "\x1b" in part:
-                        draw_styled(split_sgr(part))
                     else:
                         draw(part)
                     continue
@@ -274,28 +277,6 @@ class TerminalStream:
                     break
             for _ in range(at - index - 1):  # the general path took parts[index:at]
                 next(numbered)
-
-    def _draw_rows(self, part: str) -> int:
-        """Draw a text part that holds CR LFs, row by row; 0 when it is all applied, else the
-        offset of the CR LF where the plain-output batch may take over (the cursor is on the
-        bottom row): the general path goes on from there."""
-        screen = self.screen
-        cursor = screen.cursor
-        bottom = screen.lines - 1 if self.batch_enabled else -1
-        draw, draw_styled, split_sgr = screen.draw, screen.draw_styled, _SGR_SPLIT.split
-        offset = -2
-        for row in part.split("\r\n"):
-            if offset >= 0:  # a CR LF before this row
-                if cursor.y == bottom:
-                    return offset
-                screen.crlf()
-            if row:
-                if "\x1b" in row:
-                    draw_styled(split_sgr(row))
-                else:
-                    draw(row)
-            offset += 2 + len(row)
-        return 0
 
     def _call_for(self, part: str) -> Callable[[], None] | None:
         """The call that applies the sequence or control `part`, kept in the table (bounded)

@@ -7,15 +7,17 @@ tmux 3.3a shows it."""
 
 from __future__ import annotations
 
+import gc
 import random
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import _SGR_SPLIT, make_screen_and_stream
+from engine.terminal.screen import STYLED_SPLIT, TerminalScreen
+from engine.terminal.stream import make_screen_and_stream
 from tests.support.random_stream import random_stream
 from tests.terminal import test_fuzz_tmux as fuzz
 
@@ -32,12 +34,13 @@ _TEXTS = [
     "x" * 9,
     "中文字符",
 ]
-_PARAMS = ["", "0", "1", "22", "2", "31", "39", "7", "38;5;208", "48;2;1;2;3", "38:2::1:2:3",
-           "4:3", "1;31", ";", "99999999"]  # fmt: skip
+_SEPARATORS = ["", "0", "1", "22", "2", "31", "39", "7", "38;5;208", "48;2;1;2;3",
+               "38:2::1:2:3", "4:3", "1;31", ";", "99999999"]  # fmt: skip
+_SEPARATORS = [f"\x1b[{params}m" for params in _SEPARATORS] + ["\r\n"] * 4
 _text = st.lists(st.sampled_from(_TEXTS), max_size=4).map("".join)
-# parts as re.split cuts them at SGRs: text, params, text, ..., text
-_parts = st.lists(st.tuples(st.sampled_from(_PARAMS), _text), max_size=8).flatmap(
-    lambda pairs: _text.map(lambda first: [first, *[x for pair in pairs for x in pair]])
+# a stream's text part: text, then separators (SGRs, CR LFs) each followed by text
+_styled = st.lists(st.tuples(st.sampled_from(_SEPARATORS), _text), max_size=10).flatmap(
+    lambda pairs: _text.map(lambda first: first + "".join(a + b for a, b in pairs))
 )
 _SETUPS = [
     "", "\x1b[?7l", "\x1b[4h", "\x1b(0", "a\u200d", "\x1b[1m", "\x1b[7;33m", "中文字符中文字符",
@@ -70,27 +73,49 @@ def _screen(columns: int, setup: str, column: int) -> TerminalScreen:
     return screen
 
 
-@settings(max_examples=1500, deadline=None)
-@example(parts=["中", "1", "文字"], columns=4, column=2, setup="", read=False)
-@example(parts=["ab", "31", "\u200d🚀"], columns=6, column=1, setup="", read=False)
-@example(parts=["x", "1", "🇩🇪"], columns=6, column=5, setup="", read=True)
+def _one_by_one(screen: TerminalScreen, text: str, bottom: int) -> int:
+    """What `draw_styled` stands for: each piece of `text` with its own call; stops at a CR LF
+    met on row `bottom` and returns its offset (else 0)."""
+    offset = 0
+    for piece in re.findall(r"\x1b\[[0-9;:]*m|\r\n|[^\x1b\r]+", text):
+        if piece == "\r\n":
+            if screen.cursor.y == bottom:
+                return offset
+            screen.crlf()
+        elif piece.startswith("\x1b["):
+            screen.sgr(piece[2:-1])
+        else:
+            screen.draw(piece)
+        offset += len(piece)
+    return 0
+
+
+@settings(max_examples=2000, deadline=None)
+@example(text="中\x1b[1m文字", columns=4, column=2, setup="", read=False, bottom=-1)
+@example(text="ab\x1b[31m\u200d🚀", columns=6, column=1, setup="", read=False, bottom=-1)
+@example(text="x\x1b[1m🇩🇪", columns=6, column=5, setup="", read=True, bottom=-1)
+@example(text="a\r\nb\x1b[1m\r\nc", columns=6, column=1, setup="x\r\n" * 8, read=False,
+         bottom=3)  # fmt: skip
 @given(
-    parts=_parts,
+    text=_styled,
     columns=st.integers(min_value=1, max_value=12),
     column=st.integers(min_value=1, max_value=13),
     setup=st.sampled_from(_SETUPS),
     read=st.booleans(),
+    bottom=st.sampled_from([-1, 3, 1]),
 )
-def test_styled_text_draws_as_its_calls_one_by_one(parts, columns, column, setup, read):
+def test_styled_text_draws_as_its_calls_one_by_one(text, columns, column, setup, read, bottom):
     fused = _screen(columns, setup, column)
     single = _screen(columns, setup, column)
     if read:  # rows already made into cells (else the setup's draws are still kept back)
         fused.buffer  # noqa: B018
         single.buffer  # noqa: B018
-    fused.draw_styled(list(parts))
-    for index, part in enumerate(parts):
-        single.sgr(part) if index % 2 else single.draw(part)
+    stopped = fused.draw_styled(STYLED_SPLIT.split(text), bottom)
+    assert stopped == _one_by_one(single, text, bottom)
     assert _state(fused) == _state(single)
+    if stopped:
+        assert text[stopped : stopped + 2] == "\r\n"
+        assert fused.cursor.y == bottom
 
 
 def test_a_styled_row_covering_the_row_drops_the_earlier_writes_unapplied():
@@ -163,8 +188,8 @@ def test_ink_frames_fed_fast_leave_what_the_token_path_leaves(seed: int):
     assert states[0] == states[1]
 
 
-def test_sgr_split_cuts_only_sgrs():
-    assert _SGR_SPLIT.split("a\x1b[1;2mb\x1b[mc") == ["a", "1;2", "b", "", "c"]
+def test_styled_split_cuts_at_sgrs_and_crlfs():
+    assert STYLED_SPLIT.split("a\x1b[1;2mb\x1b[m\r\nc") == ["a", "1;2m", "b", "m", "", "\n", "c"]
     screen, stream = make_screen_and_stream(10, 2)
     stream.feed("a\x1b[1?2mb\x1b[>4;2mc")  # not SGRs: tmux ignores them, nothing drawn
     assert screen.text_rows()[0] == "abc"
@@ -214,3 +239,14 @@ def test_ink_frames_with_wide_text_render_as_in_tmux(seed: int, tmp_path: Path) 
     assert (min(screen.cursor.x, fuzz.COLUMNS - 1), screen.cursor.y) == tmux_cursor
     escaped, _ = fuzz._tmux(path, escapes=True)
     assert fuzz._cells(screen) == fuzz._styled(escaped)
+
+
+def test_steps_between_many_attribute_sets_stay_bounded():
+    """Each glyph cache remembers the SGRs taken from it; a program cycling through thousands
+    of colours must not keep thousands of caches alive through those steps."""
+    screen, stream = make_screen_and_stream(40, 5)
+    for n in range(3000):
+        stream.feed(f"a\x1b[38;2;{n % 256};{n // 256};7mb\x1b[1mc\x1b[0m\r\n")
+    caches = [obj for obj in gc.get_objects() if type(obj).__name__ == "_GlyphCache"]
+    assert len(caches) < 1000
+    assert screen.text_rows()[-2] == "abc"
