@@ -22,7 +22,6 @@ import concurrent.futures
 import contextlib
 import importlib
 import itertools
-import json
 import logging
 import os
 import socket
@@ -43,7 +42,9 @@ from engine.control.wire import (
     START_WAIT_SECONDS,
     FrameError,
     StyleBook,
+    decode_body,
     encode_frame,
+    frame_size,
     read_frame,
 )
 from engine.protocol.state import AgentState
@@ -796,19 +797,11 @@ def _read_frame_blocking(sock: socket.socket) -> dict[str, Any] | None:
         return None
     if len(header) < 4:
         raise FrameError("the stream ended inside a frame header")
-    size = int.from_bytes(header, "big")
-    if size > MAX_SERVER_FRAME_BYTES:
-        raise FrameError(f"a frame of {size} bytes is over the limit of {MAX_SERVER_FRAME_BYTES}")
+    size = frame_size(header, MAX_SERVER_FRAME_BYTES)
     body = _recv_exactly(sock, size)
     if len(body) < size:
         raise FrameError("the stream ended inside a frame")
-    try:
-        message = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise FrameError(f"a frame that is not JSON: {error}") from None
-    if not isinstance(message, dict):
-        raise FrameError("a frame that is not a JSON object")
-    return message
+    return decode_body(body)
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:

@@ -45,13 +45,24 @@ async def read_frame(reader: asyncio.StreamReader, limit: int) -> dict[str, Any]
         if error.partial:
             raise FrameError("the stream ended inside a frame header") from None
         return None
-    size = int.from_bytes(header, "big")
-    if size > limit:
-        raise FrameError(f"a frame of {size} bytes is over the limit of {limit}")
+    size = frame_size(header, limit)
     try:
         body = await reader.readexactly(size)
     except asyncio.IncompleteReadError:
         raise FrameError("the stream ended inside a frame") from None
+    return decode_body(body)
+
+
+def frame_size(header: bytes, limit: int) -> int:
+    """The body's size a frame header gives (FrameError beyond `limit`)."""
+    size = int.from_bytes(header, "big")
+    if size > limit:
+        raise FrameError(f"a frame of {size} bytes is over the limit of {limit}")
+    return size
+
+
+def decode_body(body: bytes) -> dict[str, Any]:
+    """A frame's body as the JSON object it must be (FrameError otherwise)."""
     try:
         message = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
