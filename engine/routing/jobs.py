@@ -421,6 +421,7 @@ class JobRunner:
         self._continued: set[asyncio.Task[Job]] = set()  # jobs taken over (continue_job)
         self._entries: asyncio.Queue[JobEntry] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._closed = False
         pool.manager.add_listener(self._on_session_event)
         if router is not None:
             router.job_of_session = self.job_of_session
@@ -820,6 +821,9 @@ class JobRunner:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
+        if self._closed:  # the engine is stopping: no writer outlives close()
+            log.info("job %s: timeline row %s after close, not written", entry.job_id, entry.step)
+            return
         if self._entries is None:
             self._entries = asyncio.Queue()
         if self._entries.qsize() >= MAX_PENDING_ENTRIES:
@@ -853,6 +857,7 @@ class JobRunner:
         """Write what is queued and stop the writer."""
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._flush(), 5.0)
+        self._closed = True
         if self._writer is not None:
             self._writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):

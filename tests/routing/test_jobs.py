@@ -58,7 +58,7 @@ from engine.sessions.manager import LaunchOptions, SessionManager
 from engine.sessions.pool import SessionPoolManager
 from engine.sessions.profiles import CLAUDE, profile_named
 from engine.store.base import Store
-from engine.store.models import Agent, Job, Office, RunJobPayload
+from engine.store.models import Agent, Job, JobEntry, Office, RunJobPayload
 from tests.store.conftest import Stores, open_stores
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually
@@ -665,3 +665,19 @@ async def wait_result(store: Store, command_id: str) -> Any:
         assert time.monotonic() < deadline, f"no result for command {command_id}"
         await asyncio.sleep(0.05)
     return result
+
+
+async def test_a_timeline_row_after_close_starts_no_writer_that_outlives_the_runner(
+    rig: Rig,
+) -> None:
+    """A session event that comes in while the engine stops (after `close`) is logged, not
+    queued: a writer started then would be destroyed pending with the event loop."""
+    setup = await rig.runner(["ok"])
+    job = await rig.store.create_job(
+        Job(office_id=rig.office.id, agent_id=setup.agent.id, task="after close")
+    )
+    setup.runner._record(JobEntry(job_id=job.id, office_id=rig.office.id, step="before"))
+    await setup.runner.close()
+    assert [e.step for e in await rig.store.list_job_entries(job.id)] == ["before"]
+    setup.runner._record(JobEntry(job_id=job.id, office_id=rig.office.id, step="after"))
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "job timeline"]
