@@ -38,7 +38,7 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from bench.console_processes import LETTERS, ConsoleProcess, Office, percentile, summary
+from bench.console_processes import ConsoleProcess, Office, keystrokes, percentile, summary
 
 F2 = b"\x1bOQ"
 F5 = b"\x1b[15~"
@@ -62,21 +62,11 @@ def enter_pane(console: ConsoleProcess, grid: bool) -> None:
     time.sleep(1.0)
 
 
-def keystrokes(console: ConsoleProcess, count: int) -> tuple[list[float], list[int]]:
-    """ms from each letter to its echo, and the bytes written from the letter until its
-    backspace's echo settled (the two echoes)."""
-    latencies, sizes = [], []
-    for index in range(count):
-        letter = LETTERS[index % len(LETTERS) : index % len(LETTERS) + 1]
-        since = console.mark()
-        started = time.perf_counter()
-        console.write(letter)
-        arrived = console.wait_for([letter], since=since, timeout=10)
-        latencies.append((arrived - started) * 1000)
-        console.write(b"\x7f")
-        time.sleep(0.05)
-        sizes.append(console.bytes_between(started, time.perf_counter()))
-    return latencies, sizes
+def flood_neighbour(office: Office) -> float:
+    """S02 prints `seq` in a loop from now on; the load average once it runs."""
+    asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
+    time.sleep(1.0)
+    return os.getloadavg()[0]
 
 
 def office_with_console(
@@ -96,12 +86,9 @@ def bench_echo(args: argparse.Namespace) -> None:
             try:
                 enter_pane(console, grid)
                 if flood:
-                    asyncio.run(
-                        office.type_into({office.roles[1]: "while :; do seq 1 100000; done"})
-                    )
-                    time.sleep(1.0)
+                    flood_neighbour(office)
                 began = time.perf_counter()
-                latencies, _ = keystrokes(console, args.keys)
+                latencies, _ = keystrokes(console, args.keys, pause=0.05)
                 ended = time.perf_counter()
                 layout = "4-pane grid, S02 on screen" if grid else "list + one pane, S02 hidden"
                 what = "S02 flooding" if flood else "idle"
@@ -125,11 +112,9 @@ def bench_ab(args: argparse.Namespace) -> None:
             office, console = office_with_console(args.size, env)
             try:
                 enter_pane(console, True)
-                asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
-                time.sleep(1.0)
-                load = os.getloadavg()[0]
+                load = flood_neighbour(office)
                 cpu, began = console.cpu_seconds(), time.perf_counter()
-                latencies, _ = keystrokes(console, args.keys)
+                latencies, _ = keystrokes(console, args.keys, pause=0.05)
                 cpu = (console.cpu_seconds() - cpu) / (time.perf_counter() - began) * 100
                 results[mode] += latencies
                 what = f"grid, S02 flooding, echo-first {mode} (load {load:.1f})"
@@ -155,12 +140,10 @@ def bench_history(args: argparse.Namespace) -> None:
             office, console = office_with_console(args.size, env)
             try:
                 enter_pane(console, True)
-                asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
-                time.sleep(1.0)
-                load = os.getloadavg()[0]
+                load = flood_neighbour(office)
                 cpu, engine_cpu = console.cpu_seconds(), office.cpu_seconds()
                 began = time.perf_counter()
-                latencies, _ = keystrokes(console, args.keys)
+                latencies, _ = keystrokes(console, args.keys, pause=0.05)
                 took = time.perf_counter() - began
                 cpu = (console.cpu_seconds() - cpu) / took * 100
                 engine_cpu = (office.cpu_seconds() - engine_cpu) / took * 100
@@ -187,7 +170,7 @@ def bench_bytes(args: argparse.Namespace) -> None:
         office, console = office_with_console(args.size)
         try:
             enter_pane(console, grid)
-            _, sizes = keystrokes(console, min(args.keys, 60))
+            _, sizes = keystrokes(console, min(args.keys, 60), pause=0.05)
             layout = "4-pane grid" if grid else "list + one pane"
             print(
                 f"bytes written per keystroke (letter + backspace), {SESSIONS} idle sessions, "

@@ -413,10 +413,13 @@ async def client_attach(office: Office) -> float:
 LETTERS = b"QZXJKVWY"
 
 
-def keystrokes(console: ConsoleProcess, count: int) -> list[float]:
-    """Type letters into the focused bash pane; ms until the console wrote each one back.
-    Each letter is erased (backspace) before the next, so the row never holds two."""
-    latencies = []
+def keystrokes(
+    console: ConsoleProcess, count: int, pause: float = 0.03
+) -> tuple[list[float], list[int]]:
+    """Type letters into the focused bash pane; ms until the console wrote each one back, and
+    the bytes it wrote from the letter until `pause` after its backspace (the two echoes).
+    Each letter is erased before the next, so the row never holds two."""
+    latencies, sizes = [], []
     for index in range(count):
         letter = LETTERS[index % len(LETTERS) : index % len(LETTERS) + 1]
         since = console.mark()
@@ -425,8 +428,9 @@ def keystrokes(console: ConsoleProcess, count: int) -> list[float]:
         arrived = console.wait_for([letter], since=since, timeout=10)
         latencies.append((arrived - started) * 1000)
         console.write(b"\x7f")
-        time.sleep(0.03)
-    return latencies
+        time.sleep(pause)
+        sizes.append(console.bytes_between(started, time.perf_counter()))
+    return latencies, sizes
 
 
 def bench_echo(args: argparse.Namespace) -> None:
@@ -445,7 +449,7 @@ def bench_echo(args: argparse.Namespace) -> None:
                 asyncio.run(office.type_into({office.roles[1]: "while :; do seq 1 100000; done"}))
                 time.sleep(1.0)
             began = time.perf_counter()
-            latencies = keystrokes(console, args.keys)
+            latencies, _ = keystrokes(console, args.keys)
             ended = time.perf_counter()
             what = (
                 f"{count} sessions, a neighbouring pane flooding"
