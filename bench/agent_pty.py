@@ -14,6 +14,9 @@ For each stream of bench/terminal.py, alternating in each round:
   observer pass per frame;
 - ``tmux``: a detached tmux pane running the same `cat` (bench/terminal.py's measurement).
 
+`cat` writes the stream with its CR LFs as LFs (bench/terminal.py's `as_written`): the PTY
+makes them CR LFs again, so every layer receives the same bytes.
+
 Wall-clock MB/s (for PTY runs: from spawn to exit, minus the same with an empty file) and the
 bench process's CPU MB/s (time.process_time: `cat`, the kernel's tty work and other load are
 not in it). Also PTY reads, screen feeds and observer passes per MB of the agent run. Medians.
@@ -195,7 +198,7 @@ def main() -> None:
         for name in names:
             data = bench_terminal.STREAMS[name](size, random.Random(7))
             path = Path(tmp) / "stream"
-            path.write_bytes(data)
+            path.write_bytes(bench_terminal.as_written(data))  # through the PTY: `data`
             runs: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in layers}
             tmux: list[float] = []
             for _ in range(args.repeat):
