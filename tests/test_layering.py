@@ -74,3 +74,19 @@ def test_the_console_imports_no_engine_store_or_pydantic():
     ]
     assert "textual.app" in loaded and "engine.control.client" in loaded
     assert offenders == []
+
+
+def test_the_painted_first_frame_needs_neither_textual_nor_rich_nor_pyte():
+    """console/first_frame.py paints before Textual loads: everything the launcher imports
+    to paint it stays light (console.launch, first_frame, panel_text)."""
+    probe = (
+        "import sys, console.launch, console.first_frame, console.panel_text\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    heavy = ("textual", "rich", "pyte", *CONSOLE_START_FORBIDDEN)
+    loaded = result.stdout.split()
+    assert "console.first_frame" in loaded
+    assert [n for n in loaded if any(n == f or n.startswith(f + ".") for f in heavy)] == []
