@@ -18,7 +18,7 @@ from typing import Any
 
 import pyte
 from pyte import charsets, modes
-from pyte.screens import Margins, StaticDefaultDict
+from pyte.screens import Margins, Savepoint, StaticDefaultDict
 from wcwidth import wcwidth
 
 from engine.terminal.cell import BLANK, Cell
@@ -401,7 +401,21 @@ class TerminalScreen(pyte.Screen):
         del self.kitty_keyboard_flags[-count:]
 
     def save_cursor(self) -> None:
-        super().save_cursor()
+        """pyte's, with the cursor copied field by field (not `copy.copy`)."""
+        cursor = self.cursor
+        saved = pyte.screens.Cursor(cursor.x, cursor.y, cursor.attrs)
+        saved.hidden = cursor.hidden
+        mode = self.mode
+        self.savepoints.append(
+            Savepoint(
+                saved,
+                self.g0_charset,
+                self.g1_charset,
+                self.charset,
+                modes.DECOM in mode,
+                _DECAWM in mode,
+            )
+        )
         if len(self.savepoints) > MAX_SAVEPOINTS:
             del self.savepoints[:-MAX_SAVEPOINTS]
 

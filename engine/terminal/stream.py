@@ -226,41 +226,43 @@ class TerminalStream:
         """Apply `parts` (cut from data[pos:]); return where the next part starts: after the
         last one, or wherever the general path stopped past them."""
         screen = self.screen
-        cursor = screen.cursor
         call_for = self._calls.get
         draw = screen.draw
         draw_styled = screen.draw_styled
         split_styled = STYLED_SPLIT.split
         batch = self.batch_enabled
-        bottom = screen.lines - 1
-        batch_row = bottom if batch else -1  # where a CR LF may start the batch
+        batch_row = screen.lines - 1 if batch else -1  # where a CR LF may start the batch
         controls = _CONTROLS
         breaks = _BREAKS
         numbered = enumerate(parts)
         at = index = 0  # pos is where parts[at] starts
         while True:
             taken = 0  # of parts[index] when the loop breaks: the general path goes on from there
-            for index, part in numbered:  # noqa: B007 (index is read after the loop)
-                if part[0] not in controls:  # text, maybe with SGRs and CR LFs in it
-                    if batch and screen.deferred_rows:
-                        break
-                    if "\x1b" in part or "\n" in part:
-                        taken = draw_styled(split_styled(part), batch_row)
-                        if taken:
+            if batch and screen.deferred_rows:  # the batch's rows: the general path goes on
+                item = next(numbered, None)
+                if item is None:
+                    return pos + sum(map(len, parts[at:]))
+                index = item[0]
+            else:  # (nothing here makes deferred rows: only the general path's batch does)
+                for index, part in numbered:  # noqa: B007 (index is read after the loop)
+                    if part[0] not in controls:  # text, maybe with SGRs and CR LFs in it
+                        if "\x1b" in part or "\n" in part:
+                            taken = draw_styled(split_styled(part), batch_row)
+                            if taken:
+                                break
+                        else:
+                            draw(part)
+                        continue
+                    call = call_for(part)
+                    if call is None:  # a sequence not in the table yet
+                        call = self._call_for(part)
+                        if call is None:
                             break
-                    else:
-                        draw(part)
-                    continue
-                call = call_for(part)
-                if call is None:  # a sequence not in the table yet
-                    call = self._call_for(part)
-                    if call is None:
-                        break
-                if batch and (screen.deferred_rows or (part in breaks and cursor.y == bottom)):
-                    break
-                call()
-            else:
-                return pos + sum(map(len, parts[at:]))
+                    if part in breaks and screen.cursor.y == batch_row:
+                        break  # where the batch may start
+                    call()
+                else:
+                    return pos + sum(map(len, parts[at:]))
             pos += sum(map(len, parts[at:index]))
             at = index
             # the general path from parts[index] on, until it stops where a part starts
