@@ -132,7 +132,9 @@ def child(args: argparse.Namespace) -> None:
     layer, path = args.child
     stats: dict[str, float] = {}
     if layer == "screen":
-        wall, cpu = screen_alone(Path(path).read_bytes(), args.cols, args.rows)
+        # the file is what cat writes (LFs): the screen alone gets what the PTY makes of it
+        data = Path(path).read_bytes().replace(b"\n", b"\r\n")
+        wall, cpu = screen_alone(data, args.cols, args.rows)
     elif layer == "terminal":
         wall, cpu = terminal_cat(Path(path), args.cols, args.rows, stats)
     else:
