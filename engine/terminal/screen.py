@@ -269,12 +269,7 @@ class TerminalScreen(pyte.Screen):
             if glyphs is _ERASE:
                 line.update(dict.fromkeys(range(x, stop), payload))
                 continue
-            cell = line.get(x)
-            if cell is not None and not cell.data:
-                self._split_wide_at(line, x)
-            cell = line.get(stop)
-            if cell is not None and not cell.data:
-                self._split_wide_at(line, stop)
+            self._split_wide_ends(line, x, stop)
             if type(glyphs) is _CellsCache:
                 cells = chain.from_iterable(map(glyphs.__getitem__, payload))
             else:
@@ -681,31 +676,10 @@ class TerminalScreen(pyte.Screen):
                 self.crlf()
         return 0
 
-    def _draw_runs(self, data: str) -> None:
-        """Text with non-ASCII characters. If it fits on the cursor's row, its cells come from a
-        per-attribute cache in one C-level pass and go in with one update; else it is drawn run
-        by run: runs of narrow characters take the ASCII path, runs of wide ones `_draw_wide`,
-        and only zero-width characters and joiners go character by character."""
-        if modes.DECAWM not in self.mode:
-            self._draw_unicode(data)
-            return
-        cursor = self.cursor
-        if len(data) <= self.columns - cursor.x:  # at least a cell each: it may fit
-            cells = list(
-                chain.from_iterable(map(self.glyphs_for(cursor.attrs).cells.__getitem__, data))
-            )
-            x, stop = cursor.x, cursor.x + len(cells)
-            if stop <= self.columns and None not in cells:
-                line = self._row(cursor.y)
-                self._split_wide_at(line, x)
-                self._split_wide_at(line, stop)
-                line.update(zip(range(x, stop), cells, strict=True))
-                cursor.x = stop
-                return
-        self._draw_split(data)
-
     def _draw_split(self, data: str) -> None:
-        """`_draw_runs` for text that does not fit on the row or needs the per-character path."""
+        """Non-ASCII text that does not fit on the row or needs the per-character path, run by
+        run: runs of narrow characters take the ASCII path, runs of wide ones `_draw_wide`,
+        and only zero-width characters and joiners go character by character."""
         if _HAS_REGIONAL_INDICATOR(data):
             self._draw_unicode(data)
             return
@@ -788,12 +762,7 @@ class TerminalScreen(pyte.Screen):
         stop = x + len(data)
         if stop <= columns:  # the common case: it fits on the row
             line = self._row(cursor.y)
-            cell = line.get(x)
-            if cell is not None and not cell.data:
-                self._split_wide_at(line, x)
-            cell = line.get(stop)
-            if cell is not None and not cell.data:
-                self._split_wide_at(line, stop)
+            self._split_wide_ends(line, x, stop)
             line.update(zip(range(x, stop), map(glyph, data), strict=True))
             cursor.x = stop
             return
@@ -835,6 +804,16 @@ class TerminalScreen(pyte.Screen):
         self.dirty.add(self.cursor.y)
         self.cursor.x = 0
         self.linefeed()
+
+    def _split_wide_ends(self, line: StaticDefaultDict[int, Cell], x: int, stop: int) -> None:
+        """Writing cells [x, stop) cuts the wide characters straddling either end: blank their
+        other halves (`_split_wide_at`, called only where a right half lies)."""
+        cell = line.get(x)
+        if cell is not None and not cell.data:
+            self._split_wide_at(line, x)
+        cell = line.get(stop)
+        if cell is not None and not cell.data:
+            self._split_wide_at(line, stop)
 
     def _split_wide_at(self, line: StaticDefaultDict[int, Cell], x: int) -> None:
         """Writing at column x cuts a wide character straddling x-1|x: blank its other half."""
