@@ -70,22 +70,26 @@ class Box:
     height: int
 
 
-def selected_session(snapshot: dict[str, Any]) -> str | None:
-    """The session a console selects when it opens: the first in the list's order."""
-    order = session_order(_live(snapshot))
-    return order[0] if order else None
+#: sessions whose screens the first frame shows (their last lines in the list; the first, the
+#: one a console selects when it opens, in its pane): as many as a session list can show
+LISTED_SESSIONS = 24
+
+
+def listed_sessions(snapshot: dict[str, Any]) -> list[str]:
+    """The sessions the first frame needs screens of, in the list's order."""
+    return session_order(_live(snapshot))[:LISTED_SESSIONS]
 
 
 def paint(
     snapshot: dict[str, Any],
-    screen: dict[str, Any] | None,
+    screens: dict[str, dict[str, Any]],
     size: tuple[int, int],
     detach_key: str,
     time_format: str = "%H:%M:%S",
 ) -> str:
     """The whole frame for a terminal of `size` (columns, rows): enter the alternate screen,
-    hide the cursor, draw every cell. `screen` is the attach's first frame of the selected
-    session (None: its pane is drawn empty)."""
+    hide the cursor, draw every cell. `screens`: the attach's first frame of the sessions
+    `listed_sessions` named (a session without one: an empty pane, no last line)."""
     cols, rows = size
     out = _Canvas(cols, rows)
     body_height = rows - 2
@@ -119,7 +123,7 @@ def paint(
             state=str(sessions[session_id].get("state") or ""),
             age_s=info.get("age_s"),
             job=task.removeprefix("job-")[:6] if task else None,
-            last_line=last_line(_texts(screen)) if session_id == selected and screen else "",
+            last_line=last_line(_texts(screens[session_id])) if session_id in screens else "",
         )
         lines.append(session_parts(row, columns, width))
     down = pool.get("down") or []
@@ -180,8 +184,8 @@ def paint(
             int(row.get("queued") or 0),
         )
     out.box(pane, title, "", [], FOREGROUND)
-    if screen is not None:
-        out.screen(Box(pane.x + 1, pane.y + 1, pane.width - 2, pane.height - 2), screen)
+    if selected in screens:
+        out.screen(Box(pane.x + 1, pane.y + 1, pane.width - 2, pane.height - 2), screens[selected])
 
     out.key_bar(fit_parts(main_screen_hints(detach_key), cols - 2))
     return out.text()

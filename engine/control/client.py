@@ -491,7 +491,10 @@ class EngineClient:
                 frame = await read_frame(self._reader, MAX_SERVER_FRAME_BYTES)
                 if frame is None:
                     break
-                reason = self._frame(frame) or reason
+                try:
+                    reason = self._frame(frame) or reason
+                except Exception:  # one frame the console cannot apply must not end the rest
+                    log.exception("a %r frame from the engine was not applied", frame.get("t"))
         except (FrameError, ConnectionError, OSError) as error:
             reason = f"the connection to the engine broke: {error}"
         except asyncio.CancelledError:
@@ -665,8 +668,9 @@ class FirstScreen:
     """What a console can paint before its app runs (console/first_frame.py)."""
 
     snapshot: dict[str, Any]
-    #: the first full screen frame of the session the console will select (None: no session)
-    screen: dict[str, Any] | None
+    #: the first full screen frame of each session `pick` chose, by session id (a session
+    #: that ended meanwhile has none)
+    screens: dict[str, dict[str, Any]]
 
 
 @dataclass
@@ -691,9 +695,10 @@ class Preconnect:
         self,
         socket_path: Path,
         office: str,
-        pick: Callable[[dict[str, Any]], str | None] | None = None,
+        pick: Callable[[dict[str, Any]], list[str]] | None = None,
     ) -> None:
-        """`pick`: which session of the snapshot to attach to at once, for `first_screen`."""
+        """`pick`: the sessions of the snapshot whose screens `first_screen` gives (each is
+        attached to at once, until its first full screen came, then detached)."""
         self.socket_path = socket_path
         self.office = office
         self.result: concurrent.futures.Future[Handoff] = concurrent.futures.Future()
@@ -703,8 +708,8 @@ class Preconnect:
         threading.Thread(target=self._run, name="semo preconnect", daemon=True).start()
 
     def first_screen(self, timeout: float) -> FirstScreen | None:
-        """The office snapshot and the first screen frame of the session `pick` chose, once
-        they came (within `timeout` s); None without them (no engine, no session, too slow)."""
+        """The office snapshot and the first screens of the sessions `pick` chose, once they
+        came (within `timeout` s); None without them (no engine, too slow)."""
         try:
             return self._first.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -759,35 +764,38 @@ class Preconnect:
         if not frame.get("ok"):
             raise RuntimeError(str(frame.get("error") or "failed"))
         snapshot = frame.get("result") or {}
-        session = self._pick(snapshot) if self._pick is not None else None
-        if session is None:
-            self._first.set_result(FirstScreen(snapshot, None))
-            return Handoff(sock, hello, snapshot, frames)
-        self._first.set_result(FirstScreen(snapshot, self._attach_once(sock, session, frames)))
-        return Handoff(sock, hello, snapshot, frames, next_id=3)
+        sessions = self._pick(snapshot) if self._pick is not None else []
+        screens = self._attach_once(sock, sessions, frames)
+        self._first.set_result(FirstScreen(snapshot, screens))
+        return Handoff(sock, hello, snapshot, frames, next_id=2 + len(sessions))
 
     def _attach_once(
-        self, sock: socket.socket, session: str, frames: list[dict[str, Any]]
-    ) -> dict[str, Any] | None:
-        """Attach to `session` (request 2) for its first full screen, then detach. Every frame
-        read goes on to the client too, in order: a screen frame defines style ids the
-        connection's later frames only refer to (engine/control/wire.py)."""
-        sock.sendall(encode_frame({"op": "attach", "id": 2, "session": session, "history": False}))
-        screen: dict[str, Any] | None = None
-        replied = False
-        while screen is None or not replied:
+        self, sock: socket.socket, sessions: list[str], frames: list[dict[str, Any]]
+    ) -> dict[str, dict[str, Any]]:
+        """Attach to each of `sessions` (requests 2, 3...) for its first full screen, then
+        detach. Every frame read goes on to the client too, in order: a screen frame defines
+        style ids the connection's later frames only refer to (engine/control/wire.py)."""
+        waiting = {2 + index: session for index, session in enumerate(sessions)}
+        for request_id, session in waiting.items():
+            attach = {"op": "attach", "id": request_id, "session": session, "history": False}
+            sock.sendall(encode_frame(attach))
+        screens: dict[str, dict[str, Any]] = {}
+        wanted = set(sessions)
+        while waiting or wanted:
             frame = _read_frame_blocking(sock)
             if frame is None:
                 raise EngineGone("the engine closed the connection")
             frames.append(frame)
-            if frame.get("t") == "reply" and frame.get("id") == 2:
-                replied = True
-                if not frame.get("ok"):  # the session ended meanwhile
-                    break
-            elif frame.get("t") == "screen" and frame.get("s") == session and screen is None:
-                screen = frame
-        sock.sendall(encode_frame({"op": "detach", "session": session}))
-        return screen
+            if frame.get("t") == "reply" and frame.get("id") in waiting:
+                session = waiting.pop(frame["id"])
+                if not frame.get("ok"):  # the session ended meanwhile: no screen comes
+                    wanted.discard(session)
+            elif frame.get("t") == "screen" and frame.get("s") in wanted:
+                screens[frame["s"]] = frame
+                wanted.discard(frame["s"])
+        for session in sessions:
+            sock.sendall(encode_frame({"op": "detach", "session": session}))
+        return screens
 
 
 def _read_frame_blocking(sock: socket.socket) -> dict[str, Any] | None:

@@ -1,10 +1,10 @@
 """The first frame `semo console` paints from the engine's snapshot before Textual has loaded
 (console/first_frame.py, issue 14's attach budget).
 
-- On a real office (a `semo engine` of two bash agents): the frame painted from what a
-  `Preconnect` got, shown in tmux, reads as the real console's own frame does in tmux at the
-  same size, row for row (the header, the session list with the selected session's last line,
-  the inbox, the pane with its screen, the key bar).
+- On a real office (a `semo engine` of two bash agents, one command carried out): the frame
+  painted from what a `Preconnect` got, shown in tmux, reads as the real console's own frame
+  does in tmux at the same size, row for row (the header, the session list with each
+  session's last line, the inbox, the commands, the pane with its screen, the key bar).
 - A real `semo console` paints it: the selected session's screen is on the terminal before
   Textual has entered its own modes, and with `SEMO_FIRST_FRAME=0` it is not.
 - A hostile office (escape sequences, OSC 52, C1 controls and bidi overrides in role names,
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from console.first_frame import LEAVE_FIRST_FRAME, paint, selected_session
+from console.first_frame import LEAVE_FIRST_FRAME, listed_sessions, paint
 from console.panel_text import DETACH_KEY
 from engine.control.client import FirstScreen, Preconnect
 from tests.control.office import SEMO, Console, Office, consoles
@@ -47,8 +47,10 @@ def office(tmp_path: Path) -> Iterator[Office]:
 def first_screen(office: Office) -> FirstScreen:
     [info] = (office.runtime / "semo").glob("control-*.json")
     socket = Path(json.loads(info.read_text())["socket"])
-    found = Preconnect(socket, "ctl", pick=selected_session).first_screen(30)
-    assert found is not None and found.screen is not None
+    found = Preconnect(socket, "ctl", pick=listed_sessions).first_screen(30)
+    assert found is not None and set(found.screens) == {
+        s["session_id"] for s in found.snapshot["sessions"]
+    }
     return found
 
 
@@ -92,9 +94,16 @@ def test_the_first_frame_reads_as_the_console_s_own(office: Office, tmp_path: Pa
         console.type("clear; echo MARK-$((6*7))\r")
         console.wait_for("MARK-42")
         console.kill()  # the terminal gone: the engine goes on
+    # B prints a line (its last line in the list) through a command (a row in Commands)
+    [b_session] = [s["session_id"] for s in office.sessions() if s["role"] == "B"]
+    payload = json.dumps({"text": "echo LINE-$((2*21))-B\r"})
+    office.semo("command", "send_text", "--session", str(b_session), "--payload", payload, "--wait")
+    time.sleep(0.5)  # bash prints it
 
     first = first_screen(office)
-    painted = shown_in_tmux(paint(first.snapshot, first.screen, (COLS, ROWS), DETACH_KEY), tmp_path)
+    painted = shown_in_tmux(
+        paint(first.snapshot, first.screens, (COLS, ROWS), DETACH_KEY), tmp_path
+    )
     with consoles() as opened:
         opened.append(Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS))
         real = settled(opened[0])
@@ -195,8 +204,8 @@ def hostile_snapshot() -> tuple[dict[str, object], dict[str, object]]:
 
 def test_a_hostile_snapshot_paints_nothing_but_its_own_sequences() -> None:
     snapshot, screen = hostile_snapshot()
-    assert selected_session(snapshot) == "s2"  # BE before QA…: by role
-    frame = paint(snapshot, screen, (COLS, ROWS), DETACH_KEY)
+    assert listed_sessions(snapshot) == ["s2", "s1"]  # BE before QA…: by role
+    frame = paint(snapshot, {"s2": screen}, (COLS, ROWS), DETACH_KEY)
     rest = OWN_SEQUENCES.sub("", frame)
     for forbidden in ("\x1b", "\x07", "\x9b", "\u202e"):
         assert forbidden not in rest
@@ -208,7 +217,7 @@ def test_a_hostile_snapshot_paints_nothing_but_its_own_sequences() -> None:
 
 def test_an_empty_or_odd_snapshot_still_paints_the_frame() -> None:
     for snapshot in ({}, {"sessions": None, "pool": None, "questions": None}):
-        frame = paint(snapshot, None, (80, 24), DETACH_KEY)
+        frame = paint(snapshot, {}, (80, 24), DETACH_KEY)
         rest = OWN_SEQUENCES.sub("", frame)
         assert "Sessions" in rest and "no pending questions" in rest and "Detach" in rest
 

@@ -290,3 +290,21 @@ async def test_a_hidden_pane_gets_no_frames_until_shown(engine: Engine) -> None:
         )
     finally:
         await client.close()
+
+
+async def test_a_frame_the_console_cannot_apply_leaves_the_following_ones_applied(
+    engine: Engine,
+) -> None:
+    """A screen frame whose rows are not rows (a bug or a damaged frame) is logged; the frames
+    after it still reach the pane (before, the client's read loop ended without a word and
+    the pane froze)."""
+    client = client_of(engine)
+    try:
+        terminal = await attached(client, "A")
+        session_id = next(s.session_id for s in client.sessions() if s.role == "A")
+        assert client._reader is not None  # as if the engine had sent it
+        client._reader.feed_data(encode_frame({"t": "screen", "s": session_id, "rows": "junk"}))
+        terminal.write("echo after-$((6*7))\r")
+        await eventually(lambda: "after-42" in "\n".join(terminal.screen.text_rows()), 10)
+    finally:
+        await client.close()
