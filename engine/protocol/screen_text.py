@@ -323,6 +323,9 @@ class FinalLines:
                 text, wrapped = record[0], record[2]
                 if offset < check and seen[first + offset] == text:
                     continue
+                if not wrapped and not parts:  # a styled line in one row: as a str record
+                    append(text)
+                    continue
             position = first + offset - count
             if (
                 wrapped
