@@ -30,7 +30,6 @@ from console.panel_text import (
     SessionRow,
     command_parts,
     fit_parts,
-    last_line,
     main_screen_hints,
     pane_title,
     question_detail_parts,
@@ -70,14 +69,10 @@ class Box:
     height: int
 
 
-#: sessions whose screens the first frame shows (their last lines in the list; the first, the
-#: one a console selects when it opens, in its pane): as many as a session list can show
-LISTED_SESSIONS = 24
-
-
-def listed_sessions(snapshot: dict[str, Any]) -> list[str]:
-    """The sessions the first frame needs screens of, in the list's order."""
-    return session_order(_live(snapshot))[:LISTED_SESSIONS]
+def selected_session(snapshot: dict[str, Any]) -> list[str]:
+    """The session whose screen the first frame shows (as a list, for `Preconnect`'s pick):
+    the first in the list's order, the one a console selects when it opens."""
+    return session_order(_live(snapshot))[:1]
 
 
 def paint(
@@ -123,7 +118,7 @@ def paint(
             state=str(sessions[session_id].get("state") or ""),
             age_s=info.get("age_s"),
             job=task.removeprefix("job-")[:6] if task else None,
-            last_line=last_line(_texts(screens[session_id])) if session_id in screens else "",
+            last_line=str(sessions[session_id].get("last_line") or ""),
         )
         lines.append(session_parts(row, columns, width))
     down = pool.get("down") or []
@@ -189,16 +184,6 @@ def paint(
 
     out.key_bar(fit_parts(main_screen_hints(detach_key), cols - 2))
     return out.text()
-
-
-def _texts(screen: dict[str, Any]) -> list[str]:
-    """The text of each row of a screen frame, top to bottom."""
-    rows = screen.get("rows") or {}
-    texts = []
-    for y in range(len(rows)):
-        value = rows.get(str(y), "")
-        texts.append(value if isinstance(value, str) else str(value[0]))
-    return texts
 
 
 def _runs(text: str, flat: list[Any]) -> list[Part]:

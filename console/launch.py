@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.first_frame import LEAVE_FIRST_FRAME, listed_sessions, paint, terminal_size
+from console.first_frame import LEAVE_FIRST_FRAME, paint, selected_session, terminal_size
 from console.panel_text import DETACH_KEY
 from console.targets import Target, cached_target, remember_target, state_dir
 from engine.control.client import EngineClient, Preconnect
@@ -49,7 +49,7 @@ def launch(args: list[str]) -> int:
     target = cached_target(config) if config is not None else None
     preconnect, held = None, None
     if target is not None:
-        preconnect = Preconnect(target.socket, target.office, pick=listed_sessions)
+        preconnect = Preconnect(target.socket, target.office, pick=selected_session)
         held = _paint_first_frame(preconnect)
     try:
         if target is None:  # a config error is reported before Textual loads, as always

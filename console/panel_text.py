@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from console.widgets.badges import STATE_STYLES, clip, duration, state_word
+from engine.control.views import last_line
 from engine.plain_text import plain
 
 Part = tuple[str, str]
@@ -54,16 +55,6 @@ def session_names(sessions: Iterable[tuple[str, str]]) -> dict[str, str]:
         count[role] = count.get(role, 0) + 1
         names[session_id] = f"#{count[role]}"
     return names
-
-
-def last_line(rows: list[str]) -> str:
-    """The last row with text, without an agent's leading bullet (a bare prompt character or
-    the closing line of a protocol block does not count)."""
-    for row in reversed(rows):
-        text = row.strip().lstrip("●⏺").lstrip()
-        if text and text.strip("❯>$#%:") != "" and not text.startswith("[/"):
-            return text
-    return ""
 
 
 def screen_last_line(screen: object) -> str:

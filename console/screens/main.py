@@ -467,7 +467,7 @@ class MainScreen(Screen[None]):
                     state=session.state.value,
                     age_s=info.age_s if info else None,
                     job=info.task_id.removeprefix("job-")[:6] if info and info.task_id else None,
-                    last_line=screen_last_line(session.terminal.screen),
+                    last_line=self._last_line(session_id, session),
                 )
             )
         subtitle = ""
@@ -488,6 +488,14 @@ class MainScreen(Screen[None]):
             )
         for session_id, pane in self.panes.items():
             pane.set_title(self._title(session_id))
+
+    def _last_line(self, session_id: str, session: AgentSession) -> str:
+        """From the screen the console has; for an attached engine's session whose pane is
+        hidden (no frames), what the engine read."""
+        remote = getattr(session, "last_line", None)
+        if remote is not None and session_id not in self.visible_sessions():
+            return str(remote)
+        return screen_last_line(session.terminal.screen)
 
     @work(exclusive=True, group="store")
     async def refresh_from_store(self) -> None:

@@ -198,6 +198,7 @@ class RemoteSession:
         self.agent_id: str = data.get("agent_id") or ""
         self.state = AgentState.CREATING
         self.queued = 0
+        self.last_line = ""
         self.update(data)
         self._terminal: RemoteTerminal | None = None
 
@@ -205,6 +206,9 @@ class RemoteSession:
         with contextlib.suppress(ValueError):
             self.state = AgentState(data.get("state", self.state.value))
         self.queued = int(data.get("queued", self.queued) or 0)
+        #: the session's last line as the engine read it (the office snapshot, every second):
+        #: current also while no pane shows the session (a hidden pane gets no frames)
+        self.last_line = str(data.get("last_line", self.last_line) or "")
 
     @property
     def ended(self) -> bool:

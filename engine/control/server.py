@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.control.paths import OfficePaths, private_dir
 from engine.control.reaper import OrphanReaper, is_subreaper, set_subreaper
+from engine.control.views import last_line
 from engine.control.wire import (
     MAX_REQUEST_BYTES,
     PROTOCOL_VERSION,
@@ -712,6 +713,8 @@ class ControlServer:
                 "state": s.state.value,
                 "queued": s.queued,
                 "ended": s.ended,
+                # the list shows it for every session, also those no console shows (no frames)
+                "last_line": last_line(s.terminal.screen.text_rows()),
             }
             for s in engine.sessions()
             if not s.ended

@@ -67,3 +67,17 @@ def pool_status(data: dict[str, Any]) -> Record:
     status = Record(data)
     status._data["sessions"] = sessions
     return status
+
+
+#: at most this much of a session's last line goes into the office snapshot
+LAST_LINE_CHARS = 200
+
+
+def last_line(rows: list[str]) -> str:
+    """The last row with text, without an agent's leading bullet (a bare prompt character or
+    the closing line of a protocol block does not count): the session list's "last line"."""
+    for row in reversed(rows):
+        text = row.strip().lstrip("●⏺").lstrip()
+        if text and text.strip("❯>$#%:") != "" and not text.startswith("[/"):
+            return text[:LAST_LINE_CHARS]
+    return ""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from console.first_frame import LEAVE_FIRST_FRAME, listed_sessions, paint
+from console.first_frame import LEAVE_FIRST_FRAME, paint, selected_session
 from console.panel_text import DETACH_KEY
 from engine.control.client import FirstScreen, Preconnect
 from tests.control.office import SEMO, Console, Office, consoles
@@ -47,46 +47,52 @@ def office(tmp_path: Path) -> Iterator[Office]:
 def first_screen(office: Office) -> FirstScreen:
     [info] = (office.runtime / "semo").glob("control-*.json")
     socket = Path(json.loads(info.read_text())["socket"])
-    found = Preconnect(socket, "ctl", pick=listed_sessions).first_screen(30)
-    assert found is not None and set(found.screens) == {
-        s["session_id"] for s in found.snapshot["sessions"]
-    }
+    found = Preconnect(socket, "ctl", pick=selected_session).first_screen(30)
+    assert found is not None and list(found.screens) == selected_session(found.snapshot)
     return found
 
 
-def shown_in_tmux(frame: str, folder: Path) -> list[str]:
-    """The rows tmux shows after `frame` was written to a terminal of COLS x ROWS."""
+def shown_in_tmux(frame: str, folder: Path, size: tuple[int, int]) -> list[str]:
+    """The rows tmux shows after `frame` was written to a terminal of `size`."""
     path = folder / "frame.ans"
     path.write_text(frame)
     tmux = TmuxServer()
     try:
         command = ["sh", "-c", f"cat {path}; sleep 60"]
-        tmux.start(command, cols=COLS, rows=ROWS, env={"LANG": "C.UTF-8"}, cwd=folder, term=TERM)
+        cols, rows = size
+        tmux.start(command, cols=cols, rows=rows, env={"LANG": "C.UTF-8"}, cwd=folder, term=TERM)
         deadline = time.monotonic() + 20
-        while "MARK-42" not in "\n".join(rows := tmux.state()[0]):
-            assert time.monotonic() < deadline, "\n".join(rows)
+        while "MARK-42" not in "\n".join(shown := tmux.state()[0]):
+            assert time.monotonic() < deadline, "\n".join(shown)
             time.sleep(0.05)
-        return [row.rstrip() for row in rows]
+        return [row.rstrip() for row in shown]
     finally:
         tmux.kill()
 
 
 def settled(console: Console) -> list[str]:
-    """The console's rows once they stopped changing (its panels fill in a few frames)."""
+    """The console's rows once they stopped changing for 1.5 s (its panels fill in over a few
+    frames; the session list's last lines at its 0.5 s refresh, the store's rows each second)."""
     console.wait_for("MARK-42")
     previous: list[str] = []
-    for _ in range(100):
+    same = 0
+    for _ in range(200):
         rows = [row.rstrip() for row in console.text().split("\n")]
-        if rows == previous:
+        same = same + 1 if rows == previous else 0
+        if same == 5:
             return rows
         previous = rows
         time.sleep(0.3)
     return previous
 
 
-def test_the_first_frame_reads_as_the_console_s_own(office: Office, tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [(120, 32), (80, 24), (200, 50)], ids=lambda s: f"{s}")
+def test_the_first_frame_reads_as_the_console_s_own(
+    office: Office, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    cols, rows = size
     with consoles() as opened:  # starts the engine in the background, remembers its socket
-        opened.append(Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS))
+        opened.append(Console(office, "console", "--config", "semo.toml", cols=cols, rows=rows))
         console = opened[0]
         console.wait(lambda s: "A " in s and "B " in s and "#1" in s, "the sessions")
         console.key("Enter")  # into A's pane (the first by role, selected)
@@ -101,13 +107,11 @@ def test_the_first_frame_reads_as_the_console_s_own(office: Office, tmp_path: Pa
     time.sleep(0.5)  # bash prints it
 
     first = first_screen(office)
-    painted = shown_in_tmux(
-        paint(first.snapshot, first.screens, (COLS, ROWS), DETACH_KEY), tmp_path
-    )
+    painted = shown_in_tmux(paint(first.snapshot, first.screens, size, DETACH_KEY), tmp_path, size)
     with consoles() as opened:
-        opened.append(Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS))
+        opened.append(Console(office, "console", "--config", "semo.toml", cols=cols, rows=rows))
         real = settled(opened[0])
-    assert len(painted) == len(real) == ROWS
+    assert len(painted) == len(real) == rows
     differ = [
         f"row {y}:\n  painted: {mine!r}\n  console: {theirs!r}"
         for y, (mine, theirs) in enumerate(zip(painted, real, strict=True))
@@ -170,6 +174,7 @@ HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07\x9b31m\u202eevil\x1b[2J\x1b[?1049l"
 def hostile_snapshot() -> tuple[dict[str, object], dict[str, object]]:
     sessions = [
         {"session_id": "s1", "role": f"QA{HOSTILE}", "state": "waiting_input", "queued": 2},
+        {"session_id": "s3", "role": "FE", "state": "ready", "last_line": f"ok {HOSTILE}"},
         {"session_id": "s2", "role": "BE", "state": f"ready{HOSTILE}"},
         {"no_id": True},
         "not a session",
@@ -204,7 +209,7 @@ def hostile_snapshot() -> tuple[dict[str, object], dict[str, object]]:
 
 def test_a_hostile_snapshot_paints_nothing_but_its_own_sequences() -> None:
     snapshot, screen = hostile_snapshot()
-    assert listed_sessions(snapshot) == ["s2", "s1"]  # BE before QA…: by role
+    assert selected_session(snapshot) == ["s2"]  # BE before QA…: by role
     frame = paint(snapshot, {"s2": screen}, (COLS, ROWS), DETACH_KEY)
     rest = OWN_SEQUENCES.sub("", frame)
     for forbidden in ("\x1b", "\x07", "\x9b", "\u202e"):
