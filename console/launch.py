@@ -46,7 +46,7 @@ def launch(args: list[str]) -> int:
     options, _rest = parser.parse_known_args(args[1:])
     _log_to_file()
     config: Path | None = options.config if command == "console" else None
-    target = cached_target(config) if config is not None else None
+    target = cached_target(config)
     preconnect, held = None, None
     if target is not None:
         preconnect = Preconnect(target.socket, target.office, pick=selected_session)
@@ -185,8 +185,7 @@ def _full_target(command: str, config: Path | None) -> tuple[Target, list[str]]:
     except (ControlPathError, OSError) as error:
         raise _Failed(str(error), 1) from None
     target = Target(paths.office, paths.socket, paths.info, paths.log, prefix)
-    if config is not None:
-        remember_target(config, target)
+    remember_target(config, target)
     return target, engine_command(config)
 
 

@@ -83,15 +83,27 @@ def _read() -> dict[str, dict[str, str]]:
     return data if isinstance(data, dict) else {}
 
 
-def cached_target(config: Path) -> Target | None:
-    """The target remembered for `config` as it is now; None when unknown or changed (or the
-    file cannot be read: the full load says why)."""
+#: the demo office has no file: its config is made by this module (its bytes stand in)
+DEMO_CONFIG = _ROOT / "engine/demo/office.py"
+_DEMO_KEY = "<demo>"
+
+
+def _key_and_raw(config: Path | None) -> tuple[str, Path, bytes]:
+    """The cache key, the path and the bytes that stand for `config` (None: the demo)."""
+    if config is None:
+        return _DEMO_KEY, DEMO_CONFIG, DEMO_CONFIG.read_bytes()
+    return str(config.absolute()), config, config.read_bytes()
+
+
+def cached_target(config: Path | None) -> Target | None:
+    """The target remembered for `config` (None: the demo office) as it is now; None when
+    unknown or changed (or the file cannot be read: the full load says why)."""
     try:
-        raw = config.read_bytes()
+        key, path, raw = _key_and_raw(config)
     except OSError:
         return None
-    entry = _read().get(str(config.absolute()))
-    if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprint(config, raw):
+    entry = _read().get(key)
+    if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprint(path, raw):
         return None
     try:
         return Target(
@@ -105,16 +117,15 @@ def cached_target(config: Path) -> Target | None:
         return None
 
 
-def remember_target(config: Path, target: Target) -> None:
-    """Keep `target` for `config` as read now (best effort: a cache it cannot write only costs
-    the next start the full load)."""
+def remember_target(config: Path | None, target: Target) -> None:
+    """Keep `target` for `config` (None: the demo office) as read now (best effort: a cache
+    it cannot write only costs the next start the full load)."""
     try:
-        raw = config.read_bytes()
+        key, path, raw = _key_and_raw(config)
         entries = _read()
-        key = str(config.absolute())
         entries.pop(key, None)
         entries[key] = {
-            "fingerprint": fingerprint(config, raw),
+            "fingerprint": fingerprint(path, raw),
             "office": target.office,
             "socket": str(target.socket),
             "info": str(target.info),

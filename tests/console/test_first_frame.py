@@ -24,6 +24,7 @@ import pytest
 
 from console.first_frame import LEAVE_FIRST_FRAME, paint, selected_session
 from console.panel_text import DETACH_KEY
+from console.targets import CACHE_NAME
 from engine.control.client import FirstScreen, Preconnect
 from tests.control.office import SEMO, Console, Office, consoles
 from tests.support.tmux import TmuxServer
@@ -31,6 +32,7 @@ from tests.support.tmux import TmuxServer
 pytestmark = pytest.mark.timeout(180)
 COLS, ROWS = 120, 32
 TERM = "xterm-256color"
+CONSOLE_ARGS = "console --config semo.toml"
 #: what the painter writes: CSI sequences with numeric parameters, nothing else
 OWN_SEQUENCES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -138,17 +140,17 @@ def test_a_console_paints_the_snapshot_before_textual_starts(office: Office) -> 
         assert before.count(b"\x1b[?1049h") == (2 if enabled else 1)  # ours, then Textual's
 
 
-def tmp_output(office: Office, first_frame: bool) -> bytes:
+def tmp_output(office: Office, first_frame: bool, semo_args: str = CONSOLE_ARGS) -> bytes:
     """What `semo console` writes to its terminal until it detaches, read through `script`
     (the console's terminal a pseudo-terminal with the usual cooked modes). ctrl+q is typed
     as soon as the sessions show, which may be the painted frame: it must reach the app as
     the detach key, not the line discipline as XON."""
     env = {**office.env, "TERM": TERM, "SEMO_FIRST_FRAME": "1" if first_frame else "0"}
-    log = office.folder / f"typescript-{first_frame}"
+    log = office.folder / f"typescript-{first_frame}-{len(semo_args)}"
     tmux = TmuxServer()
     try:
-        modes = office.folder / f"stty-{first_frame}"
-        command = f"script -q -c '{SEMO} console --config semo.toml; stty -a > {modes}' {log}"
+        modes = office.folder / f"stty-{first_frame}-{len(semo_args)}"
+        command = f"script -q -c '{SEMO} {semo_args}; stty -a > {modes}' {log}"
         tmux.start(
             ["sh", "-c", command], cols=COLS, rows=ROWS, env=env, cwd=office.folder, term=TERM
         )
@@ -166,6 +168,23 @@ def tmp_output(office: Office, first_frame: bool) -> bytes:
     finally:
         tmux.kill()
     return log.read_bytes()
+
+
+def test_semo_demo_paints_its_office_too(office: Office) -> None:
+    """The README's first command: the demo office's socket is remembered like a config's
+    (keyed by the module that makes its config), so a second `semo demo` paints at once."""
+    with consoles() as opened:
+        opened.append(Console(office, "demo", cols=COLS, rows=ROWS))
+        opened[0].wait_for("1 postgres")
+        opened[0].kill()
+    try:
+        cache = json.loads((office.folder / "state" / "semo" / CACHE_NAME).read_text())
+        assert "<demo>" in cache and cache["<demo>"]["office"] == "demo"
+        out = tmp_output(office, True, "demo")
+        before = out[: out.find(b"\x1b[?1000h")]
+        assert b"\x1b[?1049h" in before and b"semo demo agent" in before
+    finally:
+        office.semo("stop", "--demo", check=False)
 
 
 HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07\x9b31m\u202eevil\x1b[2J\x1b[?1049l"
