@@ -59,7 +59,8 @@ TICK_SECONDS = 1.0
 #: After a paste's first echo, this much quiet before Enter (the CLI may redraw in steps).
 PASTE_SETTLE_SECONDS = 0.01
 PASTE_SETTLE_TIMEOUT = 1.0
-#: Output chunks kept for late subscribers (bounded output history).
+#: Output chunks kept for late subscribers (bounded output history). One chunk is what one
+#: turn of reading took in (up to the terminal's read size), however many pieces it came in.
 OUTPUT_HISTORY_CHUNKS = 256
 
 
@@ -155,6 +156,7 @@ class AgentSession:
         self._output_seen = asyncio.Event()
         self._ids = itertools.count(1)
         self._seq = itertools.count(1)
+        self._turn_output: list[str] = []  # this turn of reading's pieces, not notified yet
         self._frame: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._turn_start_line = 0
@@ -190,6 +192,7 @@ class AgentSession:
     def start(self) -> None:
         """Spawn the CLI (TerminalSpawnError with the reason if it cannot start)."""
         self.terminal.add_listener(self._on_output)
+        self.terminal.add_turn_listener(self._output_turn_done)
         self.terminal.add_exit_listener(self._on_exit)
         self.terminal.add_resize_listener(self._flush_screen)
         self.terminal.start()
@@ -351,17 +354,25 @@ class AgentSession:
         self._dispatch(self.observer.on_hook(event.event, event.payload, event.received_at))
 
     def _on_output(self, text: str) -> None:
-        now = time.monotonic()
-        self.last_activity = now
-        chunk = OutputChunk(next(self._seq), text, now)
-        self.output_history.append(chunk)
-        if len(self.output_history) > OUTPUT_HISTORY_CHUNKS:
-            del self.output_history[: -OUTPUT_HISTORY_CHUNKS // 2]
+        self.last_activity = time.monotonic()
+        self._turn_output.append(text)
         self._output_seen.set()
-        self._notify(chunk)
         if self._frame is None:
             loop = asyncio.get_running_loop()
             self._frame = loop.call_later(FRAME_SECONDS, self._read_screen)
+
+    def _output_turn_done(self) -> None:
+        """One OutputChunk per turn of reading (a turn hands the screen several pieces): the
+        bus gets as many session_output events as before the pieces, not one per piece."""
+        if not self._turn_output:
+            return
+        text = "".join(self._turn_output)
+        self._turn_output.clear()
+        chunk = OutputChunk(next(self._seq), text, self.last_activity)
+        self.output_history.append(chunk)
+        if len(self.output_history) > OUTPUT_HISTORY_CHUNKS:
+            del self.output_history[: -OUTPUT_HISTORY_CHUNKS // 2]
+        self._notify(chunk)
 
     def _flush_screen(self) -> None:
         """Read what the observer has not read yet, before a resize cuts the rows."""
@@ -375,6 +386,7 @@ class AgentSession:
             self._dispatch(self.observer.on_screen(self.terminal.screen, time.monotonic()))
 
     def _on_exit(self, status: ExitStatus) -> None:
+        self._output_turn_done()  # what was read while the child exited
         self._flush_screen()
         if self._ending is not None:  # we ended it: not a crash
             self._set_state(AgentState.TERMINATED, self._ending)

@@ -82,6 +82,7 @@ class TerminalSession:
         self._listeners: list[OutputListener] = []
         self._exit_listeners: list[ExitListener] = []
         self._resize_listeners: list[Callable[[], None]] = []
+        self._turn_listeners: list[Callable[[], None]] = []
         self._changed = asyncio.Event()
         self._record_path = Path(record) if record is not None else None
         self.recorder: AsciicastWriter | None = None
@@ -109,7 +110,7 @@ class TerminalSession:
             on_output=self._on_output,
             on_exit=self._on_exit,
             read_size=MAX_READ_SIZE,
-            on_slice=self._fit_read_size,
+            on_slice=self._on_turn,
         )
 
     @property
@@ -146,8 +147,19 @@ class TerminalSession:
     # -- output -------------------------------------------------------------------------------
 
     def add_listener(self, listener: OutputListener) -> None:
-        """Called with each decoded chunk after the screen has been updated."""
+        """Called with each decoded chunk after the screen has been updated. A turn of reading
+        may hand its output on in several chunks (see TerminalProcess._read_slice)."""
         self._listeners.append(listener)
+
+    def add_turn_listener(self, listener: Callable[[], None]) -> None:
+        """Called after each turn of reading output, once its chunks went to the listeners
+        (output read while the child exits comes after the last turn: see add_exit_listener)."""
+        self._turn_listeners.append(listener)
+
+    def _on_turn(self, spent: float, taken: int) -> None:
+        self._fit_read_size(spent, taken)
+        for listener in self._turn_listeners:
+            listener()
 
     def _on_output(self, text: str) -> None:
         self.stream.feed(text)
