@@ -97,6 +97,7 @@ def first_engine(tmp_path: Path, env: dict[str, str]) -> dict[str, object]:
     finally:
         if first.poll() is None:
             first.kill()
+            first.wait(30)  # reaped: no zombie left in pytest
     agent_pid = int(row["pid"])  # type: ignore[call-overload]
     wait_until(lambda: not alive(agent_pid), "the agent to go with its engine", 30)
     return row

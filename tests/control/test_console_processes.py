@@ -195,4 +195,5 @@ def test_a_foreground_engine_takes_consoles_and_stops_with_semo_stop(office: Off
     finally:
         if engine.poll() is None:
             engine.kill()
+            engine.wait(30)  # reaped: no zombie left in pytest
         log.close()

@@ -69,6 +69,7 @@ def test_a_killed_engine_with_a_fixed_id_is_replaced_without_watching_its_row(
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
                 proc.kill()
+                proc.wait(30)  # reaped: no zombie left in pytest
 
 
 def test_the_info_file_names_only_its_own_run(tmp_path: Path) -> None:

@@ -54,3 +54,4 @@ def test_generic_sessions_are_not_resumed_but_started_fresh(office: Office) -> N
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
                 proc.kill()
+                proc.wait(30)  # reaped: no zombie left in pytest

@@ -127,5 +127,6 @@ def test_a_daemonized_agent_stays_a_descendant_and_is_refused(tmp_path: Path) ->
     finally:
         if engine.poll() is None:
             engine.kill()
+            engine.wait(30)  # reaped: no zombie left in pytest
         log.close()
         office.cleanup()
