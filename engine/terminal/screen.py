@@ -177,17 +177,17 @@ class _GlyphCache(dict[str, Cell]):
         return cell
 
 
-# Text with SGRs and CR LFs in it (a text part of the stream) cut for `draw_styled`: the SGRs'
-# parameters with their `m`, "\n" for each CR LF (nothing else can follow ESC [ or CR there)
-STYLED_SPLIT = re.compile(r"(?:\x1b\[|\r)([0-9;:]*m|\n)")
+# A text part of the stream (text with SGRs, CR, CR LF and the cursor motions CHA, CUF, CUD in
+# it: what Ink and Claude Code send between their rows' text) cut for `draw_styled`: text,
+# separator, text, ..., text; the separators whole (in a text part nothing else follows ESC [
+# or CR: the looser pattern cuts the same, faster)
+STYLED_SPLIT = re.compile(r"(\x1b\[[0-9;:]*+[mGCB]|\r\n?+)")
 MAX_STEPS = 64  # SGRs remembered from one attribute set
 
 
 def _offset(parts: list[str], index: int) -> int:
-    """Where separator parts[index] starts in the text `STYLED_SPLIT` cut into `parts`."""
-    before = parts[:index]
-    crlfs = before[1::2].count("\n")
-    return sum(map(len, before)) + 2 * (len(before) // 2) - crlfs
+    """Where parts[index] starts in the text `STYLED_SPLIT` cut into `parts`."""
+    return sum(map(len, parts[:index]))
 
 
 # A draw kept back: (x, stop, glyph cache, ASCII text) or (x, stop, cells cache, text); an erase
@@ -565,15 +565,14 @@ class TerminalScreen(pyte.Screen):
         self.dirty.add(cursor.y)
 
     def draw_styled(self, parts: list[str], bottom: int = -1) -> int:
-        """Text with SGRs and CR LFs in it, as `STYLED_SPLIT` cuts it: text, separator, text,
-        ..., text, where a separator is an SGR's parameters with its final `m` (`"1;31m"`) or
-        `"\\n"` for a CR LF. Applied as `draw(text)`, `sgr(params)` and `crlf()` one by one
-        would; stops at a CR LF met with the cursor on row `bottom` (where the plain-output
-        batch may take over) and returns that CR LF's offset in the text it was cut from, else
-        0. While the pieces fit on the cursor's row they are kept back together (one `_keep`
-        per row, SGRs from a table of steps); from the first piece that does not fit, or when
-        the row needs the general drawing (no autowrap, insert mode, a joiner pending, DEC
-        graphics), the rest goes call by call."""
+        """A text part as `STYLED_SPLIT` cuts it (text, separator, text, ..., text), applied as
+        `draw`, `sgr`, `carriage_return`, `crlf`, `cursor_to_column`, `cursor_forward` and
+        `cursor_down` one by one would; stops at a CR or CR LF met with the cursor on row
+        `bottom` (where the plain-output batch may take over) and returns its offset in the
+        text, else 0. While the pieces fit on the cursor's row they are kept back together
+        (one `_keep` per row, SGRs from a table of steps); from the first piece that does not
+        fit, or when the row needs the general drawing (no autowrap, insert mode, a joiner
+        pending, DEC graphics), the rest goes call by call."""
         mode = self.mode
         if self._charset_map is not None or self._pending_zwj or _IRM in mode:
             return self._draw_styled_calls(parts, 0, bottom)
@@ -587,6 +586,7 @@ class TerminalScreen(pyte.Screen):
         if glyphs.attrs is not attrs:
             glyphs = self.glyphs_for(attrs)
         widths = _cell_widths.__getitem__
+        last_row = self.lines - 1 if self.margins is None else -1  # a CR LF above it: y + 1
         writes: list[_Write] = []
         last = ""
         count = len(parts)
@@ -617,23 +617,47 @@ class TerminalScreen(pyte.Screen):
             if index == count:
                 break
             key = parts[index]
-            if key == "\n":  # CR LF: this row's writes go, the next row starts
-                if writes:
-                    self._keep_many(cursor.y, writes)
-                    self.last_graphic = last[-1]
-                    self.dirty.add(cursor.y)
-                    writes = []
-                cursor.x = x
-                if cursor.y == bottom:
-                    cursor.attrs = attrs
-                    return _offset(parts, index)
-                self.crlf()
-                x = cursor.x
-            else:
+            if key[-1] == "m":
                 step = glyphs.steps.get(key)
                 if step is None:
                     step = self._step(glyphs, attrs, key)
                 attrs, glyphs = step
+            elif key[0] == "\r" or key[-1] == "B":  # the cursor leaves the row: its writes go
+                y = cursor.y
+                if writes:
+                    kept = self._writes  # (not kept in a local: applying them replaces it)
+                    if y in kept or writes[-1][1] == columns or self.deferred_rows:
+                        self._keep_many(y, writes)
+                    else:  # (what _keep_many does then)
+                        kept[y] = writes
+                    self.last_graphic = last[-1]
+                    self.dirty.add(y)
+                    writes = []
+                if key == "\r\n":
+                    if y < last_row and y != bottom:  # (crlf without margins or scrolling)
+                        cursor.y = y + 1
+                        x = 0
+                        index += 1
+                        continue
+                    if y == bottom:
+                        cursor.x = x
+                        cursor.attrs = attrs
+                        return _offset(parts, index)
+                    self.crlf()
+                elif key == "\r":
+                    if y == bottom:
+                        cursor.x = x
+                        cursor.attrs = attrs
+                        return _offset(parts, index)
+                    cursor.x = 0
+                else:  # CUD
+                    cursor.x = x
+                    self.cursor_down(int(key[2:-1] or 1))
+                x = cursor.x
+            elif key[-1] == "G":  # CHA, on the same row (0 counts as 1)
+                x = min(max(0, (int(key[2:-1] or 0) or 1) - 1), columns - 1)
+            else:  # CUF, on the same row
+                x = min(max(0, x + (int(key[2:-1] or 0) or 1)), columns - 1)
             index += 1
         cursor.attrs = attrs
         cursor.x = x
@@ -647,12 +671,11 @@ class TerminalScreen(pyte.Screen):
 
     def _step(self, glyphs: _GlyphCache, attrs: Cell, key: str) -> tuple[Cell, _GlyphCache]:
         """`draw_styled`'s table of steps, kept in the glyph cache of the attributes they
-        start from: SGR `key` (its parameters and `m`) -> the attributes after, their glyph
-        cache."""
+        start from: SGR `key` -> the attributes after, their glyph cache."""
         cursor = self.cursor
         saved = cursor.attrs
         cursor.attrs = attrs
-        self.sgr(key[:-1])
+        self.sgr(key[2:-1])
         after = cursor.attrs
         cursor.attrs = saved
         steps = glyphs.steps
@@ -668,12 +691,22 @@ class TerminalScreen(pyte.Screen):
             if not position % 2:
                 if part:
                     self.draw(part)
-            elif part != "\n":
-                self.sgr(part[:-1])
+                continue
+            final = part[-1]
+            if final == "m":
+                self.sgr(part[2:-1])
+            elif final == "G":
+                self.cursor_to_column(int(part[2:-1] or 0))
+            elif final == "C":
+                self.cursor_forward(int(part[2:-1] or 0))
+            elif final == "B":
+                self.cursor_down(int(part[2:-1] or 0))
             elif self.cursor.y == bottom:
                 return _offset(parts, position)
-            else:
+            elif final == "\n":
                 self.crlf()
+            else:
+                self.carriage_return()
         return 0
 
     def _draw_split(self, data: str) -> None:

@@ -50,7 +50,8 @@ _PARTIAL = re.compile(
 # CR LF, a whole CSI, an ESC sequence (not CSI, OSC or a string introducer), or any single
 # control (a lone ESC among them: the general path reads it)
 _PARTS = re.compile(
-    r"[^\x00-\x1f\x7f-\x9f]++(?:\x1b\[[0-9;:]*+m|\r\n|[^\x00-\x1f\x7f-\x9f]++)*+"  # text
+    r"[^\x00-\x1f\x7f-\x9f]++"  # text, and on in it: SGR, CHA/CUF/CUD, CR, CR LF, text
+    r"(?:\x1b\[(?:[0-9;:]*+m|[0-9]{0,5}+[GCB])|\r\n?+|[^\x00-\x1f\x7f-\x9f]++)*+"
     r"|(?:\x1b\[2K\x1b\[1A)++"  # Ink erasing its previous frame, row by row
     r"|\x1b\][^\x07\x1b\x9c]*+(?:\x07|\x1b\\|\x9c)"  # a whole OSC (titles)
     r"|\r\n"
@@ -246,7 +247,7 @@ class TerminalStream:
             else:  # (nothing here makes deferred rows: only the general path's batch does)
                 for index, part in numbered:  # noqa: B007 (index is read after the loop)
                     if part[0] not in controls:  # text, maybe with SGRs and CR LFs in it
-                        if "\x1b" in part or "\n" in part:
+                        if "\x1b" in part or "\r" in part:
                             taken = draw_styled(split_styled(part), batch_row)
                             if taken:
                                 break

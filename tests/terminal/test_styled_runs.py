@@ -36,7 +36,9 @@ _TEXTS = [
 ]
 _SEPARATORS = ["", "0", "1", "22", "2", "31", "39", "7", "38;5;208", "48;2;1;2;3",
                "38:2::1:2:3", "4:3", "1;31", ";", "99999999"]  # fmt: skip
-_SEPARATORS = [f"\x1b[{params}m" for params in _SEPARATORS] + ["\r\n"] * 4
+_SEPARATORS = [f"\x1b[{params}m" for params in _SEPARATORS] + ["\r\n"] * 4 + ["\r"] * 2
+_SEPARATORS += ["\x1b[G", "\x1b[0G", "\x1b[3G", "\x1b[99999G", "\x1b[C", "\x1b[0C", "\x1b[4C",
+                "\x1b[B", "\x1b[2B", "\x1b[0B", "\x1b[77777B"]  # fmt: skip
 _text = st.lists(st.sampled_from(_TEXTS), max_size=4).map("".join)
 # a stream's text part: text, then separators (SGRs, CR LFs) each followed by text
 _styled = st.lists(st.tuples(st.sampled_from(_SEPARATORS), _text), max_size=10).flatmap(
@@ -77,13 +79,16 @@ def _one_by_one(screen: TerminalScreen, text: str, bottom: int) -> int:
     """What `draw_styled` stands for: each piece of `text` with its own call; stops at a CR LF
     met on row `bottom` and returns its offset (else 0)."""
     offset = 0
-    for piece in re.findall(r"\x1b\[[0-9;:]*m|\r\n|[^\x1b\r]+", text):
-        if piece == "\r\n":
+    moves = {"G": screen.cursor_to_column, "C": screen.cursor_forward, "B": screen.cursor_down}
+    for piece in re.findall(r"\x1b\[[0-9;:]*[mGCB]|\r\n?|[^\x1b\r]+", text):
+        if piece[0] == "\r":
             if screen.cursor.y == bottom:
                 return offset
-            screen.crlf()
-        elif piece.startswith("\x1b["):
+            screen.crlf() if piece == "\r\n" else screen.carriage_return()
+        elif piece[-1] == "m":
             screen.sgr(piece[2:-1])
+        elif piece[0] == "\x1b":
+            moves[piece[-1]](min(int(piece[2:-1] or 0), 65535))
         else:
             screen.draw(piece)
         offset += len(piece)
@@ -94,6 +99,9 @@ def _one_by_one(screen: TerminalScreen, text: str, bottom: int) -> int:
 @example(text="中\x1b[1m文字", columns=4, column=2, setup="", read=False, bottom=-1)
 @example(text="ab\x1b[31m\u200d🚀", columns=6, column=1, setup="", read=False, bottom=-1)
 @example(text="x\x1b[1m🇩🇪", columns=6, column=5, setup="", read=True, bottom=-1)
+# a scroll applies the kept writes, which replaces the screen's table of them
+@example(text="0\r\n\r\n\r\n\r\n\x1b[1mx\x1b[0m\r\n", columns=5, column=1, setup="", read=False,
+         bottom=-1)  # fmt: skip
 @example(text="a\r\nb\x1b[1m\r\nc", columns=6, column=1, setup="x\r\n" * 8, read=False,
          bottom=3)  # fmt: skip
 @given(
@@ -114,7 +122,7 @@ def test_styled_text_draws_as_its_calls_one_by_one(text, columns, column, setup,
     assert stopped == _one_by_one(single, text, bottom)
     assert _state(fused) == _state(single)
     if stopped:
-        assert text[stopped : stopped + 2] == "\r\n"
+        assert text[stopped] == "\r"
         assert fused.cursor.y == bottom
 
 
@@ -189,7 +197,9 @@ def test_ink_frames_fed_fast_leave_what_the_token_path_leaves(seed: int):
 
 
 def test_styled_split_cuts_at_sgrs_and_crlfs():
-    assert STYLED_SPLIT.split("a\x1b[1;2mb\x1b[m\r\nc") == ["a", "1;2m", "b", "m", "", "\n", "c"]
+    assert STYLED_SPLIT.split("a\x1b[1;2mb\x1b[m\r\nc\r\x1b[2Bd\x1b[3Ge") == [
+        "a", "\x1b[1;2m", "b", "\x1b[m", "", "\r\n", "c", "\r", "", "\x1b[2B", "d", "\x1b[3G", "e"
+    ]  # fmt: skip
     screen, stream = make_screen_and_stream(10, 2)
     stream.feed("a\x1b[1?2mb\x1b[>4;2mc")  # not SGRs: tmux ignores them, nothing drawn
     assert screen.text_rows()[0] == "abc"
