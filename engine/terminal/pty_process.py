@@ -55,6 +55,11 @@ MAX_SLICE_SECONDS = 0.004
 _FIONREAD_ZERO = bytes(4)
 
 
+def _pieces_enabled() -> bool:
+    """`SEMO_PTY_PIECES=0` (bench A/B only): each turn goes on in one piece, as before pieces."""
+    return os.environ.get("SEMO_PTY_PIECES", "") != "0"
+
+
 #: Loop (wall) time that taking in PTY output (read + screen + listeners) may use per
 #: `IntakeBudget.window` while some terminal of the loop was typed into in the last
 #: INPUT_PRIORITY_SECONDS: all terminals together, and one terminal alone when another one was
@@ -329,6 +334,7 @@ class TerminalProcess:
         self._window = -1  # the intake window `_spent` counts in
         self._spent = 0.0
         self._reading = False
+        self._pieces = _pieces_enabled()
         self.written_at = float("-inf")  # loop time input was last written
         self.reads = 0  # slices of output taken in
 
@@ -509,7 +515,7 @@ class TerminalProcess:
         (TerminalSession fits it to its SLICE_SECONDS): it goes on in one piece.
         Returns the bytes read."""
         fd, limit = self._fd, self._read_size
-        pieces = not self._intake.contended(self)
+        pieces = self._pieces and not self._intake.contended(self)
         chunks: list[bytes] = []
         held = total = 0
         eof = False

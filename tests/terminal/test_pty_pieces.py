@@ -153,3 +153,27 @@ def digest(text: str) -> str:
 
 async def finish_long(process: TerminalProcess) -> None:
     await asyncio.wait_for(process.wait(), 30)
+
+
+async def test_pieces_can_be_turned_off_for_a_bench(
+    spawn: Spawn,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SEMO_PTY_PIECES=0: a turn goes on in one piece (the output is the same)."""
+    monkeypatch.setenv("SEMO_PTY_PIECES", "0")
+    out = Output()
+    per_turn: list[int] = []
+    current = [0]
+
+    def chunk(text: str) -> None:
+        out(text)
+        current[0] += 1
+
+    def turn(_seconds: float, _taken: int) -> None:
+        per_turn.append(current[0])
+        current[0] = 0
+
+    process = spawn(NUMBERED, on_output=chunk, on_slice=turn)
+    await asyncio.wait_for(process.wait(), 30)
+    assert out.text == numbered_text()
+    assert per_turn and all(count == 1 for count in per_turn)
