@@ -51,11 +51,12 @@ BORDER = "3c4146"
 TEXT_ACCENT = "ffc473"
 ACCENT = "ffa62b"
 MUTED = "9e9e9e"
-_BIDI = dict.fromkeys(
-    map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: what undoes the frame's modes, and Textual's should it have begun to set them (the console
+#: stopped before the app's own clean-up could run): mouse, focus and paste reports off
+LEAVE_FIRST_FRAME = (
+    "\x1b[0m\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1004l\x1b[?2004l"
+    "\x1b[?25h\x1b[?1049l"
 )
-#: what undoes the frame's modes (the console stopped before Textual took over)
-LEAVE_FIRST_FRAME = "\x1b[0m\x1b[?25h\x1b[?1049l"
 _NAMED = {"black": 0, "red": 1, "green": 2, "yellow": 3, "brown": 3, "blue": 4, "magenta": 5}
 _NAMED |= {"cyan": 6, "white": 7}
 _FLAG_SGR = ((1, "1"), (2, "3"), (4, "4"), (8, "9"), (16, "7"), (32, "5"), (64, "2"))

@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,7 +132,22 @@ def _paint_first_frame(preconnect: Preconnect) -> list[Any] | None:
         return None
     sys.stdout.write(frame)
     sys.stdout.flush()
+    _leave_on_signals(saved)
     return saved
+
+
+def _leave_on_signals(saved: list[Any]) -> None:
+    """SIGTERM or SIGHUP before the app has its own handlers (it sets them when it mounts):
+    the terminal as it was, then exit, as a detach (the engine and the agents go on)."""
+
+    def leave(signum: int, _frame: object) -> None:
+        _leave_first_frame(saved, app_ran=False)
+        if signum == signal.SIGTERM:
+            print(f"semo: detached ({signal.Signals(signum).name}); the agents keep running")
+        os._exit(0)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, leave)
 
 
 def _raw_input() -> list[Any] | None:

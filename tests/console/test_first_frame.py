@@ -15,7 +15,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -260,3 +263,62 @@ def test_keys_and_clicks_on_the_painted_frame_reach_the_pane(office: Office) -> 
         console.click(COLS - 20, 10)  # on A's pane
         console.type("echo early-$((2*3))\r")
         console.wait_for("│early-6")
+
+
+SLOW_TEXTUAL = """
+import importlib.abc, sys, time
+
+class _Slow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "textual.app":
+            time.sleep(30)  # the painted frame stays up: long enough to be signalled there
+        return None
+
+sys.meta_path.insert(0, _Slow())
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_a_signal_while_only_the_frame_is_painted_restores_the_terminal(
+    office: Office, tmp_path: Path, signum: signal.Signals
+) -> None:
+    """SIGTERM or SIGHUP before the app has its handlers (Textual made to load slowly by a
+    sitecustomize): the console leaves as a detach, the terminal's screen and modes as they
+    were (no alternate screen, cursor shown, no mouse reporting, cooked input)."""
+    with consoles() as opened:
+        opened.append(Console(office, "console", "--config", "semo.toml", cols=COLS, rows=ROWS))
+        opened[0].wait(lambda s: "A " in s and "#1" in s, "the sessions")
+        opened[0].kill()
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_TEXTUAL)
+    modes = tmp_path / "stty.txt"
+    env = {**office.env, "PYTHONPATH": str(slow)}
+    tmux = TmuxServer()
+    try:
+        command = f"{SEMO} console --config semo.toml; echo EXIT-$?; stty -a > {modes}; sleep 60"
+        tmux.start(
+            ["sh", "-c", command], cols=COLS, rows=ROWS, env=env, cwd=office.folder, term=TERM
+        )
+        shell = int(tmux("display-message", "-p", "-t", "fid", "#{pane_pid}").strip())
+        deadline = time.monotonic() + 60
+        while "A #1" not in "\n".join(tmux.state()[0]):
+            assert time.monotonic() < deadline, "\n".join(tmux.state()[0])
+            time.sleep(0.05)
+        assert tmux("display-message", "-p", "-t", "fid", "#{alternate_on}").strip() == "1"
+        [semo] = subprocess.run(
+            ["pgrep", "-P", str(shell)], capture_output=True, text=True
+        ).stdout.split()
+        os.kill(int(semo), signum)
+        while "EXIT-0" not in "\n".join(tmux.state()[0]):
+            assert time.monotonic() < deadline, "\n".join(tmux.state()[0])
+            time.sleep(0.05)
+        flags = "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{mouse_sgr_flag}"
+        assert tmux("display-message", "-p", "-t", "fid", flags).split() == ["0", "1", "0", "0"]
+        while not modes.exists() or not modes.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert {"icanon", "echo", "isig", "ixon"} <= set(modes.read_text().split())
+    finally:
+        tmux.kill()
+    assert office.sessions()  # a detach: the engine and its agents go on
