@@ -67,7 +67,7 @@ def shown_in_tmux(frame: str, folder: Path, size: tuple[int, int]) -> list[str]:
         cols, rows = size
         tmux.start(command, cols=cols, rows=rows, env={"LANG": "C.UTF-8"}, cwd=folder, term=TERM)
         deadline = time.monotonic() + 20
-        while "MARK-42" not in "\n".join(shown := tmux.state()[0]):
+        while "Palette" not in (shown := tmux.state()[0])[-1]:  # the key bar is painted last
             assert time.monotonic() < deadline, "\n".join(shown)
             time.sleep(0.05)
         return [row.rstrip() for row in shown]
