@@ -54,8 +54,7 @@ MUTED = "9e9e9e"
 #: what undoes the frame's modes, and Textual's should it have begun to set them (the console
 #: stopped before the app's own clean-up could run): mouse, focus and paste reports off
 LEAVE_FIRST_FRAME = (
-    "\x1b[0m\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1004l\x1b[?2004l"
-    "\x1b[?25h\x1b[?1049l"
+    "\x1b[0m\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1004l\x1b[?2004l\x1b[?25h\x1b[?1049l"
 )
 _NAMED = {"black": 0, "red": 1, "green": 2, "yellow": 3, "brown": 3, "blue": 4, "magenta": 5}
 _NAMED |= {"cyan": 6, "white": 7}
