@@ -31,6 +31,7 @@ from console.panel_text import (
     command_parts,
     fit_parts,
     main_screen_hints,
+    opening_selection,
     pane_title,
     question_detail_parts,
     question_line_parts,
@@ -71,8 +72,13 @@ class Box:
 
 def selected_session(snapshot: dict[str, Any]) -> list[str]:
     """The session whose screen the first frame shows (as a list, for `Preconnect`'s pick):
-    the first in the list's order, the one a console selects when it opens."""
-    return session_order(_live(snapshot))[:1]
+    the one a console selects when it opens (panel_text.opening_selection)."""
+    selected = opening_selection(session_order(_live(snapshot)), _states(snapshot))
+    return [selected] if selected is not None else []
+
+
+def _states(snapshot: dict[str, Any]) -> dict[str, str]:
+    return {s["session_id"]: str(s.get("state") or "") for s in _session_rows(snapshot)}
 
 
 def paint(
@@ -94,7 +100,7 @@ def paint(
     roles = dict(live)
     names = session_names((sid, roles[sid]) for sid in order)
     sessions = {s["session_id"]: s for s in _session_rows(snapshot)}
-    selected = order[0] if order else None
+    selected = opening_selection(order, _states(snapshot))
 
     office = plain(str(snapshot.get("name") or "?"), one_line=True)
     subtitle = f"{office} · {snapshot.get('backend') or '?'} · {snapshot.get('connection') or '?'}"

@@ -47,6 +47,13 @@ def session_order(sessions: Iterable[tuple[str, str]]) -> list[str]:
     return [sid for sid, _role in sorted(sessions, key=lambda item: item[1])]
 
 
+def opening_selection(order: list[str], states: dict[str, str]) -> str | None:
+    """The session a console selects when it opens (or when its selected session ends): the
+    first in `order` that asks the operator something, else the first."""
+    asking = [sid for sid in order if states.get(sid) == "waiting_input"]
+    return (asking or order or [None])[0]
+
+
 def session_names(sessions: Iterable[tuple[str, str]]) -> dict[str, str]:
     """A short name per session, in list order: #1, #2... among the sessions of its role."""
     names: dict[str, str] = {}

@@ -38,6 +38,7 @@ from console.panel_text import (
     MAIN_KEYS,
     CommandRow,
     SessionRow,
+    opening_selection,
     pane_title,
     screen_last_line,
     session_names,
@@ -279,7 +280,8 @@ class MainScreen(Screen[None]):
                 self.panes[session_id] = pane
                 grid.mount(pane)
         if self.selected not in sessions:
-            self.selected = self.order[0] if self.order else None
+            states = {sid: session.state.value for sid, session in sessions.items()}
+            self.selected = opening_selection(self.order, states)
         self.refresh_panels()
         self._apply_layout()
 

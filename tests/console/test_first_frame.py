@@ -175,7 +175,8 @@ def tmp_output(office: Office, first_frame: bool, semo_args: str = CONSOLE_ARGS)
 
 def test_semo_demo_paints_its_office_too(office: Office) -> None:
     """The README's first command: the demo office's socket is remembered like a config's
-    (keyed by the module that makes its config), so a second `semo demo` paints at once."""
+    (keyed by the module that makes its config), so a second `semo demo` paints at once, on
+    the session that asks (FE's question), as the console then selects it too."""
     with consoles() as opened:
         opened.append(Console(office, "demo", cols=COLS, rows=ROWS))
         opened[0].wait_for("1 postgres")
@@ -186,6 +187,11 @@ def test_semo_demo_paints_its_office_too(office: Office) -> None:
         out = tmp_output(office, True, "demo")
         before = out[: out.find(b"\x1b[?1000h")]
         assert b"\x1b[?1049h" in before and b"semo demo agent" in before
+        assert "FE #1 · asks you".encode() in before  # the session that asks comes first
+        with consoles() as opened:  # and Textual's main screen selects it too
+            opened.append(Console(office, "demo", cols=COLS, rows=ROWS))
+            opened[0].wait(lambda _s: opened[0].flag("mouse_any_flag") == "1", "the app")
+            opened[0].wait(lambda s: "╭─ FE #1 · asks you" in s, "FE's pane")
     finally:
         office.semo("stop", "--demo", check=False)
 
@@ -231,8 +237,8 @@ def hostile_snapshot() -> tuple[dict[str, object], dict[str, object]]:
 
 def test_a_hostile_snapshot_paints_nothing_but_its_own_sequences() -> None:
     snapshot, screen = hostile_snapshot()
-    assert selected_session(snapshot) == ["s2"]  # BE before QA…: by role
-    frame = paint(snapshot, {"s2": screen}, (COLS, ROWS), DETACH_KEY)
+    assert selected_session(snapshot) == ["s1"]  # QA… asks: selected before BE, FE
+    frame = paint(snapshot, {"s1": screen}, (COLS, ROWS), DETACH_KEY)
     rest = OWN_SEQUENCES.sub("", frame)
     for forbidden in ("\x1b", "\x07", "\x9b", "\u202e"):
         assert forbidden not in rest
