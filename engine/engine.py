@@ -275,6 +275,8 @@ class Engine:
                 steps.append(("pool", self.pool.close))
             if self.manager is not None:
                 steps.append(("sessions", functools.partial(self.manager.close, reason)))
+            if self.jobs is not None:  # the timeline rows the steps above queued, written
+                steps.append(("job timeline", self.jobs.close))
             failure: Exception | None = None
             for name, step in steps:
                 try:

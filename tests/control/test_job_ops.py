@@ -10,10 +10,14 @@ engine (bash agents in PTYs), through a real `EngineClient`, as the console's jo
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
 from engine.engine import Engine
 from engine.store.models import Job
+from tests.control.office import engine_in_process
 from tests.control.test_control_socket import client_of, engine  # noqa: F401 (fixture)
 from tests.support.waiting import eventually_value
 
@@ -90,3 +94,25 @@ async def test_an_attached_console_shows_a_job_and_follows_it(engine: Engine) ->
         await engine.cancel_job(job.id, "from elsewhere")
         await eventually(lambda: "from elsewhere" in jobs.timeline_text, 20)
         await pilot.press("escape")
+
+
+async def test_a_stopping_engine_writes_its_jobs_timeline_and_leaves_no_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows a job's end queues while the engine stops are written before the store closes:
+    no timeline writer is left pending (it was, every time: 'Task was destroyed but it is
+    pending' at the loop's end)."""
+    async with engine_in_process(tmp_path, monkeypatch, PS1="$ ") as engine_:
+        client = client_of(engine_)
+        await client.start()
+        try:
+            job = await client.create_job("A", "echo stays-running")
+
+            async def running() -> Job | None:
+                found = (await client.job_timeline(job.id)).job
+                return found if found.status == "running" else None
+
+            await eventually_value(running, "the job running", 30)
+        finally:
+            await client.close()
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "job timeline" and not t.done()]
