@@ -19,6 +19,7 @@ through `engine.plain_text.plain` like every other output, (bidi controls too).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -312,15 +313,25 @@ class _Canvas:
     def at(self, x: int, y: int) -> None:
         self.out.append(f"\x1b[{y + 1};{x + 1}H")
 
-    def write(self, parts: list[Part], width: int, base: str | None = None) -> None:
+    def write(
+        self,
+        parts: list[Part],
+        width: int,
+        base: str | None = None,
+        opener: Callable[[str], str] | None = None,
+    ) -> None:
+        """`parts` clipped and padded to `width` cells; `opener` gives the escape sequence
+        that starts a part's style ("" for none; default: the panels' style words)."""
         base = base or self.base
+        if opener is None:
+            opener = lambda style: f"{base}\x1b[{sgr}m" if (sgr := _style_sgr(style)) else ""  # noqa: E731
         used = 0
         for text, style in parts:
             text = _clip(_safe(text), width - used)
             if not text:
                 continue
-            sgr = _style_sgr(style)
-            self.out.append(f"{base}\x1b[{sgr}m{text}{base}" if sgr else text)
+            start = opener(style)
+            self.out.append(f"{start}{text}{base}" if start else text)
             used += _cells(text)
         if used < width:
             self.out.append(" " * (width - used))
@@ -382,22 +393,16 @@ class _Canvas:
             self._styled_row(parts, styles, box.width)
 
     def _styled_row(self, parts: list[Part], styles: dict[str, Any], width: int) -> None:
-        used = 0
-        for text, style in parts:
-            text = _clip(_safe(text), width - used)
-            if not text:
-                continue
+        def opener(style: str) -> str:
             definition = styles.get(style[1:]) if style else None
-            if definition:
-                fg, bg, flags = str(definition[0]), str(definition[1]), int(definition[2])
-                codes = [_colour(fg, False), _colour(bg, True)]
-                codes += [code for bit, code in _FLAG_SGR if flags & bit]
-                self.out.append(f"\x1b[0;{';'.join(codes)}m{text}{self.base}")
-            else:
-                self.out.append(text)
-            used += _cells(text)
-        if used < width:
-            self.out.append(" " * (width - used))
+            if not definition:
+                return ""
+            fg, bg, flags = str(definition[0]), str(definition[1]), int(definition[2])
+            codes = [_colour(fg, False), _colour(bg, True)]
+            codes += [code for bit, code in _FLAG_SGR if flags & bit]
+            return f"\x1b[0;{';'.join(codes)}m"
+
+        self.write(parts, width, opener=opener)
 
     def key_bar(self, parts: list[Part]) -> None:
         bar = f"\x1b[0;38;2;{_rgb(FOREGROUND)};48;2;{_rgb(PANEL)}m"
