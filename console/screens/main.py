@@ -456,6 +456,7 @@ class MainScreen(Screen[None]):
         status = pool.status() if pool else None
         pooled = status.sessions if status else {}
         rows: list[SessionRow] = []
+        visible = set(self.visible_sessions())
         for session_id in self.order:
             session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
             if session is None:
@@ -469,7 +470,7 @@ class MainScreen(Screen[None]):
                     state=session.state.value,
                     age_s=info.age_s if info else None,
                     job=info.task_id.removeprefix("job-")[:6] if info and info.task_id else None,
-                    last_line=self._last_line(session_id, session),
+                    last_line=self._last_line(session_id, session, visible),
                 )
             )
         subtitle = ""
@@ -491,11 +492,11 @@ class MainScreen(Screen[None]):
         for session_id, pane in self.panes.items():
             pane.set_title(self._title(session_id))
 
-    def _last_line(self, session_id: str, session: AgentSession) -> str:
+    def _last_line(self, session_id: str, session: AgentSession, visible: set[str]) -> str:
         """From the screen the console has; for an attached engine's session whose pane is
         hidden (no frames), what the engine read."""
         remote = getattr(session, "last_line", None)
-        if remote is not None and session_id not in self.visible_sessions():
+        if remote is not None and session_id not in visible:
             return str(remote)
         return screen_last_line(session.terminal.screen)
 
