@@ -361,6 +361,8 @@ class MainScreen(Screen[None]):
         key = event.row_key.value
         if key is None or key == self.selected:
             return  # (a move the console made itself comes back as the selected row)
+        if event.cursor_row != event.data_table.cursor_row:
+            return  # an echo of a move the cursor has made since: taking it would bounce back
         if event.data_table.has_focus:
             self._manual = True
         self.select(str(key))
