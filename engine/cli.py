@@ -40,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         "capture",
         help="run a program in a terminal, type keys, print the settled screen",
         description=(
-            "Run CMD in a pseudo-terminal through semo's terminal core, type the keys, wait "
-            "until the screen has been quiet for --settle ms (or CMD exits) and print the rows. "
+            "Run CMD in a pseudo-terminal through semo's terminal core, wait for its first "
+            "output (up to 2 s), type the keys, wait until the screen has been quiet for "
+            "--settle ms (or CMD exits) and print the rows. "
             "Keys: plain text plus <Enter> <Esc> <Tab> <S-Tab> <BS> <Up> <Down> <Left> <Right> "
             "<Home> <End> <PgUp> <PgDn> <Del> <F1>..<F12> <C-c> <M-x> <C-Up> <Sleep:200> <lt>."
         ),

@@ -95,6 +95,10 @@ def snapshot(session: TerminalSession, settled: bool) -> CaptureResult:
     )
 
 
+FIRST_OUTPUT_SECONDS = 2.0
+"""How long `capture` waits for the program's first output before it starts counting quiet."""
+
+
 async def capture(
     argv: Sequence[str],
     *,
@@ -117,6 +121,9 @@ async def capture(
     settle = settle_ms / 1000
     session.start()
     try:
+        # a program still starting is not quiet: vim on a busy machine may take longer than
+        # `settle` to write its first byte (a program that never writes costs this wait once)
+        await session.wait_output(min(FIRST_OUTPUT_SECONDS, max(deadline - loop.time(), 0)))
         settled = await session.wait_quiet(settle, max(deadline - loop.time(), 0))
         for spec in keys:
             if session.exit_status is not None:

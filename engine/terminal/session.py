@@ -212,6 +212,16 @@ class TerminalSession:
         if process is not None and process.running and not process.canonical_input():
             process.write(answer)
 
+    async def wait_output(self, timeout: float) -> bool:
+        """Wait until the child has written anything or exited; False after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while self.bytes_out == 0 and self.exit_status is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await self._next_change(left)
+        return True
+
     async def wait_quiet(self, settle: float, timeout: float) -> bool:
         """Wait until `settle` seconds pass with no output and no input, or the child exits.
 
@@ -227,11 +237,14 @@ class TerminalSession:
                 return True
             if now >= deadline:
                 return False
-            self._changed.clear()
-            wait = min(settle - quiet_for, deadline - now)
-            with contextlib.suppress(TimeoutError):  # asyncio.timeout: keeps a cancellation
-                async with asyncio.timeout(wait):
-                    await self._changed.wait()
+            await self._next_change(min(settle - quiet_for, deadline - now))
+
+    async def _next_change(self, seconds: float) -> None:
+        """Wait up to `seconds` for output, input or the exit."""
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):  # asyncio.timeout: keeps a cancellation
+            async with asyncio.timeout(seconds):
+                await self._changed.wait()
 
     # -- input --------------------------------------------------------------------------------
 

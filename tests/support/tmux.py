@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.terminal import keys as semo_keys
+from engine.terminal.capture import FIRST_OUTPUT_SECONDS
 from engine.terminal.session import DEFAULT_TERM, child_environment
 
 __all__ = [
@@ -198,6 +199,15 @@ class TmuxServer:
                 return False
             time.sleep(POLL_SECONDS)
 
+    def wait_drawn(self, deadline: float) -> None:
+        """Until the pane shows anything, its cursor moved or it is dead (as `semo capture`
+        waits for the program's first output): a program still starting is not quiet."""
+        while time.monotonic() < deadline:
+            lines, cursor, dead = self.state()
+            if dead or cursor != "0,0" or any(line.strip() for line in lines):
+                return
+            time.sleep(POLL_SECONDS)
+
     def dead(self) -> bool:
         return self.state()[2]
 
@@ -275,6 +285,7 @@ def _run(
     escaped = None
     try:
         server.start(argv, cols=cols, rows=rows, env=child_env, cwd=cwd, term=term)
+        server.wait_drawn(min(deadline, time.monotonic() + FIRST_OUTPUT_SECONDS))
         server.wait_stable(settle, deadline)
         for spec in keys:
             if server.dead():

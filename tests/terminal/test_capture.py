@@ -40,6 +40,22 @@ def test_capture_types_keys_and_json_reports_state():
     assert data["exit"] is None
 
 
+def test_capture_waits_for_a_slow_starting_program_to_draw():
+    # silent for longer than --settle before the first byte (vim on a loaded machine): the
+    # screen was empty, and quiet, but the program had not drawn yet
+    result = run_semo(
+        "capture", "--settle", "100", "--", "sh", "-c", "sleep 0.6; echo drawn; sleep 5"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "drawn"
+
+
+def test_capture_types_into_a_program_that_writes_nothing_first():
+    result = run_semo("capture", "--rows", "3", "--keys", "typed<Enter>", "--", "cat")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:2] == ["typed", "typed"]  # the echo, then cat's copy
+
+
 def test_capture_reports_exit_status_of_a_finished_program():
     result = run_semo("capture", "--json", "--", "sh", "-c", "echo bye; exit 3")
     data = json.loads(result.stdout)
