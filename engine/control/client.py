@@ -301,6 +301,7 @@ class EngineClient:
         self.engine_id = hello.get("engine_id")
         self.pid = hello.get("pid")
         self.gone = None
+        self._stopping = False  # (an engine that stopped said so: this one is a new run)
         self._read_task = asyncio.create_task(self._read_loop(), name="control client")
 
     async def start(self) -> None:

@@ -191,6 +191,32 @@ async def test_a_stopped_engine_is_reported_and_nothing_is_sent(engine: Engine) 
     await client.close()
 
 
+async def test_a_console_attaches_again_to_an_engine_started_after_a_stop(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The stopping engine's "stopping" status made the client hold back attaches, resizes
+    and pauses (they would race its close); a new engine's connection must take them again,
+    or the console's panes stay blank while keys still reach the agents."""
+    client = client_of(engine)
+    await attached(client, "A")
+    await engine.stop("stopped by the test")
+    await eventually(lambda: client.gone is not None, 10)
+    work = tmp_path / "work"
+    again = Engine(
+        engine.config, control=True, agent_env=engine._agent_env, folder_for=lambda _a, _t: work
+    )
+    await again.start()
+    try:
+        terminal = await attached(client, "A")  # a new session, a new pane
+        terminal.resize(50, 9)
+        terminal.write("echo back-$((40+2))\r")
+        await eventually(lambda: any("back-42" in row for row in terminal.screen.text_rows()), 10)
+        assert (engine_screen(again, "A").columns, engine_screen(again, "A").lines) == (50, 9)
+    finally:
+        await client.close()
+        await again.stop("test over")
+
+
 async def test_an_agent_cannot_attach_to_its_own_engine(engine: Engine) -> None:
     """An agent runs as the operator's uid; the engine refuses connections from the processes
     it started (checked by the peer's parent chain): no hello, the connection is closed."""
