@@ -49,7 +49,8 @@ class SemoCommands(Provider):
             ),
             (
                 "Zoom the selected pane",
-                "the whole terminal, again to leave (F3)",
+                f"the whole terminal (F3); {screen.prefix_display} then z leaves (the zoomed "
+                "pane's keys go to its agent)",
                 screen.action_zoom,
             ),
             (

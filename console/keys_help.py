@@ -33,7 +33,7 @@ OUTSIDE_KEYS = [
     ("Tab", "next panel"),
     ("F1, ?", "this help"),
     ("F2", "layout: one large pane, or 2, 4, 6"),
-    ("F3", "zoom the selected pane"),
+    ("F3", "zoom the selected pane (it takes the keys: the prefix then z leaves)"),
     ("F4", "the question inbox: 1-9 answer, y/n, Enter types an answer"),
     ("F5", "the jobs view: c create a job, x cancel one, Escape back"),
     ("F6", "a prompt for the selected session (Escape closes)"),
@@ -77,7 +77,7 @@ class KeysHelp(ModalScreen[None]):
         if self.in_pane:
             table.add_row("", "outside a pane: F-keys, ctrl+p palette, ctrl+q detach")
         else:
-            table.add_row(self.prefix, "then d z n p q : [ ? as in a pane; twice: into the pane")
+            table.add_row(self.prefix, "then d z n p q j : [ ? as in a pane; twice: into the pane")
         table.add_row("Escape", "closes this help")
         with VerticalScroll():
             yield Static(table)

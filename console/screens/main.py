@@ -314,8 +314,8 @@ class MainScreen(Screen[None]):
         session picked later shows lines written at that width instead of cut ones (a terminal
         does not reflow what it already wrote)."""
         shown = [p for p in self.panes.values() if p.display and p.size.width > 0]
-        if len(shown) != 1 or self.zoomed:
-            return
+        if len(shown) != 1 or self.zoomed or getattr(self.engine, "consoles", 1) > 1:
+            return  # (another console may be using a session this one only hides)
         cols, rows = shown[0].size
         for pane in self.panes.values():
             screen = pane.source.screen

@@ -110,3 +110,35 @@ async def test_the_engine_going_away_is_shown_and_prompts_are_refused(engine: En
         await pilot.press(*"hello", "enter")
         await eventually(lambda: "Prompt not sent" in notes(app), 10)
         assert "nothing was delivered" in notes(app)
+
+
+async def test_a_second_console_leaves_the_sessions_it_hides_alone(engine: Engine) -> None:
+    """With one large pane, a console alone gives the sessions it hides its pane's size; one
+    that joins another console does not resize, under that console, every session it hides
+    (the PTYs then flipped size at each attach, and each flip reflowed the agents' screens)."""
+    assert engine.control is not None
+    screen_b = next(s for s in engine.sessions() if s.role == "B").terminal.screen
+    other = EngineClient(engine.control.paths)
+    await other.start()
+    terminal_b = next(s for s in other.sessions() if s.role == "B").terminal
+    terminal_b.add_listener(lambda _chunk: None)
+    terminal_b.resize(61, 13)
+    await eventually(lambda: (screen_b.columns, screen_b.lines) == (61, 13), 10)
+
+    app = app_on(engine)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await eventually(lambda: len(app.screen.query(TerminalPane)) == 2, 20)
+        main = app.screen
+        pane_a = main.panes[main.selected]  # type: ignore[attr-defined]
+        screen_a = next(s for s in engine.sessions() if s.role == "A").terminal.screen
+        assert pane_a.display and screen_a is not screen_b
+        await eventually(lambda: (screen_a.columns, screen_a.lines) == tuple(pane_a.size), 20)
+        await pilot.pause(0.5)
+        assert (screen_b.columns, screen_b.lines) == (61, 13)
+    await other.close()
+
+    alone = app_on(engine)
+    async with alone.run_test(size=(140, 40)):
+        await eventually(lambda: len(alone.screen.query(TerminalPane)) == 2, 20)
+        pane = alone.screen.panes[alone.screen.selected]  # type: ignore[attr-defined]
+        await eventually(lambda: (screen_b.columns, screen_b.lines) == tuple(pane.size), 20)
