@@ -18,6 +18,7 @@ from engine.store.models import (
     JobEntry,
     SessionStatus,
     validate_command,
+    validation_problems,
 )
 
 #: A command safe to repeat is re-queued after an expired lease at most until it has been
@@ -318,9 +319,7 @@ def updated_job(job: Job, changes: dict[str, Any], at: datetime) -> Job:
     try:
         return Job.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-        )
+        problems = validation_problems(error)
         raise StoreError(f"cannot update job {job.id}: {problems}") from None
 
 

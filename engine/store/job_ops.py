@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.events import BROADCAST_EVENT, JobEvent, JobStep
 from engine.store.base import NotFound, Store
@@ -30,6 +30,7 @@ from engine.store.models import (
     Job,
     JobEntry,
     UserQuestion,
+    validation_problems,
 )
 
 #: The longest task accepted (characters): a task is typed into an agent's terminal.
@@ -95,9 +96,12 @@ async def create_job(
     """A pending job for the office's agent `role` and the `run_job` command that runs it.
     NotFound when no agent has that role (the message lists the roles), ValueError for a bad
     task or context."""
-    request = JobRequest(role=role, task=task, context=context)
-    if not request.task.strip():
+    if not task.strip():
         raise ValueError("the task is empty")
+    try:
+        request = JobRequest(role=role, task=task, context=context)
+    except ValidationError as error:
+        raise ValueError(validation_problems(error)) from None
     agents = await store.list_agents(office_id)
     agent = next((a for a in agents if a.role == request.role), None)
     if agent is None:

@@ -311,7 +311,12 @@ def validate_command(command_type: str, payload: dict[str, Any], session_id: str
     try:
         model.model_validate(payload)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}" for e in error.errors()
-        )
+        problems = validation_problems(error, whole="payload")
         raise InvalidCommand(f"bad payload for {command_type}: {problems}") from None
+
+
+def validation_problems(error: ValidationError, whole: str = "value") -> str:
+    """A pydantic error as one line: "field: what is wrong; ..." (`whole` names the model)."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in error.errors()
+    )

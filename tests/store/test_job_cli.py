@@ -240,11 +240,14 @@ async def test_bad_job_requests_are_clear_errors(office: str, tmp_path: Path) ->
         (["--role", "FE", "--task", "t", "--context", "[1]"], "--context must be a JSON object"),
         (["--role", "FE", "--task", "t", "--context", "{"], "--context is not JSON"),
         (["--role", "FE", "--task", "  "], "the task is empty"),
+        (["--role", "FE", "--task", ""], "the task is empty"),
+        (["--role", "FE", "--task", "x" * 100_001], "task: String should have at most 100000"),
     ]
     for args, message in cases:
         result = await semo(tmp_path, "job", "create", *args)
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # one line, no dump
     missing = await semo(tmp_path, "job", "show", "no-such-job")
     assert missing.returncode == 2 and "no job no-such-job" in missing.stderr
     assert await semo_json(tmp_path, "jobs", "--all", "--json") == []
