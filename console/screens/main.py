@@ -204,16 +204,12 @@ class MainScreen(Screen[None]):
 
     @work(group="demo")
     async def run_demo_job(self) -> None:
-        from engine.demo.office import DEMO_TASK
-        from engine.store.models import Job
+        from engine.demo.office import DEMO_TASK, new_demo_job
 
         engine = self.engine
-        fe = engine.agents.get("FE")
-        if fe is None or engine.jobs is None:
+        job = await new_demo_job(engine)
+        if job is None or engine.jobs is None:
             return
-        job = await engine.store.create_job(
-            Job(office_id=engine.office_id, agent_id=fe.id, task=DEMO_TASK)
-        )
         self.tell(f"demo: FE got a job: {DEMO_TASK}")
         await engine.jobs.execute_job(job.id)
 

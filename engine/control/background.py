@@ -14,11 +14,10 @@ import logging
 import signal
 import sys
 
-from engine.demo.office import DEMO_TASK, demo_config, demo_folder
+from engine.demo.office import DEMO_TASK, demo_config, demo_folder, new_demo_job
 from engine.engine import Engine
 from engine.hardening import make_non_dumpable
 from engine.logs import configure_logging
-from engine.store.models import Job
 
 log = logging.getLogger("semo.demo")
 
@@ -33,11 +32,8 @@ async def run_demo_engine() -> int:
     reason = "stopped by signal"
     try:
         await engine.start()
-        fe = engine.agents.get("FE")
-        if fe is not None and engine.jobs is not None:
-            job = await engine.store.create_job(
-                Job(office_id=engine.office_id, agent_id=fe.id, task=DEMO_TASK)
-            )
+        job = await new_demo_job(engine)
+        if job is not None and engine.jobs is not None:
             log.info("demo: FE got a job: %s", DEMO_TASK)
             job_task = asyncio.create_task(engine.jobs.execute_job(job.id))
         await stop.wait()

@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
-from engine.store.models import Agent
+from engine.store.models import Agent, Job
+
+if TYPE_CHECKING:
+    from engine.engine import Engine
 
 DEMO_OFFICE = "demo"
 ROLES = ("FE", "BE", "QA")
@@ -21,6 +25,20 @@ PERSONAS = {
     "QA": "Demo QA agent: runs the tests when invoked.",
 }
 DEMO_TASK = "build the login page"
+
+
+async def new_demo_job(engine: Engine) -> Job | None:
+    """FE's demo job, created unless one is still open: a demo engine started again after a
+    SIGKILL has its recovery retry that one (a second job asked every question twice)."""
+    fe = engine.agents.get("FE")
+    if fe is None or engine.jobs is None:
+        return None
+    jobs = await engine.store.list_jobs(engine.office_id)
+    if any(job.task == DEMO_TASK and job.status in ("pending", "running") for job in jobs):
+        return None
+    return await engine.store.create_job(
+        Job(office_id=engine.office_id, agent_id=fe.id, task=DEMO_TASK)
+    )
 
 
 def demo_workspace() -> Path:

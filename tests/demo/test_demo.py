@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def run_semo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -56,3 +58,29 @@ def test_demo_agent_says_it_is_scripted() -> None:
     assert "(scripted, not an AI)" in result.stdout
     assert "check" in result.stdout and '"check"' not in result.stdout  # the task, once, short
     assert "[SEMO:DONE]" in result.stdout
+
+
+async def test_a_demo_engine_started_again_does_not_open_a_second_demo_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A demo engine SIGKILLed while FE works leaves its job running; the next demo engine's
+    recovery retries it, so no new one is made (there were two jobs and every question was
+    asked twice). Once that job has ended, a new demo engine starts a new one."""
+    from engine.demo.office import demo_config, demo_folder, new_demo_job
+    from engine.engine import Engine
+
+    monkeypatch.setenv("SEMO_SQLITE_PATH", str(tmp_path / "semo.db"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    engine = Engine(demo_config(), folder_for=demo_folder)
+    await engine.start()
+    try:
+        job = await new_demo_job(engine)
+        assert job is not None and job.status == "pending"
+        assert await new_demo_job(engine) is None
+        await engine.store.update_job(job.id, status="running")
+        assert await new_demo_job(engine) is None
+        await engine.store.update_job(job.id, status="done")
+        again = await new_demo_job(engine)
+        assert again is not None and again.id != job.id
+    finally:
+        await engine.stop("test over")
