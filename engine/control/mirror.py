@@ -93,9 +93,10 @@ class MirrorScreen:
         """One screen frame from the engine (see docs/CONSOLE.md, "screen")."""
         size = frame.get("size")
         if size is not None:
+            shown = self.lines  # a pane taller than the new size repaints the rows it lost
             self.columns, self.lines = int(size[0]), int(size[1])
             self.rows = [_EMPTY] * self.lines
-            self.dirty.update(range(self.lines))
+            self.dirty.update(range(max(shown, self.lines)))
         if frame.get("full"):
             self.complete = True
             self.dirty.update(range(self.lines))

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
 
 from console.app import SemoApp
 from console.confirm import Confirm
@@ -142,3 +143,33 @@ async def test_a_second_console_leaves_the_sessions_it_hides_alone(engine: Engin
         await eventually(lambda: len(alone.screen.query(TerminalPane)) == 2, 20)
         pane = alone.screen.panes[alone.screen.selected]  # type: ignore[attr-defined]
         await eventually(lambda: (screen_b.columns, screen_b.lines) == tuple(pane.size), 20)
+
+
+async def test_a_pane_taller_than_its_session_shows_no_rows_below_it(engine: Engine) -> None:
+    """Another console made the session's PTY smaller than this console's pane: the pane shows
+    the session's screen and blank rows below it, not the rows it drew at the larger size
+    (an old "line-40" stayed there, and could have been an old question)."""
+    assert engine.control is not None
+    session = next(s for s in engine.sessions() if s.role == "A")
+    app = app_on(engine)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await eventually(lambda: len(app.screen.query(TerminalPane)) == 2, 20)
+        pane = app.screen.panes[session.session_id]  # type: ignore[attr-defined]
+        assert pane.display
+        session.terminal.write("clear; for i in $(seq 1 60); do echo line-$i; done\r")
+
+        def pane_rows() -> list[str]:  # as drawn: the lines Textual keeps for the pane
+            strips = pane.render_lines(Region(0, 0, *pane.outer_size))
+            return [strip.text.rstrip(" │") for strip in strips]
+
+        await eventually(lambda: any("line-60" in row for row in pane_rows()), 20)
+        other = EngineClient(engine.control.paths)
+        await other.start()
+        terminal = next(s for s in other.sessions() if s.role == "A").terminal
+        terminal.add_listener(lambda _chunk: None)
+        terminal.resize(40, 10)
+        await eventually(lambda: pane.terminal_screen.lines == 10, 20)
+        await pilot.pause(0.3)
+        below = pane_rows()[12:-1]  # under the 10 rows (the border and title above them)
+        assert below and not any("line-" in row for row in below), below
+        await other.close()
