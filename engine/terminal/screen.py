@@ -27,6 +27,7 @@ from engine.terminal.scrollback import (
     DEFAULT_SCROLLBACK_LINES,
     Line,
     Scrollback,
+    WrappedSegments,
     is_wrapped,
     line_from_row,
     line_from_segments,
@@ -193,6 +194,10 @@ def _offset(parts: list[str], index: int) -> int:
 # A draw kept back: (x, stop, glyph cache, ASCII text) or (x, stop, cells cache, text); an erase
 # kept back with them: (start, stop, _ERASE, attributes)
 _Write = tuple[int, int, Any, Any]
+# A row after a wrapped one that holds only default blanks, read for a reflow: tmux counts the
+# cells written there (cellused), so its line goes on through that row (a prompt's trailing
+# blank that wrapped); an empty row would end it (see reflow). One blank stands for them.
+_WRITTEN_BLANK = Line(" ")
 _ERASE = object()
 
 
@@ -469,6 +474,7 @@ class TerminalScreen(pyte.Screen):
             dict(self.buffer), cursor, self.cursor.attrs, with_cursor, (self.lines, self.columns)
         )
         self.buffer.clear()
+        self.scrollback.unwrap_last(self._default)  # tmux clears the screen's rows whole
         self.dirty.update(range(self.lines))
 
     def _leave_alternate(self, *, with_cursor: bool) -> None:
@@ -918,7 +924,8 @@ class TerminalScreen(pyte.Screen):
     def _scroll_up(self, top: int, bottom: int, count: int) -> None:
         buffer = self.buffer
         count = min(count, bottom - top + 1)
-        if top == 0 and bottom == self.lines - 1 and self.keeps_scrollback():
+        keeps = self.keeps_scrollback()
+        if keeps and top == 0 and bottom == self.lines - 1:
             default = self._default
             self.scrollback.extend(
                 [line_from_row(buffer.get(y, {}), self.columns, default) for y in range(count)]
@@ -932,6 +939,11 @@ class TerminalScreen(pyte.Screen):
         for y in range(bottom + 1 - count, bottom + 1):
             buffer.pop(y, None)
         self.dirty.update(range(top, bottom + 1))
+        if not keeps:
+            # tmux without a history (the alternate screen) moves the lines (grid_move_lines):
+            # the row above the region loses its wrap flag (it also takes it off the row that
+            # moved to the top of a region of two rows; not here, nor in the plain-output batch)
+            self._unwrap_above(top)
 
     def scroll_up(self, count: int | None = None) -> None:
         """CSI Ps S: scroll the region up; lines leaving the top of the screen enter scrollback."""
@@ -952,6 +964,33 @@ class TerminalScreen(pyte.Screen):
         for y in range(top, top + count):
             buffer.pop(y, None)
         self.dirty.update(range(top, bottom + 1))
+        # tmux's grid_move_lines: the region's top row loses its wrap flag before it moves
+        # down, and the row above the region loses its own
+        if top + count <= bottom:
+            self._unwrap(top + count)
+        self._unwrap_above(top)
+
+    def reverse_index(self) -> None:
+        """RI: at the top margin, the region scrolls down as `CSI T` does."""
+        margins = self.margins
+        if self.cursor.y == (margins.top if margins is not None else 0):
+            self.scroll_down(1)
+        else:
+            self.cursor_up()
+
+    def insert_lines(self, count: int | None = None) -> None:
+        """pyte's, with tmux's wrap flags (grid_view_insert_lines_region): the row above the
+        cursor loses its flag, and so does the row `count - 1` below the cursor, which tmux
+        clears before moving it down by `count`."""
+        margins = self.margins
+        top, bottom = margins if margins is not None else (0, self.lines - 1)
+        y = self.cursor.y
+        super().insert_lines(count)
+        if top <= y <= bottom:
+            count = min(max(count or 1, 1), bottom - y + 1)
+            if y + 2 * count - 1 <= bottom:
+                self._unwrap(y + 2 * count - 1)
+            self._unwrap_above(y)
 
     def delete_lines(self, count: int | None = None) -> None:
         """CSI Ps M: delete lines at the cursor; the rows below move up, blank rows come in at
@@ -971,6 +1010,13 @@ class TerminalScreen(pyte.Screen):
                 buffer[y] = row
         self.dirty.update(range(y0, self.lines))
         self.carriage_return()
+        # tmux's wrap flags (grid_view_delete_lines_region): the row above the cursor loses
+        # its flag, and so does the last row moved up when no more rows moved than were
+        # deleted
+        moved = bottom + 1 - y0 - count
+        if 0 < moved <= count:
+            self._unwrap(y0 + moved - 1)
+        self._unwrap_above(y0)
 
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         cursor = self.cursor
@@ -986,15 +1032,17 @@ class TerminalScreen(pyte.Screen):
         else:
             return  # tmux ignores other modes
         attrs = cursor.attrs
-        if start == 0 and stop == columns:  # the whole row: tmux clears its wrap flag too
-            if self._writes:
-                self._writes.pop(y, None)  # draws kept back for it are erased unseen
+        if start == 0 and stop == columns:  # the whole row: tmux's screen_write_clearline
+            kept = self._writes.pop(y, None) if self._writes else None  # erased unseen
             buffer = self.buffer if self.deferred_rows else self._buffer
             if attrs is self._default:
-                buffer.pop(y, None)  # a missing row reads as default blanks
+                if buffer.pop(y, None) or kept:  # a missing row reads as default blanks
+                    self._unwrap_above(y)
+                # else never written (tmux's cellsize 0): tmux leaves it and the row above
                 return
             row = buffer[y]
             row.__dict__.pop("wrapped", None)
+            self._unwrap_above(y)
         elif start >= stop:
             return
         elif y in self._writes:
@@ -1002,7 +1050,38 @@ class TerminalScreen(pyte.Screen):
             return
         else:
             row = self._row(y)
+            if not row and attrs is self._default:
+                return  # never written: tmux leaves it as it is (its cellsize stays 0)
         row.update(dict.fromkeys(range(start, stop), attrs))
+
+    def _unwrap_above(self, y: int) -> None:
+        """tmux's grid_clear_lines and grid_move_lines take the wrap flag off the row above the
+        rows they clear or move: here row y - 1, or above row 0 the newest scrollback line
+        (tmux counts rows from the top of its history, on the alternate screen too)."""
+        if y:
+            self._unwrap(y - 1)
+        else:
+            self.scrollback.unwrap_last(self._default)
+
+    def _unwrap(self, y: int) -> None:
+        """Row y no longer continues on the next row."""
+        deferred = self.deferred_rows
+        if deferred and y in deferred:
+            if isinstance(deferred[y], WrappedSegments):
+                deferred[y] = list(deferred[y])
+            return
+        row = self._buffer.get(y)
+        if row is not None:
+            row.__dict__.pop("wrapped", None)
+
+    def erase_characters(self, count: int | None = None) -> None:
+        """ECH. From column 0 over the whole row it is tmux's whole-row clear (grid_clear_lines):
+        the row and the row above lose their wrap flags."""
+        cursor = self.cursor
+        if cursor.x == 0 and (count or 1) >= self.columns:
+            self._unwrap(cursor.y)
+            self._unwrap_above(cursor.y)
+        super().erase_characters(count)
 
     def erase_rows_up(self, count: int) -> None:
         """`CSI 2K CSI 1A` repeated `count` times (Ink erases its previous frame so) in one call."""
@@ -1016,8 +1095,9 @@ class TerminalScreen(pyte.Screen):
         rows = range(y, max(y - count, -1), -1)
         writes, buffer = self._writes, self._buffer
         for row_y in rows:
-            writes.pop(row_y, None)  # draws kept back for the row: erased unseen
-            buffer.pop(row_y, None)  # a missing row reads as default blanks
+            kept = writes.pop(row_y, None)  # draws kept back for the row: erased unseen
+            if buffer.pop(row_y, None) or kept:  # a missing row reads as default blanks
+                self._unwrap_above(row_y)  # as erase_in_line (a row never written: nothing)
         self.dirty.update(rows)
         cursor.y = max(y - count, 0)
 
@@ -1030,9 +1110,27 @@ class TerminalScreen(pyte.Screen):
             return
         if how not in (0, 1, 2):
             return
-        y = self.cursor.y
-        rows = range(y + 1, self.lines) if how == 0 else range(y) if how == 1 else range(self.lines)
+        y, x = self.cursor.y, self.cursor.x
+        columns = self.columns
+        # the cursor's row too when it is cleared whole: ED 0 from column 0, ED 1 from the
+        # last column (or past it)
+        whole = x == 0 if how == 0 else x >= columns - 1
+        if how == 0:
+            rows = range(y if whole else y + 1, self.lines)
+        elif how == 1:
+            rows = range(y + 1 if whole else y)
+        else:
+            rows = range(self.lines)
         self.dirty.update(rows)
+        if rows:
+            # tmux clears them with grid_clear_lines (a row never written too, where EL skips
+            # it), which takes the wrap flag off the row above the first: for ED 1 and ED 2
+            # the newest scrollback line (before ED 2 tmux scrolls the screen into its
+            # history, scroll-on-clear; semo does not)
+            if rows.start:
+                self._unwrap(rows.start - 1)
+            else:
+                self.scrollback.unwrap_last(self._default)
         attrs = self.cursor.attrs
         if attrs is self._default and self._writes:
             for row_y in rows:  # erased unseen (with other attributes, pyte colours the
@@ -1046,7 +1144,9 @@ class TerminalScreen(pyte.Screen):
                 row = buffer[row_y]
                 row.update(dict.fromkeys(row, attrs))  # pyte colours only the cells a row has
                 row.__dict__.pop("wrapped", None)
-        if how != 2:
+            if how != 2 and whole:
+                buffer[y].update(dict.fromkeys(range(columns), attrs))  # as EL colours it
+        if how != 2 and not whole:
             self.erase_in_line(how)
 
     # -- cursor motion: pyte's rules, without its Margins tuples and bounds calls ------------
@@ -1204,9 +1304,13 @@ class TerminalScreen(pyte.Screen):
     def _reflow_to(self, lines: int, columns: int) -> None:
         self.buffer  # noqa: B018  (applies what the drawing paths hold back: rows are read whole)
         scrollback, cursor = self.scrollback, self.cursor
+        rows = [self.row_line(y) for y in range(self.lines)]
+        for y in range(1, self.lines):
+            if not rows[y].text and rows[y - 1].wrapped and self._buffer.get(y):
+                rows[y] = _WRITTEN_BLANK
         result = reflow(
             scrollback.records(),
-            [self.row_line(y) for y in range(self.lines)],
+            rows,
             cursor=(cursor.x, cursor.y),
             old_size=(self.columns, self.lines),
             new_size=(columns, lines),

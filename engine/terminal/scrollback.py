@@ -315,6 +315,27 @@ class Scrollback:
         self.scrolled = max(0, min(scrolled - evicted, len(self._lines)))
         self.rewrites += 1
 
+    def unwrap_last(self, blank: Cell = BLANK) -> None:
+        """The newest line no longer continues on the next one (tmux takes the wrap flag off
+        the history's last line when the screen's top row is cleared whole or lines move to or
+        from it). Its trailing default blanks go, as on any line that did not wrap."""
+        lines = self._lines
+        if not lines:
+            return
+        record = lines[-1]
+        if type(record) is str or not record[2]:
+            return
+        text, flat, _ = record
+        if not flat:
+            lines[-1] = text.rstrip(" ")
+            return
+        triples = iter(flat)
+        runs = [
+            [start, end, fields, fields]
+            for start, end, fields in zip(triples, triples, triples, strict=True)
+        ]
+        lines[-1] = finish_record(text, runs, False, blank)
+
     def __len__(self) -> int:
         return len(self._lines)
 
