@@ -981,7 +981,8 @@ class TerminalScreen(pyte.Screen):
     def insert_lines(self, count: int | None = None) -> None:
         """pyte's, with tmux's wrap flags (grid_view_insert_lines_region): the row above the
         cursor loses its flag, and so does the row `count - 1` below the cursor, which tmux
-        clears before moving it down by `count`."""
+        clears before moving it down by `count`, and (see below) the row `count` above the
+        region's bottom."""
         margins = self.margins
         top, bottom = margins if margins is not None else (0, self.lines - 1)
         y = self.cursor.y
@@ -990,6 +991,11 @@ class TerminalScreen(pyte.Screen):
             count = min(max(count or 1, 1), bottom - y + 1)
             if y + 2 * count - 1 <= bottom:
                 self._unwrap(y + 2 * count - 1)
+            if count < bottom + 1 - y - count:
+                # more rows moved than were inserted: the count of tmux's grid_clear after the
+                # move underflows; it clears no row but takes the flag off the row above the
+                # one it would have started at
+                self._unwrap(bottom - count)
             self._unwrap_above(y)
 
     def delete_lines(self, count: int | None = None) -> None:
@@ -1011,10 +1017,11 @@ class TerminalScreen(pyte.Screen):
         self.dirty.update(range(y0, self.lines))
         self.carriage_return()
         # tmux's wrap flags (grid_view_delete_lines_region): the row above the cursor loses
-        # its flag, and so does the last row moved up when no more rows moved than were
-        # deleted
+        # its flag, and so does the last row moved up (by grid_move_lines when as many rows
+        # moved as were deleted, else by the grid_clear after it, whose count underflows when
+        # more moved: it clears no row but still the flag above)
         moved = bottom + 1 - y0 - count
-        if 0 < moved <= count:
+        if moved:
             self._unwrap(y0 + moved - 1)
         self._unwrap_above(y0)
 

@@ -198,13 +198,14 @@ def test_a_row_erased_whole_no_longer_continues(pair_factory) -> None:
 # Wrapped lines (25 cells at 20 columns: two rows each), the newest history line wrapped too:
 # rows that tmux's grid_clear_lines and grid_move_lines touch lose their wrap flags, and so does
 # the row above them, above screen row 0 the history's last line.
-WRAPPED = CRLF.join(["h" * 25, "a" * 25, "b" * 25, "c" * 25, "d" * 25])
+WRAPPED = CRLF.join(["h" * 25, "a" * 25, "b" * 25, "c" * 25, "d" * 5])
 
 
 def resized_alike(pair: ReflowPair) -> None:
-    # text at the start of rows the operations emptied: an empty row would end the line
-    # above it anyway (tmux's quirk, see docs/TERMINAL.md)
-    pair.feed("".join(f"\x1b[{row};1HX" for row in range(1, 6)) + "\x1b[6;1H$ ")
+    # text at the start of rows the operations emptied (an empty row would end the line above
+    # it anyway: tmux's quirk, see docs/TERMINAL.md), over the cells erased in a row's first
+    # five (tmux counts erased cells up to the last one written: a known difference)
+    pair.feed("".join(f"\x1b[{row};1HXXXXXX" for row in range(1, 6)) + "\x1b[6;1H$ ")
     same(pair)
     for cols, rows in [(30, 6), (12, 6), (20, 6)]:
         pair.resize(cols, rows)
@@ -213,7 +214,7 @@ def resized_alike(pair: ReflowPair) -> None:
 
 def wrapped_pair(pair_factory) -> ReflowPair:
     pair = pair_factory(20, 6)
-    pair.feed(WRAPPED)  # h's first row in the history, its second on screen row 0
+    pair.feed(WRAPPED)  # a's first row is the history's last line, its second screen row 0
     return pair
 
 
@@ -224,8 +225,7 @@ def wrapped_pair(pair_factory) -> ReflowPair:
         "\x1b[1;1H\x1b[K",  # EL 0 from column 0: the same
         "\x1b[1;20H\x1b[1K",  # EL 1 from the last column: the whole row
         "\x1b[1;19H\x1b[1K",  # EL 1 short of it: cells only, the flags stay
-        "\x1b[3;1H\x1b[2K",  # EL 2 on b's first row: a's second row stops continuing too
-        "\x1b[6;1H\x1b[K\x1b[K",  # a row never written: EL leaves the row above wrapped
+        "\x1b[3;1H\x1b[2K",  # EL 2 on b's second row: b's first row stops continuing
         "\x1b[1;1H\x1b[30X",  # ECH over the whole row from column 0
         "\x1b[1;2H\x1b[30X",  # ECH from column 1: cells only
     ],
@@ -241,7 +241,7 @@ def test_an_erased_row_ends_the_line_above(pair_factory, erase: str) -> None:
     [
         # (not ED 0 from a wrapped row's middle: the row loses its flag, but tmux still counts
         # the erased cells there, a known difference)
-        "\x1b[2;1H\x1b[J",  # ED 0 from column 0: the row above's flag too
+        "\x1b[3;1H\x1b[J",  # ED 0 from column 0: the row above's flag too
         "\x1b[6;6H\x1b[J",  # ED 0 on the last row: cells only
         "\x1b[3;5H\x1b[1J",  # ED 1: rows above cleared, the history's last line ends
         "\x1b[1;5H\x1b[1J",  # ED 1 on row 0, short of the last column: cells only
@@ -258,14 +258,17 @@ def test_erasing_the_display_ends_the_lines_above(pair_factory, erase: str) -> N
     [
         "\x1b[1;1H\x1b[L",  # IL on row 0: the history's last line and the moved row end
         "\x1b[3;1H\x1b[2L",  # IL 2: the row above and the row 1 below the cursor end
-        "\x1b[2;1H\x1b[9L",  # IL past the bottom
+        "\x1b[3;1H\x1b[L",  # IL 1, more rows moved: the row 1 above the bottom ends too
+        "\x1b[3;1H\x1b[9L",  # IL past the bottom
         "\x1b[1;1H\x1b[M",  # DL on row 0
-        "\x1b[2;1H\x1b[2M",  # DL 2: the last row moved up ends too (as many moved as went)
-        "\x1b[2;1H\x1b[3M",
+        "\x1b[2;1H\x1b[2M",  # DL 2
+        "\x1b[1;4r\x1b[3;1H\x1b[M\x1b[r",  # the last row moved up ends too (as many moved as went)
         "\x1b[1;1H\x1bM",  # RI at the top: the top row moves down and ends
         "\x1b[3T",  # SD 3
         "\x1b[2;5r\x1b[2;1H\x1bM\x1b[r",  # RI at a region's top
         "\x1b[2;5r\x1b[3;1H\x1b[L\x1b[r",  # IL in a region
+        "\x1b[2;6r\x1b[2;1H\x1b[L\x1b[r",
+        "\x1b[1;4r\x1b[1;1H\x1b[M\x1b[r",  # DL, more rows moved: the last moved ends too
         "\x1b[2;5r\x1b[3;1H\x1b[2M\x1b[r",  # DL in a region
     ],
 )
