@@ -227,6 +227,12 @@ class SemoApp(App[None]):
             action in ("detach", "command_palette") and isinstance(self.focused, TerminalPane)
         )
 
+    def action_command_palette(self) -> None:
+        from console.palette import SemoPalette
+
+        if self.use_command_palette and not SemoPalette.is_open(self):
+            self.push_screen(SemoPalette(id="--command-palette"))
+
     def action_show_help_panel(self) -> None:
         main = self._main()
         if main is not None:

@@ -10,6 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from console.widgets.key_bar import KeyBar
+
 
 class Confirm(ModalScreen[bool]):
     """Dismissed with True only for the confirming button (or y); n and Escape say no."""
@@ -23,6 +25,12 @@ class Confirm(ModalScreen[bool]):
     Confirm Horizontal { height: auto; align: center middle; margin-top: 1; }
     Confirm Button { margin: 0 1; }
     """
+    SCREEN_HINTS: ClassVar[list[tuple[str, str, float]]] = [
+        ("y", "yes", 0.5),
+        ("n/Esc", "no", 0.6),
+        ("Tab", "next button", 2.0),
+        ("Enter", "press it", 1.0),
+    ]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),
@@ -38,7 +46,8 @@ class Confirm(ModalScreen[bool]):
             yield Static(self._question, markup=False)
             with Horizontal():
                 yield Button(self._confirm, variant="error", id="yes")
-                yield Button("Cancel", id="no")
+                yield Button("No, go back", id="no")
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

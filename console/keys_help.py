@@ -15,6 +15,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.widgets.key_bar import KeyBar
+
 PREFIX_KEYS = [
     ("d", "detach (the agents keep running)"),
     ("z", "zoom the pane to the whole terminal, again to leave"),
@@ -81,6 +83,7 @@ class KeysHelp(ModalScreen[None]):
         table.add_row("Escape", "closes this help")
         with VerticalScroll():
             yield Static(table)
+        yield KeyBar()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -53,6 +53,7 @@ class CreateJob(ModalScreen[tuple[str, str] | None]):
                 placeholder="role", id="job-role", value=self.roles[0] if self.roles else ""
             )
             yield Input(placeholder="task; Enter creates the job", id="job-task")
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#job-task", Input).focus()

@@ -5,7 +5,9 @@ console lost its detach key. This bar picks by importance instead: detach, the k
 the palette are always there, then the rest while it fits (shown in their usual order), never
 a word cut. In a terminal pane it shows the prefix chord's commands (every other key is the
 agent's), in the pane's scrollback the scrollback keys. A focused widget (or its container)
-may name keys of its own that are no binding in `KEY_HINTS`: (key, what, priority) tuples.
+may name keys of its own that are no binding in `KEY_HINTS`: (key, what, priority) tuples; a
+screen may name all of its keys in `SCREEN_HINTS`. Dialogs (modal screens) have their own bar
+over the main screen's, so it always tells what the keys do on the screen in front.
 It is rewritten only when its text changes (a focus change, a pane armed or scrolling, a
 resize), never on a timer.
 """
@@ -75,6 +77,9 @@ class KeyBar(Static):
         from console.widgets.terminal_pane import TerminalPane
 
         screen = self.screen
+        own = getattr(screen, "SCREEN_HINTS", None)
+        if own:  # a screen that says what its keys are (the palette: its bindings are hidden)
+            return fit([Hint(*hint) for hint in own], width)
         focused = screen.focused
         if isinstance(focused, PrefixCatcher):  # the prefix was typed outside a pane
             hints = [Hint(*h) for h in PANE_KEYS]

@@ -21,13 +21,14 @@ from unittest.mock import patch
 
 import pytest
 from textual import events
-from textual.command import CommandList, CommandPalette
+from textual.command import CommandList, CommandPalette, SearchIcon
 from textual.widgets import Input
 
 from console.app import SemoApp
 from console.confirm import Confirm
 from console.keys_help import KeysHelp
 from console.screens.main import MainScreen
+from console.widgets.key_bar import KeyBar
 from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from tests.console.console_snapshot_app import console_engine, office_scripts
@@ -79,6 +80,11 @@ def toasts(app: SemoApp) -> list[str]:
     return [n.message for n in app._notifications]
 
 
+def bar(app: SemoApp) -> str:
+    """The key bar of the screen in front (a dialog has its own over the main screen's)."""
+    return app.screen.query_one(KeyBar).text.plain
+
+
 def shown(screen: MainScreen) -> list[str]:
     return [sid for sid, pane in screen.panes.items() if pane.display]
 
@@ -116,6 +122,7 @@ async def test_keys_outside_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
         for key in ("f1", "question_mark"):
             await pilot.press(key)
             assert isinstance(app.screen, KeysHelp) and not app.screen.in_pane
+            assert "Close" in bar(app) and "Layout" not in bar(app)  # the dialog's keys
             await pilot.press("escape")
             assert app.screen is screen
         assert {s: p.size for s, p in screen.panes.items() if p.display} == sizes
@@ -147,6 +154,7 @@ async def test_keys_outside_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
 
         await pilot.press("f8")  # asks first (Ctrl+C ends a program that does not handle it)
         assert isinstance(app.screen, Confirm)
+        assert "y yes" in bar(app) and "n/Esc no" in bar(app)
         await pilot.press("n")
         assert app.screen is screen and not any("cancelled" in t for t in toasts(app))
 
@@ -157,6 +165,8 @@ async def test_keys_outside_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
 
         await pilot.press("ctrl+p")
         assert isinstance(app.screen, CommandPalette)
+        assert "Enter run" in bar(app) and "Esc close" in bar(app)
+        assert str(app.screen.query_one(SearchIcon).render()) == ">"  # not a 2-cell emoji
         await pilot.press("escape")
         await wait_for(lambda: app.screen is screen, "the palette closing")
 
