@@ -94,8 +94,9 @@ def launch(args: list[str]) -> int:
         )
     else:
         pid = f" (pid {client.pid})" if client.pid else ""
+        why = "" if app.exit_reason == "detached" else f" ({app.exit_reason})"  # SIGHUP...
         print(
-            f"semo {command}: detached from office {target.office!r} ({app.exit_reason}); its "
+            f"semo {command}: detached from office {target.office!r}{why}; its "
             f"engine{pid} and agents keep running.\n"
             f"  attach again: {again}    stop the agents: {stop_hint}    "
             f"detach in the console: {DETACH_KEY}, or {target.prefix} then d in a pane"
