@@ -234,6 +234,10 @@ class JobsScreen(Screen[None]):
         if job_id is None:
             self.notify("no job selected", severity="warning")
             return
+        job = next((j for j in self.jobs if j.id == job_id), None)
+        if job is not None and job.status in ("done", "failed"):
+            self.notify(plain(f"job {job_id[:8]} is {job.status}: nothing to cancel"), markup=False)
+            return
 
         def confirmed(yes: bool | None) -> None:
             if yes:

@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from textual.command import CommandPalette
 from textual.widgets import DataTable, Input
 
 from console.app import SemoApp
@@ -131,6 +132,9 @@ async def test_create_follow_and_cancel_jobs_from_the_keyboard(
         assert "cancelled in the console" in (failed.failure_reason or "")
         await wait_for(lambda: rows(jobs)[0][0] == "failed", "the list updated")
         await wait_for(lambda: "cancelled in the console" in jobs.timeline_text, "the reason")
+        await pilot.press("x")  # an ended job: said at once, nothing asked
+        assert isinstance(app.screen, JobsScreen)
+        assert any("failed: nothing to cancel" in n.message for n in app._notifications)
 
         # the prefix then j
         await pilot.press("escape")
@@ -146,7 +150,7 @@ async def test_create_follow_and_cancel_jobs_from_the_keyboard(
 
 async def run_palette(app: SemoApp, pilot: object, name: str) -> None:
     await pilot.press("ctrl+p")  # type: ignore[attr-defined]
-    await wait_for(lambda: app.screen.__class__.__name__ == "CommandPalette", "the palette")
+    await wait_for(lambda: isinstance(app.screen, CommandPalette), "the palette")
     await pilot.press(*name)  # type: ignore[attr-defined]
     await asyncio.sleep(0.5)  # the palette's search runs in a worker
     await pilot.press("enter")  # type: ignore[attr-defined]
