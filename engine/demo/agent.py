@@ -86,7 +86,7 @@ class DemoAgent:
             self.work("wire the page to the API")
             self.message("[INVOKE:QA]\nRun the login tests\n[/INVOKE]")
         elif match := RESULT.match(prompt):
-            self.message(f"[SEMO:DONE] login page built on {self.database} (demo)")
+            self.message(f"[SEMO:DONE] login page built on {self.database}")  # fits 46 columns
         else:
             self.work(prompt)
             question = {
