@@ -253,6 +253,7 @@ class EngineClient:
         self._terminals: dict[str, RemoteTerminal] = {}
         self._questions: list[Record] = []  # UserQuestion's fields
         self._commands: list[Record] = []  # AgentCommand's fields
+        self._steps: list[Any] = []  # the latest routing steps (office snapshot "steps")
         self._preconnect = preconnect
         #: the engine said it is stopping: it closes the connection soon after its goodbye
         self._stopping = False
@@ -414,6 +415,11 @@ class EngineClient:
 
     async def recent_commands(self, limit: int = 20) -> list[Record]:
         return self._commands[:limit]
+
+    def recent_steps(self) -> list[Any]:
+        """The engine's latest routing steps, oldest first: what a console that attaches
+        now missed (engine.control.views.step_view's fields)."""
+        return list(self._steps)
 
     async def answer(
         self, question_id: str, *, text: str | None = None, option: int | None = None
@@ -616,6 +622,7 @@ class EngineClient:
         if "questions" in data:
             self._questions = [Record(q) for q in data["questions"]]
             self._commands = [Record(c) for c in data.get("commands") or []]
+            self._steps = list(data.get("steps") or [])
             self.store.results.update(data.get("results") or {})
         for listener in list(self._office_listeners):
             listener()
