@@ -1312,9 +1312,11 @@ class TerminalScreen(pyte.Screen):
         self.buffer  # noqa: B018  (applies what the drawing paths hold back: rows are read whole)
         scrollback, cursor = self.scrollback, self.cursor
         rows = [self.row_line(y) for y in range(self.lines)]
-        for y in range(1, self.lines):
-            if not rows[y].text and rows[y - 1].wrapped and self._buffer.get(y):
+        above = bool(len(scrollback)) and scrollback.text_at(-1)[1]
+        for y in range(self.lines):
+            if not rows[y].text and above and self._buffer.get(y):
                 rows[y] = _WRITTEN_BLANK
+            above = rows[y].wrapped
         result = reflow(
             scrollback.records(),
             rows,
