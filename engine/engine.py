@@ -271,10 +271,11 @@ class Engine:
                 steps.append(("router", self.router.stop))
             if self._changes is not None:
                 steps.append(("change feed", self._changes.stop))
+            # the agents get `grace` (all of them at once), then what is left of them is killed
             if self.pool is not None:
-                steps.append(("pool", self.pool.close))
+                steps.append(("pool", functools.partial(self.pool.close, grace=grace)))
             if self.manager is not None:
-                steps.append(("sessions", functools.partial(self.manager.close, reason)))
+                steps.append(("sessions", functools.partial(self.manager.close, reason, grace)))
             if self.jobs is not None:  # the timeline rows the steps above queued, written
                 steps.append(("job timeline", self.jobs.close))
             failure: Exception | None = None

@@ -62,6 +62,9 @@ PASTE_SETTLE_TIMEOUT = 1.0
 #: Output chunks kept for late subscribers (bounded output history). One chunk is what one
 #: turn of reading took in (up to the terminal's read size), however many pieces it came in.
 OUTPUT_HISTORY_CHUNKS = 256
+#: seconds an agent gets to exit after SIGHUP/SIGTERM before it is killed, when nobody says
+#: otherwise (an operator's terminate command); the engine's stop gives [engine] shutdown_grace
+TERMINATE_GRACE = 2.0
 
 
 class SessionError(Exception):
@@ -208,8 +211,9 @@ class AgentSession:
     async def wait_for_state(self, state: AgentState, timeout: float) -> None:
         await self._wait_state(lambda s: s == state, timeout, str(state))
 
-    async def terminate(self, reason: str = "terminated", grace: float = 2.0) -> None:
-        """End the CLI's process group; queued prompts fail with SessionEnded."""
+    async def terminate(self, reason: str = "terminated", grace: float = TERMINATE_GRACE) -> None:
+        """End the CLI: SIGHUP and SIGTERM to its process group and the rest of its session,
+        SIGKILL to what is left after `grace` seconds; queued prompts fail with SessionEnded."""
         self._ending = reason
         if self._frame is not None:
             self._frame.cancel()

@@ -42,6 +42,7 @@ from engine.protocol.hooks import (
 from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.state import AgentState, StateChange
 from engine.sessions.agent_session import (
+    TERMINATE_GRACE,
     AgentSession,
     PromptDelivered,
     SessionEvent,
@@ -147,10 +148,11 @@ class SessionManager:
             self._writer = asyncio.create_task(self._write_states(), name="session states")
         return self
 
-    async def close(self, reason: str = "engine stopped") -> None:
-        """Terminate every session and stop the hook server."""
+    async def close(self, reason: str = "engine stopped", grace: float = TERMINATE_GRACE) -> None:
+        """Terminate every session (all at once, each gets `grace` seconds to exit before it is
+        killed) and stop the hook server."""
         await asyncio.gather(
-            *(self.terminate(sid, reason=reason) for sid in list(self.sessions)),
+            *(self.terminate(sid, reason=reason, grace=grace) for sid in list(self.sessions)),
             return_exceptions=True,
         )
         await self.hooks.close()
@@ -297,9 +299,11 @@ class SessionManager:
             raise ValueError(f"terminal size {cols}x{rows} is out of range (1..1000)")
         self.get(session_id).resize(cols, rows)
 
-    async def terminate(self, session_id: str, *, reason: str = "terminated") -> None:
+    async def terminate(
+        self, session_id: str, *, reason: str = "terminated", grace: float = TERMINATE_GRACE
+    ) -> None:
         session = self.get(session_id)
-        await session.terminate(reason)
+        await session.terminate(reason, grace)
         self.sessions.pop(session_id, None)
         self.hooks.unregister(session_id)
         await self._record_ended(session_id, reason)

@@ -59,7 +59,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from engine.protocol.state import AgentState, StateChange
-from engine.sessions.agent_session import AgentSession, SessionEnded, SessionEvent
+from engine.sessions.agent_session import (
+    TERMINATE_GRACE,
+    AgentSession,
+    SessionEnded,
+    SessionEvent,
+)
 from engine.sessions.breaker import BreakerState, CircuitBreaker
 from engine.sessions.manager import SessionManager, UnknownSession
 from engine.sessions.worktrees import Worktree, WorktreeError, validate_task_id
@@ -352,8 +357,10 @@ class SessionPoolManager:
         self._emit()
         return self
 
-    async def close(self, reason: str = "pool closed") -> None:
-        """Terminate every session of the pool and stop its tasks; waiting acquires fail."""
+    async def close(self, reason: str = "pool closed", grace: float = TERMINATE_GRACE) -> None:
+        """Terminate every session of the pool and stop its tasks; waiting acquires fail.
+        Every session (starting or not) is signalled at once and gets `grace` seconds to exit
+        before it is killed: closing takes `grace`, not `grace` per session."""
         if self._closed:
             return
         self._closed = True
@@ -362,19 +369,28 @@ class SessionPoolManager:
             self._housekeeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeper
+        # no entry is added once closed (a start checks after its session got ready)
+        entries = self._take_entries()
         await asyncio.gather(
-            *(s.terminate(reason) for s in list(self._starting.values())), return_exceptions=True
+            *(s.terminate(reason, grace) for s in list(self._starting.values())),
+            *(self._terminate(entry, reason, grace) for entry in entries),
+            return_exceptions=True,
         )
         while self._tasks:  # starts end (their sessions were terminated), cleanups finish
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await asyncio.gather(
+            *(self._terminate(entry, reason, grace) for entry in self._take_entries()),
+            return_exceptions=True,
+        )
+        self._emit()
+
+    def _take_entries(self) -> list[PooledSession]:
+        """The pool's sessions, marked closing and removed from it (close() ends them)."""
         entries = list(self._entries.values())
         for entry in entries:
             entry.closing = True
         self._entries.clear()
-        await asyncio.gather(
-            *(self._terminate(entry, reason) for entry in entries), return_exceptions=True
-        )
-        self._emit()
+        return entries
 
     async def __aenter__(self) -> SessionPoolManager:
         return await self.start()
@@ -892,11 +908,13 @@ class SessionPoolManager:
             await self._remove_worktree(entry.worktree)
         self._emit()
 
-    async def _terminate(self, entry: PooledSession, reason: str) -> None:
+    async def _terminate(
+        self, entry: PooledSession, reason: str, grace: float = TERMINATE_GRACE
+    ) -> None:
         try:
-            await self.manager.terminate(entry.session_id, reason=reason)
+            await self.manager.terminate(entry.session_id, reason=reason, grace=grace)
         except UnknownSession:
-            await entry.session.terminate(reason)
+            await entry.session.terminate(reason, grace)
         except Exception:
             log.exception("pool: terminating %s failed", entry.session_id)
 
