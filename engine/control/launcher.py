@@ -31,7 +31,12 @@ from engine.control.server import socket_answers
 #: seconds to wait for a background engine's socket
 START_TIMEOUT = 60.0
 #: extra seconds `semo stop` waits beyond shutdown_grace before it kills the engine
+#: (`$SEMO_STOP_MARGIN` replaces it: see stop_margin)
 STOP_MARGIN = 20.0
+#: seconds `semo stop` waits for the engine to take its request on the control socket
+ASK_TIMEOUT = 10.0
+#: seconds of slack when comparing a process's start with the time its info file was written
+START_SLACK = 1.0
 
 
 class LaunchError(Exception):
@@ -106,38 +111,106 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def stop_engine(paths: OfficePaths, grace: float) -> str:
+def stop_margin() -> float:
+    """STOP_MARGIN, or `$SEMO_STOP_MARGIN` seconds when set (tests: an engine that does not
+    stop is killed within seconds)."""
+    with contextlib.suppress(ValueError):
+        margin = float(os.environ.get("SEMO_STOP_MARGIN", ""))
+        if 0 <= margin <= 3600:
+            return margin
+    return STOP_MARGIN
+
+
+def stop_engine(
+    paths: OfficePaths,
+    grace: float,
+    *,
+    margin: float | None = None,
+    ask_timeout: float = ASK_TIMEOUT,
+) -> str:
     """`semo stop`: ask the engine to stop (agents get `grace` seconds, then are killed, as on
-    SIGTERM); if it is still there `grace + STOP_MARGIN` seconds later, SIGKILL it. Returns
-    what happened, in words; LaunchError when no engine serves the office."""
+    SIGTERM); if it is still there `grace + margin` seconds later (`stop_margin()` by default),
+    SIGKILL it. An engine that does not take the request within `ask_timeout` seconds (stopped
+    with SIGSTOP, hung) gets SIGTERM and SIGCONT instead (its SIGTERM handler stops it as the
+    request would have), once its recorded pid is known to still be that engine
+    (`still_the_engine`); `grace + margin` then count from the SIGTERM. Returns what
+    happened, in words; LaunchError when no engine serves the office."""
     import asyncio
 
     from engine.control.client import EngineClient, EngineGone, EngineNotRunning
 
+    limit = grace + (stop_margin() if margin is None else margin)
+    deadline = time.monotonic() + limit
+    asked = ask_timeout
+    recorded = engine_pid(paths)  # before asking: the engine removes its file as it stops
+
     async def ask() -> int | None:
         client = EngineClient(paths)
-        await client.connect()
         try:
-            return await client.stop_engine()
-        except EngineGone:
-            return client.pid
+            async with asyncio.timeout(asked):
+                await client.connect()
+                try:
+                    return await client.stop_engine()
+                except EngineGone:
+                    return client.pid
         finally:
-            await client.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.close(), 1.0)
 
+    how = ""
     try:
         pid = asyncio.run(ask())
     except EngineNotRunning as error:
         raise LaunchError(str(error)) from None
-    pid = pid or engine_pid(paths)
-    deadline = time.monotonic() + grace + STOP_MARGIN
+    except TimeoutError:
+        pid = recorded
+        if pid is None or not still_the_engine(pid, paths):
+            raise LaunchError(
+                f"the engine of office {paths.office!r} did not answer on {paths.socket} "
+                f"within {asked:.0f} s, and no live engine process is "
+                f"recorded in {paths.info}"
+            ) from None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGCONT)  # a stopped engine (SIGSTOP) takes the SIGTERM
+        how = f" (it did not answer within {asked:.0f} s: sent it SIGTERM)"
+        deadline = time.monotonic() + limit  # from the SIGTERM on
+    pid = pid or recorded
+    started = start_ticks(pid) if pid is not None else None
     while time.monotonic() < deadline:
         if pid is not None and not pid_alive(pid):
-            return f"engine {pid} stopped"
+            return f"engine {pid} stopped{how}"
         if pid is None and not paths.socket.exists():
-            return "engine stopped"
+            return f"engine stopped{how}"
         time.sleep(0.1)
-    if pid is not None and pid_alive(pid):
+    if pid is not None and pid_alive(pid) and start_ticks(pid) == started:  # not a new process
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        return f"engine {pid} did not stop within {grace + STOP_MARGIN:.0f} s: killed"
-    return "engine stopped"
+        return f"engine {pid} did not stop within {limit:.0f} s{how}: killed (SIGKILL)"
+    return f"engine stopped{how}"
+
+
+def still_the_engine(pid: int, paths: OfficePaths) -> bool:
+    """Whether live process `pid` is still the engine that recorded it in the office's info
+    file: the file names it and the process started before the file was written (a pid
+    reused since by another process started later). True when /proc does not tell the start."""
+    if engine_pid(paths) != pid or not pid_alive(pid):
+        return False
+    ticks = start_ticks(pid)
+    try:
+        written = paths.info.stat().st_mtime
+    except OSError:
+        return False
+    if ticks is None:
+        return True
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    return time.time() - age <= written + START_SLACK
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot, /proc/PID/stat field 22), or None
+    when it is gone or /proc does not tell: a pid reused by another process changes it."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
