@@ -94,7 +94,8 @@ class AgentObserver:
         self._dialog_open = False
         self._hooks_seen = False
         self._session_started = False
-        self._last_screen_turn: tuple[str, str] | None = None
+        self._last_screen_turn: tuple[str, str] | None = None  # (prompt, text), no blanks
+        self._widths: deque[int] = deque(maxlen=4)  # recent screen widths, newest last
         self._turn_messages = 0
         self._turn_signals = 0
         #: where the prompt ended when the agent became ready (row, column, the row up to it)
@@ -168,6 +169,22 @@ class AgentObserver:
         after the prompt on its row (up to this many cells) is a draft, not output."""
         self._typed = min(self._typed + len(text), 1 << 20)
 
+    def resized(self, screen: TerminalScreen) -> None:
+        """The session's screen was just resized, nothing drawn since (what was final before
+        was read first). The reflow re-wrapped and moved every row: what was read stays read,
+        whatever row it is on now, and a line being written stays one line."""
+        if self.profile != "generic":
+            # Claude Code's turns are known by their text without blanks, which a re-wrap
+            # does not change; rows drawn before the resize keep the old width's breaks
+            self._width(screen.columns)
+            return
+        self._final_lines.resized(screen)
+        if self._prompt_end is not None:
+            _y, x, before = self._prompt_end
+            row = screen.row_line(screen.cursor.y).text
+            same = screen.cursor.x >= x and row[:x].ljust(x) == before
+            self._prompt_end = (screen.cursor.y, x, before) if same else None
+
     def answered(self, at: float) -> list[ObserverEvent]:
         """The operator answered the pending question; the answer goes in as the next prompt."""
         out: list[ObserverEvent] = []
@@ -221,10 +238,12 @@ class AgentObserver:
         if not any(row.kind == "other" and _TURN_END.match(row.text) for row in turn):
             self._state(out, AgentState.EXECUTING, "screen", "prompt submitted", at)
             return
-        text = claude_turn_text(lines, screen.columns)
-        key = (prompts[-1], text)
-        if key == self._last_screen_turn:
-            return
+        self._width(screen.columns)
+        text = claude_turn_text(lines, self._widths)
+        key = (_squeezed(prompts[-1]), _squeezed(text))
+        last = self._last_screen_turn
+        if last is not None and key[1] == last[1] and _same_start(key[0], last[0]):
+            return  # the same turn, re-wrapped by a resize (or drawn again at another width)
         self._last_screen_turn = key
         self._new_turn()
         asked = self._report(out, parse_reply(text), "screen", at)
@@ -316,6 +335,12 @@ class AgentObserver:
             out.extend(signals[:room])
             self._turn_signals += min(len(signals), room)
 
+    def _width(self, columns: int) -> None:
+        if not self._widths or self._widths[-1] != columns:
+            if columns in self._widths:
+                self._widths.remove(columns)
+            self._widths.append(columns)
+
     def _new_turn(self) -> None:
         self._turn_messages = self._turn_signals = 0
 
@@ -334,6 +359,19 @@ class AgentObserver:
     def _emit(self, out: list[ObserverEvent]) -> list[ObserverEvent]:
         self.events.extend(out)
         return out
+
+
+_BLANKS = re.compile(r"\s+")
+
+
+def _squeezed(text: str) -> str:
+    """`text` without blanks: how a turn is recognised whatever width wrapped it."""
+    return _BLANKS.sub("", text)
+
+
+def _same_start(a: str, b: str) -> bool:
+    """One prompt row begins the other: a prompt is its first row, longer at a wider screen."""
+    return a.startswith(b) or b.startswith(a)
 
 
 def _too_many() -> ProtocolError:

@@ -73,6 +73,7 @@ def replay(
         elif event.kind == "r" and columns is None:
             width, _, height = event.data.partition("x")
             screen.resize(int(height), int(width))
+            observer.resized(screen)
         elif event.kind == "m" and event.data.startswith(HOOK_PREFIX):
             hook = json.loads(event.data.removeprefix(HOOK_PREFIX))
             observer.on_hook(hook["event"], hook.get("payload") or {}, event.time)

@@ -15,6 +15,7 @@ again only when a redraw gave it new text.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
@@ -74,6 +75,7 @@ class PromptIndex:
 
     def __init__(self) -> None:
         self._scrollback: Scrollback | None = None
+        self._rewrites = 0  # the scrollback's reflows when last checked
         self._checked = 0  # absolute position of the first line not checked yet
         self._prompt: int | None = None  # absolute position of the newest submitted prompt
         self._input: int | None = None  # absolute position of the newest other `❯` row
@@ -83,13 +85,18 @@ class PromptIndex:
         is not a submitted prompt is held after it: only meaningful when there is no prompt)."""
         end = scrollback.total_pushed
         first = end - len(scrollback)
-        if scrollback is not self._scrollback or self._checked > end:
+        if (
+            scrollback is not self._scrollback
+            or self._checked > end
+            or scrollback.rewrites != self._rewrites  # a reflow moved and re-wrapped every line
+        ):
             self._scrollback, self._checked, self._prompt, self._input = (
                 scrollback,
                 first,
                 None,
                 None,
             )
+            self._rewrites = scrollback.rewrites
         new = end - max(self._checked, first)
         if new > 0:
             self._check_newest(scrollback, new, end)
@@ -151,11 +158,30 @@ def latest_turn_lines(
 def claude_rows(lines: list[Line]) -> list[Row]:
     rows: list[Row] = []
     in_tool_output = False
-    for line in lines:
+    for line in unwrapped(lines):
         row = classify(line, in_tool_output)
         in_tool_output = row.kind == "tool_output" or (in_tool_output and row.kind == "blank")
         rows.append(row)
     return rows
+
+
+def unwrapped(lines: list[Line]) -> list[Line]:
+    """Rows the terminal wrapped joined back into the line they came from. Claude Code breaks
+    its own lines, so a terminal wrap comes from a resize narrower than the width it drew at
+    (the reflow re-wraps its rows): joined, the rows read as they were drawn, whatever the
+    width now. A row that starts with `❯` (a prompt, the input box) is never a continuation."""
+    if not any(line.wrapped for line in lines):
+        return lines
+    out: list[Line] = []
+    for line in lines:
+        previous = out[-1] if out else None
+        if previous is not None and previous.wrapped and not line.text.startswith("❯"):
+            shift = len(previous.text)
+            runs = [run._replace(start=run.start + shift, end=run.end + shift) for run in line.runs]
+            out[-1] = Line(previous.text + line.text, (*previous.runs, *runs), line.wrapped)
+        else:
+            out.append(line)
+    return out
 
 
 def latest_turn(rows: list[Row]) -> list[Row]:
@@ -166,8 +192,11 @@ def latest_turn(rows: list[Row]) -> list[Row]:
     return rows
 
 
-def claude_turn_text(lines: list[Line], columns: int) -> str:
-    """The model's text in the latest turn, ready for the marker parser."""
+def claude_turn_text(lines: list[Line], columns: int | Sequence[int]) -> str:
+    """The model's text in the latest turn, ready for the marker parser. `columns`: the width
+    the renderer drew at, or every width the screen had while it drew (after a resize, rows
+    drawn before it keep the old width's breaks)."""
+    widths = (columns,) if isinstance(columns, int) else tuple(columns)
     out: list[str] = []
     in_reply = False
     fenced = False
@@ -184,7 +213,7 @@ def claude_turn_text(lines: list[Line], columns: int) -> str:
         if code != fenced:
             out.append("```")
             fenced = code
-        if previous is not None and _soft_wrapped(previous, row, columns):
+        if previous is not None and _soft_wrapped(previous, row, widths):
             out[-1] += " " + row.text
         else:
             out.append(row.text)
@@ -194,16 +223,18 @@ def claude_turn_text(lines: list[Line], columns: int) -> str:
     return "\n".join(out)
 
 
-def _soft_wrapped(previous: Row, row: Row, columns: int) -> bool:
+def _soft_wrapped(previous: Row, row: Row, widths: Sequence[int]) -> bool:
     """The renderer wraps at word boundaries: a break counts as soft when the next word could
-    not have fitted on the previous row (2-column bullet/gutter + text, in cells). A row that
-    starts with a protocol tag is never a continuation: tags start lines."""
+    not have fitted on the previous row (2-column bullet/gutter + text, in cells) at one of
+    the widths it may have drawn at (a row wider than a width was not drawn at it). A row
+    that starts with a protocol tag is never a continuation: tags start lines."""
     if row.kind != previous.kind or row.kind == "blank" or not row.text:
         return False
     if _TAG_START.match(row.text):
         return False
-    next_word = row.text.split(" ", 1)[0]
-    return 2 + text_width(previous.text) + 1 + text_width(next_word) > columns
+    used = 2 + text_width(previous.text)
+    needed = used + 1 + text_width(row.text.split(" ", 1)[0])
+    return any(used <= width < needed for width in widths)
 
 
 _WIDE_OR_ZERO = re.compile(r"[^\x20-\x7e]+")
@@ -242,6 +273,9 @@ class FinalLines:
     nor is a row whose text was read on another row above the cursor that now shows other text
     (a redraw that moved rows, e.g. a line inserted above them; a row erased by `clear` moves
     nothing, so the same text printed again after a clear is read).
+    A resize reflows the rows and the scrollback (re-wrapped, moved, pulled back from history
+    or pushed into it): what was read stays read, the cursor's line stays one line (`resized`,
+    told right after it; a reflow nobody told of is found by `Scrollback.rewrites`).
     The work per call is the rows that scrolled plus the visible rows above the cursor.
     """
 
@@ -249,6 +283,8 @@ class FinalLines:
         self._pushed: int | None = None  # scrollback.total_pushed when last read
         self._seen: list[str | None] = []  # per visible row: its text when it was read
         self._columns = 0
+        self._rewrites = 0  # the scrollback's reflows this memory is aligned with
+        self._cursor_y = 0  # the cursor row when last read
         self._parts: list[str] = []  # wrapped rows waiting for the rest of their line
         self._size = 0
         self._cut = False
@@ -265,14 +301,26 @@ class FinalLines:
             return out
         scrollback = screen.scrollback
         pushed, rows = scrollback.total_pushed, screen.lines
+        if self._pushed is None:
+            self._pushed, self._columns = pushed - len(scrollback), screen.columns
+            self._rewrites = scrollback.rewrites
+        elif (
+            scrollback.rewrites != self._rewrites
+            or screen.columns != self._columns
+            or len(self._seen) != rows
+        ):
+            # a reflow nobody announced (`resized`), e.g. the primary screen re-wrapped when
+            # a program left the alternate screen: from where the screen says the cursor was
+            # right after it (else everything above the cursor now counts as read)
+            mark = getattr(screen, "reflow_mark", None)
+            if mark is None:
+                mark = pushed + min(screen.cursor.y, rows)
+            self._rebase(screen, mark)
         seen = self._seen
         if len(seen) != rows:
             del seen[rows:]
             seen.extend([None] * (rows - len(seen)))
-        if self._pushed is None:
-            self._pushed, self._columns = pushed - len(scrollback), screen.columns
-        if screen.columns != self._columns:
-            self._rebaseline(screen, pushed)  # then read on: output drawn after the resize is new
+        self._cursor_y = screen.cursor.y
         count, self._pushed = pushed - self._pushed, pushed
         if count > 0:
             self._read_pushed(screen, count, out)
@@ -374,17 +422,59 @@ class FinalLines:
 
     # -- keeping the row memory aligned ---------------------------------------------------
 
-    def _rebaseline(self, screen: TerminalScreen, pushed: int) -> None:
-        """The width changed: rows were cut or padded, which is not new output. A row read
-        before that still counts as read if it only lost its end; what the agent drew since
-        (the first chunk after a resize is read in the same call) is read as usual."""
-        self._pushed, self._columns = pushed, screen.columns
+    def resized(self, screen: TerminalScreen) -> None:
+        """The screen was just resized and nothing was drawn since (every line final before
+        it was read first: the session reads the screen before a resize)."""
+        if self._pushed is not None and not screen.alternate:
+            cursor_y = min(screen.cursor.y, screen.lines)
+            self._rebase(screen, screen.scrollback.total_pushed + cursor_y, just_resized=True)
+
+    def _rebase(self, screen: TerminalScreen, mark: int, *, just_resized: bool = False) -> None:
+        """A reflow re-wrapped the rows and the scrollback and moved them: positions and row
+        texts no longer say what was read. `mark` is the absolute position (total_pushed +
+        row) of the row the cursor was on right after the reflow: every row above it had
+        been read; that row and what follows were drawn after (the cursor row is never read
+        before it is final). The rows of the cursor's line above it (re-wrapped, with what
+        was its unread cursor row) wait for the rest of the line. Just after a resize, a row
+        under the cursor that was read (the cursor had moved up) stays read."""
+        scrollback, rows = screen.scrollback, screen.lines
+        total = scrollback.total_pushed
+        mark_y = min(mark - total, rows)  # negative: in scrollback, counted from the top row
+        below = {text for text in self._seen[self._cursor_y + 1 :] if text}
+        seen: list[str | None] = [None] * rows
+        for y in range(max(mark_y, 0)):
+            seen[y] = screen.row_line(y).text
+        if just_resized:
+            for y in range(max(mark_y, 0) + 1, rows):
+                text = screen.row_line(y).text
+                if text and text in below:
+                    seen[y] = text
+        self._seen, self._cursor_y = seen, min(screen.cursor.y, rows)
+        self._pushed, self._columns = min(total, mark), screen.columns
+        self._rewrites = scrollback.rewrites
+        cut = self._cut and bool(self._parts)
         self._drop_partial()
-        seen = self._seen
-        for y in range(min(screen.cursor.y, len(seen))):
-            old, text = seen[y], screen.row_line(y).text
-            if old is not None and old.startswith(text.rstrip()):
-                seen[y] = text
+        chain: list[tuple[int, str]] = []  # the mark row's line above it, (position, text)
+        held = len(scrollback)
+        position = mark_y - 1
+        while position >= -held:
+            if position >= 0:
+                line = screen.row_line(position)
+                text, wrapped = line.text, line.wrapped
+            else:
+                text, wrapped = scrollback.text_at(position)
+            if not wrapped:
+                break
+            chain.append((position, text))
+            position -= 1
+        else:  # the line's start may have been evicted
+            cut = cut or (bool(chain) and total > held)
+        if not chain:
+            return
+        for position, text in reversed(chain):
+            self._add(_full_row_text(screen, text, position + 1))
+        self._cut = self._cut or cut
+        self._expect = mark - self._pushed  # the mark row, where the line goes on
 
     def _realign(
         self, screen: TerminalScreen, top: int, bottom: int, cache: dict[int, Line]
