@@ -120,9 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Ask the engine serving the office (semo console's background engine, or a "
             "foreground semo engine) to stop, as on SIGTERM: it stops taking commands, its "
-            "agents get [engine] shutdown_grace seconds, then are killed. If the engine is "
-            "still there 20 s after that, it is killed. Exit 0 when it stopped, 1 when no "
-            "engine serves the office, 2 for a configuration error."
+            "agents get [engine] shutdown_grace seconds (all at once), then are killed, with "
+            "what they started in their terminal session. If the engine is still there 20 s "
+            "after that, it is killed. An engine that does not answer on its socket within "
+            "10 s (stopped, hung) is sent SIGTERM instead, and SIGKILL shutdown_grace + 20 s "
+            "later. Exit 0 when it stopped, 1 when no engine serves the office, 2 for a "
+            "configuration error."
         ),
     )
     stop_target = stop.add_mutually_exclusive_group()

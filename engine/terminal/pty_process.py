@@ -37,6 +37,13 @@ __all__ = [
 logger = logging.getLogger("semo.terminal")
 
 _POLL_INTERVAL = 0.05
+#: seconds between looks for what a terminated child left running (a scan of /proc)
+_BELONGINGS_POLL = 0.1
+#: SIGKILL rounds at most (each one may orphan processes that the next one finds)
+_KILL_ROUNDS = 5
+#: the variable of the child's environment whose value is unique to it (the agent's hook
+#: token): an adopted orphan that carries it was started by the child's descendants
+OWNER_VARIABLE = "SEMO_HOOK_TOKEN"
 # Bytes read when draining output left in the PTY after the child was reaped (more than a PTY
 # buffers); a descendant that outlives the child and keeps writing must not keep us there.
 _MAX_DRAIN_BYTES = 1 << 20
@@ -337,6 +344,9 @@ class TerminalProcess:
         self._pieces = _pieces_enabled()
         self.written_at = float("-inf")  # loop time input was last written
         self.reads = 0  # slices of output taken in
+        #: `OWNER_VARIABLE=value` of the child's environment: orphans of its descendants that
+        #: the engine adopted (a child subreaper) carry it, and are ended with the child
+        self.owner_mark: bytes | None = None
 
     @classmethod
     def spawn(
@@ -373,6 +383,9 @@ class TerminalProcess:
             read_size=read_size,
             on_slice=on_slice,
         )
+        owner = (env or {}).get(OWNER_VARIABLE)
+        if owner:
+            process.owner_mark = f"{OWNER_VARIABLE}={owner}".encode()
         process._start()
         return process
 
@@ -444,13 +457,16 @@ class TerminalProcess:
         return await asyncio.shield(self._done)
 
     async def terminate(self, grace: float = 2.0) -> ExitStatus:
-        """Send SIGHUP and SIGTERM to the child's process group, SIGKILL after `grace` seconds.
+        """Send SIGHUP and SIGTERM to the child's process group and to every other process
+        that belongs to the child (`_belongings`: its terminal session, its descendants, the
+        orphans of its descendants the engine adopted), SIGKILL to all of them that are left
+        after `grace` seconds.
 
-        Idempotent: later calls wait for the first one. Members of the group that outlive the
-        child are killed too. A child that has already exited is left alone.
+        Idempotent: later calls wait for the first one. What outlives the child is killed too
+        (ended when the child has exited already and only what it left runs).
         """
         if self._terminator is None:
-            if self.exit_status is not None:
+            if self.exit_status is not None and not self._leftovers():
                 return self.exit_status
             self._terminator = self._loop.create_task(self._terminate(grace))
         return await asyncio.shield(self._terminator)
@@ -661,22 +677,61 @@ class TerminalProcess:
 
     async def _terminate(self, grace: float) -> ExitStatus:
         deadline = self._loop.time() + grace
+        # every process found belonging to the child is remembered (with its start, so that a
+        # reused pid is never signalled): one orphaned meanwhile is found no more by a scan
+        known: dict[int, int] = {}
+        others = self._remember(known)
         self._signal_group(signal.SIGHUP)
         self._signal_group(signal.SIGTERM)
+        _signal_each(others, signal.SIGHUP, signal.SIGTERM, signal.SIGCONT)
         with contextlib.suppress(TimeoutError):  # asyncio.timeout keeps a cancellation
             async with asyncio.timeout(grace):
                 await asyncio.shield(self._done)
-        await self._wait_for_group_exit(deadline)
-        if self._group_alive():
-            self._signal_group(signal.SIGKILL)
+        await self._wait_for_belongings(deadline, known)
+        # SIGKILL to all that is left, again while killing leaves new orphans (a process
+        # killed while its children live: they are adopted by the engine, still marked)
+        for _round in range(_KILL_ROUNDS):
+            others = self._remember(known)
+            group = self._group_alive()
+            if not others and not group:
+                break
+            if group:
+                self._signal_group(signal.SIGKILL)
+            _signal_each(others, signal.SIGKILL)
+            await asyncio.sleep(_POLL_INTERVAL)
         return await asyncio.shield(self._done)
 
-    async def _wait_for_group_exit(self, deadline: float) -> None:
-        # Descendants left in the group give no notice when they exit: poll for them.
+    async def _wait_for_belongings(self, deadline: float, known: dict[int, int]) -> None:
+        # What outlives the child gives no notice when it exits: poll for it.
         while self._loop.time() < deadline:
-            if not self._group_alive():
+            if not self._group_alive() and not self._remember(known):
                 return
-            await asyncio.sleep(_POLL_INTERVAL)
+            await asyncio.sleep(_BELONGINGS_POLL)
+
+    def _remember(self, known: dict[int, int]) -> set[int]:
+        """The child's belongings now, added to `known` (pid: start), and those of `known`
+        that still run (the same process: same start, not a zombie)."""
+        for pid in self._belongings():
+            started = _start_ticks(pid)
+            if started is not None:
+                known.setdefault(pid, started)
+        live = {pid for pid, started in known.items() if _start_ticks(pid) == started}
+        for pid in set(known) - live:
+            del known[pid]
+        return live
+
+    def _leftovers(self) -> bool:
+        """Whether something of the exited child still runs (its group, its belongings)."""
+        return self._group_alive() or bool(self._belongings())
+
+    def _belongings(self) -> set[int]:
+        """Live processes other than the child that belong to it: members of its terminal
+        session (it is the session leader: their session id is its pid), whatever their
+        process group (a job of its shell has its own); the engine's children that carry the
+        child's `owner_mark` in their environment (orphans of its descendants, reparented to
+        the engine as their child subreaper: engine/control/reaper.py); and the descendants
+        of all of these and of the child (a setsid'd one whose parent still lives)."""
+        return _belongings(self.pid, self.owner_mark)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         # The child is a session leader, so its process group id is its pid.
@@ -732,3 +787,63 @@ def _is_live_member(pid: str, pgid: int) -> bool:
     # Fields after the parenthesised command name: state, ppid, pgrp, ...
     fields = stat_line.rpartition(b")")[2].split()
     return len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+
+
+def _signal_each(pids: set[int], *signals: signal.Signals) -> None:
+    for pid in pids:
+        for sig in signals:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def _belongings(leader: int, owner_mark: bytes | None) -> set[int]:
+    """See TerminalProcess._belongings: live pids (the leader left out) by one scan of /proc."""
+    try:
+        entries = [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return set()
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    found: set[int] = set()
+    for pid in entries:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat_file:
+                fields = stat_file.read().rpartition(b")")[2].split()
+            state, ppid, session = fields[0], int(fields[1]), int(fields[3])
+        except (OSError, ValueError, IndexError):
+            continue
+        if state in (b"Z", b"X") or pid == leader:
+            continue
+        parents[pid] = ppid
+        if session == leader or (ppid == me and owner_mark and _carries(pid, owner_mark)):
+            found.add(pid)
+    # and the descendants of the leader and of what was found
+    roots = found | {leader}
+    grown = True
+    while grown:
+        grown = False
+        for pid, ppid in parents.items():
+            if ppid in roots and pid not in roots and pid != me:
+                roots.add(pid)
+                found.add(pid)
+                grown = True
+    return found
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When `pid` started (ticks since boot), None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            fields = stat_file.read().rpartition(b")")[2].split()
+        return None if fields[0] in (b"Z", b"X") else int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _carries(pid: int, owner_mark: bytes) -> bool:
+    """Whether process `pid` has `owner_mark` (NAME=value) in its environment."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return owner_mark in environ.read().split(b"\0")
+    except OSError:
+        return False

@@ -4,11 +4,19 @@
   after the polite agent beside it (plain bash, gone as soon as it is signalled) has gone, so
   3 s into the stop (the old fixed 2 s kill is gone), and dead once `semo stop` returned: both
   are signalled at once, the deaf one is killed when the grace is over.
+- What an agent started outside its process group is stopped with it: a job of its
+  interactive bash (its own process group, the agent's terminal session) and a process that
+  left the agent's session with setsid(1) (whose parent ends on the SIGHUP: it is orphaned
+  during the stop and adopted by the engine), both ignoring SIGHUP/SIGTERM/SIGINT, are dead
+  once `semo stop` returned.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -161,6 +169,35 @@ def test_semo_stop_gives_the_agents_shutdown_grace_then_kills_them(office: Offic
         if engine.poll() is None:
             engine.kill()
             engine.wait(30)
+
+
+def test_semo_stop_ends_what_an_agent_started_outside_its_process_group(
+    office: Office,
+) -> None:
+    (office.folder / "escape").touch()
+    engine = start(office)
+    try:
+        agent, job, escaped = (pid_of(office, name) for name in ("B", "job", "setsid"))
+        assert all(alive(pid) for pid in (agent, job, escaped))
+        # the job: same terminal session as the agent, its own process group
+        assert os.getsid(job) == agent and os.getpgid(job) != agent
+        # the setsid'd one: its own session (a descendant of the agent until the stop)
+        assert os.getsid(escaped) == escaped
+        stopped = semo_stop(office)
+        out, _ = stopped.communicate(timeout=60)
+        assert stopped.returncode == 0, out
+        assert engine.wait(30) == 0
+        # both ignored SIGHUP/SIGTERM/SIGINT: they were killed when the grace was over
+        assert not alive(job)
+        assert not alive(escaped)
+        assert not alive(agent)
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait(30)
+        for name in ("job", "setsid"):
+            with contextlib.suppress(Exception):
+                os.kill(int((office.folder / "pids" / name).read_text()), signal.SIGKILL)
 
 
 def parent(pid: int) -> int:
