@@ -146,19 +146,76 @@ class CommandRow:
     detail: str = ""
 
 
+#: how the commands panel names a routing step (engine.events.RoutingStep.step)
+ROUTING_WORDS = {
+    "question_asked": "asked you",
+    "question_answered": "got answer",
+    "invoked": "invokes",
+    "invocation_sent": "got task",
+    "result_created": "result",
+    "result_delivered": "got result",
+    "invoke_refused": "refused",
+    "result_refused": "refused",
+    "malformed": "malformed",
+    "store_refused": "not stored",
+}
+
+
+def step_what(role: str, step: str) -> str:
+    """ "FE asked you": a routing step as the commands panel names it."""
+    return f"{role} {ROUTING_WORDS.get(step, step.replace('_', ' '))}"
+
+
+def snapshot_step_rows(steps: Iterable[object]) -> list[CommandRow]:
+    """The office snapshot's routing steps (engine.control.views.step_view) as the commands
+    panel's rows, newest first: what a console that attaches shows of the steps it did not
+    see. A step with a missing or wrong field is left out."""
+    rows: list[CommandRow] = []
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        try:
+            at = datetime.fromisoformat(str(step["at"]))
+            what = step_what(plain(str(step["role"]), one_line=True), str(step["step"]))
+            key, detail = str(step["key"]), plain(str(step.get("detail") or ""), one_line=True)
+        except (KeyError, TypeError, ValueError):
+            continue
+        rows.append(CommandRow(key, at, what, "", detail))
+    return sorted(rows, key=lambda row: row.at, reverse=True)
+
+
+#: below this width the time shows hours and minutes only (the sidebar at 80 columns)
+FULL_TIME_WIDTH = 36
+#: a detail this short is a word (an answer, "ok"): left out whole rather than cut
+SHORT_DETAIL = 16
+
+
 def command_parts(row: CommandRow, width: int, time_format: str) -> list[Part]:
-    """Time, what, status and a short detail, composed to `width`."""
-    parts: list[Part] = [(row.at.astimezone().strftime(time_format) + " ", "dim")]
-    rest = width - 9
-    what = clip(row.what, min(max(rest - 8, 6), 22))
-    parts.append((what + " ", ""))
-    rest -= len(what) + 1
-    if row.status:
-        status = clip(row.status, max(rest, 0))
-        parts.append((status, STATUS_STYLES.get(row.status, "")))
-        rest -= len(status)
-    if row.detail and rest > 4:
-        parts.append((" " + clip(row.detail, rest - 1), "dim"))
+    """Time, what, status and a short detail, composed to `width`. What gives way first: the
+    time's seconds (narrow panels), a detail that does not fit (a short one is left out, a long
+    one is cut), then the time; `what` and the status are cut only when they alone do not
+    fit."""
+    time = row.at.astimezone().strftime(time_format)
+    if width < FULL_TIME_WIDTH:
+        time = time[:5]
+    what = plain(row.what, one_line=True)
+    status = plain(row.status, one_line=True)
+    core = len(what) + (1 + len(status) if status else 0)
+    parts: list[Part] = []
+    rest = width
+    if core + len(time) + 1 <= width:
+        parts.append((time + " ", "dim"))
+        rest -= len(time) + 1
+    shown = clip(what, max(rest - (1 + len(status) if status else 0), min(len(what), 6)))
+    parts.append((shown, ""))
+    rest -= len(shown)
+    if status and rest > 1:
+        status = clip(status, rest - 1)
+        parts += [(" ", ""), (status, STATUS_STYLES.get(row.status, ""))]
+        rest -= len(status) + 1
+    detail = plain(row.detail, one_line=True)
+    if detail and (len(detail) + 1 <= rest or (len(detail) > SHORT_DETAIL and rest > 8)):
+        parts.append((" " + clip(detail, rest - 1), "dim"))
     return parts
 
 
@@ -172,22 +229,52 @@ def question_line_parts(role: str, question: str) -> list[Part]:
     return [(f"{plain(role, one_line=True)} ", "bold"), (plain(question), "")]
 
 
-def question_detail_parts(
-    role: str, question: str, question_type: str, options: list[str]
-) -> list[Part]:
-    """The selected question in full below the list: its text, then how to answer."""
-    parts: list[Part] = [(f"{plain(role, one_line=True)} asks: ", "bold"), (plain(question), "")]
-    parts.append(("\n", ""))
+def question_text_parts(role: str, question: str) -> list[Part]:
+    """The selected question's text: who asks, what (it scrolls when it cannot fit)."""
+    return [(f"{plain(role, one_line=True)} asks: ", "bold"), (plain(question), "")]
+
+
+def question_answer_parts(question_type: str, options: list[str]) -> list[Part]:
+    """How to answer the selected question: every option on a line, y/n, or Enter."""
+    parts: list[Part] = []
     if question_type == "text":
         parts.append(("Enter: type the answer", "dim"))
     elif question_type == "confirm":
         parts += [("y", "bold"), (" yes   ", ""), ("n", "bold"), (" no", "")]
     else:
         for number, option in enumerate(options, 1):
-            parts += [(f"{number} ", "bold"), (plain(option, one_line=True) + "\n", "")]
-        if parts and parts[-1][0].endswith("\n"):
-            parts[-1] = (parts[-1][0][:-1], parts[-1][1])
+            if parts:
+                parts.append(("\n", ""))
+            parts += [(f"{number} ", "bold"), (plain(option, one_line=True), "")]
     return parts
+
+
+def question_detail_parts(
+    role: str, question: str, question_type: str, options: list[str]
+) -> list[Part]:
+    """The selected question in full below the list: its text, then how to answer."""
+    return [
+        *question_text_parts(role, question),
+        ("\n", ""),
+        *question_answer_parts(question_type, options),
+    ]
+
+
+#: the inbox lists at most this many questions at once (the list scrolls)
+INBOX_LIST_ROWS = 4
+
+
+def inbox_rows(room: int, listed: int, text: int, answer: int) -> tuple[int, int]:
+    """Rows for the inbox's list and for the selected question's text when the inbox has
+    `room` rows inside its border and needs `listed` list rows, `text` rows of question and
+    `answer` rows of options: the options always whole; then the text, whole if it can be with
+    the list down to one row; else the text scrolls in what is left (at least a row)."""
+    listed = min(listed, INBOX_LIST_ROWS)
+    if listed + text + answer <= room:
+        return listed, text
+    spare = max(room - answer, 0)
+    list_rows = min(listed, max(1, spare - text)) if listed else 0
+    return list_rows, max(spare - list_rows, 1)
 
 
 # -- the key bar ------------------------------------------------------------------------------

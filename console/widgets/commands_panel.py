@@ -3,8 +3,11 @@
 Commands from the store (`semo command`, the API, the console) and the agents' own requests
 the router carried out (questions asked, invocations sent, results delivered), as one list:
 time, what, status and a short detail. One column composed to the panel's width, so nothing is
-clipped and there is no horizontal scrollbar. A changed status repaints its row only; the list
-is rebuilt when commands come or go, the cursor staying on the command it was on.
+clipped and there is no horizontal scrollbar (narrow, the time loses its seconds and a detail
+that does not fit is left out before a word is cut: panel_text.command_parts). A changed status
+repaints its row only; the list is rebuilt when commands come or go. The newest row stays in
+view: the cursor on the top row follows the newest; moved down by the operator, it stays on its
+command while newer ones come in above it (back on the top row, it follows again).
 """
 
 from __future__ import annotations
@@ -55,11 +58,16 @@ class CommandsPanel(DataTable[Text]):
         self.rows_shown = rows
         if not self._width:
             return
+        # on the newest row, not scrolled away: the newest it stays on
+        following = not self.row_count or (self.cursor_row == 0 and self.scroll_y == 0)
         keep = shown[self.cursor_row].key if self.row_count and self.cursor_row < len(shown) else ""
         self.clear(columns=True)
         self.add_column("", width=self._width, key="row")
         for row in rows:
             self.add_row(_cells(row, self._width), key=row.key)
         keys = [row.key for row in rows]
-        if rows:  # the cursor stays on its command as newer ones come in above it
-            self.move_cursor(row=keys.index(keep) if keep in keys else 0, animate=False)
+        if rows and not following and keep in keys:  # the operator's command, wherever it went
+            self.move_cursor(row=keys.index(keep), animate=False)
+        elif rows:
+            self.move_cursor(row=0, animate=False)
+            self.scroll_home(animate=False, immediate=True)

@@ -1,11 +1,14 @@
 """The question inbox: pending ASK_USER questions of every agent, answered from the keyboard.
 
 The oldest pending question is selected and shown in full below the list: its whole text and
-every option on a line of its own, so a 4-option choice fits at 80x24.
+every option on a line of its own. The inbox takes the room it needs before the commands panel
+below it (which keeps its border and a row). When the sidebar is too short for all of it, the
+options stay whole, the list shrinks to one row, and the question's text scrolls in what is
+left; the border says so ("PgDn: more") and PgUp/PgDn/Home/End scroll it.
 
 Keys while the panel has focus: up/down pick a question; 1-9 answer a choice (or confirm)
 question with that option; y/n answer a confirm question; Enter on a text question opens the
-answer line (Enter sends it, Escape closes it).
+answer line (Enter sends it, Escape closes it); PgUp/PgDn/Home/End scroll the question's text.
 """
 
 from __future__ import annotations
@@ -18,16 +21,41 @@ from textual import on
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
+from textual.geometry import Size
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from console.focus import focus_now
-from console.panel_text import NO_QUESTIONS, question_detail_parts, question_line_parts
+from console.panel_text import (
+    NO_QUESTIONS,
+    inbox_rows,
+    question_answer_parts,
+    question_line_parts,
+    question_text_parts,
+)
 
 if TYPE_CHECKING:
     from engine.store.models import UserQuestion
+
+
+class QuestionList(OptionList):
+    """The inbox's list: up/down pick a question; PgUp/PgDn/Home/End scroll the selected
+    question's text (the list shows a few rows at most)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("pageup", "scroll_text('page_up')", show=False),
+        Binding("pagedown", "scroll_text('page_down')", show=False),
+        Binding("home", "scroll_text('home')", show=False),
+        Binding("end", "scroll_text('end')", show=False),
+    ]
+
+    def action_scroll_text(self, how: str) -> None:
+        text = self.screen.query_one("#question-text", VerticalScroll)
+        scroll = getattr(text, f"scroll_{how}")
+        scroll(animate=False)
 
 
 class QuestionsPanel(Vertical, can_focus=False):
@@ -55,11 +83,22 @@ class QuestionsPanel(Vertical, can_focus=False):
         super().__init__(id=id)
         self.questions: list[UserQuestion] = []
         self.agent_roles: dict[str, str] = {}
+        self._fitted: tuple[int, int, bool] | None = None  # list rows, text rows, scrolls
+        self._shown_id: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield OptionList(id="question-list")
-        yield Static(NO_QUESTIONS, id="question-detail", classes="empty")
+        yield QuestionList(id="question-list")
+        with VerticalScroll(id="question-text", can_focus=False):
+            yield Static(NO_QUESTIONS, id="question-body", classes="empty")
+        yield Static("", id="question-detail")  # how to answer: the options, y/n, Enter
         yield Input(placeholder="your answer, Enter to send", id="answer-input")
+
+    def on_mount(self) -> None:
+        self.query_one("#question-detail").display = False
+        # after each layout of the screen (a resize, the session list growing...): fit again
+        self.screen.screen_layout_refresh_signal.subscribe(self, lambda _screen: self._fit())
+        text = self.query_one("#question-text", VerticalScroll)
+        self.watch(text, "scroll_y", lambda _y: self._say_pending(), init=False)
 
     @property
     def selected(self) -> UserQuestion | None:
@@ -85,22 +124,76 @@ class QuestionsPanel(Vertical, can_focus=False):
         ids = [q.id for q in questions]
         if questions:
             options.highlighted = ids.index(keep) if keep in ids else 0
-        self.border_subtitle = f"{len(questions)} pending" if questions else ""
         self._describe()
 
     @on(OptionList.OptionHighlighted)
     def _describe(self) -> None:
+        scroller = self.query_one("#question-text", VerticalScroll)
+        text = self.query_one("#question-body", Static)
         detail = self.query_one("#question-detail", Static)
         question = self.selected
+        text.set_class(question is None, "empty")
+        detail.display = question is not None
         if question is None:
-            detail.update(NO_QUESTIONS)
+            self._shown_id = None
+            text.update(NO_QUESTIONS)
+        else:
+            role = self.agent_roles.get(question.agent_id, "?")
+            text.update(Text.assemble(*question_text_parts(role, question.question)))
+            detail.update(
+                Text.assemble(
+                    *question_answer_parts(question.question_type, list(question.options))
+                )
+            )
+            if question.id != self._shown_id:
+                self._shown_id = question.id
+                scroller.scroll_home(animate=False, immediate=True)
+        self._fitted = None
+        self._fit()
+
+    def _fit(self) -> None:
+        """The list's and the text's rows for the room the sidebar leaves the inbox: the room
+        it needs if there is that much, the commands panel below keeping at least its minimum."""
+        parent = self.parent
+        width = self.content_region.width
+        if not isinstance(parent, Widget) or not width or not parent.size.height:
             return
-        role = self.agent_roles.get(question.agent_id, "?")
-        parts = question_detail_parts(
-            role, question.question, question.question_type, list(question.options)
-        )
-        text = Text.assemble(*parts)
-        detail.update(text)
+        room = parent.content_region.height - self.styles.gutter.height
+        after = False
+        for sibling in parent.children:
+            if sibling is self:
+                after = True
+            elif sibling.display and after:  # below the inbox: its minimum height
+                minimum = sibling.styles.min_height
+                room -= int(minimum.resolve(parent.size, self.app.size)) if minimum else 0
+            elif sibling.display:
+                room -= sibling.outer_size.height
+        listing = self.query_one(QuestionList)
+        scroller = self.query_one("#question-text", VerticalScroll)
+        text = self.query_one("#question-body", Static)
+        detail = self.query_one("#question-detail", Static)
+        field = self.query_one("#answer-input", Input)
+        answer = _rows(detail, width) if detail.display else 0
+        answer += field.outer_size.height if field.display else 0
+        needed = _rows(text, width)
+        list_rows, text_rows = inbox_rows(room, len(self.questions), needed, answer)
+        scrolls = text_rows < needed
+        if (list_rows, text_rows, scrolls) == self._fitted:
+            return
+        self._fitted = (list_rows, text_rows, scrolls)
+        listing.styles.max_height = list_rows if self.questions else None
+        scroller.styles.height = text_rows if scrolls else "auto"
+        self._say_pending()
+
+    def _say_pending(self) -> None:
+        """The border: how many questions wait, and that the text scrolls when it does."""
+        count = len(self.questions)
+        pending = f"{count} pending" if count else ""
+        text = self.query_one("#question-text", VerticalScroll)
+        if self._fitted and self._fitted[2]:
+            more = "PgUp: back" if text.scroll_y >= text.max_scroll_y > 0 else "PgDn: more"
+            pending = f"{pending} · {more}"
+        self.border_subtitle = pending
 
     @on(OptionList.OptionSelected)
     def _open_input(self) -> None:
@@ -139,3 +232,10 @@ class QuestionsPanel(Vertical, can_focus=False):
         question = self.selected
         if question is not None and question.question_type == "confirm":
             self.post_message(self.Answered(question.id, text=answer))
+
+
+def _rows(widget: Static, width: int) -> int:
+    """The rows `widget` takes at `width` columns (its padding included)."""
+    inner = max(width - widget.styles.gutter.width, 1)
+    size = Size(width, 0)
+    return widget.get_content_height(size, size, inner) + widget.styles.gutter.height

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.control.paths import OfficePaths, private_dir
 from engine.control.reaper import OrphanReaper, is_subreaper, set_subreaper
-from engine.control.views import last_line
+from engine.control.views import RECENT_STEPS, last_line, step_view
 from engine.control.wire import (
     MAX_REQUEST_BYTES,
     PROTOCOL_VERSION,
@@ -272,6 +272,9 @@ class ControlServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._made_subreaper = False
         self._results: dict[str, str] = {}
+        #: the latest routing steps, oldest first: a console that attaches later shows them
+        self._steps: deque[dict[str, Any]] = deque(maxlen=RECENT_STEPS)
+        self._step_numbers = itertools.count()
         self._socket_inode: int | None = None
         self.started_at = time.time()
 
@@ -664,6 +667,9 @@ class ControlServer:
             async for event in events:
                 if isinstance(event, SessionOutput):
                     continue
+                if event.kind == "routing_step":
+                    roles = {agent.id: role for role, agent in self.engine.agents.items()}
+                    self._steps.append(step_view(event, roles, next(self._step_numbers)))
                 if event.kind in ("session_status", "job", "routing_step", "command_finished"):
                     self._office_changed.set()
                 subscribers = [c for c in self._connections if c.subscribed]
@@ -730,6 +736,8 @@ class ControlServer:
             "agents": {role: a.model_dump(mode="json") for role, a in engine.agents.items()},
             "sessions": sessions,
             "pool": pool.model_dump(mode="json") if pool else None,
+            # routing steps live on the bus only: the latest of them, for the commands panel
+            "steps": list(self._steps),
         }
         try:
             questions = await engine.pending_questions()

@@ -17,6 +17,8 @@ import contextlib
 from datetime import datetime
 from typing import Any
 
+from engine.plain_text import plain
+
 
 def _value(name: str, value: Any) -> Any:
     if isinstance(value, str) and name.endswith("_at"):
@@ -81,3 +83,26 @@ def last_line(rows: list[str]) -> str:
         if text and text.strip("❯>$#%:") != "" and not text.startswith("[/"):
             return text[:LAST_LINE_CHARS]
     return ""
+
+
+#: routing steps the office snapshot carries (the latest; the commands panel shows 20 rows)
+RECENT_STEPS = 50
+#: at most this much of a step's detail goes into the snapshot
+STEP_DETAIL_CHARS = 200
+
+
+def step_view(event: Any, roles: dict[str, str], number: int) -> dict[str, Any]:
+    """A routing step (engine.events.RoutingStep) as the office snapshot carries it: plain
+    text only. `key` is the one the console gives the live event ("step:<step>:<ref id>"),
+    so a step seen live and in a snapshot is one row; `roles` by agent id."""
+    detail = plain(str(event.detail or ""), one_line=True)
+    return {
+        "key": f"step:{event.step}:{event.ref_id or f'n{number}'}",
+        "at": event.at.isoformat(),
+        "step": plain(event.step, one_line=True),
+        "role": plain(roles.get(event.agent_id or "", "?"), one_line=True),
+        "agent_id": event.agent_id,
+        "session_id": event.session_id,
+        "ref_id": event.ref_id,
+        "detail": detail[:STEP_DETAIL_CHARS],
+    }
