@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from engine.control.liveness import pid_alive
-from engine.control.paths import OfficePaths, private_dir
+from engine.control.paths import ControlPathError, OfficePaths, private_dir
 from engine.control.server import socket_answers
 
 #: seconds to wait for a background engine's socket
@@ -66,7 +66,16 @@ def engine_pid(paths: OfficePaths) -> int | None:
 
 def start_background(command: list[str], paths: OfficePaths, timeout: float = START_TIMEOUT) -> int:
     """Start `command` as a background engine and wait until its socket answers; its pid.
-    LaunchError (with the log's tail) when it exits or does not answer in time."""
+    LaunchError (with the log's tail) when it exits or does not answer in time; LaunchError
+    in one line, before anything starts, when the socket's folder is not ours (the engine
+    would refuse it)."""
+    try:
+        private_dir(paths.socket.parent)
+    except ControlPathError as error:
+        raise LaunchError(
+            f"the folder of the engine's control socket cannot be used: {error} (set "
+            "XDG_RUNTIME_DIR to a folder of yours)"
+        ) from None
     private_dir(paths.log.parent)
     log = open(paths.log, "ab")  # noqa: SIM115 - handed to the child
     os.chmod(paths.log, 0o600)

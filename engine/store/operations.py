@@ -89,8 +89,9 @@ async def answer_question(
     return await store.answer_question(question_id, answer_text(question, text, option))
 
 
-#: commands that type into a session: refused for a session whose engine is gone
-INPUT_COMMANDS = frozenset({"send_prompt", "send_text", "send_keys"})
+#: commands that type into a session (cancel types its profile's interrupt keys): refused for
+#: a session whose engine is gone
+INPUT_COMMANDS = frozenset({"send_prompt", "send_text", "send_keys", "cancel"})
 
 
 async def check_input_reaches(store: Store, command_type: str, session_id: str | None) -> None:
