@@ -347,6 +347,8 @@ class TerminalProcess:
         #: `OWNER_VARIABLE=value` of the child's environment: orphans of its descendants that
         #: the engine adopted (a child subreaper) carry it, and are ended with the child
         self.owner_mark: bytes | None = None
+        #: when the child started (ticks since boot): its pid reused later is told apart
+        self._started = _start_ticks(self.pid)
 
     @classmethod
     def spawn(
@@ -731,7 +733,13 @@ class TerminalProcess:
         child's `owner_mark` in their environment (orphans of its descendants, reparented to
         the engine as their child subreaper: engine/control/reaper.py); and the descendants
         of all of these and of the child (a setsid'd one whose parent still lives)."""
-        return _belongings(self.pid, self.owner_mark)
+        reused = self.exit_status is not None and _start_ticks(self.pid) not in (
+            None,
+            self._started,
+        )
+        # a pid in use again after the child was reaped: nothing is in its session any more
+        # (a pid is not reused while a process has it as session id), only marked orphans
+        return _belongings(self.pid, self.owner_mark, session=not reused)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         # The child is a session leader, so its process group id is its pid.
@@ -796,8 +804,9 @@ def _signal_each(pids: set[int], *signals: signal.Signals) -> None:
                 os.kill(pid, sig)
 
 
-def _belongings(leader: int, owner_mark: bytes | None) -> set[int]:
-    """See TerminalProcess._belongings: live pids (the leader left out) by one scan of /proc."""
+def _belongings(leader: int, owner_mark: bytes | None, *, session: bool = True) -> set[int]:
+    """See TerminalProcess._belongings: live pids (the leader left out) by one scan of /proc;
+    with `session` False only the marked orphans and their descendants."""
     try:
         entries = [int(e) for e in os.listdir("/proc") if e.isdigit()]
     except OSError:
@@ -809,16 +818,16 @@ def _belongings(leader: int, owner_mark: bytes | None) -> set[int]:
         try:
             with open(f"/proc/{pid}/stat", "rb") as stat_file:
                 fields = stat_file.read().rpartition(b")")[2].split()
-            state, ppid, session = fields[0], int(fields[1]), int(fields[3])
+            state, ppid, sid = fields[0], int(fields[1]), int(fields[3])
         except (OSError, ValueError, IndexError):
             continue
         if state in (b"Z", b"X") or pid == leader:
             continue
         parents[pid] = ppid
-        if session == leader or (ppid == me and owner_mark and _carries(pid, owner_mark)):
+        if (session and sid == leader) or (ppid == me and owner_mark and _carries(pid, owner_mark)):
             found.add(pid)
     # and the descendants of the leader and of what was found
-    roots = found | {leader}
+    roots = found | {leader} if session else set(found)
     grown = True
     while grown:
         grown = False
