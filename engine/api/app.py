@@ -43,7 +43,7 @@ from engine.store.models import (
     Office,
     UserQuestion,
 )
-from engine.store.operations import answer_question, check_input_reaches
+from engine.store.operations import LOST, answer_question, check_input_reaches, lost_sessions
 
 API_VERSION = "1"
 PREFIX = "/api/offices/{office_id}"
@@ -341,13 +341,22 @@ class _Api:
         return row
 
     async def _with_roles(self, office: Office, rows: list[AgentSession]) -> list[Session]:
+        """The rows with their agent's role and name, and their state ("lost" when the
+        engine running one is not running: `lost_sessions`, as `semo sessions` says)."""
         if any(row.agent_id not in self._roles for row in rows):
             for agent in await self.store.list_agents(office.id):
                 self._roles[agent.id] = (agent.role, agent.name)
+        lost = await lost_sessions(self.store, office.id, rows)
         out = []
         for row in rows:
             role, name = self._roles.get(row.agent_id, (None, None))
-            out.append(Session(**row.model_dump(), role=role, agent_name=name))
+            why = lost.get(row.session_id)
+            state = row.status if why is None else LOST
+            out.append(
+                Session(
+                    **row.model_dump(), role=role, agent_name=name, state=state, lost_reason=why
+                )
+            )
         return out
 
     async def check_agent(self, office: Office, payload: CreateSession) -> None:

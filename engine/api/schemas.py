@@ -51,10 +51,14 @@ class SendPrompt(SendPromptPayload):
 
 
 class Session(AgentSession):
-    """An `agent_sessions` row and the role / name of its agent."""
+    """An `agent_sessions` row and the role / name of its agent, and its state: its `status`,
+    or "lost" when it has not ended but its engine is not running (`lost_reason` says why:
+    its heartbeat ran out, or it was a process of the API's machine that has exited)."""
 
     role: str | None = None
     agent_name: str | None = None
+    state: str = ""
+    lost_reason: str | None = None
 
 
 class SessionCreated(BaseModel):

@@ -1,26 +1,43 @@
 """Is an engine of this machine gone? Answered from local facts, without waiting for its
-heartbeat to run out (which takes 3 x lease_seconds after a SIGKILL)."""
+heartbeat to run out (which takes 3 x lease_seconds after a SIGKILL).
+
+`local_engine_gone` is the one judgement `semo answer`, prompts to a session, and the listings
+(`semo sessions`, `semo engines`, the REST API's sessions) use (engine/store/operations.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.control.paths import OfficePaths, runtime_dir
 from engine.control.server import socket_answers
 from engine.runtime import pid_alive
 
-__all__ = ["local_engine_gone", "pid_alive"]
+if TYPE_CHECKING:
+    from engine.store.models import EngineHeartbeat
+
+__all__ = ["local_engine_gone", "pid_alive", "process_age"]
+
+#: seconds of slack in the process-start comparisons (clock ticks, the store's rounding)
+START_SLACK = 2.0
 
 
-def local_engine_gone(engine_id: str) -> str | None:
+def local_engine_gone(engine_id: str, row: EngineHeartbeat | None = None) -> str | None:
     """Why `engine_id` is known to be gone on this machine, or None when it may be running
     (or runs elsewhere). An engine id `<this host>-<pid>` (the default) whose process has
     exited is gone; so is one whose control info file (left behind by a killed engine) names
-    a pid that has exited."""
+    a pid that has exited. With the engine's heartbeat row, a pid that is alive but is another
+    process now (started after the run's last beat: `other_process`) counts as exited, and an
+    info file written by another run of the id (another heartbeat start) is not used."""
     host, _, pid = engine_id.rpartition("-")
-    if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
-        return f"its process {pid} on this machine has exited"
+    if host == socket.gethostname() and pid.isdigit():
+        why = _pid_gone(int(pid), row)
+        if why is not None:
+            return why
     try:
         infos = list(runtime_dir().glob("control-*.json"))
     except OSError:
@@ -32,10 +49,52 @@ def local_engine_gone(engine_id: str) -> str | None:
             continue
         if not isinstance(info, dict) or info.get("engine_id") != engine_id:
             continue
+        run = info.get("heartbeat_started_at")
+        if row is not None and isinstance(run, str) and run != row.started_at.isoformat():
+            continue  # a file of another run of this id (an earlier one, or one elsewhere)
         recorded = info.get("pid")
-        if isinstance(recorded, int) and recorded > 0 and not pid_alive(recorded):
-            return f"its process {recorded} on this machine has exited"
+        if isinstance(recorded, int) and recorded > 0:
+            why = _pid_gone(recorded, row)
+            if why is not None:
+                return why
     return None
+
+
+def _pid_gone(pid: int, row: EngineHeartbeat | None) -> str | None:
+    if not pid_alive(pid):
+        return f"its process {pid} on this machine has exited"
+    if row is not None and other_process(pid, row):
+        return f"its process {pid} on this machine has exited (pid reused)"
+    return None
+
+
+def other_process(pid: int, row: EngineHeartbeat) -> bool:
+    """Whether the live process `pid` is known not to be the engine run of heartbeat row
+    `row` (a pid reused after the engine died). It is when it started after the run's last
+    beat, by this machine's clock, and is younger than the run was at that beat, by the
+    store's clock alone (`last_seen - started_at`, no clock skew between this machine and the
+    database). Each test alone could be fooled (a database clock behind ours; a clock step
+    between the run's start and its last beat); both together are not. A pid reused soon
+    after a short run is not recognised: the heartbeat decides then."""
+    age = process_age(pid)
+    if age is None:
+        return False
+    ran = (row.last_seen - row.started_at).total_seconds()
+    started = time.time() - age
+    return age + START_SLACK < ran and started > row.last_seen.timestamp() + START_SLACK
+
+
+def process_age(pid: int) -> float | None:
+    """Seconds since process `pid` started, by the boot clock (no wall clock involved), or
+    None when this system does not tell (no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        ticks = int(stat.rpartition(b")")[2].split()[19])  # field 22, starttime
+        now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        age = now - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return age if age >= 0 else None
 
 
 def killed_run_of_office(paths: OfficePaths, engine_id: str, started_at: str) -> str | None:

@@ -245,39 +245,51 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _sessions(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.operations import LOST, lost_sessions
     from engine.store.views import SessionView, office_table
 
     async def rows(office: Office) -> list[SessionView]:
         agents = {agent.id: agent for agent in await store.list_agents(office.id)}
+        sessions = await store.list_sessions(office.id, include_terminated=args.all)
+        lost = await lost_sessions(store, office.id, sessions)
         return [
             SessionView(
                 **row.model_dump(),
                 role=agents[row.agent_id].role if row.agent_id in agents else None,
                 name=agents[row.agent_id].name if row.agent_id in agents else None,
+                state=LOST if row.session_id in lost else row.status,
+                lost_reason=lost.get(row.session_id),
             )
-            for row in await store.list_sessions(office.id, include_terminated=args.all)
+            for row in sessions
         ]
 
-    columns = ["session_id", "role", "name", "status", "engine_id", "last_activity_at"]
-    return await office_table(store, args, columns, rows)
+    columns = ["session_id", "role", "name", "state", "engine_id", "last_activity_at"]
+    return await office_table(store, args, [*columns, "lost_reason"], rows)
 
 
 async def _engines(store: Store, args: argparse.Namespace) -> int:
+    from engine.store.operations import engine_gone
     from engine.store.views import EngineView, office_table
 
     async def rows(office: Office) -> list[EngineView]:
-        return [
-            EngineView(**row.model_dump(), state=engine_state(row.status, row.alive))
-            for row in await store.list_engines(office.id)
-        ]
+        views = []
+        for row in await store.list_engines(office.id):
+            gone = None if row.status == "stopped" else engine_gone(row.engine_id, row)
+            alive = row.alive and gone is None
+            fields = row.model_dump() | {"alive": alive}
+            views.append(
+                EngineView(**fields, state=engine_state(row.status, alive), dead_reason=gone)
+            )
+        return views
 
     columns = ["engine_id", "state", "alive", "last_seen", "alive_until", "stopped_at"]
-    return await office_table(store, args, columns, rows)
+    return await office_table(store, args, [*columns, "dead_reason"], rows)
 
 
 def engine_state(status: str, alive: bool) -> str:
-    """alive; stopped (a clean stop); dead (its heartbeat ran out, or another engine ended
-    what it left, which makes it run out at once)."""
+    """alive; stopped (a clean stop); dead (its heartbeat ran out, another engine ended what
+    it left, which makes it run out at once, or it was a process of this machine that has
+    exited: engine/store/operations.py `engine_gone`)."""
     if alive:
         return "alive"
     return "stopped" if status == "stopped" else "dead"

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterable
 
 from engine.store._shared import question_not_pending
 from engine.store.base import NotFound, Store, StoreConflict, StoreError
-from engine.store.models import AgentCommandResult, AgentSession, Office, UserQuestion
+from engine.store.models import (
+    AgentCommandResult,
+    AgentSession,
+    EngineHeartbeat,
+    Office,
+    UserQuestion,
+)
 
 YES = {"y", "yes", "true", "1"}
 NO = {"n", "no", "false", "0"}
@@ -112,19 +119,52 @@ async def check_input_reaches(store: Store, command_type: str, session_id: str |
 
 
 async def _engine_gone(store: Store, office_id: str, engine_id: str | None) -> str | None:
-    """Why the engine running a session is gone (its heartbeat says so, or it was a process
-    of this machine that has exited), or None."""
+    """Why the engine running a session is gone (`engine_gone`), or None."""
     if not engine_id:
         return None
+    rows = await store.list_engines(office_id)
+    return engine_gone(engine_id, next((r for r in rows if r.engine_id == engine_id), None))
+
+
+def engine_gone(engine_id: str, row: EngineHeartbeat | None) -> str | None:
+    """Why engine `engine_id` (heartbeat row `row`, None when it has none) is not running, or
+    None: a process of this machine that has exited, or whose pid is another process now, is
+    known at once (engine/control/liveness.py); otherwise its heartbeat decides (stopped, or
+    it ran out). The one judgement of `semo answer`, prompts, and the listings."""
     from engine.control.liveness import local_engine_gone
 
-    local = local_engine_gone(engine_id)
+    local = local_engine_gone(engine_id, row)
     if local is not None:
         return local
-    for engine in await store.list_engines(office_id):
-        if engine.engine_id == engine_id and not engine.alive:
-            return "stopped" if engine.status == "stopped" else "its heartbeat ran out"
+    if row is not None and not row.alive:
+        return "stopped" if row.status == "stopped" else "its heartbeat ran out"
     return None
+
+
+#: the state a listing shows for a live session whose engine is not running
+LOST = "lost"
+
+
+async def lost_sessions(
+    store: Store, office_id: str, sessions: Iterable[AgentSession]
+) -> dict[str, str]:
+    """Why each of `sessions` that has not ended is lost, by session id: why its engine is not
+    running (`engine_gone`); the others are left out. The store still says what the session
+    last was; nothing is written."""
+    live = [s for s in sessions if s.status != "terminated" and s.engine_id]
+    if not live:
+        return {}
+    rows = {row.engine_id: row for row in await store.list_engines(office_id)}
+    gone: dict[str, str | None] = {}
+    lost: dict[str, str] = {}
+    for session in live:
+        engine_id = session.engine_id or ""
+        if engine_id not in gone:
+            gone[engine_id] = engine_gone(engine_id, rows.get(engine_id))
+        why = gone[engine_id]
+        if why is not None:
+            lost[session.session_id] = why
+    return lost
 
 
 async def end_session(store: Store, session_id: str, reason: str) -> AgentSession:

@@ -23,16 +23,23 @@ CELL_CHARS = 60
 
 
 class SessionView(AgentSession):
-    """A session row with its agent's role and name (None when the agent row is gone)."""
+    """A session row with its agent's role and name (None when the agent row is gone), and its
+    state for people: its `status`, or "lost" when it has not ended but its engine is not
+    running (`lost_reason` says why: engine/store/operations.py `lost_sessions`)."""
 
     role: str | None = None
     name: str | None = None
+    state: str = ""
+    lost_reason: str | None = None
 
 
 class EngineView(EngineHeartbeat):
-    """An engine's heartbeat row with its state for people: alive, stopped or dead."""
+    """An engine's heartbeat row with its state for people: alive, stopped or dead (its
+    heartbeat ran out, or it was a process of this machine that has exited: `dead_reason`).
+    `alive` is false for a dead one, whatever its heartbeat row still says."""
 
     state: str
+    dead_reason: str | None = None
 
 
 def emit(row: BaseModel | Sequence[BaseModel], as_json: bool, columns: list[str]) -> None:

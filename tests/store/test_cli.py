@@ -84,15 +84,17 @@ async def test_engines_lists_heartbeats(backend: Stores) -> None:
     listing = await semo(backend, "engines")
     assert listing.returncode == 0, listing.stderr
     assert listing.stdout.splitlines()[0].split() == [
-        "engine_id", "state", "alive", "last_seen", "alive_until", "stopped_at"
+        "engine_id", "state", "alive", "last_seen", "alive_until", "stopped_at", "dead_reason"
     ]  # fmt: skip
     await store.record_heartbeat(office.id, "engine-3", dead_after=60, starting=True)
     await store.expire_engine(office.id, "engine-3")  # ended by another engine
     rows = json.loads((await semo(backend, "engines", "--json")).stdout)
-    assert [(r["engine_id"], r["status"], r["alive"], r["state"]) for r in rows] == [
-        ("engine-1", "running", True, "alive"),
-        ("engine-2", "stopped", False, "stopped"),
-        ("engine-3", "running", False, "dead"),
+    assert [
+        (r["engine_id"], r["status"], r["alive"], r["state"], r["dead_reason"]) for r in rows
+    ] == [
+        ("engine-1", "running", True, "alive", None),
+        ("engine-2", "stopped", False, "stopped", None),
+        ("engine-3", "running", False, "dead", "its heartbeat ran out"),
     ]
     unknown = await semo(backend, "engines", "--office", "nope")
     assert unknown.returncode == 2 and "no office 'nope'" in unknown.stderr
