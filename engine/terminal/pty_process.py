@@ -44,6 +44,8 @@ _KILL_ROUNDS = 5
 #: the variable of the child's environment whose value is unique to it (the agent's hook
 #: token): an adopted orphan that carries it was started by the child's descendants
 OWNER_VARIABLE = "SEMO_HOOK_TOKEN"
+#: ioctl: the number of a PTY master's slave (Linux; termios does not name it)
+_TIOCGPTN = 0x80045430
 # Bytes read when draining output left in the PTY after the child was reaped (more than a PTY
 # buffers); a descendant that outlives the child and keeps writing must not keep us there.
 _MAX_DRAIN_BYTES = 1 << 20
@@ -349,6 +351,9 @@ class TerminalProcess:
         self.owner_mark: bytes | None = None
         #: when the child started (ticks since boot): its pid reused later is told apart
         self._started = _start_ticks(self.pid)
+        #: the PTY's slave (/dev/pts/N): an adopted orphan that still holds it open came from
+        #: the child (`(setsid cmd &)` in its shell keeps the terminal as stdin/stdout)
+        self.tty = _slave_name(self._fd)
 
     @classmethod
     def spawn(
@@ -730,8 +735,9 @@ class TerminalProcess:
         """Live processes other than the child that belong to it: members of its terminal
         session (it is the session leader: their session id is its pid), whatever their
         process group (a job of its shell has its own); the engine's children that carry the
-        child's `owner_mark` in their environment (orphans of its descendants, reparented to
-        the engine as their child subreaper: engine/control/reaper.py); and the descendants
+        child's `owner_mark` in their environment or hold its terminal open (orphans of its
+        descendants, reparented to the engine as their child subreaper:
+        engine/control/reaper.py); and the descendants
         of all of these and of the child (a setsid'd one whose parent still lives)."""
         reused = self.exit_status is not None and _start_ticks(self.pid) not in (
             None,
@@ -739,7 +745,9 @@ class TerminalProcess:
         )
         # a pid in use again after the child was reaped: nothing is in its session any more
         # (a pid is not reused while a process has it as session id), only marked orphans
-        return _belongings(self.pid, self.owner_mark, session=not reused)
+        # the slave's number is only certainly ours while our master is open
+        tty = self.tty if self.exit_status is None else None
+        return _belongings(self.pid, self.owner_mark, session=not reused, tty=tty)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         # The child is a session leader, so its process group id is its pid.
@@ -804,9 +812,12 @@ def _signal_each(pids: set[int], *signals: signal.Signals) -> None:
                 os.kill(pid, sig)
 
 
-def _belongings(leader: int, owner_mark: bytes | None, *, session: bool = True) -> set[int]:
+def _belongings(
+    leader: int, owner_mark: bytes | None, *, session: bool = True, tty: str | None = None
+) -> set[int]:
     """See TerminalProcess._belongings: live pids (the leader left out) by one scan of /proc;
-    with `session` False only the marked orphans and their descendants."""
+    with `session` False only the adopted orphans (marked, or holding `tty`) and their
+    descendants."""
     try:
         entries = [int(e) for e in os.listdir("/proc") if e.isdigit()]
     except OSError:
@@ -824,7 +835,10 @@ def _belongings(leader: int, owner_mark: bytes | None, *, session: bool = True) 
         if state in (b"Z", b"X") or pid == leader:
             continue
         parents[pid] = ppid
-        if (session and sid == leader) or (ppid == me and owner_mark and _carries(pid, owner_mark)):
+        adopted = ppid == me and (
+            bool(owner_mark and _carries(pid, owner_mark)) or bool(tty and _holds(pid, tty))
+        )
+        if (session and sid == leader) or adopted:
             found.add(pid)
     # and the descendants of the leader and of what was found
     roots = found | {leader} if session else set(found)
@@ -847,6 +861,28 @@ def _start_ticks(pid: int) -> int | None:
         return None if fields[0] in (b"Z", b"X") else int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _slave_name(master: int) -> str | None:
+    """/dev/pts/N of the PTY whose master is `master` (Linux TIOCGPTN), None if unknown."""
+    try:
+        number = fcntl.ioctl(master, _TIOCGPTN, bytes(4))
+    except OSError:
+        return None
+    return f"/dev/pts/{int.from_bytes(number, 'little')}"
+
+
+def _holds(pid: int, tty: str) -> bool:
+    """Whether process `pid` has `tty` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == tty:
+                return True
+    return False
 
 
 def _carries(pid: int, owner_mark: bytes) -> bool:

@@ -7,8 +7,9 @@
 - What an agent started outside its process group is stopped with it: a job of its
   interactive bash (its own process group, the agent's terminal session) and a process that
   left the agent's session with setsid(1) (whose parent ends on the SIGHUP: it is orphaned
-  during the stop and adopted by the engine), both ignoring SIGHUP/SIGTERM/SIGINT, are dead
-  once `semo stop` returned.
+  during the stop and adopted by the engine), and one orphaned at once by `(setsid cmd &)`
+  (adopted by the engine before the stop; it still has the agent's terminal open), all
+  ignoring SIGHUP/SIGTERM/SIGINT, are dead once `semo stop` returned.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def config(folder: Path) -> str:
         # is no descendant of the agent any more (the engine adopts it)
         f"  setsid -w bash -c \"trap '' HUP TERM INT; echo \\$\\$ > {pids}/setsid; "
         'exec sleep 622" &\n'
+        # its own session, orphaned at once (adopted by the engine), the terminal still open
+        f"  (setsid bash -c \"trap '' HUP TERM INT; echo \\$\\$ > {pids}/orphan; "
+        'exec sleep 633" &)\n'
         "fi\n"
     )
     deaf = folder / "deaf.py"
@@ -177,12 +181,17 @@ def test_semo_stop_ends_what_an_agent_started_outside_its_process_group(
     (office.folder / "escape").touch()
     engine = start(office)
     try:
-        agent, job, escaped = (pid_of(office, name) for name in ("B", "job", "setsid"))
-        assert all(alive(pid) for pid in (agent, job, escaped))
+        agent, job, escaped, orphan = (
+            pid_of(office, name) for name in ("B", "job", "setsid", "orphan")
+        )
+        assert all(alive(pid) for pid in (agent, job, escaped, orphan))
         # the job: same terminal session as the agent, its own process group
         assert os.getsid(job) == agent and os.getpgid(job) != agent
         # the setsid'd one: its own session (a descendant of the agent until the stop)
         assert os.getsid(escaped) == escaped
+        # the other one: orphaned at once, so adopted by the engine (its child subreaper)
+        assert os.getsid(orphan) == orphan
+        wait_until(lambda: parent(orphan) == engine.pid, "the orphan adopted by the engine")
         stopped = semo_stop(office)
         out, _ = stopped.communicate(timeout=60)
         assert stopped.returncode == 0, out
@@ -190,12 +199,13 @@ def test_semo_stop_ends_what_an_agent_started_outside_its_process_group(
         # both ignored SIGHUP/SIGTERM/SIGINT: they were killed when the grace was over
         assert not alive(job)
         assert not alive(escaped)
+        assert not alive(orphan)
         assert not alive(agent)
     finally:
         if engine.poll() is None:
             engine.kill()
             engine.wait(30)
-        for name in ("job", "setsid"):
+        for name in ("job", "setsid", "orphan"):
             with contextlib.suppress(Exception):
                 os.kill(int((office.folder / "pids" / name).read_text()), signal.SIGKILL)
 

@@ -4,9 +4,9 @@ processes (TerminalProcess, as AgentSession.terminate uses it).
 - A process that left the agent's session at once (`(setsid cmd &)`: its parent exits, it is
   orphaned before anyone could see it as the agent's descendant) and ignores SIGHUP/SIGTERM/
   SIGINT is adopted by the child subreaper (this test process, as the engine is one while it
-  serves its control socket) and carries the agent's hook token in its environment: it is
-  killed when the grace is over. One started the same way with another token (another agent's)
-  is not touched.
+  serves its control socket) and carries the agent's hook token in its environment (its
+  stdio moved off the terminal): it is killed when the grace is over. One started the same
+  way with another token (as another agent's would be) is not touched.
 - A job of the agent's interactive shell (its own process group, the same terminal session)
   deaf to the signals is killed too, and the terminal waits the grace for it first.
 """
@@ -25,6 +25,9 @@ from engine.control.reaper import is_subreaper, set_subreaper
 from engine.terminal.pty_process import TerminalProcess
 
 pytestmark = pytest.mark.timeout(60)
+
+#: stdin, stdout and stderr away from the agent's terminal
+QUIET = "</dev/null >/dev/null 2>&1"
 
 
 def alive(pid: int) -> bool:
@@ -69,8 +72,9 @@ async def test_orphans_carrying_the_agents_token_and_its_jobs_are_ended(tmp_path
     assert set_subreaper(True), "this system has no child subreapers"
     mine, other, job = tmp_path / "mine", tmp_path / "other", tmp_path / "job"
     script = (
-        f"({'setsid ' + deaf(mine, 633)} &); "
-        f"(SEMO_HOOK_TOKEN=someone-else setsid {deaf(other, 644)} &); "
+        # both away from the terminal (which would tell they are this agent's): the token does
+        f"({'setsid ' + deaf(mine, 633)} {QUIET} &); "
+        f"(SEMO_HOOK_TOKEN=someone-else setsid {deaf(other, 644)} {QUIET} &); "
         f"set -m; {deaf(job, 655)} & "
         "exec sleep 1000"
     )
