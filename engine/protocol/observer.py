@@ -95,7 +95,8 @@ class AgentObserver:
         self._hooks_seen = False
         self._session_started = False
         self._last_screen_turn: tuple[str, str] | None = None  # (prompt, text), no blanks
-        self._widths: deque[int] = deque(maxlen=4)  # recent screen widths, newest last
+        #: the screen's widths since the last turn read from it, newest last
+        self._widths: deque[int] = deque(maxlen=4)
         self._turn_messages = 0
         self._turn_signals = 0
         #: where the prompt ended when the agent became ready (row, column, the row up to it)
@@ -245,6 +246,7 @@ class AgentObserver:
         if last is not None and key[1] == last[1] and _same_start(key[0], last[0]):
             return  # the same turn, re-wrapped by a resize (or drawn again at another width)
         self._last_screen_turn = key
+        self._widths = deque([screen.columns], maxlen=4)  # the next turn is drawn from here
         self._new_turn()
         asked = self._report(out, parse_reply(text), "screen", at)
         self._signals(out, self.monitor.scan(text.splitlines(), "screen", at))
