@@ -10,18 +10,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.plain_text import plain
+from engine.protocol.state import STATE_WORDS
 
 if TYPE_CHECKING:  # the first frame (console/first_frame.py) uses this module without Rich
     from rich.text import Text
 
-STATE_STYLES = {
-    "creating": ("starting", "yellow"),
-    "ready": ("ready", "green"),
-    "executing": ("working", "cyan"),
-    "waiting_input": ("asks you", "bold magenta"),
-    "error": ("error", "bold red"),
-    "terminated": ("ended", "dim"),
+_STYLES = {
+    "creating": "yellow",
+    "ready": "green",
+    "executing": "cyan",
+    "waiting_input": "bold magenta",
+    "error": "bold red",
+    "terminated": "dim",
 }
+#: each state: its words (engine.protocol.state.STATE_WORDS) and its style
+STATE_STYLES = {state: (STATE_WORDS[state], style) for state, style in _STYLES.items()}
 
 
 def state_word(state: str) -> str:

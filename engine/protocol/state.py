@@ -17,6 +17,16 @@ class AgentState(StrEnum):
     TERMINATED = "terminated"
 
 
+#: Each state as the operator reads it, the same in the console, the CLI and job timelines.
+STATE_WORDS: dict[str, str] = {
+    AgentState.CREATING: "starting",
+    AgentState.READY: "ready",
+    AgentState.EXECUTING: "working",
+    AgentState.WAITING_INPUT: "asks you",
+    AgentState.ERROR: "error",
+    AgentState.TERMINATED: "ended",
+}
+
 StateSource = Literal["hook", "screen", "process", "protocol", "engine"]
 HISTORY = 1000
 

@@ -74,7 +74,7 @@ from engine.protocol.messages import Done
 from engine.protocol.monitor import Signal, scan_line
 from engine.protocol.observer import MessageFound
 from engine.protocol.screen_text import text_width
-from engine.protocol.state import AgentState, StateChange
+from engine.protocol.state import STATE_WORDS, AgentState, StateChange
 from engine.routing.dispatcher import CommandFailed
 from engine.routing.job_recovery import job_entry
 from engine.routing.policy import Decision, Failure, FailureKind, decide, kind_for_pattern
@@ -358,7 +358,8 @@ class _Watch:
             self._finish(_Outcome(False, kind_for_pattern(worst.pattern), worst.text))
         else:
             self.turns += 1
-            detail = f"turn ended without [SEMO:DONE]: {change.state} ({change.reason})"
+            state = STATE_WORDS[change.state]
+            detail = f"turn ended without [SEMO:DONE]: {state} ({change.reason})"
             if self.delivered:
                 self.on_turn(detail)
             else:
