@@ -41,6 +41,7 @@ from console.panel_text import (
     session_names,
     session_order,
     session_parts,
+    snapshot_step_rows,
 )
 from engine.plain_text import plain
 from engine.terminal.width import char_width
@@ -170,6 +171,7 @@ def paint(
         )
         for command in snapshot.get("commands") or []
     ]
+    commands += snapshot_step_rows(snapshot.get("steps") or [])
     commands.sort(key=lambda c: c.at, reverse=True)
     command_lines = [command_parts(c, width, time_format) for c in commands[:20]]
     out.box(command_box, "Commands", "", command_lines, TEXT_ACCENT)

@@ -43,6 +43,8 @@ from console.panel_text import (
     screen_last_line,
     session_names,
     session_order,
+    snapshot_step_rows,
+    step_what,
 )
 from console.widgets.commands_panel import CommandsPanel
 from console.widgets.key_bar import KeyBar
@@ -75,18 +77,6 @@ SCREEN_KEYS = {
     "back",
     "prefix",
     "jobs",
-}
-ROUTING_WORDS = {
-    "question_asked": "asked you",
-    "question_answered": "got answer",
-    "invoked": "invokes",
-    "invocation_sent": "got task",
-    "result_created": "result",
-    "result_delivered": "got result",
-    "invoke_refused": "refused",
-    "result_refused": "refused",
-    "malformed": "malformed",
-    "store_refused": "not stored",
 }
 
 
@@ -188,6 +178,7 @@ class MainScreen(Screen[None]):
         self.set_interval(REFRESH_SECONDS, self._tick_panels)
         self.set_interval(STORE_REFRESH_SECONDS, self._tick_store)
         self.listen_to_bus()
+        self._seed_steps()
         self.refresh_panels()
         self.refresh_from_store()
         self.started = True
@@ -233,9 +224,21 @@ class MainScreen(Screen[None]):
             severity = "information" if event.step == "done" else "error"
             self.tell(f"job {event.step}: {event.detail}", title="Job", severity=severity)
 
+    def _seed_steps(self) -> None:
+        """The routing steps an attached engine saw before this console came (its office
+        snapshot), once at the start: rows added later would push newer ones out. The
+        in-process Engine has no `recent_steps`: its console sees every step."""
+        recent = getattr(self.engine, "recent_steps", None)
+        if recent is None:
+            return
+        known = {row.key for row in self._steps}
+        rows = [*self._steps, *(r for r in snapshot_step_rows(recent()) if r.key not in known)]
+        rows.sort(key=lambda row: row.at, reverse=True)
+        self._steps = deque(rows[: self._steps.maxlen], maxlen=self._steps.maxlen)
+
     def _routing_step(self, event: RoutingStep) -> None:
         role = self._role(event.agent_id)
-        what = f"{role} {ROUTING_WORDS.get(event.step, event.step.replace('_', ' '))}"
+        what = step_what(role, event.step)
         key = f"step:{event.step}:{event.ref_id or len(self._steps)}"
         if any(row.key == key for row in self._steps):
             return

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from console.app import SemoApp
 from console.panel_text import snapshot_step_rows
+from console.widgets.commands_panel import CommandsPanel
 from engine.config import OfficeConfig, PoolConfig, SemoConfig
 from engine.control.client import EngineClient
 from engine.control.views import RECENT_STEPS
@@ -136,3 +138,30 @@ async def test_the_console_reads_the_steps_as_its_commands_rows(engine: Engine) 
     assert [(r.what, r.status, r.detail) for r in rows] == [("FE asked you", "", FOUR["question"])]
     [question] = await engine.pending_questions()
     assert rows[0].key == f"step:question_asked:{question.id}"
+
+
+async def test_a_console_opened_later_shows_the_steps_in_its_commands_panel(
+    engine: Engine,
+) -> None:
+    """The console seeds its commands panel from the snapshot once, at the start, next to the
+    steps it sees live (one row for a step seen both ways)."""
+    assert engine.office is not None and engine.office.id is not None and engine.control
+    fe = engine.agents["FE"]
+    for number in range(3):
+        engine.bus.publish(
+            RoutingStep(
+                office_id=engine.office.id,
+                step="invocation_sent",
+                ref_id=f"inv{number}",
+                agent_id=fe.id,
+                detail=f"task {number}",
+            )
+        )
+    await eventually(lambda: len(engine.control._steps) == 3, TIMEOUT)  # type: ignore[union-attr]
+    app = SemoApp(EngineClient(engine.control.paths))
+    async with app.run_test(size=(120, 40)):
+        await eventually(lambda: getattr(app.screen, "started", False), TIMEOUT)
+        panel = app.screen.query_one(CommandsPanel)
+        await eventually(lambda: len(panel.rows_shown) >= 3, TIMEOUT)
+        shown = [(row.what, row.detail) for row in panel.rows_shown]
+        assert shown[:3] == [("FE got task", f"task {n}") for n in (2, 1, 0)]  # newest first
