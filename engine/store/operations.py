@@ -43,13 +43,13 @@ def _names(offices: list[Office]) -> str:
 def answer_text(question: UserQuestion, text: str | None, option: int | None) -> str:
     """The answer to store, checked against the question's type; ValueError says why not."""
     if (text is None) == (option is None):
-        raise ValueError("give the answer text or --option N, not both")
+        raise ValueError("give the answer text or an option number, not both")
     if option is not None:
         if question.question_type != "choice" and question.question_type != "confirm":
             raise ValueError(f"question {question.id} is a text question: give the answer text")
         options = question.options or ["yes", "no"]
         if not 1 <= option <= len(options):
-            raise ValueError(f"--option must be 1..{len(options)} (options: {options})")
+            raise ValueError(f"the option must be 1..{len(options)} (options: {options})")
         return options[option - 1]
     assert text is not None
     text = text.strip()
@@ -62,7 +62,7 @@ def answer_text(question: UserQuestion, text: str | None, option: int | None) ->
             return "no"
         raise ValueError("a confirm question takes yes or no")
     if question.question_type == "choice" and text not in question.options:
-        raise ValueError(f"not one of the options {question.options}; or use --option N")
+        raise ValueError(f"not one of the options {question.options}; or give the option number")
     return text
 
 

@@ -116,9 +116,9 @@ async def test_answer_by_option_and_by_text_then_twice_is_refused(backend: Store
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--option", "3"], "--option must be 1..2"),
+        (["--option", "3"], "the option must be 1..2"),
         (["mysql"], "not one of the options"),
-        ([], "give the answer text or --option N"),
+        ([], "give the answer text or an option number"),
     ],
 )
 async def test_bad_answers_are_clear_errors(backend: Stores, args, message) -> None:
