@@ -200,7 +200,8 @@ class SemoApp(App[None]):
 
         question = (
             "Stop the office's engine? Every agent session ends (shutdown_grace, then killed); "
-            "other consoles are detached. `semo console` starts it again."
+            "other consoles show that the engine is gone. `semo console` (or ctrl+r here) "
+            "starts it again."
         )
         self.push_screen(Confirm(question, "Stop the office"), callback=self._stop_confirmed)
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from engine.config import ConfigError, SemoConfig, load_config
+from engine.control.server import stop_reason
 from engine.engine import Engine
 from engine.hardening import make_non_dumpable
 from engine.heap import freeze_startup_heap, thaw_heap
@@ -87,7 +88,7 @@ async def run_engine(config: SemoConfig, http: str | None = None) -> int:
         reason = f"failed: {error}"
         return 1
     finally:
-        await engine.stop(reason)
+        await engine.stop(stop_reason(engine, reason))
     return 0
 
 

@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 
+from engine.control.server import stop_reason
 from engine.demo.office import DEMO_TASK, demo_config, demo_folder, new_demo_job
 from engine.engine import Engine
 from engine.hardening import make_non_dumpable
@@ -46,7 +47,7 @@ async def run_demo_engine() -> int:
             job_task.cancel()
             with contextlib.suppress(BaseException):
                 await job_task
-        await engine.stop(reason)
+        await engine.stop(stop_reason(engine, reason))
     return 0
 
 

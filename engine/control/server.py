@@ -261,6 +261,8 @@ class ControlServer:
         self.engine = engine
         self.paths = paths
         self._request_stop = request_stop or (lambda: os.kill(os.getpid(), signal.SIGTERM))
+        #: why the engine stops, when a console or `semo stop` asked (else a signal did)
+        self.stop_reason: str | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[_Connection] = set()
         self._numbers = itertools.count(1)
@@ -912,6 +914,7 @@ class ControlServer:
 
     async def op_stop(self, connection: _Connection, request: dict[str, Any]) -> Any:
         """Stop the engine (its agents too): graceful, as on SIGTERM."""
+        self.stop_reason = "stopped by an operator (semo stop or a console)"
         asyncio.get_running_loop().call_later(0.05, self._request_stop)
         return {"pid": os.getpid()}
 
@@ -948,3 +951,9 @@ def _without_ages(snapshot: dict[str, Any]) -> dict[str, Any]:
         for role, b in pool.get("breakers", {}).items()
     }
     return {**snapshot, "pool": {**pool, "sessions": sessions, "breakers": breakers}}
+
+
+def stop_reason(engine: Engine, default: str) -> str:
+    """Why `engine` stops: what a console or `semo stop` said (the op), else `default`."""
+    control = engine.control
+    return control.stop_reason if control is not None and control.stop_reason else default

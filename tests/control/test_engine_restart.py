@@ -97,3 +97,24 @@ def test_the_info_file_names_only_its_own_run(tmp_path: Path) -> None:
     assert killed_run_of_office(paths, "fixed", "None") is None
     paths.info.write_text("{not json")
     assert killed_run_of_office(paths, "fixed", "T1") is None
+
+
+def test_the_engine_says_who_stopped_it(office: Office) -> None:
+    """`semo stop` (and the console's "Stop the office") is the reason the engine gives its
+    consoles and its log; a SIGTERM from elsewhere (systemd) is "stopped by signal"."""
+    log = office.folder / "engine.log"
+    for how, reason in ((("stop",), "stopped by an operator"), (None, "stopped by signal")):
+        proc = office.engine(log)
+        try:
+            wait_until(lambda pid=proc.pid: _serving(office, pid), "the engine's socket")
+            if how is None:
+                proc.send_signal(signal.SIGTERM)
+            else:
+                assert "stopped" in office.semo(*how).stdout
+            assert proc.wait(30) == 0
+            stopping = [line for line in log.read_text().splitlines() if "stopping:" in line]
+            assert reason in stopping[-1], stopping
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
