@@ -46,6 +46,7 @@ from console.panel_text import (
     snapshot_step_rows,
     step_what,
 )
+from console.widgets.badges import LOST
 from console.widgets.commands_panel import CommandsPanel
 from console.widgets.key_bar import KeyBar
 from console.widgets.prefix_catcher import PrefixCatcher
@@ -327,7 +328,12 @@ class MainScreen(Screen[None]):
         if session is None:
             return session_id[:6]
         name = self.names.get(session_id, "")
-        return pane_title(session.role, name, session.state.value, session.queued)
+        return pane_title(session.role, name, self._state(session), session.queued)
+
+    def _state(self, session: AgentSession) -> str:
+        """The session's state, or "lost" while its engine is gone (the last state the console
+        saw, "ready" or "asks you", would say it still runs)."""
+        return LOST if getattr(self.engine, "gone", None) else session.state.value
 
     def _who(self, session_id: str) -> str:
         """ "FE #1": a session as the operator knows it."""
@@ -468,7 +474,7 @@ class MainScreen(Screen[None]):
                     session_id=session_id,
                     name=self.names.get(session_id, ""),
                     role=session.role,
-                    state=session.state.value,
+                    state=self._state(session),
                     age_s=info.age_s if info else None,
                     job=info.task_id.removeprefix("job-")[:6] if info and info.task_id else None,
                     last_line=self._last_line(session_id, session, visible),
@@ -484,7 +490,8 @@ class MainScreen(Screen[None]):
             session_list.select(self.selected)
         office = self.engine.office
         if office is not None:
-            layout = "zoom" if self.zoomed else f"{self.layout_size} pane(s)"
+            size = self.layout_size
+            layout = "zoom" if self.zoomed else f"{size} pane{'s' if size > 1 else ''}"
             self.sub_title = plain(
                 f"{office.name} · {self.engine.store.backend} · "
                 f"{self.engine.connection_state()} · {layout}",

@@ -25,6 +25,9 @@ _STYLES = {
 }
 #: each state: its words (engine.protocol.state.STATE_WORDS) and its style
 STATE_STYLES = {state: (STATE_WORDS[state], style) for state, style in _STYLES.items()}
+LOST = "lost"
+"""A session of an engine that is gone (as `semo sessions` says it)."""
+STATE_STYLES[LOST] = (LOST, "bold red")
 
 
 def state_word(state: str) -> str:

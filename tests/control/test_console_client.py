@@ -20,6 +20,7 @@ from textual.geometry import Region
 
 from console.app import SemoApp
 from console.confirm import Confirm
+from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from engine.control.client import EngineClient
 from engine.engine import Engine
@@ -107,6 +108,12 @@ async def test_the_engine_going_away_is_shown_and_prompts_are_refused(engine: En
         for connection in list(control._connections):
             connection.writer.transport.abort()
         await eventually(lambda: "Engine gone" in notes(app), 20)
+        main = app.screen
+        session_list = main.query_one(SessionList)
+        await eventually(
+            lambda: [row.state for row in session_list.rows_shown] == ["lost", "lost"], 10
+        )  # not the last states seen ("ready"), which would say the agents still run
+        assert all("lost" in str(pane.border_title) for pane in main.panes.values())  # type: ignore[attr-defined]
         await pilot.press("f6")
         await pilot.press(*"hello", "enter")
         await eventually(lambda: "Prompt not sent" in notes(app), 10)
