@@ -131,7 +131,7 @@ async def test_keys_outside_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
             await pilot.press("f2")
             assert screen.layout_size == size
             assert len(shown(screen)) == min(size, 3)
-            assert f"{size} pane(s)" in str(screen.sub_title)
+            assert f"{size} pane{'s' if size > 1 else ''} " in f"{screen.sub_title} "
 
         await pilot.press("f3")
         pane = screen.panes[order[0]]
