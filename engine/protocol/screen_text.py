@@ -275,7 +275,8 @@ class FinalLines:
     nothing, so the same text printed again after a clear is read).
     A resize reflows the rows and the scrollback (re-wrapped, moved, pulled back from history
     or pushed into it): what was read stays read, the cursor's line stays one line (`resized`,
-    told right after it; a reflow nobody told of is found by `Scrollback.rewrites`).
+    told right after it; a reflow nobody told of is found by `Scrollback.rewrites`, and is
+    exact only if the screen marks where it left the cursor).
     The work per call is the rows that scrolled plus the visible rows above the cursor.
     """
 
@@ -304,18 +305,8 @@ class FinalLines:
         if self._pushed is None:
             self._pushed, self._columns = pushed - len(scrollback), screen.columns
             self._rewrites = scrollback.rewrites
-        elif (
-            scrollback.rewrites != self._rewrites
-            or screen.columns != self._columns
-            or len(self._seen) != rows
-        ):
-            # a reflow nobody announced (`resized`), e.g. the primary screen re-wrapped when
-            # a program left the alternate screen: from where the screen says the cursor was
-            # right after it (else everything above the cursor now counts as read)
-            mark = getattr(screen, "reflow_mark", None)
-            if mark is None:
-                mark = pushed + min(screen.cursor.y, rows)
-            self._rebase(screen, mark)
+        elif scrollback.rewrites != self._rewrites or screen.columns != self._columns:
+            self._unannounced_reflow(screen, pushed)
         seen = self._seen
         if len(seen) != rows:
             del seen[rows:]
@@ -421,6 +412,28 @@ class FinalLines:
         self._parts, self._size, self._cut, self._expect = [], 0, False, None
 
     # -- keeping the row memory aligned ---------------------------------------------------
+
+    def _unannounced_reflow(self, screen: TerminalScreen, pushed: int) -> None:
+        """A reflow nobody announced (`resized`), e.g. the primary screen re-wrapped when a
+        program left the alternate screen; what was drawn since is on the screen too. With
+        the screen's mark of where the cursor was right after it, exact. Without it, a guess:
+        a row above the cursor still counts as read if it only lost its end to a narrower
+        width; the rest is read (as before `resized` existed: a re-wrapped line may be read
+        again)."""
+        mark = getattr(screen, "reflow_mark", None)
+        if mark is not None:
+            self._rebase(screen, mark)
+            return
+        self._rewrites = screen.scrollback.rewrites
+        if screen.columns == self._columns:
+            return  # rows moved, none cut: the row memory tells moved rows from new ones
+        self._pushed, self._columns = pushed, screen.columns
+        self._drop_partial()
+        seen = self._seen
+        for y in range(min(screen.cursor.y, len(seen))):
+            old, text = seen[y], screen.row_line(y).text
+            if old is not None and old.startswith(text.rstrip()):
+                seen[y] = text
 
     def resized(self, screen: TerminalScreen) -> None:
         """The screen was just resized and nothing was drawn since (every line final before

@@ -61,10 +61,10 @@ SIZES = [(46, 24), (160, 45), (80, 24), (31, 9), (211, 60), (80, 24), (23, 40), 
 
 def observer_told_of_resizes() -> bool:
     """The observer knows where a reflow left the cursor: `AgentSession.resize` tells it
-    (`observer.resized`) or the screen marks its reflows (`reflow_mark`). Without either,
-    output drawn after a resize and before the next read counts as read (requests.md, RESIZE
-    19:45: a line in a file of another owner); the tests that need it are strict xfails until
-    then, and plain tests after."""
+    (`observer.resized`) or the screen marks its reflows (`reflow_mark`). Without either, a
+    reflow is found at the next read, after what was drawn since, and rows whose text it
+    changed are read again, as before `resized` existed (requests.md, RESIZE 19:45: a line in
+    a file of another owner). The tests that need it are strict xfails until then."""
     if "observer.resized" in inspect.getsource(AgentSession.resize):
         return True
     screen, stream = make_screen_and_stream(10, 3)
@@ -193,6 +193,7 @@ async def test_lines_being_printed_during_resizes_are_read_whole(
     assert seen.messages() == EXPECTED
 
 
+@needs_resize_notice
 async def test_bash_agent_blocks_survive_resizes(
     tmp_path: Path, running: list[AgentSession]
 ) -> None:
