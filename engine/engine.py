@@ -363,8 +363,12 @@ class Engine:
         return path
 
     def stop_recording(self, session_id: str) -> None:
+        """ValueError when the session is not being recorded."""
         assert self.manager is not None, "start() first"
-        self.manager.get(session_id).terminal.stop_recording()
+        session = self.manager.get(session_id)
+        if session.terminal.recorder is None:
+            raise ValueError(f"{session.role} is not being recorded")
+        session.terminal.stop_recording()
 
     async def answer(
         self, question_id: str, *, text: str | None = None, option: int | None = None

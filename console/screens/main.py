@@ -740,13 +740,14 @@ class MainScreen(Screen[None]):
     async def stop_recording(self) -> None:
         session = self._selected_session()
         if session is not None:
-            with contextlib.suppress(Exception):
+            try:
                 done = self.engine.stop_recording(session.session_id)
                 if inspect.isawaitable(done):
                     await done
-                self.tell(f"recording of {session.role} stopped")
+            except Exception as error:  # (nothing recording: the engine says so)
+                self.tell(str(error), title="Not recording", severity="warning")
                 return
-            self.tell("not recording", title="Recording", severity="error")
+            self.tell(f"recording of {session.role} stopped")
 
 
 def prefix_display(key: str) -> str:

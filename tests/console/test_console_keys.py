@@ -292,6 +292,8 @@ async def test_every_palette_action(tmp_path: Path, runtime_dir: Path) -> None:
         await wait_for(lambda: any(t.startswith("recording ") for t in toasts(app)), "recording")
         await run_palette(pilot, app, "Stop recording the selected session")
         await wait_for(lambda: any("recording of" in t for t in toasts(app)), "stopped")
+        await run_palette(pilot, app, "Stop recording the selected session")  # nothing is
+        await wait_for(lambda: any("is not being recorded" in t for t in toasts(app)), "none")
 
         await run_palette(pilot, app, "Keys")
         assert isinstance(app.screen, KeysHelp)

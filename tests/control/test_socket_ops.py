@@ -54,6 +54,8 @@ async def test_console_operations_reach_the_engine(engine: Engine) -> None:  # n
         await client.stop_recording(session.session_id)
         recorded = await asyncio.to_thread(Path(cast).read_text)
         assert "rec-42" in recorded
+        with pytest.raises(RuntimeError, match="is not being recorded"):
+            await client.stop_recording(session.session_id)  # said, never "stopped"
 
         terminal.write("sleep 30; echo slept\r")
         await eventually(lambda: shown("sleep 30; echo slept"), 20)
