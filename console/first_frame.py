@@ -10,7 +10,9 @@ snapshot and the attach's first screen, in the alternate screen, and Textual's o
 replaces it cell for cell a moment later. Keys typed meanwhile wait in the terminal's input
 queue for the app. What each panel says comes from console/panel_text.py, as in the widgets;
 the geometry follows console/app.tcss and the widgets' CSS (tests/console/test_first_frame.py
-compares this frame with the real console's, row by row, in tmux).
+compares this frame with the real console's, row by row, in tmux). The inbox is laid out as
+QuestionsPanel fits it (panel_text.inbox_rows): its text wrapped as Textual wraps it, the
+list down to a row and the text scrolling when the sidebar is short.
 
 Nothing here imports Textual, Rich, pydantic or pyte. Agent text (rows, roles, questions) goes
 through `engine.plain_text.plain` like every other output, (bidi controls too).
@@ -19,9 +21,11 @@ through `engine.plain_text.plain` like every other output, (bidi controls too).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from math import ceil
 from typing import Any
 
 from console.panel_text import (
@@ -31,11 +35,13 @@ from console.panel_text import (
     SessionRow,
     command_parts,
     fit_parts,
+    inbox_rows,
     main_screen_hints,
     opening_selection,
     pane_title,
-    question_detail_parts,
+    question_answer_parts,
     question_line_parts,
+    question_text_parts,
     session_columns,
     session_header,
     session_names,
@@ -61,6 +67,14 @@ LEAVE_FIRST_FRAME = (
 )
 _NAMED = {"black": 0, "red": 1, "green": 2, "yellow": 3, "brown": 3, "blue": 4, "magenta": 5}
 _NAMED |= {"cyan": 6, "white": 7}
+#: CommandsPanel's min-height (console/app.tcss): what the inbox leaves below it
+COMMANDS_MIN_HEIGHT = 3
+#: the question text's scrollbar (#question-text's scrollbar-size-vertical) and its glyphs
+TEXT_SCROLLBAR = 1
+#: the inbox list's scrollbar (OptionList keeps Textual's default, 2 columns)
+LIST_SCROLLBAR = 2
+SCROLLBAR = {False: "#004578 on #2b2b2b", True: "on #004578"}
+_VERTICAL_BARS = "▁▂▃▄▅▆▇ "
 _FLAG_SGR = ((1, "1"), (2, "3"), (4, "4"), (8, "9"), (16, "7"), (32, "5"), (64, "2"))
 
 
@@ -106,7 +120,7 @@ def paint(
 
     office = plain(str(snapshot.get("name") or "?"), one_line=True)
     subtitle = f"{office} · {snapshot.get('backend') or '?'} · {snapshot.get('connection') or '?'}"
-    out.header(f"semo — {plain(subtitle, one_line=True)} · 1 pane(s)")
+    out.header(f"semo — {plain(subtitle, one_line=True)} · 1 pane")
 
     # the sidebar: sessions (as tall as its rows, at most 45 %), questions, commands
     # a DataTable of auto height: its header, a line per session and one blank line
@@ -137,25 +151,54 @@ def paint(
     questions = sorted(snapshot.get("questions") or [], key=lambda q: str(q.get("created_at")))
     agents = snapshot.get("agents") or {}
     agent_roles = {str(a.get("id")): role for role, a in agents.items() if isinstance(a, dict)}
+    # the inbox as QuestionsPanel._fit lays it out: the room the sidebar leaves it (the
+    # commands panel below keeping its minimum, 3), split by panel_text.inbox_rows
+    room = body_height - 2 - session_box.height - COMMANDS_MIN_HEIGHT
+    inner = sidebar - 2
     question_lines: list[list[Part]] = []
-    for question in questions[:4]:
-        role = agent_roles.get(str(question.get("agent_id")), "?")
-        question_lines.append(question_line_parts(role, str(question.get("question") or "")))
+    more = False
     if questions:
         first = questions[0]
-        detail = question_detail_parts(
-            agent_roles.get(str(first.get("agent_id")), "?"),
-            str(first.get("question") or ""),
-            str(first.get("question_type") or ""),
-            [str(option) for option in first.get("options") or []],
+        role = agent_roles.get(str(first.get("agent_id")), "?")
+        text = question_text_parts(role, str(first.get("question") or ""))
+        answer = _wrap(
+            question_answer_parts(
+                str(first.get("question_type") or ""),
+                [str(option) for option in first.get("options") or []],
+            ),
+            inner,
         )
-        question_lines += _split_lines(detail)
+        needed = len(_wrap(text, inner))
+        list_rows, text_rows = inbox_rows(room, len(questions), needed, len(answer))
+        # more questions than rows: the list's scrollbar (OptionList's, 2 columns) beside them
+        list_bar = _scrollbar(list_rows, len(questions)) if len(questions) > list_rows else []
+        list_width = inner - (LIST_SCROLLBAR if list_bar else 0)
+        for index, question in enumerate(questions[:list_rows]):
+            role = agent_roles.get(str(question.get("agent_id")), "?")
+            line = _ellipsis(
+                question_line_parts(role, str(question.get("question") or "")), list_width
+            )
+            if list_bar:
+                glyph, thumb = list_bar[index]
+                line = [*_padded(line, list_width), (glyph * LIST_SCROLLBAR, SCROLLBAR[thumb])]
+            question_lines.append(line)
+        if text_rows < needed:  # the text scrolls: a scrollbar beside it, at its top
+            more = True
+            shown = _wrap(text, inner - TEXT_SCROLLBAR)
+            bar = _scrollbar(text_rows, len(shown))
+            width = inner - TEXT_SCROLLBAR
+            for row, (glyph, thumb) in zip(shown, bar, strict=False):
+                question_lines.append([*_padded(row, width), (glyph, SCROLLBAR[thumb])])
+        else:
+            question_lines += _wrap(text, inner)
+        question_lines += answer
     else:
         question_lines.append([(NO_QUESTIONS, "dim")])
     question_box = Box(
         0, session_box.y + session_box.height, sidebar, max(len(question_lines) + 2, 5)
     )
     pending = f"{len(questions)} pending" if questions else ""
+    pending += " · PgDn: more" if more else ""
     out.box(question_box, "Questions", pending, question_lines, TEXT_ACCENT)
 
     top = question_box.y + question_box.height
@@ -241,6 +284,133 @@ def _split_lines(parts: list[Part]) -> list[list[Part]]:
     return lines
 
 
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+def _wrap(parts: list[Part], width: int) -> list[list[Part]]:
+    """`parts` as a Static `width` columns wide shows them: each line cut where Rich's
+    divide_line cuts it (Textual's Content wraps with it): a word, with the blanks before
+    it, goes to the next row when it does not fit without its trailing blanks; a word wider
+    than a row is folded."""
+    width = max(width, 1)
+    rows: list[list[Part]] = []
+    for line in map(_expand_tabs, _split_lines(parts)):
+        text = "".join(piece for piece, _style in line)
+        breaks: list[int] = []
+        used = 0
+        for match in _WORD.finditer(text):
+            start, word = match.start(), match.group()
+            size = _cells(word.rstrip())
+            if size <= width - used:
+                used += _cells(word)
+            elif size > width:  # folded: each row as many characters as fit
+                pieces = _fold(word, width)
+                for piece in pieces:
+                    if start:
+                        breaks.append(start)
+                    start += len(piece)
+                used = _cells(pieces[-1])
+            elif used and start:
+                breaks.append(start)
+                used = _cells(word)
+        rows += _cut(line, breaks)
+    return rows
+
+
+def _expand_tabs(line: list[Part]) -> list[Part]:
+    """Tabs as blanks to the next multiple of 8 columns, as Textual expands them before
+    wrapping: columns are cells, or characters on a line without a style (str.expandtabs)."""
+    expanded: list[Part] = []
+    column = 0
+    styled = any(style for text, style in line if text)
+    for text, style in line:
+        pieces = []
+        for char in text:
+            if char == "\t":
+                pieces.append(" " * (8 - column % 8))
+                column += 8 - column % 8
+            else:
+                pieces.append(char)
+                column += max(char_width(char), 0) if styled else 1
+        expanded.append(("".join(pieces), style))
+    return expanded
+
+
+def _fold(word: str, width: int) -> list[str]:
+    pieces: list[str] = [""]
+    used = 0
+    for char in word:
+        size = max(char_width(char), 0)
+        if used + size > width and pieces[-1]:
+            pieces.append("")
+            used = 0
+        pieces[-1] += char
+        used += size
+    return pieces
+
+
+def _cut(line: list[Part], breaks: list[int]) -> list[list[Part]]:
+    """`line` cut at the character offsets `breaks` (a row but the last loses its trailing
+    blanks, as Textual's rows do)."""
+    rows: list[list[Part]] = [[]]
+    position = 0
+    edges = [*breaks, -1]
+    for text, style in line:
+        while text:
+            room = edges[0] - position if edges[0] >= 0 else len(text)
+            if room <= 0:
+                edges.pop(0)
+                rows.append([])
+                continue
+            piece, text = text[:room], text[room:]
+            rows[-1].append((piece, style))
+            position += len(piece)
+    while edges[0] >= 0:  # breaks at the very end (none in practice)
+        edges.pop(0)
+        rows.append([])
+    for row in rows[:-1]:
+        while row and not row[-1][0].rstrip():
+            row.pop()
+        if row:
+            row[-1] = (row[-1][0].rstrip(), row[-1][1])
+    return rows
+
+
+def _ellipsis(parts: list[Part], width: int) -> list[Part]:
+    """`parts` cut to `width` cells, the last cell an ellipsis when something was cut (as
+    the inbox's list, text-overflow: ellipsis, shows a row that is too long)."""
+    if sum(_cells(_safe(text)) for text, _style in parts) <= width:
+        return parts
+    return [*_padded(parts, width - 1), ("…", parts[-1][1] if parts else "")]
+
+
+def _padded(parts: list[Part], width: int) -> list[Part]:
+    """`parts` cut or padded to exactly `width` cells."""
+    kept: list[Part] = []
+    room = width
+    for text, style in parts:
+        text = _clip(_safe(text), room)
+        room -= _cells(text)
+        if text:
+            kept.append((text, style))
+    return [*kept, (" " * room, "")] if room > 0 else kept
+
+
+def _scrollbar(size: int, virtual: int) -> list[tuple[str, bool]]:
+    """A vertical scrollbar of `size` rows over `virtual` rows, scrolled to the top, as
+    Textual's ScrollBarRender draws it: (glyph, on the thumb) per row."""
+    bars = len(_VERTICAL_BARS)
+    if not (size and virtual and size != virtual):
+        return [(" ", False)] * size
+    thumb = max(1, size / (virtual / size))
+    end = ceil(thumb * bars)
+    end_index, end_bar = divmod(end, bars)
+    rows = [(" ", index < end_index) for index in range(size)]
+    if end_index < size and _VERTICAL_BARS[bars - 1 - end_bar] != " ":
+        rows[end_index] = (_VERTICAL_BARS[bars - 1 - end_bar], True)
+    return rows
+
+
 def _cells(text: str) -> int:
     return len(text) if text.isascii() else sum(max(char_width(c), 0) for c in text)
 
@@ -287,15 +457,18 @@ def _rgb(hex_colour: str) -> str:
 def _style_sgr(style: str) -> str:
     """A Rich style string of the panels' vocabulary as SGR parameters."""
     codes = []
+    background = False  # after "on": the background's colour
     for word in style.split():
-        if word == "bold":
+        if word == "on":
+            background = True
+        elif word == "bold":
             codes.append("1")
         elif word == "dim":
             codes.append("2")
         elif word.startswith("#") and len(word) == 7:
-            codes.append(f"38;2;{_rgb(word[1:])}")
+            codes.append(f"{48 if background else 38};2;{_rgb(word[1:])}")
         elif word in _NAMED:
-            codes.append(str(30 + _NAMED[word]))
+            codes.append(str((40 if background else 30) + _NAMED[word]))
     return ";".join(codes)
 
 

@@ -5,6 +5,10 @@
   painted from what a `Preconnect` got, shown in tmux, reads as the real console's own frame
   does in tmux at the same size, row for row (the header, the session list with each
   session's last line, the inbox, the commands, the pane with its screen, the key bar).
+- At 80x24 with six scripted agents and a long question (341 characters, 4 options; alone or
+  with two more pending), the painted inbox is the console's: a row of the list, the text
+  scrolling beside its scrollbar, every option, `N pending · PgDn: more`, and the commands
+  panel below kept. The question's text and options wrap as Textual's Static wraps them.
 - A real `semo console` paints it: the selected session's screen is on the terminal before
   Textual has entered its own modes, and with `SEMO_FIRST_FRAME=0` it is not.
 - A hostile office (escape sequences, OSC 52, C1 controls and bidi overrides in role names,
@@ -16,20 +20,25 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.text import Text
+from textual.content import Content
 
-from console.first_frame import LEAVE_FIRST_FRAME, paint, selected_session
-from console.panel_text import DETACH_KEY
+from console.first_frame import LEAVE_FIRST_FRAME, _wrap, paint, selected_session
+from console.panel_text import DETACH_KEY, question_answer_parts, question_text_parts
 from console.targets import CACHE_NAME
 from engine.control.client import FirstScreen, Preconnect
 from tests.control.office import SEMO, Console, Office, consoles
+from tests.support.office_toml import sqlite_office_toml
 from tests.support.tmux import TmuxServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -75,10 +84,10 @@ def shown_in_tmux(frame: str, folder: Path, size: tuple[int, int]) -> list[str]:
         tmux.kill()
 
 
-def settled(console: Console) -> list[str]:
+def settled(console: Console, shown: str = "MARK-42") -> list[str]:
     """The console's rows once they stopped changing for 1.5 s (its panels fill in over a few
     frames; the session list's last lines at its 0.5 s refresh, the store's rows each second)."""
-    console.wait_for("MARK-42")
+    console.wait_for(shown)
     previous: list[str] = []
     same = 0
     for _ in range(200):
@@ -111,11 +120,20 @@ def test_the_first_frame_reads_as_the_console_s_own(
     office.semo("command", "send_text", "--session", str(b_session), "--payload", payload, "--wait")
     time.sleep(0.5)  # bash prints it
 
+    assert_painted_as_shown(office, tmp_path, size, "MARK-42")
+
+
+def assert_painted_as_shown(
+    office: Office, folder: Path, size: tuple[int, int], shown: str
+) -> None:
+    """The frame painted from a `Preconnect`'s snapshot reads, in tmux, row for row as a
+    console opened next at `size` once it has settled (and shows `shown`)."""
+    cols, rows = size
     first = first_screen(office)
-    painted = shown_in_tmux(paint(first.snapshot, first.screens, size, DETACH_KEY), tmp_path, size)
+    painted = shown_in_tmux(paint(first.snapshot, first.screens, size, DETACH_KEY), folder, size)
     with consoles() as opened:
         opened.append(Console(office, "console", "--config", "semo.toml", cols=cols, rows=rows))
-        real = settled(opened[0])
+        real = settled(opened[0], shown)
     assert len(painted) == len(real) == rows
     differ = [
         f"row {y}:\n  painted: {mine!r}\n  console: {theirs!r}"
@@ -123,6 +141,96 @@ def test_the_first_frame_reads_as_the_console_s_own(
         if mine != theirs
     ]
     assert not differ, "\n".join(differ)
+
+
+#: a question too long for the sidebar at 80x24 (341 characters, 4 options): the inbox's text
+#: scrolls in what the options and a row of the list leave (tests/console/test_inbox_layout.py)
+LONG = {
+    "type": "choice",
+    "question": (
+        "Which database should the login page use? The page stores sessions and users, and "
+        "the session table is written on every request, so it must take many small writes "
+        "at once; the users table is read on every login. We also need backups every night "
+        "and a way to run the tests without a server. Pick the one our team will maintain "
+        "for many years."
+    ),
+    "options": ["postgres", "sqlite", "mysql", "none: keep them in memory"],
+}
+SCRIPT_ROLES = ["FE", "BE", "QA", "DB", "OPS", "DOCS"]
+
+
+SHORT = {"type": "choice", "question": "Which port?", "options": ["8080", "9090"]}
+
+
+def script_office_toml(folder: Path, asking: int) -> str:
+    """Six scripted agents (tests/support/script_agent.py): when told "go" FE asks LONG, the
+    next `asking` - 1 ask SHORT a moment later (FE's stays the oldest), the others say a
+    line."""
+    repo = json.dumps(str(Path(__file__).resolve().parents[2]))
+    text = sqlite_office_toml("ctl") + "\n[engine]\nshutdown_grace = 1\n\n[pool]\n"
+    text += f"max_sessions = 6\nwarm_roles = {json.dumps(SCRIPT_ROLES)}\n"
+    for index, role in enumerate(SCRIPT_ROLES):
+        reply: dict[str, object] = {"match": "go", "text": f"{role.lower()}: done"}
+        if index == 0:
+            reply["text"] = f"[ASK_USER]\n{json.dumps(LONG)}\n[/ASK_USER]"
+        elif index < asking:
+            reply |= {"text": f"[ASK_USER]\n{json.dumps(SHORT)}\n[/ASK_USER]", "delay": 1.5}
+        script = folder / f"{role}.json"
+        script.write_text(json.dumps([reply]))
+        command = [sys.executable, "-m", "tests.support.script_agent", "--script", str(script)]
+        command += ["--log", str(folder / f"{role}.log")]
+        text += f"""
+[[agents]]
+role = "{role}"
+profile = "generic"
+command = {json.dumps(command)}
+reads_prompts = true
+env = {{ PYTHONPATH = {repo} }}
+"""
+    return text
+
+
+@pytest.mark.parametrize("asking", [1, 3])
+def test_a_long_question_is_painted_as_the_inbox_lays_it_out(
+    office: Office, tmp_path: Path, asking: int
+) -> None:
+    """At 80x24 with six sessions the oldest question (341 characters, 4 options) does not
+    fit the sidebar: the painted inbox shows a row of the list (with the list's scrollbar
+    when more questions wait), the start of the text with its scrollbar, every option,
+    `N pending · PgDn: more`, and the commands panel below keeps its border and a row, as
+    the console's own inbox does."""
+    (office.folder / "semo.toml").write_text(script_office_toml(office.folder, asking))
+    size = (80, 24)
+    with consoles() as opened:  # the engine in the background; the panes size the agents
+        opened.append(Console(office, "console", "--config", "semo.toml", cols=80, rows=24))
+        opened[0].wait(lambda s: all(f"{role} " in s for role in SCRIPT_ROLES), "six sessions")
+        time.sleep(2.0)  # the agents have their pane's size before they print
+        for session in office.sessions():
+            payload = json.dumps({"prompt": "go"})
+            office.semo(
+                "command", "send_prompt", "--session", str(session["session_id"]),
+                "--payload", payload,
+            )  # fmt: skip
+        opened[0].wait_for(f"{asking} pending")
+        opened[0].kill()
+    assert_painted_as_shown(office, tmp_path, size, f"{asking} pending · PgDn: more")
+
+
+def test_the_painted_inbox_wraps_text_as_textual_does() -> None:
+    """The question's text and options, word-wrapped at each width as Textual's Static shows
+    them (Content.wrap): the rows the inbox needs, and what each row says, are the same."""
+    words = ["a", "db,", "sessions", "x" * 35, "漢字漢字", "  ", "page.", "\n", "🙂", "ok ", "\tb"]
+    pick = random.Random(7)
+    for case in range(1500):
+        question = " ".join(pick.choice(words) for _ in range(pick.randint(0, 40)))
+        width = pick.randint(3, 40)
+        if case % 2:
+            parts = question_text_parts("FE", question)
+        else:
+            parts = question_answer_parts("choice", question.split("\n"))
+        painted = ["".join(text for text, _ in row).rstrip() for row in _wrap(parts, width)]
+        content = Content.from_rich_text(Text.assemble(*parts))
+        assert painted == [line.plain.rstrip() for line in content.wrap(width)], (width, question)
 
 
 def test_a_console_paints_the_snapshot_before_textual_starts(office: Office) -> None:
