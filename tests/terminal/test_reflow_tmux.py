@@ -218,6 +218,13 @@ def wrapped_pair(pair_factory) -> ReflowPair:
     return pair
 
 
+def resized_alike_after(pair_factory, sequence: str) -> None:
+    """WRAPPED, then `sequence`: semo and tmux alike at once and after each resize."""
+    pair = wrapped_pair(pair_factory)
+    pair.feed(sequence)
+    resized_alike(pair)
+
+
 @pytest.mark.parametrize(
     "erase",
     [
@@ -231,9 +238,7 @@ def wrapped_pair(pair_factory) -> ReflowPair:
     ],
 )
 def test_an_erased_row_ends_the_line_above(pair_factory, erase: str) -> None:
-    pair = wrapped_pair(pair_factory)
-    pair.feed(erase)
-    resized_alike(pair)
+    resized_alike_after(pair_factory, erase)
 
 
 @pytest.mark.parametrize(
@@ -248,9 +253,7 @@ def test_an_erased_row_ends_the_line_above(pair_factory, erase: str) -> None:
     ],
 )
 def test_erasing_the_display_ends_the_lines_above(pair_factory, erase: str) -> None:
-    pair = wrapped_pair(pair_factory)
-    pair.feed(erase)
-    resized_alike(pair)
+    resized_alike_after(pair_factory, erase)
 
 
 @pytest.mark.parametrize(
@@ -273,9 +276,7 @@ def test_erasing_the_display_ends_the_lines_above(pair_factory, erase: str) -> N
     ],
 )
 def test_lines_moved_end_the_lines_above(pair_factory, move: str) -> None:
-    pair = wrapped_pair(pair_factory)
-    pair.feed(move)
-    resized_alike(pair)
+    resized_alike_after(pair_factory, move)
 
 
 @pytest.mark.parametrize("rows", [3, 6])
@@ -292,9 +293,7 @@ def test_a_blank_written_after_a_wrapped_row_joins_its_line(pair_factory, rows: 
 
 def test_the_alternate_screen_ends_the_history_last_line(pair_factory) -> None:
     """tmux clears the screen's rows whole when it shows the alternate screen."""
-    pair = wrapped_pair(pair_factory)
-    pair.feed("\x1b[?1049h\x1b[Hvim" + CRLF + "~" + "\x1b[?1049l")
-    resized_alike(pair)
+    resized_alike_after(pair_factory, "\x1b[?1049h\x1b[Hvim" + CRLF + "~" + "\x1b[?1049l")
 
 
 @pytest.mark.parametrize("seed", ERASE_FUZZ_SEEDS)
