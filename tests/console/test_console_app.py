@@ -9,14 +9,9 @@ is frozen while the console runs (engine/heap.py) and thawed when it closes.
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from textual import events
 
 from console.app import SemoApp
@@ -25,28 +20,20 @@ from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from engine.store.models import UserQuestion
 from tests.console.console_snapshot_app import console_engine, settle_with_questions
+from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts
 
 TIMEOUT = 15.0
 
 
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-con-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+runtime_dir = runtime_dir_fixture("semo-con-")
 
 
 def prompts(folder: Path, role: str) -> list[str]:
     return logged_prompts(folder / f"{role}.log")
 
 
-async def wait_for(condition: object, what: str) -> None:
-    for _ in range(int(TIMEOUT / 0.05)):
-        if condition():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.05)  # not pilot.pause: the app is never idle while agents print
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = waiter(TIMEOUT)
 
 
 def answered(folder: Path, role: str) -> bool:

@@ -13,9 +13,6 @@ The palette: every semo action by its name, destructive ones after a confirmatio
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from unittest.mock import patch
 
@@ -32,25 +29,17 @@ from console.widgets.key_bar import KeyBar
 from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
 from tests.console.console_snapshot_app import console_engine, office_scripts
+from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts
 
 TIMEOUT = 20.0
 PREFIX = TerminalPane.PREFIX_KEY
 
 
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-keys-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+runtime_dir = runtime_dir_fixture("semo-keys-")
 
 
-async def wait_for(condition: object, what: str) -> None:
-    for _ in range(int(TIMEOUT / 0.05)):
-        if condition():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = waiter(TIMEOUT)
 
 
 def prompts(folder: Path, role: str) -> list[str]:

@@ -5,28 +5,18 @@ SVGs (rsvg-convert -w 1400 X.svg -o X.png)."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from console.app import SemoApp
-from console.widgets.commands_panel import CommandsPanel
 from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
+from tests.support.console_app import (
+    fixed_times,  # noqa: F401 (autouse: the same picture every run)
+    runtime_dir_fixture,
+)
 
-
-@pytest.fixture(autouse=True)
-def fixed_times(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(CommandsPanel, "TIME_FORMAT", "hh:mm:ss")  # the same picture every run
-
-
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-snap-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+runtime_dir = runtime_dir_fixture("semo-snap-")
 
 
 SIZES = [(80, 24), (120, 40), (200, 60)]

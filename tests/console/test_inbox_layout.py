@@ -14,17 +14,16 @@ the question inbox and the commands panel (audit15 findings 2, 4 and 10).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
+from textual.pilot import Pilot
 from textual.widget import Widget
 
 from console.app import SemoApp
@@ -33,6 +32,7 @@ from console.screens.main import MainScreen
 from console.widgets.commands_panel import CommandsPanel
 from console.widgets.questions_panel import QuestionsPanel
 from tests.console.console_snapshot_app import FOUR, ROLES, console_engine
+from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts
 
 TIMEOUT = 30.0
@@ -68,19 +68,17 @@ def inbox_scripts(sessions: int, asking: int) -> dict[str, object]:
     return scripts
 
 
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-inbox-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def inbox_app(folder: Path, runtime_dir: Path, asking: int) -> SemoApp:
+    """The console over six sessions (inbox_scripts), the first `asking` of them asking."""
+    return SemoApp(
+        console_engine(folder, runtime_dir, scripts=inbox_scripts(6, asking), max_sessions=6)
+    )
 
 
-async def wait_for(condition: object, what: str) -> None:
-    for _ in range(int(TIMEOUT / 0.05)):
-        if condition():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.05)  # not pilot.pause: the app is never idle while agents print
-    raise AssertionError(f"timed out waiting for {what}")
+runtime_dir = runtime_dir_fixture("semo-inbox-")
+
+
+wait_for = waiter(TIMEOUT)
 
 
 async def asked(app: SemoApp, count: int) -> QuestionsPanel:
@@ -125,6 +123,19 @@ def assert_clean(app: SemoApp, panel: QuestionsPanel) -> None:
     assert panel.region.bottom <= commands.region.y
 
 
+@contextlib.asynccontextmanager
+async def inbox_opened(
+    folder: Path, runtime_dir: Path, count: int
+) -> AsyncIterator[tuple[SemoApp, Pilot[None], QuestionsPanel]]:
+    """The console at 80x24 over inbox_app(`count`) asking: `count` questions in the inbox,
+    F4 pressed (the inbox focused)."""
+    app = inbox_app(folder, runtime_dir, count)
+    async with app.run_test(size=(80, 24)) as pilot:
+        panel = await asked(app, count)
+        await pilot.press("f4")
+        yield app, pilot, panel
+
+
 def answered_with(folder: Path, role: str) -> list[str]:
     return [p for p in logged_prompts(folder / f"{role}.log") if "Answer to your" in p]
 
@@ -132,11 +143,7 @@ def answered_with(folder: Path, role: str) -> list[str]:
 async def test_a_long_question_shows_every_option_and_scrolls_its_text(
     tmp_path: Path, runtime_dir: Path
 ) -> None:
-    engine = console_engine(tmp_path, runtime_dir, scripts=inbox_scripts(6, 1), max_sessions=6)
-    app = SemoApp(engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        panel = await asked(app, 1)
-        await pilot.press("f4")
+    async with inbox_opened(tmp_path, runtime_dir, 1) as (app, pilot, panel):
         await pilot.pause()
         assert app.focused is not None and app.focused.id == "question-list"
         assert len(str(LONG["question"])) == 341
@@ -172,11 +179,7 @@ async def test_a_long_question_shows_every_option_and_scrolls_its_text(
 async def test_two_to_five_pending_questions_keep_every_panel_whole(
     tmp_path: Path, runtime_dir: Path
 ) -> None:
-    engine = console_engine(tmp_path, runtime_dir, scripts=inbox_scripts(6, 5), max_sessions=6)
-    app = SemoApp(engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        panel = await asked(app, 5)
-        await pilot.press("f4")
+    async with inbox_opened(tmp_path, runtime_dir, 5) as (app, pilot, panel):
         commands = app.screen.query_one(CommandsPanel)
         for count in (5, 4, 3, 2):
             await wait_for(lambda c=count: len(panel.questions) == c, f"{count} questions")

@@ -6,34 +6,19 @@ Regenerate with `--snapshot-update` after a deliberate change, and look at the S
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.console.test_inbox_layout import asked, inbox_app
+from tests.support.console_app import (
+    fixed_times,  # noqa: F401 (autouse: the same picture every run)
+    runtime_dir_fixture,
+)
 
-from console.app import SemoApp
-from console.widgets.commands_panel import CommandsPanel
-from tests.console.console_snapshot_app import console_engine
-from tests.console.test_inbox_layout import asked, inbox_scripts
-
-
-@pytest.fixture(autouse=True)
-def fixed_times(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(CommandsPanel, "TIME_FORMAT", "hh:mm:ss")  # the same picture every run
-
-
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-inbox-snap-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+runtime_dir = runtime_dir_fixture("semo-inbox-snap-")
 
 
 def test_a_long_question_at_80x24(snap_compare, tmp_path: Path, runtime_dir: Path) -> None:
-    engine = console_engine(tmp_path, runtime_dir, scripts=inbox_scripts(6, 1), max_sessions=6)
-    app = SemoApp(engine)
+    app = inbox_app(tmp_path, runtime_dir, 1)
 
     async def settle(_pilot: object) -> None:
         await asked(app, 1)

@@ -13,13 +13,9 @@ Textual's Pilot at the keyboard).
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from textual.command import CommandPalette
 from textual.widgets import DataTable, Input
 
@@ -30,6 +26,7 @@ from console.screens.main import MainScreen
 from engine.engine import Engine
 from engine.store.models import Job
 from tests.console.console_snapshot_app import console_engine
+from tests.support.console_app import runtime_dir_fixture, waiter
 
 TIMEOUT = 20.0
 SCRIPTS = {
@@ -38,19 +35,10 @@ SCRIPTS = {
 }
 
 
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-jobs-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+runtime_dir = runtime_dir_fixture("semo-jobs-")
 
 
-async def wait_for(condition: object, what: str) -> None:
-    for _ in range(int(TIMEOUT / 0.05)):
-        if condition():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.05)  # not pilot.pause: the app is never idle while agents print
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = waiter(TIMEOUT)
 
 
 async def job_in(engine: Engine, status: str) -> Job:

@@ -1,0 +1,48 @@
+"""Shared pieces of the console tests that drive `SemoApp` over a real engine: the short
+runtime folder, the wait for a condition while agents print, and fixed command-panel times."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from console.widgets.commands_panel import CommandsPanel
+from tests.support.temp_dirs import short_temp_dir
+
+Waiter = Callable[[Callable[[], object], str], Awaitable[None]]
+
+
+def runtime_dir_fixture(prefix: str) -> object:
+    """A `runtime_dir` fixture: a short temporary folder named `prefix…` (a Unix socket path
+    must stay short), removed after the test. Assign it to `runtime_dir` in the module."""
+
+    @pytest.fixture
+    def runtime_dir() -> Iterator[Path]:
+        with short_temp_dir(prefix) as path:
+            yield path
+
+    return runtime_dir
+
+
+def waiter(timeout: float) -> Waiter:
+    """`wait_for(condition, what)`: polls `condition()` every 0.05 s until it is true;
+    AssertionError naming `what` after `timeout` seconds."""
+
+    async def wait_for(condition: Callable[[], object], what: str) -> None:
+        for _ in range(int(timeout / 0.05)):
+            if condition():
+                return
+            await asyncio.sleep(0.05)  # not pilot.pause: the app is never idle while agents print
+        raise AssertionError(f"timed out waiting for {what}")
+
+    return wait_for
+
+
+@pytest.fixture(autouse=True)
+def fixed_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Imported into a snapshot test module: the commands panel's times keep their seconds
+    placeholder, the same picture every run."""
+    monkeypatch.setattr(CommandsPanel, "TIME_FORMAT", "hh:mm:ss")
