@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from engine.control.views import RECENT_STEPS
 from engine.engine import Engine
 from engine.events import RoutingStep
 from tests.console.console_snapshot_app import FOUR, REPO, script_agent
+from tests.support.control_engine import serving_engine
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,8 +36,6 @@ TIMEOUT = 30.0
 
 @pytest.fixture
 async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Engine]:
-    runtime = Path(tempfile.mkdtemp(prefix="semo-steps-"))  # short: a Unix socket path
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     ask = f"[ASK_USER]\n{json.dumps(FOUR)}\n[/ASK_USER]"
     agents = [
         script_agent(tmp_path, "FE", [{"match": "go", "text": ask}], 80, 24),
@@ -51,15 +48,20 @@ async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
         agents=agents,
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
-    work = tmp_path / "work"
-    work.mkdir()
-    engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: work)
-    await engine.start()
-    try:
+    async with serving_engine(config, tmp_path, monkeypatch, env, "semo-steps-") as engine:
         yield engine
-    finally:
-        await engine.stop("test over")
-        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def publish_steps(engine: Engine, step: str, steps: list[tuple[str, str]]) -> None:
+    """FE's routing steps `step` on the engine's bus, one per (ref_id, detail), in order."""
+    assert engine.office is not None and engine.office.id is not None
+    fe = engine.agents["FE"]
+    for ref_id, detail in steps:
+        engine.bus.publish(
+            RoutingStep(
+                office_id=engine.office.id, step=step, ref_id=ref_id, agent_id=fe.id, detail=detail
+            )
+        )
 
 
 async def snapshot_of(engine: Engine) -> dict[str, object]:
@@ -102,17 +104,9 @@ async def test_a_console_that_attaches_later_gets_the_routing_steps(engine: Engi
 
 async def test_the_snapshot_keeps_the_latest_steps_as_plain_text(engine: Engine) -> None:
     assert engine.office is not None and engine.office.id is not None
-    fe = engine.agents["FE"]
-    for number in range(RECENT_STEPS + 10):
-        engine.bus.publish(
-            RoutingStep(
-                office_id=engine.office.id,
-                step="malformed",
-                ref_id=f"r{number}",
-                agent_id=fe.id,
-                detail=f"bad \x1b]52;c;aGk=\x07 \x9b2J line\nbreak {number}",
-            )
-        )
+    detail = "bad \x1b]52;c;aGk=\x07 \x9b2J line\nbreak {}"
+    bad = [(f"r{n}", detail.format(n)) for n in range(RECENT_STEPS + 10)]
+    publish_steps(engine, "malformed", bad)
     await eventually(
         lambda: engine.control is not None and len(engine.control._steps) == RECENT_STEPS,
         TIMEOUT,
@@ -146,17 +140,7 @@ async def test_a_console_opened_later_shows_the_steps_in_its_commands_panel(
     """The console seeds its commands panel from the snapshot once, at the start, next to the
     steps it sees live (one row for a step seen both ways)."""
     assert engine.office is not None and engine.office.id is not None and engine.control
-    fe = engine.agents["FE"]
-    for number in range(3):
-        engine.bus.publish(
-            RoutingStep(
-                office_id=engine.office.id,
-                step="invocation_sent",
-                ref_id=f"inv{number}",
-                agent_id=fe.id,
-                detail=f"task {number}",
-            )
-        )
+    publish_steps(engine, "invocation_sent", [(f"inv{n}", f"task {n}") for n in range(3)])
     await eventually(lambda: len(engine.control._steps) == 3, TIMEOUT)  # type: ignore[union-attr]
     app = SemoApp(EngineClient(engine.control.paths))
     async with app.run_test(size=(120, 40)):

@@ -20,17 +20,26 @@ import pytest
 from engine.config import parse_config
 from engine.control.liveness import pid_alive
 from engine.engine import Engine
+from tests.support.control_engine import serving_engine
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.tmux import TmuxServer
 
 TIMEOUT = 45.0
 SEMO = Path(sys.executable).with_name("semo")
 
-CONFIG = (
-    sqlite_office_toml("ctl")
-    + """
+#: the rest of an [[agents]] table of CONFIG: a plain interactive bash
+BASH = """command = ["bash", "--norc", "--noprofile", "-i"]
+env = { PS1 = "$ " }"""
+
+
+def ctl_config(grace: float, a: str, b: str) -> str:
+    """Office "ctl" (sqlite), `[engine] shutdown_grace` `grace`, up to 4 sessions, two generic
+    agents A and B warm: `a` and `b` the rest of their [[agents]] tables (command, env)."""
+    return (
+        sqlite_office_toml("ctl")
+        + f"""
 [engine]
-shutdown_grace = 1
+shutdown_grace = {grace}
 
 [pool]
 max_sessions = 4
@@ -39,16 +48,17 @@ warm_roles = ["A", "B"]
 [[agents]]
 role = "A"
 profile = "generic"
-command = ["bash", "--norc", "--noprofile", "-i"]
-env = { PS1 = "$ " }
+{a}
 
 [[agents]]
 role = "B"
 profile = "generic"
-command = ["bash", "--norc", "--noprofile", "-i"]
-env = { PS1 = "$ " }
+{b}
 """
-)
+    )
+
+
+CONFIG = ctl_config(1, BASH, BASH)
 
 
 @contextlib.asynccontextmanager
@@ -58,20 +68,11 @@ async def engine_in_process(
     """An `Engine` of `folder/semo.toml` (CONFIG) with its control socket, started in this
     process and stopped after: XDG_RUNTIME_DIR a short temporary folder (removed after), the
     agents in `folder/work` with PATH, HOME `folder` and `agent_env`."""
-    runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     (folder / "semo.toml").write_text(CONFIG)
     config = parse_config(CONFIG, folder / "semo.toml")
     env = {"PATH": os.environ["PATH"], "HOME": str(folder), **agent_env}
-    work = folder / "work"
-    work.mkdir()
-    engine = Engine(config, control=True, agent_env=env, folder_for=lambda _a, _t: work)
-    await engine.start()
-    try:
+    async with serving_engine(config, folder, monkeypatch, env, "semo-ctl-") as engine:
         yield engine
-    finally:
-        await engine.stop("test over")
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def start_engine(folder: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -87,6 +88,38 @@ def start_engine(folder: Path, env: dict[str, str], log: Path) -> subprocess.Pop
         )
 
 
+def run_semo(
+    *args: str,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float = 90,
+    check: bool = False,
+    **popen: object,
+) -> subprocess.CompletedProcess[str]:
+    """`semo ARGS` run to its end in `cwd` with `env`, its output captured as text."""
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        [str(SEMO), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        check=check,
+        **popen,
+    )
+
+
+def office_folder(folder: Path) -> None:
+    """`folder` made an office's: a git repository `repo` on `main` with one empty commit, and
+    semo.toml (CONFIG)."""
+    repo = folder / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    (folder / "semo.toml").write_text(CONFIG)
+
+
 class Office:
     """A folder with semo.toml, a git repository, its own state, runtime and HOME."""
 
@@ -94,12 +127,7 @@ class Office:
         self.folder = folder
         # a short runtime folder: Unix socket paths must stay under 108 bytes
         self.runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
-        repo = folder / "repo"
-        repo.mkdir()
-        git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-        subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
-        (folder / "semo.toml").write_text(CONFIG)
+        office_folder(folder)
         self.env = {
             "PATH": os.environ["PATH"],
             "HOME": str(folder),
@@ -110,15 +138,7 @@ class Office:
         }
 
     def semo(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(SEMO), *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            cwd=self.folder,
-            timeout=90,
-            check=check,
-        )
+        return run_semo(*args, env=self.env, cwd=self.folder, check=check)
 
     def engine(self, log: Path) -> subprocess.Popen[bytes]:
         """This office's `semo engine` process, its output appended to `log`."""
@@ -150,6 +170,22 @@ class Office:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.runtime, ignore_errors=True)
+
+
+def office_fixture(config: Callable[[Path], str] | None = None) -> object:
+    """An `office` fixture: an `Office` in the test's tmp_path (its semo.toml `config(folder)`
+    when given, else CONFIG), cleaned up after the test (its engine stopped, its agents killed).
+    Assign it to `office` in the test module."""
+
+    @pytest.fixture
+    def office(tmp_path: Path) -> Iterator[Office]:
+        made = Office(tmp_path)
+        if config is not None:
+            (tmp_path / "semo.toml").write_text(config(tmp_path))
+        yield made
+        made.cleanup()
+
+    return office
 
 
 class Console:

@@ -23,22 +23,17 @@ import json
 import os
 import re
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from engine.control.server import socket_answers
-from tests.control.office import SEMO, Console, Office, alive, consoles, wait_until
+from tests.control.office import Console, Office, alive, consoles, office_fixture, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.fixture
-def office(tmp_path: Path) -> Office:
-    office = Office(tmp_path)
-    yield office  # type: ignore[misc]
-    office.cleanup()
+office = office_fixture()
 
 
 def ready(screen: str, role: str) -> bool:
@@ -173,14 +168,7 @@ def test_sigterm_detaches_and_restores_the_terminal(office: Office) -> None:
 
 
 def test_a_foreground_engine_takes_consoles_and_stops_with_semo_stop(office: Office) -> None:
-    log = (office.folder / "engine.log").open("wb")
-    engine = subprocess.Popen(
-        [str(SEMO), "engine", "--config", "semo.toml"],
-        cwd=office.folder,
-        env=office.env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    engine = office.engine(office.folder / "engine.log")
     try:
         wait_until(lambda: list((office.runtime / "semo").glob("control-*.json")), "its socket")
         assert office.engine_pid() == engine.pid
@@ -196,4 +184,3 @@ def test_a_foreground_engine_takes_consoles_and_stops_with_semo_stop(office: Off
         if engine.poll() is None:
             engine.kill()
             engine.wait(30)  # reaped: no zombie left in pytest
-        log.close()

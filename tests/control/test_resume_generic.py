@@ -5,21 +5,15 @@ new sessions for them (real `semo engine` processes, bash agents)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.control.office import Office, alive, wait_until
+from tests.control.office import Office, alive, office_fixture, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture
-def office(tmp_path: Path) -> Iterator[Office]:
-    office = Office(tmp_path)
-    yield office
-    office.cleanup()
+office = office_fixture()
 
 
 def _ready(office: Office) -> list[dict[str, object]]:

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.control.office import SEMO, Office, alive, wait_until
-from tests.support.office_toml import sqlite_office_toml
+from tests.control.office import SEMO, Office, alive, ctl_config, office_fixture, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -79,35 +78,14 @@ def config(folder: Path) -> str:
     )
     deaf = folder / "deaf.py"
     deaf.write_text(DEAF.replace("PIDFILE", str(pids / "A")))
-    return (
-        sqlite_office_toml("ctl")
-        + f"""
-[engine]
-shutdown_grace = {GRACE}
-
-[pool]
-max_sessions = 4
-warm_roles = ["A", "B"]
-
-[[agents]]
-role = "A"
-profile = "generic"
-command = ["{sys.executable}", "{deaf}"]
-
-[[agents]]
-role = "B"
-profile = "generic"
-command = ["bash", "--noprofile", "--rcfile", "{rc}", "-i"]
-"""
+    return ctl_config(
+        GRACE,
+        f'command = ["{sys.executable}", "{deaf}"]',
+        f'command = ["bash", "--noprofile", "--rcfile", "{rc}", "-i"]',
     )
 
 
-@pytest.fixture
-def office(tmp_path: Path) -> Office:
-    office = Office(tmp_path)
-    (tmp_path / "semo.toml").write_text(config(tmp_path))
-    yield office  # type: ignore[misc]
-    office.cleanup()
+office = office_fixture(config)
 
 
 def pid_of(office: Office, name: str) -> int:
@@ -117,15 +95,7 @@ def pid_of(office: Office, name: str) -> int:
 
 
 def start(office: Office) -> subprocess.Popen[bytes]:
-    log = (office.folder / "engine.log").open("ab")
-    engine = subprocess.Popen(
-        [str(SEMO), "engine", "--config", "semo.toml"],
-        cwd=office.folder,
-        env=office.env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
+    engine = office.engine(office.folder / "engine.log")
     wait_until(lambda: both_ready(office), "both agents ready")
     return engine
 

@@ -19,7 +19,7 @@ import pytest
 
 from engine.store.models import Agent, AgentSession, Office
 from engine.store.sqlite import SqliteStore
-from tests.control.office import CONFIG, SEMO
+from tests.control.office import office_folder, run_semo
 from tests.support.semo_process import environment_without_semo
 
 pytestmark = pytest.mark.timeout(120)
@@ -54,14 +54,7 @@ def test_cancel_for_a_dead_engines_session_is_refused_like_a_prompt(tmp_path: Pa
     }
     for kind, payload in (("cancel", "{}"), ("send_prompt", '{"prompt": "hi"}')):
         args = ["command", kind, "--office", "o", "--session", session_id, "--payload", payload]
-        refused = subprocess.run(
-            [str(SEMO), *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-        )
+        refused = run_semo(*args, env=env, cwd=tmp_path, timeout=60)
         assert refused.returncode == 2, refused
         assert "is not running" in refused.stderr, refused
         assert f"the {kind} command was not queued" in refused.stderr, refused
@@ -81,26 +74,15 @@ def test_console_with_a_runtime_folder_of_another_uid_says_so_in_one_line(
     foreign = temp / f"semo-{os.getuid()}"
     foreign.mkdir(parents=True)
     os.chown(foreign, 65534, 65534)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
-    (tmp_path / "semo.toml").write_text(CONFIG)
+    office_folder(tmp_path)
     env = {k: v for k, v in environment_without_semo().items() if k != "XDG_RUNTIME_DIR"} | {
         "TMPDIR": str(temp),
         "HOME": str(tmp_path),
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "SEMO_SQLITE_PATH": str(tmp_path / "semo.db"),
     }
-    console = subprocess.run(
-        [str(SEMO), "console", "--config", "semo.toml"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=90,
+    console = run_semo(
+        "console", "--config", "semo.toml", env=env, cwd=tmp_path, stdin=subprocess.DEVNULL
     )
     assert console.returncode == 1, console
     assert "Traceback" not in console.stderr + console.stdout

@@ -20,23 +20,18 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.control.launcher import LaunchError, stop_engine
 from engine.control.paths import OfficePaths
-from tests.control.office import SEMO, Office, alive, wait_until
+from tests.control.office import Office, alive, office_fixture, run_semo, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture
-def office(tmp_path: Path) -> Iterator[Office]:
-    office = Office(tmp_path)
-    yield office
-    office.cleanup()
+office = office_fixture()
 
 
 def children(pid: int) -> list[int]:
@@ -55,27 +50,14 @@ def children(pid: int) -> list[int]:
 
 
 def test_semo_stop_of_a_sigstopped_engine_sends_it_sigterm(office: Office) -> None:
-    log = (office.folder / "engine.log").open("ab")
-    engine = subprocess.Popen(
-        [str(SEMO), "engine", "--config", "semo.toml"],
-        cwd=office.folder,
-        env=office.env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
+    engine = office.engine(office.folder / "engine.log")
     try:
         wait_until(lambda: len(children(engine.pid)) >= 2, "the two agents")
         wait_until(lambda: office.engine_pid() == engine.pid, "the info file")
         agents = children(engine.pid)
         os.kill(engine.pid, signal.SIGSTOP)
-        stopped = subprocess.run(
-            [str(SEMO), "stop"],
-            cwd=office.folder,
-            env={**office.env, "SEMO_STOP_MARGIN": "5"},
-            capture_output=True,
-            text=True,
-            timeout=90,  # the old `semo stop` never returned
+        stopped = run_semo(  # (within its timeout: the old `semo stop` never returned)
+            "stop", env={**office.env, "SEMO_STOP_MARGIN": "5"}, cwd=office.folder
         )
         assert stopped.returncode == 0, stopped
         assert f"engine {engine.pid} stopped" in stopped.stdout
