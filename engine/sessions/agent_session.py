@@ -324,6 +324,7 @@ class AgentSession:
 
     def resize(self, cols: int, rows: int) -> None:
         self.terminal.resize(cols, rows)
+        self.observer.resized(self.terminal.screen)  # the rows were re-wrapped: nothing new
 
     # -- output --------------------------------------------------------------------------------
 

@@ -1344,6 +1344,9 @@ class TerminalScreen(pyte.Screen):
                 if line.wrapped:
                     row.wrapped = True  # type: ignore[attr-defined]
         cursor.x, cursor.y = result.cursor_x, result.cursor_y
+        #: the absolute row the cursor is on right after the latest reflow: readers of final
+        #: lines (engine.protocol.screen_text.FinalLines) count what is above it as read
+        self.reflow_mark = scrollback.total_pushed + cursor.y
         row = buffer[cursor.y]
         for x in range(max(row) + 1 if row else 0, min(cursor.x, columns)):
             row[x] = self._default  # the blanks before the cursor stay written (a prompt's)
