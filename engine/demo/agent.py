@@ -50,7 +50,8 @@ class DemoAgent:
         say(f"\x1b[1m●\x1b[22m {text}\r\n")
 
     def message(self, text: str) -> None:
-        """A protocol message: each line at the start of its own line, no gutter."""
+        """A protocol message: each line at the start of its own line, no gutter (JSON one
+        field a line: an 80x24 console's pane is 46 columns wide)."""
         for line in text.splitlines():
             say(line + "\r\n")
 
@@ -72,7 +73,7 @@ class DemoAgent:
             summary = f"{self.role}: {short(task)} (demo)"
             if self.role == "QA":
                 self.bullet("All tests passed (demo: 12 scripted tests)")
-            body = json.dumps({"invocation_id": invocation_id, "summary": summary})
+            body = json.dumps({"invocation_id": invocation_id, "summary": summary}, indent=1)
             self.message(f"[DELIVER_RESULT:{caller}]\n{body}\n[/DELIVER_RESULT]")
         elif self.role != "FE" or prompt.startswith("[semo] Your"):
             self.work(prompt)
@@ -81,7 +82,7 @@ class DemoAgent:
             self.database = match.group(1)
             self.work(f"plan the login page on {self.database}")
             task = {"task": f"Add the /login API on {self.database}", "context": {"demo": True}}
-            self.message(f"[INVOKE:BE]\n{json.dumps(task)}\n[/INVOKE]")
+            self.message(f"[INVOKE:BE]\n{json.dumps(task, indent=1)}\n[/INVOKE]")
         elif (match := RESULT.match(prompt)) and match.group(1) == "BE":
             self.work("wire the page to the API")
             self.message("[INVOKE:QA]\nRun the login tests\n[/INVOKE]")
@@ -94,7 +95,7 @@ class DemoAgent:
                 "question": "Which database should the login page use?",
                 "options": ["postgres", "sqlite"],
             }
-            self.message(f"[ASK_USER]\n{json.dumps(question)}\n[/ASK_USER]")
+            self.message(f"[ASK_USER]\n{json.dumps(question, indent=1)}\n[/ASK_USER]")
 
 
 JOB_NOTES = re.compile(r"\s+(?:Context \(JSON\):|You are |Retry \(attempt)")
