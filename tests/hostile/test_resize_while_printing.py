@@ -15,7 +15,6 @@ from pathlib import Path
 from engine.protocol.observer import MalformedMessage, MessageFound
 from engine.sessions.agent_session import AgentSession, SessionEvent
 from engine.sessions.profiles import GENERIC
-from tests.protocol.test_observer_resize import needs_resize_notice
 from tests.support.waiting import eventually
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -65,7 +64,6 @@ def text_of(event: MessageFound) -> tuple[str, str]:
     return message.kind, ""
 
 
-@needs_resize_notice
 async def test_blocks_printed_in_pieces_while_the_pty_is_resized_are_read_once(
     tmp_path: Path,
 ) -> None:

@@ -10,7 +10,6 @@ runs a real program in a real PTY through `AgentSession.resize` (what the contro
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 import sys
@@ -23,7 +22,6 @@ from engine.protocol.observer import MalformedMessage, MessageFound
 from engine.protocol.replay import replay
 from engine.sessions.agent_session import AgentSession, SessionEvent
 from engine.sessions.profiles import CLAUDE, GENERIC
-from engine.terminal.stream import make_screen_and_stream
 from tests.support.waiting import eventually
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -57,27 +55,6 @@ EXPECTED = [
 ]
 #: narrower (the JSON lines wrap over several rows), wider, shorter, taller, and back
 SIZES = [(46, 24), (160, 45), (80, 24), (31, 9), (211, 60), (80, 24), (23, 40), (120, 12)]
-
-
-def observer_told_of_resizes() -> bool:
-    """The observer knows where a reflow left the cursor: `AgentSession.resize` tells it
-    (`observer.resized`) or the screen marks its reflows (`reflow_mark`). Without either, a
-    reflow is found at the next read, after what was drawn since, and rows whose text it
-    changed are read again, as before `resized` existed (requests.md, RESIZE 19:45: a line in
-    a file of another owner). The tests that need it are strict xfails until then."""
-    if "observer.resized" in inspect.getsource(AgentSession.resize):
-        return True
-    screen, stream = make_screen_and_stream(10, 3)
-    stream.feed("x")
-    screen.resize(3, 5)
-    return hasattr(screen, "reflow_mark")
-
-
-needs_resize_notice = pytest.mark.xfail(
-    not observer_told_of_resizes(),
-    reason="AgentSession.resize does not tell the observer yet (requests.md, RESIZE)",
-    strict=True,
-)
 
 
 class Recorder:
@@ -131,7 +108,6 @@ async def read_out(session: AgentSession) -> None:
     await eventually(lambda: session._frame is None, TIMEOUT)
 
 
-@needs_resize_notice
 async def test_blocks_printed_before_resizes_are_read_once(
     tmp_path: Path, running: list[AgentSession]
 ) -> None:
@@ -167,7 +143,6 @@ async def test_blocks_printed_before_resizes_are_read_once(
     assert replayed.messages() == [*EXPECTED, *pongs]
 
 
-@needs_resize_notice
 async def test_lines_being_printed_during_resizes_are_read_whole(
     tmp_path: Path, running: list[AgentSession]
 ) -> None:
@@ -193,7 +168,6 @@ async def test_lines_being_printed_during_resizes_are_read_whole(
     assert seen.messages() == EXPECTED
 
 
-@needs_resize_notice
 async def test_bash_agent_blocks_survive_resizes(
     tmp_path: Path, running: list[AgentSession]
 ) -> None:
@@ -304,7 +278,6 @@ async def test_claude_screen_turn_is_reported_once_across_resizes(
     ]
 
 
-@needs_resize_notice
 async def test_demo_agent_answer_while_two_consoles_flip_its_size(
     tmp_path: Path, running: list[AgentSession]
 ) -> None:
