@@ -108,6 +108,20 @@ async def settle_with_questions(app: SemoApp, count: int = 2, timeout: float = 1
 
 ROLES = ["FE", "BE", "QA", "DB", "OPS", "DOCS", "SEC", "UX", "DATA", "ML"]
 ROLES += ["INFRA", "API", "WEB", "IOS", "ANDROID", "PERF", "RELEASE", "SUPPORT", "PM", "ARCH"]
+#: a question too long for the sidebar at 80x24 (341 characters, 4 options): the inbox's text
+#: scrolls in what the options and a row of the list leave (tests/console/test_inbox_layout.py,
+#: test_first_frame.py)
+LONG = {
+    "type": "choice",
+    "question": (
+        "Which database should the login page use? The page stores sessions and users, and "
+        "the session table is written on every request, so it must take many small writes "
+        "at once; the users table is read on every login. We also need backups every night "
+        "and a way to run the tests without a server. Pick the one our team will maintain "
+        "for many years."
+    ),
+    "options": ["postgres", "sqlite", "mysql", "none: keep them in memory"],
+}
 FOUR = {
     "type": "choice",
     "question": "Which database should the login page use? The page stores sessions and users.",

@@ -37,6 +37,7 @@ from console.first_frame import LEAVE_FIRST_FRAME, _wrap, paint, selected_sessio
 from console.panel_text import DETACH_KEY, question_answer_parts, question_text_parts
 from console.targets import CACHE_NAME
 from engine.control.client import FirstScreen, Preconnect
+from tests.console.console_snapshot_app import LONG
 from tests.control.office import SEMO, Console, Office, consoles
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.tmux import TmuxServer
@@ -143,19 +144,6 @@ def assert_painted_as_shown(
     assert not differ, "\n".join(differ)
 
 
-#: a question too long for the sidebar at 80x24 (341 characters, 4 options): the inbox's text
-#: scrolls in what the options and a row of the list leave (tests/console/test_inbox_layout.py)
-LONG = {
-    "type": "choice",
-    "question": (
-        "Which database should the login page use? The page stores sessions and users, and "
-        "the session table is written on every request, so it must take many small writes "
-        "at once; the users table is read on every login. We also need backups every night "
-        "and a way to run the tests without a server. Pick the one our team will maintain "
-        "for many years."
-    ),
-    "options": ["postgres", "sqlite", "mysql", "none: keep them in memory"],
-}
 SCRIPT_ROLES = ["FE", "BE", "QA", "DB", "OPS", "DOCS"]
 
 

@@ -31,23 +31,11 @@ from console.panel_text import CommandRow, command_parts, inbox_rows
 from console.screens.main import MainScreen
 from console.widgets.commands_panel import CommandsPanel
 from console.widgets.questions_panel import QuestionsPanel
-from tests.console.console_snapshot_app import FOUR, ROLES, console_engine
+from tests.console.console_snapshot_app import FOUR, LONG, ROLES, console_engine
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts
 
 TIMEOUT = 30.0
-
-LONG = {
-    "type": "choice",
-    "question": (
-        "Which database should the login page use? The page stores sessions and users, and "
-        "the session table is written on every request, so it must take many small writes "
-        "at once; the users table is read on every login. We also need backups every night "
-        "and a way to run the tests without a server. Pick the one our team will maintain "
-        "for many years."
-    ),
-    "options": ["postgres", "sqlite", "mysql", "none: keep them in memory"],
-}
 
 
 def ask(question: dict[str, object]) -> list[dict[str, str]]:
