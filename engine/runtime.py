@@ -51,9 +51,34 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    fields = stat_fields(pid)
+    return not fields or fields[0] not in EXITED
+
+
+#: /proc states of a process that has exited (a zombie, or dead)
+EXITED = (b"Z", b"X")
+
+
+def stat_fields(pid: int | str) -> list[bytes] | None:
+    """/proc/PID/stat's fields after the command name (state, ppid, pgrp, session, ... :
+    field N of proc(5) is index N - 3), or None when the process is gone or /proc does not
+    tell."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as status:
-            state = status.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in (b"Z", b"X")
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            fields = stat_file.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return fields or None
+
+
+def start_ticks(pid: int, *, running: bool = False) -> int | None:
+    """When process `pid` started (clock ticks since boot, proc(5) field 22), or None when it
+    is gone (with `running`, also when it has exited and is a zombie) or /proc does not tell:
+    a pid reused by another process changes it."""
+    fields = stat_fields(pid)
+    if not fields or (running and fields[0] in EXITED):
+        return None
+    try:
+        return int(fields[19])
+    except (ValueError, IndexError):
+        return None

@@ -27,6 +27,7 @@ from pathlib import Path
 from engine.control.liveness import pid_alive
 from engine.control.paths import ControlPathError, OfficePaths, private_dir
 from engine.control.server import socket_answers
+from engine.runtime import start_ticks
 
 #: seconds to wait for a background engine's socket
 START_TIMEOUT = 60.0
@@ -214,12 +215,3 @@ def still_the_engine(pid: int, paths: OfficePaths) -> bool:
         return True
     age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
     return time.time() - age <= written + START_SLACK
-
-
-def start_ticks(pid: int) -> int | None:
-    """When process `pid` started (clock ticks since boot, /proc/PID/stat field 22), or None
-    when it is gone or /proc does not tell: a pid reused by another process changes it."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None

@@ -10,12 +10,11 @@ import json
 import os
 import socket
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.control.paths import OfficePaths, runtime_dir
 from engine.control.server import socket_answers
-from engine.runtime import pid_alive
+from engine.runtime import pid_alive, start_ticks
 
 if TYPE_CHECKING:
     from engine.store.models import EngineHeartbeat
@@ -87,12 +86,12 @@ def other_process(pid: int, row: EngineHeartbeat) -> bool:
 def process_age(pid: int) -> float | None:
     """Seconds since process `pid` started, by the boot clock (no wall clock involved), or
     None when this system does not tell (no /proc)."""
+    ticks = start_ticks(pid)
+    if ticks is None:
+        return None
     try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-        ticks = int(stat.rpartition(b")")[2].split()[19])  # field 22, starttime
-        now = time.clock_gettime(time.CLOCK_BOOTTIME)
-        age = now - ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
         return None
     return age if age >= 0 else None
 

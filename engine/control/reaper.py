@@ -21,6 +21,8 @@ import ctypes
 import logging
 import os
 
+from engine.runtime import stat_fields
+
 log = logging.getLogger("semo.control")
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -62,12 +64,8 @@ def zombie_children(parent: int) -> set[int]:
     for name in names:
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 1 and fields[0] == b"Z" and fields[1] == str(parent).encode():
+        fields = stat_fields(name)
+        if fields and len(fields) > 1 and fields[0] == b"Z" and fields[1] == str(parent).encode():
             found.add(int(name))
     return found
 

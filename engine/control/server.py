@@ -49,6 +49,7 @@ from engine.control.wire import (
 )
 from engine.events import SessionOutput
 from engine.fsutil import atomic_write
+from engine.runtime import stat_fields
 
 if TYPE_CHECKING:
     from engine.engine import Engine
@@ -108,10 +109,10 @@ def descends_from(pid: int, ancestor: int) -> bool:
     """Whether `ancestor` is among `pid`'s parents (by /proc; False when unknown)."""
     seen = 0
     while pid > 1 and seen < 256:
+        fields = stat_fields(pid)
         try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                pid = int(stat.read().rpartition(b")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
+            pid = int(fields[1]) if fields else 0
+        except (ValueError, IndexError):
             return False
         if pid == ancestor:
             return True

@@ -420,7 +420,7 @@ class FinalLines:
         a row above the cursor still counts as read if it only lost its end to a narrower
         width; the rest is read (as before `resized` existed: a re-wrapped line may be read
         again)."""
-        mark = getattr(screen, "reflow_mark", None)
+        mark = screen.reflow_mark
         if mark is not None:
             self._rebase(screen, mark)
             return

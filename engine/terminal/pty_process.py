@@ -27,6 +27,8 @@ from typing import Any
 
 import ptyprocess
 
+from engine.runtime import EXITED, start_ticks, stat_fields
+
 __all__ = [
     "ExitStatus",
     "TerminalClosedError",
@@ -350,7 +352,7 @@ class TerminalProcess:
         #: the engine adopted (a child subreaper) carry it, and are ended with the child
         self.owner_mark: bytes | None = None
         #: when the child started (ticks since boot): its pid reused later is told apart
-        self._started = _start_ticks(self.pid)
+        self._started = start_ticks(self.pid, running=True)
         #: the PTY's slave (/dev/pts/N): an adopted orphan that still holds it open came from
         #: the child (`(setsid cmd &)` in its shell keeps the terminal as stdin/stdout)
         self.tty = _slave_name(self._fd)
@@ -719,10 +721,10 @@ class TerminalProcess:
         """The child's belongings now, added to `known` (pid: start), and those of `known`
         that still run (the same process: same start, not a zombie)."""
         for pid in self._belongings():
-            started = _start_ticks(pid)
+            started = start_ticks(pid, running=True)
             if started is not None:
                 known.setdefault(pid, started)
-        live = {pid for pid, started in known.items() if _start_ticks(pid) == started}
+        live = {pid for pid, started in known.items() if start_ticks(pid, running=True) == started}
         for pid in set(known) - live:
             del known[pid]
         return live
@@ -739,7 +741,7 @@ class TerminalProcess:
         descendants, reparented to the engine as their child subreaper:
         engine/control/reaper.py); and the descendants
         of all of these and of the child (a setsid'd one whose parent still lives)."""
-        reused = self.exit_status is not None and _start_ticks(self.pid) not in (
+        reused = self.exit_status is not None and start_ticks(self.pid, running=True) not in (
             None,
             self._started,
         )
@@ -795,14 +797,10 @@ def _group_has_live_member(pgid: int) -> bool:
 
 
 def _is_live_member(pid: str, pgid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            stat_line = stat_file.read()
-    except OSError:
+    fields = stat_fields(pid)  # state, ppid, pgrp, ...
+    if fields is None or len(fields) < 3:
         return False
-    # Fields after the parenthesised command name: state, ppid, pgrp, ...
-    fields = stat_line.rpartition(b")")[2].split()
-    return len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+    return int(fields[2]) == pgid and fields[0] not in EXITED
 
 
 def _signal_each(pids: set[int], *signals: signal.Signals) -> None:
@@ -826,13 +824,12 @@ def _belongings(
     parents: dict[int, int] = {}
     found: set[int] = set()
     for pid in entries:
+        fields = stat_fields(pid)
         try:
-            with open(f"/proc/{pid}/stat", "rb") as stat_file:
-                fields = stat_file.read().rpartition(b")")[2].split()
-            state, ppid, sid = fields[0], int(fields[1]), int(fields[3])
-        except (OSError, ValueError, IndexError):
+            state, ppid, sid = fields[0], int(fields[1]), int(fields[3])  # type: ignore[index]
+        except (TypeError, ValueError, IndexError):
             continue
-        if state in (b"Z", b"X") or pid == leader:
+        if state in EXITED or pid == leader:
             continue
         parents[pid] = ppid
         adopted = ppid == me and (
@@ -851,16 +848,6 @@ def _belongings(
                 found.add(pid)
                 grown = True
     return found
-
-
-def _start_ticks(pid: int) -> int | None:
-    """When `pid` started (ticks since boot), None when it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            fields = stat_file.read().rpartition(b")")[2].split()
-        return None if fields[0] in (b"Z", b"X") else int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _slave_name(master: int) -> str | None:

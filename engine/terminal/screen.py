@@ -225,6 +225,10 @@ class TerminalScreen(pyte.Screen):
         self.notifications: deque[str] = deque(maxlen=MAX_NOTIFICATIONS)
         self._saved_screen: _SavedScreen | None = None
         self.deferred_rows: dict[int, list[tuple[Cell, str]]] = {}
+        #: the absolute row (total_pushed + y) the cursor was on right after the latest reflow,
+        #: None before one: readers of final lines (engine.protocol.screen_text.FinalLines)
+        #: count what is above it as read
+        self.reflow_mark: int | None = None
         self._glyphs = _GlyphCache(BLANK)
         self._glyph_caches: dict[Cell, _GlyphCache] = {}
         self._pads: dict[Cell, Cell] = {}  # attrs -> the right half of a wide char with them
@@ -1344,8 +1348,6 @@ class TerminalScreen(pyte.Screen):
                 if line.wrapped:
                     row.wrapped = True  # type: ignore[attr-defined]
         cursor.x, cursor.y = result.cursor_x, result.cursor_y
-        #: the absolute row the cursor is on right after the latest reflow: readers of final
-        #: lines (engine.protocol.screen_text.FinalLines) count what is above it as read
         self.reflow_mark = scrollback.total_pushed + cursor.y
         row = buffer[cursor.y]
         for x in range(max(row) + 1 if row else 0, min(cursor.x, columns)):
