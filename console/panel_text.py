@@ -249,17 +249,6 @@ def question_answer_parts(question_type: str, options: list[str]) -> list[Part]:
     return parts
 
 
-def question_detail_parts(
-    role: str, question: str, question_type: str, options: list[str]
-) -> list[Part]:
-    """The selected question in full below the list: its text, then how to answer."""
-    return [
-        *question_text_parts(role, question),
-        ("\n", ""),
-        *question_answer_parts(question_type, options),
-    ]
-
-
 #: the inbox lists at most this many questions at once (the list scrolls)
 INBOX_LIST_ROWS = 4
 
