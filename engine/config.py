@@ -44,6 +44,7 @@ from engine.api.settings import ApiSection
 from engine.fsutil import atomic_write
 from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
+from engine.ship.settings import ShipSection
 from engine.store import StoreConfig
 from engine.store.models import Agent, Office
 
@@ -369,6 +370,7 @@ class SemoConfig(_Section):
     pool: PoolConfig = Field(default_factory=PoolConfig)
     api: ApiSection = Field(default_factory=ApiSection)
     console: ConsoleSection = Field(default_factory=ConsoleSection)
+    ship: ShipSection = Field(default_factory=ShipSection)
     agents: list[AgentConfig] = Field(default_factory=list)
 
     _source: Path | None = PrivateAttr(default=None)
@@ -425,6 +427,11 @@ class SemoConfig(_Section):
             found.append(
                 f"{where}[api] token / tokens are secrets; set SEMO_API_TOKEN (this office) or "
                 "SEMO_API_TOKENS in the environment instead and remove them from the file"
+            )
+        if self.ship.github_token is not None:
+            found.append(
+                f"{where}[ship] github_token is a secret; set GITHUB_TOKEN in the environment "
+                "instead and remove it from the file"
             )
         return found
 
@@ -733,6 +740,24 @@ listen = ""
 wait_timeout = 30.0
 # Larger request bodies get 413. Default: 1048576 (1 MiB).
 max_body_bytes = 1048576
+
+[ship]
+# Shipping a job's work (docs/JOBS.md): `semo job ship ID --push/--pr/--merge`.
+# The remote a push goes to: a remote's name, or a URL or path. Default: "origin".
+remote = "origin"
+# Steps the engine runs by itself when a job is done: any of "push", "pr" (pushes first),
+# "merge" (into the job's base branch, locally). Default: [] (none: ship by hand).
+on_done = []
+# How a pull request is opened: "gh" (the GitHub CLI, logged in), "api" (GitHub's REST API
+# with a token), or "auto": gh when it is installed and logged in, else the API.
+pr_tool = "auto"
+# GitHub's REST API; for GitHub Enterprise "https://HOST/api/v3". Default: api.github.com.
+github_api_url = "https://api.github.com"
+# The repository pull requests go to, "owner/name". Default: "" = from the remote's URL.
+github_repo = ""
+# The API's token: keep it in GITHUB_TOKEN (or GH_TOKEN) in the engine's environment; one
+# written here gives a warning. Default: none.
+# github_token = "..."
 
 # One [[agents]] table per persona. Keys:
 #   role            required; a letter, then up to 31 letters, digits, _ or -; unique

@@ -45,7 +45,8 @@ def config_secrets(config: SemoConfig) -> list[str]:
                 secrets.append(str(password))
     from engine.api.settings import token_secrets
 
-    return secrets + token_secrets(config.api)
+    github = config.ship.token()
+    return secrets + token_secrets(config.api) + ([github] if github else [])
 
 
 async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) -> None:

@@ -1,0 +1,2 @@
+"""Shipping a job's work: push its branch, open a pull request, merge it (docs/JOBS.md,
+"Shipping a job's work")."""
