@@ -36,7 +36,7 @@ from engine.store.models import (
 #: The longest task accepted (characters): a task is typed into an agent's terminal.
 MAX_TASK_CHARS = 100_000
 #: Steps after which a job's timeline has nothing more to say (until an engine retries it).
-FINAL_STEPS = frozenset({"done", "failed"})
+FINAL_STEPS = frozenset({"done", "failed", "needs_review"})
 #: Seconds a follower waits for the last steps of a job that has ended without one.
 SETTLE_SECONDS = 5.0
 #: Steps about a question: the row is shown with the timeline.
@@ -199,7 +199,7 @@ async def follow_job(
     poll: float = 0.5,
 ) -> Job | None:
     """Call `on_entry` with each of the job's timeline steps, in order, until the job has ended
-    (done or failed, and its last step says so, or `SETTLE_SECONDS` passed without a new step);
+    (done, failed or needs_review, and its last step says so, or `SETTLE_SECONDS` passed without a new step);
     the final row, or None when `timeout` seconds passed first."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
@@ -213,7 +213,7 @@ async def follow_job(
             on_entry(entry)
             last_id = entry.id or last_id
             last_step = entry.step
-        if job.status in ("done", "failed"):
+        if job.status in ("done", "failed", "needs_review"):
             if last_step in FINAL_STEPS:
                 return job
             now = loop.time()

@@ -21,7 +21,7 @@ QuestionStatus = Literal["pending", "answered", "cancelled"]
 #: cancelled: the job that caused it ended (failed attempt, engine death, cancel): never resent
 InvocationStatus = Literal["pending", "running", "delivered", "failed", "cancelled"]
 ResultStatus = Literal["pending", "delivered", "cancelled"]
-JobStatus = Literal["pending", "running", "done", "failed"]
+JobStatus = Literal["pending", "running", "done", "failed", "needs_review"]
 EngineState = Literal["running", "stopped"]
 
 #: Re-run after an engine died mid-command: repeating these cannot do harm.
@@ -173,6 +173,14 @@ class Job(Row):
     needs_human: bool = False
     #: an operator asked to cancel the job, and why (the engine running it ends it)
     cancel_reason: str | None = None
+    #: the job's branch (``semo/job/<id>``), where its roles' work is combined (docs/JOBS.md)
+    branch: str | None = None
+    #: the office's base branch, and its commit when the job started (a retry keeps both)
+    base_branch: str | None = None
+    base_commit: str | None = None
+    #: what the job's agents worked in, and a conflict of their work
+    #: (`engine.jobwork.model.JobWork`, as JSON)
+    work: dict[str, Any] | None = None
     created_at: datetime = Field(default_factory=now)
     updated_at: datetime = Field(default_factory=now)
 

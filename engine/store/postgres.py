@@ -86,7 +86,7 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "semo_changes"
 JSON_COLUMNS = frozenset(
-    {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context"}
+    {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context", "work"}
 )
 
 T = TypeVar("T")

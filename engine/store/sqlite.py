@@ -6,8 +6,8 @@
   atomic across connections and processes.
 - The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`): a new file gets `SCHEMA`,
   an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql`,
-  `0003_*.sql`, `0004_*.sql`, `0006_*.sql` and `0008_*.sql`; tables whose CHECK changes are
-  rebuilt, their rows copied by `AFTER_SCHEMA`). Upgrading a file from before heartbeats
+  `0003_*.sql`, `0004_*.sql`, `0006_*.sql`, `0008_*.sql` and `0014_*.sql`; tables whose CHECK
+  changes are rebuilt, their rows copied by `AFTER_SCHEMA`). Upgrading a file from before heartbeats
   records when (`semo_meta`): engine ids without a heartbeat row count as alive for an hour
   after that.
 - Heartbeats (`engines`) and claims use this machine's clock: one machine, one clock.
@@ -95,7 +95,7 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: strftime format of `ts()` (fixed width, so text order is time order)
 _NOW_SQL = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'{})"
@@ -286,7 +286,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     task            TEXT NOT NULL,
     context         TEXT,
     status          TEXT NOT NULL DEFAULT 'pending'
-                        CHECK (status IN ('pending', 'running', 'done', 'failed')),
+                        CHECK (status IN ('pending', 'running', 'done', 'failed',
+                                          'needs_review')),
     session_id      TEXT,
     attempts        INTEGER NOT NULL DEFAULT 0,
     failure_reason  TEXT,
@@ -294,7 +295,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at      TEXT NOT NULL,
     updated_at      TEXT NOT NULL,
     engine_id       TEXT,
-    cancel_reason   TEXT
+    cancel_reason   TEXT,
+    branch          TEXT,
+    base_branch     TEXT,
+    base_commit     TEXT,
+    work            TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_office_id_idx ON jobs (office_id, status, created_at);
 CREATE INDEX IF NOT EXISTS jobs_running_engine_idx
@@ -305,7 +310,7 @@ CREATE TABLE IF NOT EXISTS job_events (
     job_id      TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     office_id   TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
     step        TEXT NOT NULL CHECK (length(step) BETWEEN 1 AND 64),
-    status      TEXT CHECK (status IN ('pending', 'running', 'done', 'failed')),
+    status      TEXT CHECK (status IN ('pending', 'running', 'done', 'failed', 'needs_review')),
     attempts    INTEGER NOT NULL DEFAULT 0,
     session_id  TEXT,
     agent_id    TEXT,
@@ -393,6 +398,23 @@ ALTER TABLE jobs ADD COLUMN cancel_reason TEXT;
     5: """
 ALTER TABLE user_questions ADD COLUMN answer_delivered_at TEXT;
 """,
+    # migrations/0014: a job's branch, base and work, and the status 'needs_review' (jobs' and
+    # job_events' CHECK change: both are rebuilt, `AFTER_SCHEMA` copies the rows; the legacy
+    # rename leaves job_events' reference to "jobs" as it is; a file older than version 5 has
+    # no job_events yet: an empty one stands in)
+    6: """
+PRAGMA legacy_alter_table = ON;
+DROP INDEX IF EXISTS jobs_office_id_idx;
+DROP INDEX IF EXISTS jobs_running_engine_idx;
+DROP INDEX IF EXISTS job_events_job_idx;
+CREATE TABLE IF NOT EXISTS job_events (
+    id INTEGER PRIMARY KEY, job_id TEXT, office_id TEXT, step TEXT, status TEXT,
+    attempts INTEGER, session_id TEXT, agent_id TEXT, ref_id TEXT, detail TEXT, at TEXT
+);
+ALTER TABLE jobs RENAME TO jobs_v6;
+ALTER TABLE job_events RENAME TO job_events_v6;
+PRAGMA legacy_alter_table = OFF;
+""",
 }
 
 #: What an upgrade from version N does once `SCHEMA` has created the new tables.
@@ -411,6 +433,19 @@ SELECT id, office_id, invocation_id, sender_agent_id, recipient_agent_id, summar
        status, created_at, delivered_at
   FROM agent_results_v4 ORDER BY rowid;
 DROP TABLE agent_results_v4;
+""",
+    6: """
+INSERT INTO jobs (id, office_id, agent_id, task, context, status, session_id, attempts,
+                  failure_reason, needs_human, created_at, updated_at, engine_id, cancel_reason)
+SELECT id, office_id, agent_id, task, context, status, session_id, attempts, failure_reason,
+       needs_human, created_at, updated_at, engine_id, cancel_reason
+  FROM jobs_v6 ORDER BY rowid;
+INSERT INTO job_events (id, job_id, office_id, step, status, attempts, session_id, agent_id,
+                        ref_id, detail, at)
+SELECT id, job_id, office_id, step, status, attempts, session_id, agent_id, ref_id, detail, at
+  FROM job_events_v6 ORDER BY id;
+DROP TABLE job_events_v6;
+DROP TABLE jobs_v6;
 """,
 }
 
@@ -463,7 +498,7 @@ ENGINE_ROW_SQL = f"SELECT e.*, {ALIVE_SQL} AS alive FROM engines e"
 
 #: Columns holding JSON text, per table.
 JSON_COLUMNS = frozenset(
-    {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context"}
+    {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context", "work"}
 )
 BOOL_COLUMNS = frozenset({"success", "needs_human", "alive", "engine_alive"})
 

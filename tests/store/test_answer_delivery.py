@@ -15,6 +15,7 @@ from pathlib import Path
 from engine.store.base import Store
 from engine.store.models import Office, UserQuestion
 from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
+from tests.store.test_job_branch_store import downgrade_to_6
 
 
 async def _answered(store: Store, office_id: str, session_id: str, answer: str) -> UserQuestion:
@@ -72,6 +73,7 @@ async def test_an_answer_is_marked_delivered_once(store: Store) -> None:
 
 def downgrade_to_5(path: Path) -> None:
     """Turn a current sqlite file back into what schema version 5 had."""
+    downgrade_to_6(path)
     conn = sqlite3.connect(path)
     try:
         conn.executescript(
@@ -96,6 +98,6 @@ async def test_a_version_5_file_is_upgraded_with_its_answers_undelivered(tmp_pat
         assert await upgraded.list_questions(office.id, status="answered", undelivered=True) == []
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     finally:
         conn.close()
