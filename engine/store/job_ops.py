@@ -199,8 +199,8 @@ async def follow_job(
     poll: float = 0.5,
 ) -> Job | None:
     """Call `on_entry` with each of the job's timeline steps, in order, until the job has ended
-    (done, failed or needs_review, and its last step says so, or `SETTLE_SECONDS` passed without a new step);
-    the final row, or None when `timeout` seconds passed first."""
+    (done, failed or needs_review, and its last step says so, or `SETTLE_SECONDS` passed
+    without a new step); the final row, or None when `timeout` seconds passed first."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     last_id = 0
