@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 from engine.control.liveness import pid_alive
 from engine.control.paths import ControlPathError, OfficePaths, private_dir
 from engine.control.server import socket_answers
+from engine.pycommand import python_module
 from engine.runtime import start_ticks
 
 #: seconds to wait for a background engine's socket
@@ -51,8 +51,8 @@ def engine_running(paths: OfficePaths) -> bool:
 def engine_command(config: Path | None) -> list[str]:
     """`semo engine --config PATH`, or the demo engine for None."""
     if config is None:
-        return [sys.executable, "-m", "engine.control.background"]
-    return [sys.executable, "-m", "engine.cli", "engine", "--config", str(config.absolute())]
+        return python_module("engine.control.background")
+    return python_module("engine.cli", "engine", "--config", str(config.absolute()))
 
 
 def engine_pid(paths: OfficePaths) -> int | None:

@@ -7,11 +7,11 @@ state directory, and the store is whatever the environment selects (SQLite by de
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from engine.pycommand import python_module
 from engine.store.models import Agent, Job
 
 if TYPE_CHECKING:
@@ -52,17 +52,9 @@ def demo_config(*, steps: int = 2, delay: float = 0.3) -> SemoConfig:
             role=role,
             name=f"demo {role}",
             profile="generic",
-            command=[
-                sys.executable,
-                "-m",
-                "engine.demo.agent",
-                "--role",
-                role,
-                "--steps",
-                str(steps),
-                "--delay",
-                str(delay),
-            ],
+            command=python_module(
+                "engine.demo.agent", "--role", role, "--steps", str(steps), "--delay", str(delay)
+            ),
             prompt=PERSONAS[role],
             reads_prompts=True,  # scripted stand-ins for models: semo's feedback goes to them
             cols=100,
