@@ -14,8 +14,17 @@ import tempfile
 from pathlib import Path
 
 
-class RuntimeDirError(Exception):
-    """A runtime folder that is not a folder, not ours, or cannot be made private."""
+class RuntimeDirError(OSError):
+    """A runtime folder that is not a folder, not ours, or cannot be made private (an OSError:
+    every start-up that handles an unusable folder or socket handles it, in one line)."""
+
+
+#: what to do when the runtime folder is not usable, appended to the error
+RUNTIME_HINT = (
+    "semo keeps its sockets only in a private folder of yours: set XDG_RUNTIME_DIR to one "
+    "(your login session's /run/user/{uid}) in the shells you run semo from, or have {path} "
+    "removed"
+)
 
 
 def runtime_dir() -> Path:
@@ -33,13 +42,33 @@ def private_dir(path: Path, error: type[Exception] = RuntimeDirError) -> Path:
     with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700, parents=True)
     info = os.lstat(path)
+    hint = RUNTIME_HINT.format(uid=os.getuid(), path=path)
     if not stat.S_ISDIR(info.st_mode):
-        raise error(f"{path} exists and is not a folder")
+        raise error(f"{path} exists and is not a folder (a link or file planted there?); {hint}")
     if info.st_uid != os.getuid():
-        raise error(f"{path} belongs to uid {info.st_uid}, not to us")
+        raise error(
+            f"{path} belongs to uid {info.st_uid}, not to you (uid {os.getuid()}): another "
+            f"user made it first; {hint}"
+        )
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(path, 0o700)
+        if stat.S_IMODE(os.lstat(path).st_mode) & 0o077:
+            raise error(f"{path} cannot be made private (mode 0700); {hint}")
     return path
+
+
+def own_folder(path: Path) -> bool:
+    """Whether `path` is a folder (not a link) of this uid that no one else may write: what
+    may be read as this user's runtime state (info files) without creating anything."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.getuid()
+        and not stat.S_IMODE(info.st_mode) & 0o022
+    )
 
 
 def pid_alive(pid: int) -> bool:

@@ -74,8 +74,7 @@ def start_background(command: list[str], paths: OfficePaths, timeout: float = ST
         private_dir(paths.socket.parent)
     except ControlPathError as error:
         raise LaunchError(
-            f"the folder of the engine's control socket cannot be used: {error} (set "
-            "XDG_RUNTIME_DIR to a folder of yours)"
+            f"the folder of the engine's control socket cannot be used: {error}"
         ) from None
     private_dir(paths.log.parent)
     log = open(paths.log, "ab")  # noqa: SIM115 - handed to the child

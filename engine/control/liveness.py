@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from engine.control.paths import OfficePaths, runtime_dir
 from engine.control.server import socket_answers
-from engine.runtime import pid_alive, start_ticks
+from engine.runtime import own_folder, pid_alive, start_ticks
 
 if TYPE_CHECKING:
     from engine.store.models import EngineHeartbeat
@@ -37,8 +37,11 @@ def local_engine_gone(engine_id: str, row: EngineHeartbeat | None = None) -> str
         why = _pid_gone(int(pid), row)
         if why is not None:
             return why
+    folder = runtime_dir()
+    if not own_folder(folder):  # another user's folder (made first): nothing there is ours
+        return None
     try:
-        infos = list(runtime_dir().glob("control-*.json"))
+        infos = list(folder.glob("control-*.json"))
     except OSError:
         return None
     for path in infos:

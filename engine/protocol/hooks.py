@@ -396,7 +396,7 @@ class HookEvent(BaseModel):
         return value if isinstance(value, str) else None
 
 
-class HookServerError(Exception):
+class HookServerError(OSError):
     """The hook server cannot start (path too long, in use, unsafe directory...)."""
 
 
