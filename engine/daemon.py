@@ -58,7 +58,10 @@ async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) ->
 
         config = engine.config
         settings = resolve_settings(
-            config.api, config.office.name, command_timeout=config.engine.command_timeout
+            config.api,
+            config.office.name,
+            command_timeout=config.engine.command_timeout,
+            ship=config.ship,
         )
         api = await start_api(config.store_config(), settings, *parse_listen(http))
     log.info("started; %d start-up objects kept out of garbage collection", freeze_startup_heap())

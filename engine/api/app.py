@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.api.errors import ApiError, ErrorBody, error_response, install_error_handlers
 from engine.api.jobs import build_jobs_router
+from engine.api.ship import build_ship_router
 from engine.api.responses import PlainJSONResponse
 from engine.api.schemas import (
     Answer,
@@ -670,4 +671,5 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
             raise ApiError(409, str(error), code="invalid_answer") from None
 
     app.include_router(build_jobs_router(store))
+    app.include_router(build_ship_router(store, settings.ship))
     return app

@@ -150,7 +150,10 @@ def main(config_path: Path, listen: str | None, log_format: str | None = None) -
     try:
         config = load_config(config_path)
         settings = resolve_settings(
-            config.api, config.office.name, command_timeout=config.engine.command_timeout
+            config.api,
+            config.office.name,
+            command_timeout=config.engine.command_timeout,
+            ship=config.ship,
         )
         address = listen or config.api.listen
         if not address:

@@ -21,9 +21,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from engine.ship.settings import ShipSection
 
 TOKEN_ENV = "SEMO_API_TOKEN"
 TOKENS_ENV = "SEMO_API_TOKENS"
@@ -116,6 +118,8 @@ class ApiSettings:
     #: the engines' `[engine] command_timeout`: a write waits at least this (+ a margin), so
     #: that the engine's own timeout, not the API's, ends a command that takes too long
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+    #: the config's `[ship]`: what `POST .../jobs/{id}/ship` pushes to and opens PRs with
+    ship: ShipSection = field(default_factory=ShipSection)
 
     def __repr__(self) -> str:  # never the tokens
         return (
@@ -135,6 +139,7 @@ def resolve_settings(
     env: Mapping[str, str] | None = None,
     *,
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
+    ship: ShipSection | None = None,
 ) -> ApiSettings:
     """The tokens of `section` with SEMO_API_TOKEN (for `office`, the config's office) and
     SEMO_API_TOKENS (JSON) from `env` (None: os.environ) winning. ApiSettingsError when no
@@ -184,6 +189,7 @@ def resolve_settings(
         wait_timeout=section.wait_timeout,
         max_body_bytes=section.max_body_bytes,
         command_timeout=command_timeout,
+        ship=ship or ShipSection(),
     )
 
 

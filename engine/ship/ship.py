@@ -29,7 +29,16 @@ from engine.store.base import Store
 from engine.store.job_ops import JobTimeline, agents_of, job_timeline
 from engine.store.models import JobEntry
 
-__all__ = ["PR_STEPS", "ShipError", "ShipReport", "ShipRequest", "ShipTarget", "ship_job"]
+__all__ = [
+    "PR_STEPS",
+    "ShipError",
+    "ShipReport",
+    "ShipRequest",
+    "ShipTarget",
+    "ship_job",
+    "ship_stored_job",
+    "target_of",
+]
 
 #: The timeline steps that name a job's pull request.
 PR_STEPS = ("pr_opened", "pr_created")
@@ -102,6 +111,11 @@ async def ship_job(
     env = os.environ if env is None else env
     timeline = await job_timeline(store, job_id)
     job = timeline.job
+    if job.status == "needs_review":
+        raise ShipError(
+            f"job {job.id} needs review: its roles' work conflicts; resolve it first "
+            "(docs/JOBS.md), then ship"
+        )
     if job.status != "done":
         raise ShipError(f"job {job.id} is {job.status}: only a job that is done can be shipped")
     if not request.steps():
@@ -177,3 +191,28 @@ async def _open_pr(
         token=token,
         tool=settings.pr_tool,
     )
+
+
+async def target_of(store: Store, job_id: str) -> ShipTarget:
+    """Where the job's work is: its office's repository, its branch and base (the job's row)."""
+    job = await store.get_job(job_id)
+    office = await store.get_office(job.office_id)
+    branch = getattr(job, "branch", None)
+    base = getattr(job, "base_branch", None)
+    if not branch or not base:
+        raise ShipError(f"job {job.id} has no branch: it made no changes semo recorded")
+    if not office.repository:
+        raise ShipError(f"office {office.name} has no repository")
+    return ShipTarget(Path(office.repository), branch, base)
+
+
+async def ship_stored_job(
+    store: Store,
+    job_id: str,
+    request: ShipRequest,
+    settings: ShipSection,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> ShipReport:
+    """:func:`ship_job` on the job's own branch and base, in its office's repository."""
+    return await ship_job(store, job_id, request, settings, await target_of(store, job_id), env=env)

@@ -67,6 +67,10 @@ def add_job_commands(commands: Any) -> None:
     add_config_option(cancel)
     cancel.set_defaults(handler=_run(_cancel))
 
+    from engine.ship.cli import add_ship_command
+
+    add_ship_command(actions)
+
     add_listing(
         commands,
         "jobs",
