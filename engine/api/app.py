@@ -21,7 +21,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.api.errors import ApiError, ErrorBody, error_response, install_error_handlers
 from engine.api.jobs import build_jobs_router
-from engine.api.ship import build_ship_router
 from engine.api.responses import PlainJSONResponse
 from engine.api.schemas import (
     Answer,
@@ -36,6 +35,7 @@ from engine.api.schemas import (
     SessionCreated,
 )
 from engine.api.settings import ApiSettings
+from engine.api.ship import build_ship_router
 from engine.api.waiter import ResultWaiter
 from engine.store.base import NotFound, Store
 from engine.store.models import (

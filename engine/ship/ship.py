@@ -197,8 +197,7 @@ async def target_of(store: Store, job_id: str) -> ShipTarget:
     """Where the job's work is: its office's repository, its branch and base (the job's row)."""
     job = await store.get_job(job_id)
     office = await store.get_office(job.office_id)
-    branch = getattr(job, "branch", None)
-    base = getattr(job, "base_branch", None)
+    branch, base = job.branch, job.base_branch
     if not branch or not base:
         raise ShipError(f"job {job.id} has no branch: it made no changes semo recorded")
     if not office.repository:

@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.ship.ship import ShipTarget
+from engine.ship.ship import ShipTarget, target_of
 from engine.store.base import Store
 from engine.store.models import Agent, AgentResult, Job, JobEntry, Office
 from engine.store.sqlite import SqliteStore
 from tests.support.git_repo import AUTHOR, git, make_repo
-
-BRANCH = "semo/job-1"
 
 
 @dataclass
@@ -43,7 +41,6 @@ async def make_world(tmp_path: Path, *, summary: str = "GET /health added") -> W
     git(tmp_path, "init", "-q", "--bare", str(origin))
     git(repo, "remote", "add", "origin", str(origin))
     git(repo, "push", "-q", "origin", "main")
-    git(repo, "branch", BRANCH, "main")
     store = SqliteStore(tmp_path / "semo.db")
     await store.open()
     office = await store.create_office(Office(name="ship", repository=str(repo)))
@@ -51,6 +48,14 @@ async def make_world(tmp_path: Path, *, summary: str = "GET /health added") -> W
     be = await store.upsert_agent(Agent(office_id=office.id, name="be", role="BE"))
     job = await store.create_job(
         Job(office_id=office.id, agent_id=fe.id, task="Build the login page", status="done")
+    )
+    branch = f"semo/job/{job.id}"
+    git(repo, "branch", branch, "main")
+    job = await store.update_job(
+        job.id,
+        branch=branch,
+        base_branch="main",
+        base_commit=git(repo, "rev-parse", "main").strip(),
     )
     await store.add_job_entry(
         JobEntry(job_id=job.id, office_id=office.id, step="done", detail="login page built")
@@ -65,8 +70,8 @@ async def make_world(tmp_path: Path, *, summary: str = "GET /health added") -> W
         )
     )
     assert result.job_id == job.id
-    world = World(store, repo, origin, job, ShipTarget(repo, BRANCH, "main"))
-    world.commit(BRANCH, "login.html", "<form>login</form>\n", "FE: the login page")
+    world = World(store, repo, origin, job, await target_of(store, job.id))
+    world.commit(branch, "login.html", "<form>login</form>\n", "FE: the login page")
     return world
 
 

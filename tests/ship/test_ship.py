@@ -18,7 +18,7 @@ import pytest
 from engine.ship.settings import ShipSection
 from engine.ship.ship import ShipError, ShipRequest, ship_job
 from engine.store.job_ops import job_timeline
-from tests.ship.conftest import BRANCH, World
+from tests.ship.conftest import World
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi
 
@@ -57,11 +57,15 @@ async def test_pr_pushes_the_branch_and_opens_exactly_one_pull_request(world: Wo
             world.target,
             env=env,
         )
-    assert head(world.origin, BRANCH) == head(world.repo, BRANCH) == report.pushed
+    assert (
+        head(world.origin, world.target.branch)
+        == head(world.repo, world.target.branch)
+        == report.pushed
+    )
     assert len(api.pulls) == 1
     pull = api.pulls[0]
     assert pull["repo"] == "acme/shop"
-    assert (pull["head"], pull["base"]) == (BRANCH, "main")
+    assert (pull["head"], pull["base"]) == (world.target.branch, "main")
     assert world.job.id in pull["body"] and world.job.id[:8] in pull["title"]
     assert "Build the login page" in pull["body"] and "GET /health added" in pull["body"]
     assert "login.html" in pull["body"]  # the diffstat
@@ -71,11 +75,13 @@ async def test_pr_pushes_the_branch_and_opens_exactly_one_pull_request(world: Wo
     recorded = await steps(world)
     assert [s for s, _ in recorded].count("pr_opened") == 1
     assert ("pr_opened", report.pr.url) in recorded
-    assert any(s == "pushed" and d.startswith(f"{BRANCH} to origin") for s, d in recorded)
+    assert any(
+        s == "pushed" and d.startswith(f"{world.target.branch} to origin") for s, d in recorded
+    )
 
 
 async def test_merge_fast_forwards_the_checked_out_base(world: World) -> None:
-    branch_head = head(world.repo, BRANCH)
+    branch_head = head(world.repo, world.target.branch)
     report = await ship_job(
         world.store, world.job.id, ShipRequest(merge=True), ShipSection(), world.target
     )
@@ -95,24 +101,24 @@ async def test_merge_makes_a_merge_commit_when_the_base_moved(world: World) -> N
     )
     assert report.merge_kind == "merge"
     parents = git(world.repo, "rev-list", "--parents", "-n1", "main").split()
-    assert parents[1:] == [old_main, head(world.repo, BRANCH)]
+    assert parents[1:] == [old_main, head(world.repo, world.target.branch)]
     files = git(world.repo, "ls-tree", "--name-only", "main").split()
     assert {"NOTES", "login.html", "app.py"} <= set(files)
 
 
 async def test_a_conflicting_merge_is_refused_and_nothing_moves(world: World) -> None:
-    world.commit(BRANCH, "app.py", "x = 2  # FE\n", "FE: x")
+    world.commit(world.target.branch, "app.py", "x = 2  # FE\n", "FE: x")
     (world.repo / "app.py").write_text("x = 3  # main\n")
     git(world.repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-q", "-a", "-m", "x")
     (world.repo / "README").write_text("uncommitted\n")
-    before = (head(world.repo, "main"), head(world.repo, BRANCH))
+    before = (head(world.repo, "main"), head(world.repo, world.target.branch))
     with pytest.raises(ShipError) as caught:
         await ship_job(
             world.store, world.job.id, ShipRequest(merge=True), ShipSection(), world.target
         )
     message = str(caught.value)
     assert "conflicts in app.py" in message and "Nothing was changed" in message
-    assert (head(world.repo, "main"), head(world.repo, BRANCH)) == before
+    assert (head(world.repo, "main"), head(world.repo, world.target.branch)) == before
     assert (world.repo / "app.py").read_text() == "x = 3  # main\n"
     assert (world.repo / "README").read_text() == "uncommitted\n"
     assert not (world.repo / ".git" / "MERGE_HEAD").exists()
@@ -125,7 +131,7 @@ async def test_only_a_done_job_ships(world: World) -> None:
         await ship_job(
             world.store, world.job.id, ShipRequest(push=True), ShipSection(), world.target
         )
-    assert git(world.origin, "branch", "--list", BRANCH) == ""
+    assert git(world.origin, "branch", "--list", world.target.branch) == ""
 
 
 async def test_a_pr_without_a_token_says_how_to_give_one(world: World) -> None:

@@ -18,7 +18,7 @@ from engine.ship.pr_text import pr_body, pr_title
 from engine.ship.settings import ShipSection
 from engine.ship.ship import ShipRequest, ship_job
 from engine.store.job_ops import job_timeline
-from tests.ship.conftest import BRANCH, make_world
+from tests.ship.conftest import make_world
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi
 
@@ -118,7 +118,7 @@ async def test_a_hostile_repository_config_runs_nothing_when_semo_ships(tmp_path
             ShipSection(),
             world.target,
         )
-        assert report.pushed == git(world.origin, "rev-parse", BRANCH).strip()
+        assert report.pushed == git(world.origin, "rev-parse", world.target.branch).strip()
         assert report.merge_kind == "fast-forward"
         assert not marker.exists(), marker.read_text()
         timeline = await job_timeline(world.store, world.job.id)
