@@ -15,7 +15,6 @@ state folder. The engine writes its pid into the info file beside its socket.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -23,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from engine.control.info_file import read_info
 from engine.control.liveness import pid_alive
 from engine.control.paths import ControlPathError, OfficePaths, private_dir
 from engine.control.server import socket_answers
@@ -57,11 +57,8 @@ def engine_command(config: Path | None) -> list[str]:
 
 def engine_pid(paths: OfficePaths) -> int | None:
     """The pid the serving engine recorded, if any."""
-    try:
-        info = json.loads(paths.info.read_text())
-    except (OSError, ValueError):
-        return None
-    pid = info.get("pid") if isinstance(info, dict) else None
+    info = read_info(paths.info)
+    pid = info.get("pid") if info is not None else None
     return pid if isinstance(pid, int) and pid > 0 else None
 
 

@@ -6,12 +6,12 @@ heartbeat to run out (which takes 3 x lease_seconds after a SIGKILL).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
 from typing import TYPE_CHECKING
 
+from engine.control.info_file import live_engine_ids, read_info
 from engine.control.paths import OfficePaths, runtime_dir
 from engine.control.server import socket_answers
 from engine.runtime import own_folder, pid_alive, start_ticks
@@ -41,15 +41,12 @@ def local_engine_gone(engine_id: str, row: EngineHeartbeat | None = None) -> str
     if not own_folder(folder):  # another user's folder (made first): nothing there is ours
         return None
     try:
-        infos = list(folder.glob("control-*.json"))
+        infos = sorted(folder.glob("control-*.json"))
     except OSError:
         return None
     for path in infos:
-        try:
-            info = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(info, dict) or info.get("engine_id") != engine_id:
+        info = read_info(path)
+        if info is None or info.get("engine_id") != engine_id:
             continue
         run = info.get("heartbeat_started_at")
         if row is not None and isinstance(run, str) and run != row.started_at.isoformat():
@@ -58,7 +55,9 @@ def local_engine_gone(engine_id: str, row: EngineHeartbeat | None = None) -> str
         if isinstance(recorded, int) and recorded > 0:
             why = _pid_gone(recorded, row)
             if why is not None:
-                return why
+                # a claim anyone of our uid could have written: not when the engine answers
+                live = live_engine_ids(folder)
+                return why if live is not None and engine_id not in live else None
     return None
 
 
@@ -106,11 +105,8 @@ def killed_run_of_office(paths: OfficePaths, engine_id: str, started_at: str) ->
     heartbeat start), its pid has exited and nothing answers on the office's socket: a run of
     the same id elsewhere, or a later one, has another heartbeat start and is not taken for
     dead."""
-    try:
-        info = json.loads(paths.info.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict) or info.get("engine_id") != engine_id:
+    info = read_info(paths.info)
+    if info is None or info.get("engine_id") != engine_id:
         return None
     if info.get("heartbeat_started_at") != started_at:
         return None

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.control.info_file import read_info
 from engine.control.paths import OfficePaths, private_dir
 from engine.control.reaper import OrphanReaper, is_subreaper, set_subreaper
 from engine.control.views import RECENT_STEPS, last_line, step_view
@@ -364,9 +365,9 @@ class ControlServer:
         with contextlib.suppress(OSError):
             if self._socket_inode is not None and os.stat(path).st_ino == self._socket_inode:
                 path.unlink()  # ours, not a newer engine's
-                with contextlib.suppress(OSError):
-                    info = json.loads(self.paths.info.read_text())
-                    if info.get("pid") == os.getpid():
+                info = read_info(self.paths.info)
+                if info is not None and info.get("pid") == os.getpid():
+                    with contextlib.suppress(OSError):
                         self.paths.info.unlink()
 
     @property
