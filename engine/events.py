@@ -172,6 +172,7 @@ JobStep = Literal[
     "cancelling",
     "done",
     "failed",
+    "pr_created",
 ]
 
 

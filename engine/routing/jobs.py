@@ -71,7 +71,7 @@ from typing import Any
 
 from engine.events import BaseEvent, EventBus, JobEvent, JobStep, RoutingStep
 from engine.protocol.messages import Done
-from engine.protocol.monitor import Signal, scan_line
+from engine.protocol.monitor import PATTERNS, Signal, scan_line
 from engine.protocol.observer import MessageFound
 from engine.protocol.screen_text import text_width
 from engine.protocol.state import STATE_WORDS, AgentState, StateChange
@@ -116,6 +116,9 @@ EVENT_FIELDS = frozenset("office_id job_id agent_id step status attempts session
 
 # the generic reader's gutter and the monitor's fence, as engine.protocol uses them
 _GUTTER = re.compile(r"^(● |  )")
+#: an agent's "Created pull request #N" (the monitor's completion pattern), and a PR's address
+PULL_REQUEST = next(p.regex for p in PATTERNS if p.name == "pull_request")
+_PR_URL = re.compile(r"https?://[^\s<>\"')\]]+/pull/\d+")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 
 
@@ -141,6 +144,13 @@ class _Outcome:
 
 
 # -- the prompt ---------------------------------------------------------------------------------
+
+
+def pull_request_detail(line: str) -> str:
+    """What the timeline keeps of an agent's "Created pull request #N" line: the pull
+    request's address when the line has one, else the line (cut to 300 characters)."""
+    url = _PR_URL.search(line)
+    return url.group() if url else line.strip()[:300]
 
 
 def build_prompt(
@@ -289,10 +299,14 @@ class _Watch:
         session: AgentSession,
         on_turn: Callable[[str], None],
         on_delivered: Callable[[], None],
+        on_pull_request: Callable[[int, str], None] | None = None,
     ) -> None:
         self.session = session
         self.on_turn = on_turn
         self.on_delivered = on_delivered
+        #: the agent said "Created pull request #N" (seed 001): the number and its line
+        self.on_pull_request = on_pull_request
+        self.pull_requests: set[int] = set()
         self.delivered = False
         self.outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
         self.errors: list[Signal] = []
@@ -321,12 +335,23 @@ class _Watch:
         elif isinstance(event, Signal):
             if self.screen is not None or not event.decisive:
                 return  # generic: read again at the turn's end; tool output: informs only
+            if event.pattern == "pull_request":
+                self._pull_request(event.text)
             if event.kind == "completion" and event.pattern == "semo_done":
                 self._finish(_Outcome(True, detail=event.text))
             elif event.kind == "error":
                 self.errors.append(event)
         elif isinstance(event, StateChange):
             self._on_state(event)
+
+    def _pull_request(self, line: str) -> None:
+        match = PULL_REQUEST.search(line)
+        if match is None or self.on_pull_request is None:
+            return
+        number = int(match.group(1))
+        if number not in self.pull_requests:
+            self.pull_requests.add(number)
+            self.on_pull_request(number, line)
 
     def _on_state(self, change: StateChange) -> None:
         if change.state == AgentState.TERMINATED:
@@ -631,6 +656,13 @@ class JobRunner:
             session,
             lambda what: self._publish(job, "turn", session_id=session.session_id, detail=what),
             lambda: self._publish(job, "delivered", session_id=session.session_id),
+            lambda number, line: self._publish(
+                job,
+                "pr_created",
+                session_id=session.session_id,
+                detail=pull_request_detail(line),
+                ref_id=f"#{number}",
+            ),
         )
         self._watches[session.session_id] = watch
         try:
@@ -784,10 +816,13 @@ class JobRunner:
         session_id: str | None = None,
         detail: str = "",
         record: bool = True,
+        ref_id: str | None = None,
     ) -> None:
         """The step on the bus, and on the job's timeline unless the store wrote it already
         (`record` False: with the job's status, `_final`)."""
         entry = job_entry(job, step, session_id=session_id, detail=detail)
+        if ref_id is not None:
+            entry = entry.model_copy(update={"ref_id": ref_id})
         if record:
             self._record(entry)
         if self.bus is None:
