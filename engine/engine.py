@@ -45,6 +45,7 @@ from engine.sessions.manager import LaunchOptions, SessionManager, UnknownSessio
 from engine.sessions.pool import SessionPoolManager
 from engine.sessions.profiles import profile_for_command, profile_named
 from engine.sessions.worktrees import WorktreeManager
+from engine.ship.auto import AutoShip
 from engine.store import job_ops, open_store
 from engine.store.base import NotFound, Store, StoreError
 from engine.store.changes import ChangeFeed
@@ -104,6 +105,9 @@ class Engine:
         self._changes: ChangeFeed | None = None
         self.heartbeat: Heartbeat | None = None
         self._recovery: asyncio.Task[None] | None = None
+        #: `[ship] on_done`: ships the jobs this engine finishes (engine/ship/auto.py)
+        self.auto_ship: AutoShip | None = None
+        self._remove_auto_ship: Callable[[], None] | None = None
         #: stop() has run (a second call does nothing: e.g. after a start that failed)
         self._stopped = False
         #: the office's control socket that consoles attach to (engine.control), if serving
@@ -241,6 +245,8 @@ class Engine:
             max_jobs=settings.max_jobs,
         )
         self.dispatcher.start()
+        self.auto_ship = AutoShip(self.store, self.config.ship)
+        self._remove_auto_ship = self.bus.add_listener(self.auto_ship.on_event)
         self._recovery = asyncio.create_task(self._recover_expired(), name="recover expired")
         self.started_at = time.monotonic()
         self._status("running", f"{len(self.manager.sessions)} session(s)")
@@ -278,6 +284,9 @@ class Engine:
                 steps.append(("sessions", functools.partial(self.manager.close, reason, grace)))
             if self.jobs is not None:  # the timeline rows the steps above queued, written
                 steps.append(("job timeline", self.jobs.close))
+            if self._remove_auto_ship is not None and self.auto_ship is not None:
+                self._remove_auto_ship()
+                steps.append(("shipping", self.auto_ship.stop))
             failure: Exception | None = None
             for name, step in steps:
                 try:
