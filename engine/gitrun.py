@@ -6,6 +6,10 @@
 Never blocks the loop; a command that outlives ``timeout`` is killed and reported; a cancelled
 caller kills it too. ``config`` adds ``-c`` settings after gitsafe's own (they win over every
 config file), ``env`` adds variables to gitsafe's minimal environment.
+
+Before each command the repository's config is read (``git config --list --name-only``, with
+its includes) and every filter, diff and merge driver it defines is defanged for that command
+(`engine.gitsafe.driver_overrides`): the config is the agents' to write.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine.gitsafe import git_argv, git_environment
+from engine.gitsafe import config_environment, driver_overrides, git_argv, git_environment
 
 __all__ = ["GitError", "GitResult", "git_ok", "run_git"]
 
@@ -59,13 +63,28 @@ async def run_git(
     extra: list[str] = []
     for setting in config:
         extra += ["-c", setting]
+    names = await _run(git, cwd, ["config", "--null", "--name-only", "--list"], {}, None, timeout)
+    defanged = driver_overrides(names.stdout.split("\0")) if names.returncode == 0 else []
+    return await _run(
+        git, cwd, [*extra, *args], {**config_environment(defanged), **(env or {})}, stdin, timeout
+    )
+
+
+async def _run(
+    git: str,
+    cwd: os.PathLike[str] | str,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    stdin: bytes | None,
+    timeout: float,
+) -> GitResult:
     try:
         proc = await asyncio.create_subprocess_exec(
-            *git_argv(git, cwd, *extra, *args),
+            *git_argv(git, cwd, *args),
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=git_environment(**dict(env or {})),
+            env=git_environment(**env),
         )
     except OSError as exc:
         raise GitError(f"cannot run {git!r}: {exc}") from exc

@@ -1,31 +1,71 @@
 """How semo runs git on a repository its agents can write to.
 
 Agents share the repository's ``.git`` (every worktree points into it), so an agent can plant a
-hook (``.git/hooks/post-checkout``, ``reference-transaction``, ``post-index-change``) or a
-config setting that runs a program (``core.fsmonitor``, ``core.hooksPath``) and wait for the
-engine's next ``git worktree add``. Every git command semo runs therefore:
+hook (``.git/hooks/post-checkout``, ``reference-transaction``, ``post-index-change``), a config
+setting that runs a program (``core.fsmonitor``, ``core.hooksPath``, ``commit.gpgSign`` with
+``gpg.program``), an ``includeIf`` that pulls such settings from a file of its own, or a
+filter, diff or merge driver (``filter.<name>.clean``) that a ``.gitattributes`` it commits
+names, and wait for the engine's next ``git worktree add``, ``commit``, merge or diff. Every git
+command semo runs therefore treats the repository's config as untrusted:
 
-- disables hooks and the file-system monitor on the command line, which wins over any config
-  file: ``-c core.hooksPath=/dev/null -c core.fsmonitor=false``;
-- gets a minimal environment (:func:`git_environment`): PATH, HOME, USER, LOGNAME, TMPDIR,
-  XDG_CONFIG_HOME and nothing else from the engine (no store credentials, no token, no
-  ``GIT_*`` variable that would point git elsewhere or run a program: GIT_DIR, GIT_SSH_COMMAND,
-  GIT_EXTERNAL_DIFF, GIT_CONFIG_PARAMETERS, ...), never prompts, and speaks C.
+- settings that run a program are overridden on the command line, which wins over every
+  config file: :data:`SAFE_CONFIG` (hooks, fsmonitor, signing, editors, pager, the
+  alternate-refs command, the ``ext`` transport, submodule recursion, automatic gc);
+- every filter, diff and merge driver the repository's config defines (read first, with its
+  includes: :func:`driver_overrides`) is defanged the same way: a filter becomes ``cat`` with
+  no long-running process, a textconv ``cat``, an external diff ``true``, a merge driver git's
+  own ``merge-file``; so whatever ``.gitattributes`` names, no program of the agent's runs
+  (engine/gitrun.py does this for every command; the overrides go through
+  ``GIT_CONFIG_COUNT``, so a driver name with ``=`` or a newline cannot break them);
+- diffs semo shows are made with ``--no-ext-diff --no-textconv``;
+- git gets a minimal environment (:func:`git_environment`): PATH, HOME, USER, LOGNAME,
+  TMPDIR, XDG_CONFIG_HOME and nothing else from the engine (no store credentials, no token, no
+  ``GIT_*`` variable that would point git elsewhere or run a program: GIT_DIR,
+  GIT_SSH_COMMAND, GIT_EXTERNAL_DIFF, GIT_CONFIG_PARAMETERS, ...), never prompts, and speaks C.
 
-What is left (docs/SECURITY.md, "What is not defended"): a filter driver an agent defines in
-``.git/config`` for paths a committed ``.gitattributes`` names still runs at checkout; it runs
-as the same user with that minimal environment, so it gains nothing the agent did not have.
+What is left (docs/SECURITY.md, "What is not defended"): the config is read just before each
+command, so a driver an agent defines in the instant between that read and the command can
+still run once; it runs as the same user with the minimal environment, so it gains nothing the
+agent did not have.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-__all__ = ["SAFE_CONFIG", "git_argv", "git_environment"]
+__all__ = [
+    "SAFE_CONFIG",
+    "config_environment",
+    "driver_overrides",
+    "git_argv",
+    "git_environment",
+]
 
-#: ``-c`` settings given to every git command semo runs.
-SAFE_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+#: ``-c`` settings given to every git command semo runs: nothing in the repository's config
+#: that runs a program applies.
+SAFE_CONFIG = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "core.editor=:",
+    "sequence.editor=:",
+    "core.alternateRefsCommand=",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "push.gpgSign=false",
+    "protocol.ext.allow=never",
+    "submodule.recurse=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+)
+
+#: What each driver setting becomes (section -> variable -> value).
+_DEFANGED = {
+    "filter": {"clean": "cat", "smudge": "cat", "process": "", "required": "false"},
+    "diff": {"textconv": "cat", "command": "true"},
+    "merge": {"driver": "git merge-file --marker-size=%L %A %O %B"},
+}
 
 #: What a git command inherits from the engine's environment.
 _INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_CONFIG_HOME")
@@ -42,8 +82,39 @@ def git_environment(source: Mapping[str, str] | None = None, **extra: str) -> di
 
 
 def git_argv(git: str, cwd: os.PathLike[str] | str, *args: str) -> list[str]:
-    """``git -C cwd -c core.hooksPath=/dev/null -c core.fsmonitor=false <args>``."""
+    """``git -C cwd -c core.hooksPath=/dev/null -c core.fsmonitor=false ... <args>``."""
     argv = [git, "-C", os.fspath(cwd)]
     for setting in SAFE_CONFIG:
         argv += ["-c", setting]
     return [*argv, *args]
+
+
+def driver_overrides(names: Iterable[str]) -> list[tuple[str, str]]:
+    """(key, value) settings that defang every filter, diff and merge driver among the config
+    key names ``names`` (``git config --list --name-only``): each driver that appears gets all
+    of its program settings replaced, whichever of them the config sets."""
+    drivers: set[tuple[str, str]] = set()
+    for name in names:
+        section, dot, rest = name.partition(".")
+        subsection, dot2, _variable = rest.rpartition(".")
+        section = section.lower()
+        if dot and dot2 and subsection and section in _DEFANGED:
+            drivers.add((section, subsection))
+    return [
+        (f"{section}.{subsection}.{variable}", value)
+        for section, subsection in sorted(drivers)
+        for variable, value in _DEFANGED[section].items()
+    ]
+
+
+def config_environment(settings: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """``settings`` as command-line-scope config in the environment (``GIT_CONFIG_COUNT``,
+    ``GIT_CONFIG_KEY_<n>``, ``GIT_CONFIG_VALUE_<n>``): no quoting problem for any name."""
+    env: dict[str, str] = {}
+    count = 0
+    for count, (key, value) in enumerate(settings, start=1):
+        env[f"GIT_CONFIG_KEY_{count - 1}"] = key
+        env[f"GIT_CONFIG_VALUE_{count - 1}"] = value
+    if count:
+        env["GIT_CONFIG_COUNT"] = str(count)
+    return env

@@ -14,9 +14,10 @@ resolved workspace root and checked again after resolving: no component semo own
 under the root. Every failure is a :class:`WorktreeError` with a sentence to act on; a git
 failure carries git's own message.
 
-git runs as an asyncio subprocess (never blocking the loop), as :mod:`engine.gitsafe` says: hooks
-and fsmonitor disabled (agents can write the shared ``.git``), a minimal environment (no
-credentials, no ``GIT_*`` variable), prompts disabled.
+git runs through :mod:`engine.gitrun` (an asyncio subprocess, never blocking the loop), as
+:mod:`engine.gitsafe` says: the repository's config is untrusted (agents can write the shared
+``.git``): no hook, fsmonitor, filter, diff or merge driver of it runs; a minimal environment
+(no credentials, no ``GIT_*`` variable), prompts disabled.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.gitsafe import git_argv, git_environment
+from engine.gitrun import GitError, GitResult, run_git
 
 __all__ = [
     "ROLE_PATTERN",
@@ -179,20 +180,6 @@ def _allocated(st: os.stat_result) -> int:
     return blocks * 512 if blocks is not None else st.st_size
 
 
-@dataclass(frozen=True)
-class _GitResult:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def message(self) -> str:
-        lines = [line.strip() for line in (self.stderr or self.stdout).splitlines()]
-        lines = [line for line in lines if line]
-        errors = [line for line in lines if line.startswith(("fatal:", "error:"))]
-        return " / ".join(errors or lines) or f"exit status {self.returncode}"
-
-
 class WorktreeManager:
     """Creates, lists and removes task worktrees of ``repository`` under ``workspace_root``.
 
@@ -217,39 +204,13 @@ class WorktreeManager:
 
     # -- git ---------------------------------------------------------------------------------
 
-    async def _run_git(self, *args: str) -> _GitResult:
+    async def _run_git(self, *args: str) -> GitResult:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *git_argv(self.git, self.repository, *args),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=git_environment(),
-            )
-        except OSError as exc:
-            raise WorktreeError(f"cannot run {self.git!r}: {exc}") from exc
-        try:
-            async with asyncio.timeout(self.git_timeout):
-                out, err = await proc.communicate()
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise WorktreeError(
-                f"git {' '.join(args[:2])} took longer than {self.git_timeout:g}s; stopped it"
-            ) from None
-        except asyncio.CancelledError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            raise
-        assert proc.returncode is not None
-        return _GitResult(
-            proc.returncode,
-            out.decode("utf-8", "surrogateescape"),
-            err.decode("utf-8", "surrogateescape"),
-        )
+            return await run_git(self.repository, *args, git=self.git, timeout=self.git_timeout)
+        except GitError as exc:
+            raise WorktreeError(str(exc)) from exc
 
-    async def _git_ok(self, *args: str, what: str) -> _GitResult:
+    async def _git_ok(self, *args: str, what: str) -> GitResult:
         result = await self._run_git(*args)
         if result.returncode != 0:
             raise WorktreeError(f"{what}: git says: {result.message}")
