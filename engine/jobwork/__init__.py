@@ -1,0 +1,1 @@
+"""A job's work as one reviewable unit: its branch, its roles' branches, review (docs/JOBS.md)."""
