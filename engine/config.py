@@ -42,6 +42,7 @@ from pydantic import (
 
 from engine.api.settings import ApiSection
 from engine.fsutil import atomic_write
+from engine.jobwork.settings import GitSection
 from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
 from engine.ship.settings import ShipSection
@@ -371,6 +372,7 @@ class SemoConfig(_Section):
     api: ApiSection = Field(default_factory=ApiSection)
     console: ConsoleSection = Field(default_factory=ConsoleSection)
     ship: ShipSection = Field(default_factory=ShipSection)
+    git: GitSection = Field(default_factory=GitSection)
     agents: list[AgentConfig] = Field(default_factory=list)
 
     _source: Path | None = PrivateAttr(default=None)
@@ -740,6 +742,15 @@ listen = ""
 wait_timeout = 30.0
 # Larger request bodies get 413. Default: 1048576 (1 MiB).
 max_body_bytes = 1048576
+
+[git]
+# Each job gets a branch semo/job/<id> from the base branch as it is when the job starts
+# (docs/JOBS.md "Shipping a job's work"). Default: "" = the repository's checked-out branch.
+base_branch = ""
+# The git identity of the agents' commits (and of semo's commits of their leftovers);
+# {role}, {role_lower} and {name} are the agent's. Defaults below.
+author_name = "semo {role}"
+author_email = "{role_lower}@agents.semo.invalid"
 
 [ship]
 # Shipping a job's work (docs/JOBS.md): `semo job ship ID --push/--pr/--merge`.

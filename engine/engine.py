@@ -32,6 +32,7 @@ from engine.control.resume import (
 from engine.control.server import ControlServer
 from engine.events import EngineStatus, EventBus, EventForwarder
 from engine.heartbeat import Heartbeat
+from engine.jobwork.workspace import JobWorkspace
 from engine.reconcile import ReconcileReport, end_silent_engines, is_dead_run, reconcile
 from engine.routing.dispatcher import CommandDispatcher
 from engine.routing.job_recovery import take_over_jobs
@@ -225,6 +226,7 @@ class Engine:
             agents_by_id={agent.id: agent for agent in self.agents.values()},
             bus=self.bus,
             router=self.router,  # the job's id on the work its session causes
+            workspace=self._job_workspace(),
         )
         # the jobs' prompts are queued before the router types anything (its sweep included)
         await self._continue(continued, resumed)
@@ -444,6 +446,17 @@ class Engine:
             self.agents[agent.role] = await self.store.upsert_agent(agent)
         return office
 
+    def _job_workspace(self) -> JobWorkspace | None:
+        """Jobs' branches (docs/JOBS.md "Shipping a job's work"), when sessions run in the
+        office repository's worktrees."""
+        assert self.manager is not None and self.store is not None
+        worktrees = self.manager.worktrees
+        if worktrees is None:
+            return None
+        return JobWorkspace(
+            self.store, worktrees.repository, settings=self.config.git, worktrees=worktrees
+        )
+
     def _worktrees(self) -> WorktreeManager | None:
         if self._folder_for is not None:
             return None
@@ -453,15 +466,17 @@ class Engine:
     def _launch_options(self, agent: Agent) -> LaunchOptions:
         config: AgentConfig | None = self.config.agent(agent.role)
         stale_after = self.config.engine.stale_after
+        # every agent can commit: its git identity, unless its own env sets one
+        identity = self.config.git.identity(agent.role, agent.name)
         if config is None:
-            return LaunchOptions(stale_after=stale_after)
+            return LaunchOptions(stale_after=stale_after, env=identity)
         return LaunchOptions(
             profile=profile_named(
                 config.profile,
                 prompt_pattern=config.prompt_pattern,
                 reads_prompts=config.reads_prompts,
             ),
-            env=config.env,
+            env={**identity, **(config.env or {})},
             cols=config.cols,
             rows=config.rows,
             stale_after=config.stale_after or stale_after,

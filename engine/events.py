@@ -173,6 +173,14 @@ JobStep = Literal[
     "done",
     "failed",
     "pr_created",
+    # the job's branch (engine/jobwork): its start, a role's worktree put on it, a conflict
+    # handed to a role, the leftovers committed, the roles' work combined, a conflict
+    "branch",
+    "worktree",
+    "resolving",
+    "committed",
+    "combined",
+    "needs_review",
 ]
 
 

@@ -42,6 +42,7 @@ from engine.jobwork.gitwork import (
 )
 from engine.jobwork.model import SAVED_PREFIX, Conflict, JobWork, RoleWork, job_branch, role_branch
 from engine.jobwork.settings import GitSection
+from engine.sessions.worktrees import WorktreeManager
 from engine.ship.gitops import MergeConflict, merge_branch
 from engine.store.base import Store
 from engine.store.models import Job
@@ -92,6 +93,10 @@ def _same(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve()
 
 
+def _real(folder: Path | str) -> Path:
+    return Path(folder).resolve()
+
+
 class JobWorkspace:
     """Jobs' branches in the office's repository (one per engine)."""
 
@@ -101,10 +106,13 @@ class JobWorkspace:
         repository: Path,
         *,
         settings: GitSection | None = None,
+        worktrees: WorktreeManager | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.repository = Path(repository)
+        #: the pool's worktrees: only a session running in one of them has its work recorded
+        self.worktrees = worktrees
         self.settings = settings or GitSection()
         self.clock = clock
         self._locks: dict[str, asyncio.Lock] = {}
@@ -142,6 +150,17 @@ class JobWorkspace:
         )
 
     # -- a role's worktree ---------------------------------------------------------------------
+
+    async def worktree_of(self, folder: Path | str | None) -> Path | None:
+        """`folder` when it is one of the worktrees semo made (a session's working folder),
+        else None: a folder an operator gave an agent is never switched or cleaned."""
+        if folder is None or self.worktrees is None:
+            return None
+        wanted = _real(folder)
+        for worktree in await self.worktrees.list():
+            if worktree.path == wanted:
+                return worktree.path
+        return None
 
     async def enter(self, job_id: str, role: str, worktree: Path) -> Entered:
         """Put `worktree` on `role`'s branch for the job (see the module's docstring) and

@@ -70,6 +70,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.events import BaseEvent, EventBus, JobEvent, JobStep, RoutingStep
+from engine.gitrun import GitError
+from engine.jobwork.model import JobWork
+from engine.jobwork.workspace import JobEnd, JobWorkspace
 from engine.protocol.messages import Done
 from engine.protocol.monitor import PATTERNS, Signal, scan_line
 from engine.protocol.observer import MessageFound
@@ -419,6 +422,7 @@ class JobRunner:
         engine_id: str | None = None,
         router: Router | None = None,
         cancel_poll: float = 1.0,
+        workspace: JobWorkspace | None = None,
     ) -> None:
         if not job_timeout > 0:
             raise ValueError(f"job_timeout must be positive, not {job_timeout!r}")
@@ -441,6 +445,8 @@ class JobRunner:
         #: seconds between reads of a running job's row (an operator's cancel)
         self.cancel_poll = float(cancel_poll)
         self.router = router
+        #: the jobs' branches (engine/jobwork): None runs jobs without recording their work
+        self.workspace = workspace
         self._watches: dict[str, _Watch] = {}  # session id -> the attempt running in it
         self._running: set[str] = set()  # job ids being run by this runner
         self._job_sessions: dict[str, str] = {}  # session id -> the job it runs
@@ -451,6 +457,8 @@ class JobRunner:
         pool.manager.add_listener(self._on_session_event)
         if router is not None:
             router.job_of_session = self.job_of_session
+            if workspace is not None:
+                router.enter_job = self._enter_for_router
         if bus is not None:
             bus.add_listener(self._on_bus_event)
 
@@ -560,7 +568,12 @@ class JobRunner:
             needs_human=False,
         )
         self._publish(job, "started", detail=job.task[:200])
+        job = await self._start_branch(job)
+        work = JobWork.of(job)
+        resolve = work.resolve
         agent = self.agents_by_id.get(job.agent_id)
+        if resolve is not None:  # the operator handed a conflict to a role: its agent runs
+            agent = next((a for a in self.agents_by_id.values() if a.role == resolve.role), None)
         if agent is None:
             known = ", ".join(f"{a.role} ({a.id})" for a in self.agents_by_id.values()) or "none"
             decision = decide(
@@ -604,10 +617,21 @@ class JobRunner:
                     what = "session"
                 resumed = None  # later attempts: a new prompt, as for any job
                 self._publish(job, "session", detail=f"{lease.role} {what}, attempt {attempts}")
+                if await self._enter(job, lease.role, lease.session, resolve) and prompt is None:
+                    prompt_job = job if resolve is None else _resolving(job, resolve.prompt)
+                    prompt = build_prompt(
+                        prompt_job,
+                        agent,
+                        retry=retry,
+                        reads_prompts=lease.session.profile.reads_prompts,
+                    )
                 outcome = await self._attempt(job, agent, lease.session, retry, prompt, queued)
                 queued = None
                 if outcome.done:
                     await self._cancel_work(job, "the job is done")
+                    end = await self._record_work(job)
+                    if end is not None and end.conflict is not None:
+                        return await self._needs_review(job, end.conflict.detail)
                     return await self._done(job, outcome.detail)
                 assert outcome.kind is not None
                 if outcome.kind == "cancelled":
@@ -761,6 +785,86 @@ class JobRunner:
                 await session.terminate(reason)
         return False
 
+    # -- the job's branch (engine/jobwork) ----------------------------------------------------
+
+    async def _start_branch(self, job: Job) -> Job:
+        """The job's branch at the base (kept on a retry), on the timeline; a repository that
+        cannot give one leaves the job to run without it (the step says why)."""
+        if self.workspace is None:
+            return job
+        try:
+            job = await self.workspace.start(job)
+        except (GitError, StoreError, OSError) as error:
+            self._publish(job, "branch", detail=f"no job branch: {error}")
+            return job
+        base = f"{job.base_branch} at {(job.base_commit or '')[:10]}"
+        self._publish(job, "branch", detail=f"{job.branch} from {base}")
+        return job
+
+    async def _enter(self, job: Job, role: str, session: AgentSession, resolve: Any = None) -> bool:
+        """Put the session's worktree on the role's branch for the job (and, for a conflict
+        handed to the role, the conflict into it); whether the prompt must say more (a
+        conflict to resolve)."""
+        if self.workspace is None or not job.branch:
+            return False
+        try:
+            worktree = await self.workspace.worktree_of(session.cwd)
+            if worktree is None:
+                return False
+            entered = await self.workspace.enter(job.id, role, worktree)
+            saved = f"; what it held before was saved as {entered.saved}" if entered.saved else ""
+            self._publish(
+                job,
+                "worktree",
+                session_id=session.session_id,
+                detail=f"{role} works on {entered.branch} in {worktree}{saved}",
+            )
+            if resolve is not None and resolve.role == role:
+                files = await self.workspace.prepare_resolve(job.id, role, worktree)
+                self._publish(
+                    job,
+                    "resolving",
+                    session_id=session.session_id,
+                    detail=f"{role} resolves the conflict in {', '.join(files) or 'no file'}",
+                )
+                return True
+        except (GitError, StoreError, OSError) as error:
+            self._publish(job, "worktree", session_id=session.session_id, detail=str(error))
+        return False
+
+    async def _enter_for_router(self, session: AgentSession, role: str, job_id: str) -> None:
+        """An invocation of `job_id` is about to be typed into `session`: its worktree goes on
+        the role's branch for that job, unless the session runs another job of this runner."""
+        running = self._job_sessions.get(session.session_id)
+        if running is not None and running != job_id:
+            log.info("session %s runs job %s, not %s", session.session_id, running, job_id)
+            return
+        try:
+            job = await self.store.get_job(job_id)
+        except (NotFound, StoreError) as error:
+            log.info("job %s: not entering %s: %s", job_id, session.session_id, error)
+            return
+        await self._enter(job, role, session)
+
+    async def _record_work(self, job: Job) -> JobEnd | None:
+        """The end of the job: its roles' leftovers committed and their branches combined on
+        the job branch, on the timeline (`committed`, `combined`)."""
+        if self.workspace is None or not job.branch:
+            return None
+        try:
+            end = await self.workspace.finish(job.id)
+        except (GitError, StoreError, OSError) as error:
+            self._publish(job, "combined", detail=f"the job's work was not combined: {error}")
+            return None
+        for role, sha in end.committed.items():
+            self._publish(job, "committed", detail=f"{role}: {sha[:10]} (what it left)")
+        commits = "; ".join(end.commits[-20:])
+        stat = end.diffstat or "no changes"
+        self._publish(
+            job, "combined", detail=f"{job.branch}: {len(end.commits)} commit(s), {stat}. {commits}"
+        )
+        return end
+
     # -- store and bus ------------------------------------------------------------------------
 
     async def _update(self, job: Job, **changes: Any) -> Job:
@@ -776,6 +880,19 @@ class JobRunner:
         )
         log.info("job %s done after %d attempt(s)", job.id, job.attempts)
         self._publish(job, "done", detail=summary, record=False)  # written with the status
+        return job
+
+    async def _needs_review(self, job: Job, detail: str) -> Job:
+        job = await self._final(
+            job,
+            "needs_review",
+            detail,
+            status="needs_review",
+            failure_reason=detail,
+            needs_human=True,
+        )
+        log.info("job %s needs review: %s", job.id, detail)
+        self._publish(job, "needs_review", detail=detail, record=False)
         return job
 
     async def _fail(self, job: Job, decision: Decision) -> Job:
@@ -920,6 +1037,17 @@ def _log_failure(task: asyncio.Task[Job]) -> None:
     task nobody awaits. Its row stays as the store last took it, as for a `run_job` command."""
     if not task.cancelled() and (error := task.exception()) is not None:
         log.error("%s failed", task.get_name(), exc_info=error)
+
+
+def _resolving(job: Job, prompt: str) -> Job:
+    """`job` as the prompt of a conflict handed to an agent shows it: the operator's words,
+    then what semo did, instead of the task."""
+    task = (
+        f"{prompt.strip()}\n[semo] Job {job.id} ({job.task.strip().splitlines()[0][:120]}): the "
+        f"job branch {job.branch} was merged into your branch in your worktree and conflicts "
+        "(markers in the files). Resolve the conflicts, keeping both sides' intent, and commit."
+    )
+    return job.model_copy(update={"task": task})
 
 
 def _task_id(job: Job) -> str | None:

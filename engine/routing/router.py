@@ -124,6 +124,9 @@ class Router:
         #: the job a session runs (the JobRunner sets it): what that session causes, and what
         #: the agents it invokes cause, carries the job's id
         self.job_of_session: Callable[[str], str | None] = lambda _session_id: None
+        #: (session, role, job id): before an invocation of a job is typed into a session, its
+        #: worktree goes on the role's branch for the job (set by the JobRunner; engine/jobwork)
+        self.enter_job: Callable[[AgentSession, str, str], Awaitable[None]] | None = None
         #: sessions of a dead engine whose Claude Code conversation this engine resumed: old
         #: session id -> the session that resumed it (`resumed`); what was waiting for the old
         #: one (an answer, a result) is typed into the new one
@@ -405,6 +408,11 @@ class Router:
             self._tell_agent(caller.id, f"[semo] Your INVOKE of {target.role} failed: {error}.")
             return
         self._current[target_id] = invocation_id
+        if invocation.job_id is not None and self.enter_job is not None:
+            await self._guarded(
+                f"entering job {invocation.job_id}",
+                self.enter_job(session, target.role, invocation.job_id),
+            )
         # running before the task is typed: the answer may come back at once
         await self.store.update_invocation(invocation_id, status="running")
         context = f" Context: {json.dumps(invocation.context)}" if invocation.context else ""
