@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
@@ -211,3 +213,34 @@ def configure_logging(
     for noisy in ("httpx", "httpcore", "websockets", "hpack"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     return handler
+
+
+class ThrottledWarnings:
+    """At most one log line per kind every ``interval`` seconds; the next line of a kind says
+    how many were left out. A flood of bad connections costs a few lines, not one each."""
+
+    def __init__(self, logger: logging.Logger, interval: float) -> None:
+        self.logger = logger
+        self.interval = interval
+        self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (last logged, suppressed)
+
+    def warning(self, kind: str, text: str) -> None:
+        now = time.monotonic()
+        last, suppressed = self._kinds.get(kind, (-math.inf, 0))
+        if now - last < self.interval:
+            self._kinds[kind] = (last, suppressed + 1)
+            return
+        self._kinds[kind] = (now, 0)
+        if suppressed:
+            text += f" ({suppressed} more like it in the last {now - last:.0f} s not logged)"
+        self.logger.warning("%s", text)
+
+    def flush(self) -> None:
+        """Log how many lines of each kind were left out since its last line (at a stop)."""
+        now = time.monotonic()
+        for kind, (last, suppressed) in list(self._kinds.items()):
+            if suppressed:
+                self._kinds[kind] = (now, 0)
+                self.logger.warning(
+                    "%d more %s line(s) in the last %.0f s not logged", suppressed, kind, now - last
+                )

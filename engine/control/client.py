@@ -44,7 +44,7 @@ from engine.control.wire import (
     StyleBook,
     decode_body,
     encode_frame,
-    frame_size,
+    piece_size,
     read_frame,
 )
 from engine.protocol.state import AgentState
@@ -811,17 +811,21 @@ class Preconnect:
 
 
 def _read_frame_blocking(sock: socket.socket) -> dict[str, Any] | None:
-    """wire.read_frame on a blocking socket, reading no byte past the frame."""
-    header = _recv_exactly(sock, 4)
-    if not header:
-        return None
-    if len(header) < 4:
-        raise FrameError("the stream ended inside a frame header")
-    size = frame_size(header, MAX_SERVER_FRAME_BYTES)
-    body = _recv_exactly(sock, size)
-    if len(body) < size:
-        raise FrameError("the stream ended inside a frame")
-    return decode_body(body)
+    """wire.read_frame on a blocking socket, reading no byte past the message."""
+    body = bytearray()
+    while True:
+        header = _recv_exactly(sock, 4)
+        if not header and not body:
+            return None
+        if len(header) < 4:
+            raise FrameError("the stream ended inside a frame header")
+        size, more = piece_size(header, len(body), MAX_SERVER_FRAME_BYTES)
+        piece = _recv_exactly(sock, size)
+        if len(piece) < size:
+            raise FrameError("the stream ended inside a frame")
+        body += piece
+        if not more:
+            return decode_body(body)
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:

@@ -11,8 +11,12 @@ changes) and *attach* to sessions (a full screen, then the scrollback tail, then
 changed, at most one screen frame per session per `FRAME_SECONDS`). Screen updates are built
 when the connection can take them, from the screen as it is then (latest state wins): a
 console that reads slowly gets fewer, larger frames and the engine keeps no backlog of screen
-data for it. Replies and events are queued; a console that lets `MAX_BACKLOG_BYTES` of them
-pile up is disconnected.
+data for it. Replies and events are queued; a console that leaves `MAX_BACKLOG_BYTES` of them
+unread and takes nothing for `STALL_SECONDS` is disconnected (any console past
+`MAX_BACKLOG_HARD_BYTES`). One message of any size goes out whole (in pieces,
+engine/control/wire.py): the limit counts what was queued before it, so a big office snapshot or
+job list never drops a console that reads, and an office snapshot still queued is replaced by a
+newer one (latest wins, as for screens).
 
 Only the engine's own uid may connect (SO_PEERCRED); the socket is 0600 in a 0700 folder.
 """
@@ -27,7 +31,6 @@ import logging
 import os
 import signal
 import socket
-import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -36,10 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 from engine.control.info_file import read_info
 from engine.control.paths import OfficePaths, private_dir
+from engine.control.peers import boot_ticks, refuse_peer
 from engine.control.reaper import OrphanReaper, is_subreaper, set_subreaper
 from engine.control.views import RECENT_STEPS, last_line, step_view
 from engine.control.wire import (
     MAX_REQUEST_BYTES,
+    MAX_REQUEST_DEPTH,
     PROTOCOL_VERSION,
     START_WAIT_SECONDS,
     FrameError,
@@ -50,7 +55,7 @@ from engine.control.wire import (
 )
 from engine.events import SessionOutput
 from engine.fsutil import atomic_write
-from engine.runtime import stat_fields
+from engine.logs import ThrottledWarnings
 
 if TYPE_CHECKING:
     from engine.engine import Engine
@@ -80,8 +85,12 @@ MAX_NEW_LINES_PER_FRAME = 2000
 MAX_HISTORY_LINES = 10_000
 #: bench A/B only: new scrollback lines go to every console, wanted or not (as before `history`)
 STREAM_HISTORY_ALWAYS = os.environ.get("SEMO_CONTROL_STREAM_HISTORY") == "1"
-#: queued replies and events a console may leave unread before it is disconnected
+#: a console is disconnected when this much of replies and events waits for it and it took
+#: no byte for STALL_SECONDS (one message bigger than this is still sent whole)...
 MAX_BACKLOG_BYTES = 8 << 20
+STALL_SECONDS = 10.0
+#: ... or when this much waits, however it reads (the engine's memory is not a console's)
+MAX_BACKLOG_HARD_BYTES = 256 << 20
 #: how often the office snapshot is recomputed (pool from memory, questions and commands from
 #: the store) while a console is subscribed; a session state change recomputes it at once
 OFFICE_SECONDS = 1.0
@@ -89,6 +98,8 @@ OFFICE_SECONDS = 1.0
 OFFICE_REFRESH_SECONDS = 30.0
 #: commands listed in the office snapshot
 RECENT_COMMANDS = 20
+#: at most one log line per kind of refused connection this often (docs/SECURITY.md)
+REFUSAL_LOG_SECONDS = 10.0
 
 
 class ControlError(OSError):
@@ -97,28 +108,6 @@ class ControlError(OSError):
 
 class OpError(Exception):
     """A request that cannot be done: the message goes back to the console."""
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return pid, uid
-
-
-def descends_from(pid: int, ancestor: int) -> bool:
-    """Whether `ancestor` is among `pid`'s parents (by /proc; False when unknown)."""
-    seen = 0
-    while pid > 1 and seen < 256:
-        fields = stat_fields(pid)
-        try:
-            pid = int(fields[1]) if fields else 0
-        except (ValueError, IndexError):
-            return False
-        if pid == ancestor:
-            return True
-        seen += 1
-    return False
 
 
 def _heartbeat_start(engine: Engine) -> str | None:
@@ -179,6 +168,8 @@ class _Connection:
         self.styles = StyleTable()
         self.backlog: deque[bytes] = deque()
         self.backlog_bytes = 0
+        self.latest: dict[str, bytes] = {}  # kind -> its message still in the backlog
+        self.draining_since: float | None = None  # monotonic time the pending write began
         self.wake = asyncio.Event()
         self.closed = False
         self._timer: asyncio.TimerHandle | None = None
@@ -188,17 +179,35 @@ class _Connection:
 
     # -- queueing ------------------------------------------------------------------------------
 
-    def send(self, message: dict[str, Any] | bytes) -> None:
+    def send(self, message: dict[str, Any] | bytes, *, latest: str | None = None) -> None:
+        """Queue `message`. With `latest`, a message of that kind still queued is dropped
+        first: only the newest counts (the office snapshot). A console that left more than
+        MAX_BACKLOG_BYTES unread is disconnected, however big this one message is."""
         if self.closed:
             return
         data = message if isinstance(message, bytes) else encode_frame(message)
-        self.backlog.append(data)
-        self.backlog_bytes += len(data)
-        if self.backlog_bytes > MAX_BACKLOG_BYTES:
+        if latest is not None and latest in self.latest:
+            stale = self.latest.pop(latest)
+            with contextlib.suppress(ValueError):
+                self.backlog.remove(stale)
+                self.backlog_bytes -= len(stale)
+        if self._stalled():
             log.warning("console %d reads too slowly: disconnected", self.number)
             self.close()
             return
+        self.backlog.append(data)
+        self.backlog_bytes += len(data)
+        if latest is not None:
+            self.latest[latest] = data
         self.wake.set()
+
+    def _stalled(self) -> bool:
+        """Whether what waits for this console is too much for how it reads."""
+        if self.backlog_bytes > MAX_BACKLOG_HARD_BYTES:
+            return True
+        if self.backlog_bytes <= MAX_BACKLOG_BYTES or self.draining_since is None:
+            return False
+        return time.monotonic() - self.draining_since > STALL_SECONDS
 
     def screen_changed(self, session_id: str, rows: set[int]) -> None:
         state = self.attached.get(session_id)
@@ -227,6 +236,7 @@ class _Connection:
             chunks: list[bytes] = list(self.backlog)
             self.backlog.clear()
             self.backlog_bytes = 0
+            self.latest.clear()
             frames, next_due = self.server.screen_frames(self, loop.time())
             chunks += frames
             if next_due is not None and self._timer is None:
@@ -237,14 +247,29 @@ class _Connection:
             self.writer.write(data)
             self.bytes_sent += len(data)
             self.frames_sent += len(chunks)
+            self.draining_since = time.monotonic()
             try:
                 await self.writer.drain()
             except (ConnectionError, OSError):
                 self.close()
                 break
+            finally:
+                self.draining_since = None
             if any(s.history_mark is not None for s in self.attached.values()):
                 self.writer.write(b"".join(self.server.history_frames(self)))
                 with contextlib.suppress(ConnectionError, OSError):
+                    await self.writer.drain()
+
+    async def flush(self, timeout: float = 1.0) -> None:
+        """Write what is queued now (a last error before closing), within `timeout`."""
+        data = b"".join(self.backlog)
+        self.backlog.clear()
+        self.backlog_bytes = 0
+        self.latest.clear()
+        if data and not self.closed:
+            self.writer.write(data)
+            with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+                async with asyncio.timeout(timeout):
                     await self.writer.drain()
 
     def _frame_due(self) -> None:
@@ -281,6 +306,10 @@ class ControlServer:
         self._step_numbers = itertools.count()
         self._socket_inode: int | None = None
         self.started_at = time.time()
+        #: connections refused (another uid, or a process this engine started); logged at most
+        #: one line per kind every REFUSAL_LOG_SECONDS, with the count of those left out
+        self.refused = 0
+        self._refusals = ThrottledWarnings(log, REFUSAL_LOG_SECONDS)
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -355,6 +384,7 @@ class ControlServer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        self._refusals.flush()
         if self._made_subreaper:
             set_subreaper(False)
             self._made_subreaper = False
@@ -377,17 +407,11 @@ class ControlServer:
     # -- connections ---------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        try:
-            pid, uid = peer_credentials(sock)
-        except OSError:
-            pid, uid = 0, -1
-        if uid != os.getuid():
-            log.warning("control socket: refused a connection from uid %s", uid)
-            writer.close()
-            return
-        if descends_from(pid, os.getpid()):  # an agent (or what it started) is no console
-            log.warning("control socket: refused process %d, started by this engine", pid)
+        accepted_at = boot_ticks()
+        refusal = refuse_peer(writer.get_extra_info("socket"), os.getpid(), accepted_at)
+        if refusal is not None:  # another uid, or an agent (or what it started): no console
+            self.refused += 1
+            self._refusals.warning(refusal.kind, f"control socket: refused {refusal.text}")
             writer.close()
             return
         connection = _Connection(self, next(self._numbers), reader, writer)
@@ -406,9 +430,10 @@ class ControlServer:
         try:
             while not connection.closed:
                 try:
-                    request = await read_frame(reader, MAX_REQUEST_BYTES)
-                except FrameError as error:
+                    request = await read_frame(reader, MAX_REQUEST_BYTES, MAX_REQUEST_DEPTH)
+                except FrameError as error:  # said before the connection closes
                     connection.send({"t": "error", "error": str(error)})
+                    await connection.flush()
                     break
                 except (ConnectionError, OSError):
                     break
@@ -709,7 +734,7 @@ class ControlServer:
             frame = encode_frame({"t": "office", "office": snapshot})
             for connection in self._connections:
                 if connection.subscribed:
-                    connection.send(frame)
+                    connection.send(frame, latest="office")
 
     async def office_snapshot(self) -> dict[str, Any]:
         engine = self.engine

@@ -1,6 +1,11 @@
 """The control socket's wire format: length-prefixed JSON frames, and screen rows in them.
 
-A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (one object).
+A message is one JSON object (UTF-8), sent as one or more *pieces*: a 4-byte big-endian header
+and at most `MAX_PIECE_BYTES` of the message's bytes. The header's top bit says another piece of
+the same message follows; the other 31 bits are the piece's length. A message of any size thus
+travels without one length announcing (or one buffer holding) all of it at once, and the receiver
+bounds the whole message by its own limit as the pieces come. The JSON's nesting is bounded too
+(engine.safe_json): a frame nested thousands deep is a clean FrameError, never a RecursionError.
 Screen rows travel as the terminal core's compact `Line`s: a row without styles is its text
 alone; a styled row is `[text, [start, end, style_id, ...], wrapped]`. Styles are interned per
 connection: the first frame that uses a style carries its definition
@@ -13,18 +18,28 @@ import asyncio
 import json
 from typing import Any
 
+from engine import safe_json
 from engine.terminal.cell import Cell
 from engine.terminal.scrollback import Line, StyleRun
 
 #: a client's request is at most this big (a paste of 1 MiB is plenty for a terminal)
 MAX_REQUEST_BYTES = 1 << 20
-#: a server frame is at most this big (a full screen plus a scrollback tail fits easily)
-MAX_SERVER_FRAME_BYTES = 64 << 20
-PROTOCOL_VERSION = 1
+#: a server message is at most this big: far above any real one (an office snapshot of a few
+#: hundred large questions, a long job list are tens of MiB), a bound on a console's memory only
+MAX_SERVER_FRAME_BYTES = 1 << 30
+#: a message travels in pieces of at most this many bytes (see the module's docstring)
+MAX_PIECE_BYTES = 1 << 20
+#: deepest JSON nesting of a console's request (a job's context is the deepest part)
+MAX_REQUEST_DEPTH = safe_json.DEFAULT_MAX_DEPTH
+#: deepest JSON nesting of the engine's messages: what it relays (job contexts, hook payloads)
+#: was bounded when it came in, and the envelope adds a few levels
+MAX_SERVER_DEPTH = 4 * safe_json.DEFAULT_MAX_DEPTH
+PROTOCOL_VERSION = 2
 #: how long a request waits for a starting engine (reconcile, warm sessions) to run
 START_WAIT_SECONDS = 180.0
 
 _HEADER = 4
+_MORE = 1 << 31
 _FLAGS = ("bold", "italics", "underscore", "strikethrough", "reverse", "blink", "dim")
 
 
@@ -33,40 +48,57 @@ class FrameError(Exception):
 
 
 def encode_frame(message: dict[str, Any]) -> bytes:
+    """`message` on the wire: its pieces, one after the other."""
     body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-    return len(body).to_bytes(_HEADER, "big") + body
+    if len(body) <= MAX_PIECE_BYTES:
+        return len(body).to_bytes(_HEADER, "big") + body
+    parts: list[bytes] = []
+    for start in range(0, len(body), MAX_PIECE_BYTES):
+        piece = body[start : start + MAX_PIECE_BYTES]
+        more = _MORE if start + MAX_PIECE_BYTES < len(body) else 0
+        parts += ((len(piece) | more).to_bytes(_HEADER, "big"), piece)
+    return b"".join(parts)
 
 
-async def read_frame(reader: asyncio.StreamReader, limit: int) -> dict[str, Any] | None:
-    """The next frame, or None at a clean end of stream (FrameError for a bad one)."""
+async def read_frame(
+    reader: asyncio.StreamReader, limit: int, max_depth: int = MAX_SERVER_DEPTH
+) -> dict[str, Any] | None:
+    """The next message, or None at a clean end of stream (FrameError for a bad one)."""
+    body = bytearray()
+    while True:
+        try:
+            header = await reader.readexactly(_HEADER)
+        except asyncio.IncompleteReadError as error:
+            if error.partial or body:
+                raise FrameError("the stream ended inside a frame header") from None
+            return None
+        size, more = piece_size(header, len(body), limit)
+        try:
+            body += await reader.readexactly(size)
+        except asyncio.IncompleteReadError:
+            raise FrameError("the stream ended inside a frame") from None
+        if not more:
+            return decode_body(body, limit, max_depth)
+
+
+def piece_size(header: bytes, received: int, limit: int) -> tuple[int, bool]:
+    """A piece header's length and whether more pieces follow (FrameError when the message,
+    `received` bytes so far, would go over `limit`)."""
+    value = int.from_bytes(header, "big")
+    size, more = value & ~_MORE, bool(value & _MORE)
+    if received + size > limit:
+        raise FrameError(f"a frame of over {received + size} bytes is over the limit of {limit}")
+    return size, more
+
+
+def decode_body(
+    body: bytes | bytearray, limit: int = MAX_SERVER_FRAME_BYTES, max_depth: int = MAX_SERVER_DEPTH
+) -> dict[str, Any]:
+    """A message's body as the JSON object it must be (FrameError otherwise)."""
     try:
-        header = await reader.readexactly(_HEADER)
-    except asyncio.IncompleteReadError as error:
-        if error.partial:
-            raise FrameError("the stream ended inside a frame header") from None
-        return None
-    size = frame_size(header, limit)
-    try:
-        body = await reader.readexactly(size)
-    except asyncio.IncompleteReadError:
-        raise FrameError("the stream ended inside a frame") from None
-    return decode_body(body)
-
-
-def frame_size(header: bytes, limit: int) -> int:
-    """The body's size a frame header gives (FrameError beyond `limit`)."""
-    size = int.from_bytes(header, "big")
-    if size > limit:
-        raise FrameError(f"a frame of {size} bytes is over the limit of {limit}")
-    return size
-
-
-def decode_body(body: bytes) -> dict[str, Any]:
-    """A frame's body as the JSON object it must be (FrameError otherwise)."""
-    try:
-        message = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise FrameError(f"a frame that is not JSON: {error}") from None
+        message = safe_json.loads(body, max_bytes=limit, max_depth=max_depth)
+    except safe_json.JSONInputError as error:
+        raise FrameError(f"a frame that is not acceptable JSON: {error}") from None
     if not isinstance(message, dict):
         raise FrameError("a frame that is not a JSON object")
     return message

@@ -35,7 +35,6 @@ import functools
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import secrets
@@ -59,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine import safe_json
 from engine.fsutil import read_text_in, write_text_in
 from engine.gitsafe import git_argv, git_environment
-from engine.logs import add_secret, discard_secret
+from engine.logs import ThrottledWarnings, add_secret, discard_secret
 from engine.protocol.transcript import TranscriptRefused, TranscriptScope, read_turn_text
 from engine.runtime import pid_alive, private_dir, runtime_dir
 
@@ -417,27 +416,6 @@ def _token_key(token: str) -> bytes:
 EventCallback = Callable[[HookEvent], object]
 
 
-class _Warnings:
-    """At most one log line per kind every ``interval`` seconds; the next line of a kind says
-    how many were left out. A flood of bad connections costs a few lines, not one each."""
-
-    def __init__(self, logger: logging.Logger, interval: float) -> None:
-        self.logger = logger
-        self.interval = interval
-        self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (last logged, suppressed)
-
-    def warning(self, kind: str, text: str) -> None:
-        now = time.monotonic()
-        last, suppressed = self._kinds.get(kind, (-math.inf, 0))
-        if now - last < self.interval:
-            self._kinds[kind] = (last, suppressed + 1)
-            return
-        self._kinds[kind] = (now, 0)
-        if suppressed:
-            text += f" ({suppressed} more like it in the last {now - last:.0f} s not logged)"
-        self.logger.warning("%s", text)
-
-
 @dataclass(eq=False)
 class _Connection:
     task: asyncio.Task[None]
@@ -519,7 +497,7 @@ class HookServer:
         self.transcript_timeout = transcript_timeout
         self.accepted = 0
         self.rejected: Counter[str] = Counter()
-        self._warnings = _Warnings(log, warn_interval)
+        self._warnings = ThrottledWarnings(log, warn_interval)
         self._sessions: dict[bytes, str] = {}  # sha256(token) -> session key
         self._tokens: dict[str, str] = {}  # session key -> token
         self._scopes: dict[str, TranscriptScope] = {}  # session key -> where its transcripts are

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from engine.protocol import hook_shim, hooks
+from engine.logs import ThrottledWarnings
+from engine.protocol import hook_shim
 from engine.protocol.hooks import (
     HOOK_EVENTS,
     MAX_MESSAGE_BYTES,
@@ -463,7 +464,7 @@ def test_warnings_are_one_line_per_kind_per_interval_with_a_count(
 ) -> None:
     logger = logging.getLogger("semo.hooks.test")
     caplog.set_level(logging.WARNING, logger=logger.name)
-    warnings = hooks._Warnings(logger, interval=3600)
+    warnings = ThrottledWarnings(logger, interval=3600)
     for _ in range(5):
         warnings.warning("timeout", "rejected hook message: timeout")
     warnings.warning("bad_token", "rejected hook message: bad_token")
