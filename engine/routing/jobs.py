@@ -48,9 +48,11 @@ engine resumed is continued by `continue_job` instead: in that conversation, tol
 (`continuation_prompt`), its work left open.
 
 **Cancelling.** `Store.request_job_cancel` (``semo job cancel``, the API) records
-``cancel_reason`` on a running job; the runner reads its running job's row every
-``cancel_poll`` seconds and ends it: the turn is interrupted, the work cancelled, the job failed
-with ``cancelled: <reason>``.
+``cancel_reason`` on a running job; the runner reads its running job's row at once and then
+every ``cancel_poll`` seconds for the job's whole run (`engine.routing.job_cancel`), and the
+cancel wins over every later step: waiting for a session, for the agent's prompt, the typing of
+the task (the row is read again right before it is typed), the outcome, a retry. The turn is
+interrupted, the work cancelled, the job failed with ``cancelled: <reason>``.
 
 **The timeline.** Every step is published on the bus as a :class:`JobEvent` (``kind="job"``)
 and written, in order, as a `job_events` row (`Store.add_job_entry`); the router's steps that
@@ -79,6 +81,7 @@ from engine.protocol.observer import MessageFound
 from engine.protocol.screen_text import text_width
 from engine.protocol.state import STATE_WORDS, AgentState, StateChange
 from engine.routing.dispatcher import CommandFailed
+from engine.routing.job_cancel import CancelWatch, JobCancelled
 from engine.routing.job_recovery import job_entry
 from engine.routing.policy import Decision, Failure, FailureKind, decide, kind_for_pattern
 from engine.routing.router import Router
@@ -86,6 +89,8 @@ from engine.sessions.agent_session import (
     AgentSession,
     DeliveryFailed,
     PromptDelivered,
+    PromptGate,
+    PromptWithdrawn,
     SessionEnded,
     SessionError,
     SessionEvent,
@@ -584,6 +589,10 @@ class JobRunner:
                 )
             )
             return await self._fail(job, decision)
+        if job.cancel_reason is not None:  # cancelled as it was taken: nothing starts
+            return await self._cancelled(job, None, job.cancel_reason)
+        watch = CancelWatch(self.store, job.id, poll=self.cancel_poll)
+        watch.start()
         lease: PooledSession | None = None
         retry = (
             _retry_note("taken over" if taken_over else "engine", earlier + 1) if earlier else None
@@ -593,11 +602,14 @@ class JobRunner:
             while True:
                 if lease is None:
                     try:
-                        lease = await self.pool.acquire(
-                            agent_id=agent.id,
-                            task_id=_task_id(job),
-                            wait=self.acquire_wait,
-                            prefer=resumed,
+                        lease = await watch.unless_cancelled(
+                            self.pool.acquire(
+                                agent_id=agent.id,
+                                task_id=_task_id(job),
+                                wait=self.acquire_wait,
+                                prefer=resumed,
+                            ),
+                            undo=self._release,
                         )
                     except (PoolError, WorktreeError, ValueError, LookupError) as error:
                         failure = Failure(
@@ -625,7 +637,9 @@ class JobRunner:
                         retry=retry,
                         reads_prompts=lease.session.profile.reads_prompts,
                     )
-                outcome = await self._attempt(job, agent, lease.session, retry, prompt, queued)
+                outcome = await watch.unless_cancelled(
+                    self._attempt(job, agent, lease.session, retry, prompt, queued, watch.gate)
+                )
                 queued = None
                 if outcome.done:
                     await self._cancel_work(job, "the job is done")
@@ -635,21 +649,23 @@ class JobRunner:
                     return await self._done(job, outcome.detail)
                 assert outcome.kind is not None
                 if outcome.kind == "cancelled":
-                    await self._interrupt(lease)
-                    decision = Decision(retry=False, reason=f"cancelled: {outcome.detail}")
-                else:
-                    failure = Failure(kind=outcome.kind, attempts=attempts, detail=outcome.detail)
-                    decision = decide(failure)
+                    return await self._cancelled(job, lease, outcome.detail)
+                failure = Failure(kind=outcome.kind, attempts=attempts, detail=outcome.detail)
+                decision = decide(failure)
                 log.info("job %s: attempt %d failed: %s", job.id, attempts, decision.reason)
                 await self._cancel_work(job, f"attempt {attempts} failed: {decision.reason}")
                 if not decision.retry:
                     return await self._fail(job, decision)
                 self._publish(job, "retry", detail=decision.reason)
                 retry = _retry_note(outcome.kind, attempts + 1)
-                keep = not decision.recreate_session and await self._recover(job, lease, outcome)
+                keep = not decision.recreate_session and await watch.unless_cancelled(
+                    self._recover(job, lease, outcome)
+                )
                 if not keep:
                     self._release(lease)
                     lease = None
+        except JobCancelled as cancelled:
+            return await self._cancelled(job, lease, cancelled.reason)
         except asyncio.CancelledError:
             decision = decide(
                 Failure(kind="cancelled", attempts=max(attempts, 1), detail="the run was cancelled")
@@ -660,8 +676,19 @@ class JobRunner:
                 await asyncio.shield(self._fail(job, decision))
             raise
         finally:
+            await watch.close()
             if lease is not None:
                 self._release(lease)
+
+    async def _cancelled(self, job: Job, lease: PooledSession | None, reason: str) -> Job:
+        """An operator's cancel ends the job: its turn interrupted, its work cancelled, failed
+        with `cancelled: <reason>`."""
+        self._publish(job, "cancelling", detail=reason)
+        if lease is not None:
+            await self._interrupt(lease)
+        decision = Decision(retry=False, reason=f"cancelled: {reason}")
+        await self._cancel_work(job, decision.reason)
+        return await self._fail(job, decision)
 
     async def _attempt(
         self,
@@ -671,9 +698,11 @@ class JobRunner:
         retry: str | None,
         prompt: str | None = None,
         queued: asyncio.Event | None = None,
+        gate: PromptGate | None = None,
     ) -> _Outcome:
         """Deliver the task (or `prompt`) to `session` and wait for the attempt's outcome;
-        `queued` is set once the prompt is in the session's queue."""
+        `queued` is set once the prompt is in the session's queue; `gate` is asked right
+        before it is typed (a cancelled job's task is never typed)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.job_timeout
         watch = _Watch(
@@ -699,7 +728,9 @@ class JobRunner:
                     # its waiters run once this task waits inside deliver: after the prompt
                     # was queued (submit is synchronous)
                     queued.set()
-                await session.deliver(prompt, timeout=self.job_timeout)
+                await session.deliver(prompt, timeout=self.job_timeout, gate=gate)
+            except PromptWithdrawn as error:
+                return _Outcome(False, "cancelled", str(error))
             except SessionEnded as error:
                 if watch.outcome.done():
                     return watch.outcome.result()
@@ -715,7 +746,6 @@ class JobRunner:
                     f"the agent was not at its prompt within {self.job_timeout:g} s",
                 )
             remaining = max(0.0, deadline - loop.time())
-            poll = asyncio.create_task(self._watch_cancel(job, watch), name=f"job {job.id} cancel")
             try:
                 return await asyncio.wait_for(asyncio.shield(watch.outcome), remaining)
             except TimeoutError:
@@ -723,28 +753,9 @@ class JobRunner:
                 return _Outcome(
                     False, "timeout", f"no [SEMO:DONE] within {self.job_timeout:g} s{turns}"
                 )
-            finally:
-                poll.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await poll
         finally:
             if self._watches.get(session.session_id) is watch:
                 del self._watches[session.session_id]
-
-    async def _watch_cancel(self, job: Job, watch: _Watch) -> None:
-        """Read the job's row every `cancel_poll` seconds; an operator's cancel ends the
-        attempt (outcome `cancelled`)."""
-        while not watch.outcome.done():
-            await asyncio.sleep(self.cancel_poll)
-            try:
-                row = await self.store.get_job(job.id)
-            except StoreError as error:
-                log.info("job %s: reading its row failed (%s); again later", job.id, error)
-                continue
-            if row.cancel_reason is not None:
-                self._publish(job, "cancelling", detail=row.cancel_reason)
-                watch._finish(_Outcome(False, "cancelled", row.cancel_reason))
-                return
 
     async def _interrupt(self, lease: PooledSession) -> None:
         """A cancelled job's turn: interrupted (the session stays, for the pool)."""

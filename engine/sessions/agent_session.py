@@ -30,7 +30,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -79,6 +79,15 @@ class DeliveryFailed(SessionError):
     pass
 
 
+class PromptWithdrawn(SessionError):
+    """The prompt's gate said no just before it would have been typed (its job was
+    cancelled): it was never typed."""
+
+
+#: asked right before a queued prompt is typed: None to type it, or why it must not be
+PromptGate = Callable[[], Awaitable[str | None]]
+
+
 @dataclass(frozen=True)
 class OutputChunk:
     seq: int
@@ -106,6 +115,7 @@ class _Queued:
     kind: PromptKind
     enqueued_at: float
     delivered: asyncio.Future[PromptDelivered]
+    gate: PromptGate | None = None
 
 
 @dataclass
@@ -229,8 +239,11 @@ class AgentSession:
 
     # -- input ---------------------------------------------------------------------------------
 
-    def submit(self, text: str, kind: PromptKind = "prompt") -> asyncio.Future[PromptDelivered]:
-        """Queue `text`; the future resolves when the agent confirmed it (or fails)."""
+    def submit(
+        self, text: str, kind: PromptKind = "prompt", gate: PromptGate | None = None
+    ) -> asyncio.Future[PromptDelivered]:
+        """Queue `text`; the future resolves when the agent confirmed it (or fails:
+        PromptWithdrawn when `gate`, asked right before typing, gives a reason)."""
         if self.ended:
             raise SessionEnded(f"session {self.session_id} has ended")
         text = sanitize_input(text)
@@ -240,7 +253,7 @@ class AgentSession:
                 "characters are removed)"
             )
         future: asyncio.Future[PromptDelivered] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Queued(next(self._ids), text, kind, time.monotonic(), future))
+        self._queue.append(_Queued(next(self._ids), text, kind, time.monotonic(), future, gate))
         self._queue_changed.set()
         return future
 
@@ -258,11 +271,17 @@ class AgentSession:
         return len(self._queue)
 
     async def deliver(
-        self, text: str, *, timeout: float, kind: PromptKind = "prompt"
+        self,
+        text: str,
+        *,
+        timeout: float,
+        kind: PromptKind = "prompt",
+        gate: PromptGate | None = None,
     ) -> PromptDelivered:
-        """Queue `text` and wait until the agent took it; on timeout it leaves the queue
-        (unless it is being typed at that moment), so a caller that gave up is not typed later."""
-        return await self._delivery(self.submit(text, kind), timeout)
+        """Queue `text` and wait until the agent took it; on timeout or cancellation it leaves
+        the queue (unless it is being typed at that moment), so a caller that gave up is not
+        typed later. `gate`: see `submit`."""
+        return await self._delivery(self.submit(text, kind, gate), timeout)
 
     async def _delivery(
         self, delivered: asyncio.Future[PromptDelivered], timeout: float
@@ -272,7 +291,7 @@ class AgentSession:
             # cancellation meets the delivery, and the cancelled caller goes on
             async with asyncio.timeout(timeout):
                 return await asyncio.shield(delivered)
-        except TimeoutError:
+        except (TimeoutError, asyncio.CancelledError):
             self._withdraw(delivered)
             raise
 
@@ -454,6 +473,8 @@ class AgentSession:
             while (item := self._next()) is None:
                 self._queue_changed.clear()
                 await self._queue_changed.wait()
+            if item.gate is not None and not await self._gate_opens(item):
+                continue
             self._typing = item
             try:
                 attempts = await self._deliver(item)
@@ -478,6 +499,25 @@ class AgentSession:
             if not item.delivered.done():
                 item.delivered.set_result(done)
             self._notify(done)
+
+    async def _gate_opens(self, item: _Queued) -> bool:
+        """Ask `item`'s gate right before typing it: False when it says no (the item fails
+        with PromptWithdrawn), was withdrawn meanwhile, or the agent no longer takes it now
+        (asked again when it does)."""
+        assert item.gate is not None
+        try:
+            why = await item.gate()
+        except Exception as error:  # a gate that cannot tell: the prompt is not typed blindly
+            why = f"its gate failed: {error}"
+        if item not in self._queue or item.delivered.done():
+            return False
+        if why is not None:
+            self._pop(item)
+            item.delivered.set_exception(PromptWithdrawn(why))
+            item.delivered.exception()  # retrieved: its caller may have gone
+            self._queue_changed.set()
+            return False
+        return self._next() is item
 
     def _pop(self, item: _Queued) -> None:
         """Take `item` out of the queue wherever it is (gone already if the queue was failed)."""

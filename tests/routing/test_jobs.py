@@ -247,10 +247,13 @@ class Rig:
         breaker: CircuitBreaker | None = None,
         role: str = "BE",
         command: list[str] | None = None,
+        max_sessions: int = 6,
+        hold: Path | None = None,
         **options: Any,
     ) -> Setup:
-        """A BE agent running `replies` (or `command`), its pool (no warm sessions) and a
-        JobRunner."""
+        """A BE agent running `replies` (or `command`), its pool (no warm sessions, at most
+        `max_sessions`) and a JobRunner. `hold`: each agent starts only once that file exists
+        (until then its session is starting, not at its prompt)."""
         script = self.tmp / f"script-{len(self.pools)}.json"
         script.write_text(json.dumps(replies))
         log = self.tmp / f"prompts-{len(self.pools)}.jsonl"
@@ -265,6 +268,9 @@ class Rig:
             "--log",
             str(log),
         ]
+        if hold is not None:
+            wait = f'while [ ! -e "{hold}" ]; do sleep 0.05; done; exec "$@"'
+            command = ["sh", "-c", wait, "sh", *command]
         agent = await self.store.upsert_agent(
             Agent(office_id=self.office.id, name=role.lower(), role=role, command=command)
         )
@@ -272,6 +278,7 @@ class Rig:
             self.manager,
             {role: agent},
             warm_roles=(),
+            max_sessions=max_sessions,
             breaker=breaker,
             folder_for=lambda _agent, _task: folder,
         )
