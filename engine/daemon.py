@@ -62,6 +62,7 @@ async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) ->
             config.office.name,
             command_timeout=config.engine.command_timeout,
             ship=config.ship,
+            git=config.git,
         )
         api = await start_api(config.store_config(), settings, *parse_listen(http))
     log.info("started; %d start-up objects kept out of garbage collection", freeze_startup_heap())

@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.api.errors import ApiError, ErrorBody, error_response, install_error_handlers
+from engine.api.job_work import build_job_work_router
 from engine.api.jobs import build_jobs_router
 from engine.api.responses import PlainJSONResponse
 from engine.api.schemas import (
@@ -672,4 +673,5 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     app.include_router(build_jobs_router(store))
     app.include_router(build_ship_router(store, settings.ship))
+    app.include_router(build_job_work_router(store, settings.git))
     return app

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from engine.jobwork.settings import GitSection
 from engine.ship.settings import ShipSection
 
 TOKEN_ENV = "SEMO_API_TOKEN"
@@ -120,6 +121,8 @@ class ApiSettings:
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT
     #: the config's `[ship]`: what `POST .../jobs/{id}/ship` pushes to and opens PRs with
     ship: ShipSection = field(default_factory=ShipSection)
+    #: the config's `[git]`: the identity semo commits a role's leftovers with (resolve --done)
+    git: GitSection = field(default_factory=GitSection)
 
     def __repr__(self) -> str:  # never the tokens
         return (
@@ -140,6 +143,7 @@ def resolve_settings(
     *,
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
     ship: ShipSection | None = None,
+    git: GitSection | None = None,
 ) -> ApiSettings:
     """The tokens of `section` with SEMO_API_TOKEN (for `office`, the config's office) and
     SEMO_API_TOKENS (JSON) from `env` (None: os.environ) winning. ApiSettingsError when no
@@ -190,6 +194,7 @@ def resolve_settings(
         max_body_bytes=section.max_body_bytes,
         command_timeout=command_timeout,
         ship=ship or ShipSection(),
+        git=git or GitSection(),
     )
 
 

@@ -595,7 +595,9 @@ class JobRunner:
         watch.start()
         lease: PooledSession | None = None
         retry = (
-            _retry_note("taken over" if taken_over else "engine", earlier + 1) if earlier else None
+            _retry_note("taken over" if taken_over else "engine", earlier + 1)
+            if earlier and resolve is None  # a conflict handed to an agent is no retry
+            else None
         )
         attempts = earlier
         try:

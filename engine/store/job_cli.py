@@ -50,7 +50,8 @@ def add_job_commands(commands: Any) -> None:
 
     show = actions.add_parser(
         "show",
-        help="a job's timeline: attempts, prompts, questions, invocations, results, outcome",
+        help="a job's branch, commits, diffstat, worktrees and timeline (attempts, questions, "
+        "invocations, results, outcome)",
     )
     show.add_argument("job_id")
     show.add_argument("--json", action="store_true")
@@ -67,9 +68,11 @@ def add_job_commands(commands: Any) -> None:
     add_config_option(cancel)
     cancel.set_defaults(handler=_run(_cancel))
 
+    from engine.jobwork.cli import add_work_commands
     from engine.ship.cli import add_ship_command
 
     add_ship_command(actions)
+    add_work_commands(actions)
 
     add_listing(
         commands,
@@ -136,11 +139,15 @@ def _print_step(entry: JobEntry, agents: dict[str, Agent]) -> None:
 
 
 async def _show(store: Store, args: argparse.Namespace) -> int:
+    from engine.jobwork.cli import print_review, review_lines
     from engine.store.job_ops import agents_of, describe_entry, job_timeline
 
     timeline = await job_timeline(store, args.job_id)
+    review = await review_lines(store, args.job_id, args)
     if args.json:
-        print(plain_json(timeline.model_dump(mode="json"), indent=2))
+        data = timeline.model_dump(mode="json")
+        data["work"] = review.model_dump(mode="json", exclude={"job"})
+        print(plain_json(data, indent=2))
         return 0
     job = timeline.job
     agents = await agents_of(store, job.office_id)
@@ -156,6 +163,7 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         lines.append(f"cancel requested: {job.cancel_reason}")
     for line in lines:
         print(plain(line, one_line=True))
+    print_review(review)
     print("timeline:")
     for entry in timeline.entries:
         print("  " + plain(describe_entry(entry, agents), one_line=True))
