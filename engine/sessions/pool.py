@@ -11,7 +11,8 @@
   never reaped, and one that crashes is restarted.
 - **Cold** sessions are started by :meth:`acquire` when no ready session of the role is free,
   and terminated by the reaper once idle (not leased, ready) for ``idle_timeout`` seconds
-  (10 minutes); a worktree the pool made for one is removed with it.
+  (10 minutes); a worktree the pool made for one is removed with it, unless it holds
+  uncommitted work (then it is kept; an unmerged branch is kept too).
 - :meth:`acquire` prefers the role's warm session, then an idle cold one (the one of the same
   task first), else starts a cold one. The office never has more than ``max_sessions`` (6)
   sessions, starting ones included; warm sessions count.
@@ -919,12 +920,15 @@ class SessionPoolManager:
             log.exception("pool: terminating %s failed", entry.session_id)
 
     async def _remove_worktree(self, worktree: Worktree) -> None:
+        """Remove a worktree the pool made, only when that loses nothing: git refuses a
+        worktree with modified or untracked files (it is kept, for `semo worktrees`), and the
+        branch is deleted only when it is merged (`git branch -d`)."""
         if self.manager.worktrees is None:
             return
         try:
-            await self.manager.worktrees.remove(worktree)
+            await self.manager.worktrees.remove(worktree, force=False)
         except (WorktreeError, OSError) as error:
-            log.warning("pool: worktree %s not removed: %s", worktree.path, error)
+            log.warning("pool: worktree %s kept: %s", worktree.path, error)
 
     def _on_session_event(self, session: AgentSession, event: SessionEvent) -> None:
         if not isinstance(event, StateChange):

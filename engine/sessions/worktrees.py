@@ -425,10 +425,14 @@ class WorktreeManager:
                 return worktree
         return None
 
-    async def remove(self, worktree: Worktree, *, delete_branch: bool = False) -> bool:
+    async def remove(
+        self, worktree: Worktree, *, delete_branch: bool = False, force: bool = True
+    ) -> bool:
         """Remove the worktree (``git worktree remove --force``: uncommitted changes in it are
-        lost) and then its branch: deleted when merged (``git branch -d``), or in any case with
-        ``delete_branch=True`` (``git branch -D``). Only semo's own branch
+        lost; with ``force=False`` git refuses, a :class:`WorktreeError`, when the worktree has
+        modified or untracked files, and nothing is removed) and then its branch: deleted when
+        merged (``git branch -d``), or in any case with ``delete_branch=True``
+        (``git branch -D``). Only semo's own branch
         (``semo/{role}/{task_id}``) is ever deleted. A folder already gone is pruned instead, and
         removing twice is not an error; a non-empty folder at that place that git does not know
         as a worktree is left alone (an error). Returns whether the branch was deleted."""
@@ -445,7 +449,7 @@ class WorktreeManager:
             registered = await self._find(path)
             if registered is not None and path.is_dir():
                 await self._git_ok(
-                    "worktree", "remove", "--force", "--", str(path),
+                    "worktree", "remove", *(["--force"] if force else []), "--", str(path),
                     what=f"cannot remove the worktree {path}",
                 )  # fmt: skip
             elif registered is not None:

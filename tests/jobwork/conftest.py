@@ -52,7 +52,9 @@ async def office(tmp_path: Path) -> AsyncIterator[Office_]:
     store = SqliteStore(tmp_path / "semo.db")
     await store.open()
     try:
-        row = await store.create_office(Office(name="o", repository=str(repo)))
+        row = await store.create_office(
+            Office(name="o", repository=str(repo), workspace_root=str(tmp_path / "workspace"))
+        )
         fe = await store.upsert_agent(Agent(office_id=row.id, name="fe", role="FE"))
         be = await store.upsert_agent(Agent(office_id=row.id, name="be", role="BE"))
         worktrees = WorktreeManager(repo, tmp_path / "workspace")

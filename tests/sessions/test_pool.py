@@ -417,6 +417,52 @@ async def test_reaped_cold_session_loses_the_worktree_the_pool_made(
         assert warm.folder is not None and warm.folder.is_dir()
 
 
+async def semo_branches(repo: Path) -> str:
+    """`git branch --list semo/*` of `repo`."""
+    proc = await asyncio.create_subprocess_exec(
+        "git", "-C", str(repo), "branch", "--list", "semo/*", stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    return out.decode()
+
+
+async def test_a_reaped_session_never_deletes_uncommitted_work_or_an_unmerged_branch(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """Issue 21 item 4: the reaper used `git worktree remove --force`."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q",
+        "--allow-empty", "-m", "init")  # fmt: skip
+    workspace = tmp_path.resolve() / "workspace"  # noqa: ASYNC240
+    manager.worktrees = WorktreeManager(repo, workspace)
+    clock, watch = FakeClock(), Watch()
+    pool = SessionPoolManager(
+        manager, agents(), warm_roles=(), idle_timeout=600, ready_timeout=TIMEOUT,
+        period=0.05, clock=clock, on_change=watch,
+    )  # fmt: skip
+    watch.pool = pool
+    async with pool:
+        dirty = await pool.acquire(role="BE", task_id="task-dirty")
+        committed = await pool.acquire(role="FE", task_id="task-committed")
+        await dirty.session.execute("echo draft > draft.txt", timeout=TIMEOUT)
+        await committed.session.execute(
+            "echo done > done.txt && git add done.txt && git -c user.name=t "
+            "-c user.email=t@e commit -qm work",
+            timeout=TIMEOUT,
+        )
+        pool.release(dirty.session_id)
+        pool.release(committed.session_id)
+        clock.advance(600)
+        await watch.until(lambda s: not s.sessions, "both reaped")
+        assert dirty.folder is not None and (dirty.folder / "draft.txt").read_text() == "draft\n"
+        assert committed.folder is not None and not committed.folder.exists()
+        branches = await semo_branches(repo)
+        assert "semo/FE/task-committed" in branches  # unmerged: kept
+        assert "semo/BE/task-dirty" in branches
+
+
 # -- crashes and the breaker ----------------------------------------------------------------------
 
 
