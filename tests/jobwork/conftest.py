@@ -4,6 +4,7 @@ the WorktreeManager the pool uses, and the JobWorkspace under test."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,13 @@ def log(path: Path, revs: str) -> list[str]:
 
 @pytest.fixture
 async def office(tmp_path: Path) -> AsyncIterator[Office_]:
+    async with office_at(tmp_path) as made:
+        yield made
+
+
+@asynccontextmanager
+async def office_at(tmp_path: Path) -> AsyncIterator[Office_]:
+    """The office of the `office` fixture, made under `tmp_path`."""
     repo = make_repo(tmp_path / "repo", {"README": "office repo\n", "app.py": "x = 1\n"})
     origin = tmp_path / "origin.git"
     git(tmp_path, "init", "-q", "--bare", str(origin))
