@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.screen import Screen
 
+from console.attention import Attention, header_title, terminal_title
 from console.commands import SemoCommands
 from console.keys import prefix_key
 from console.panel_text import DETACH_KEY
@@ -64,6 +66,7 @@ class SemoApp(App[None]):
         restart: Callable[[], object] | None = None,
         prefix: str = "ctrl+]",
         hold_input: bool = False,
+        sort: str = "attention",
     ):
         """`prefix`: the pane's prefix chord as semo.toml's `[console] prefix` writes it.
         `hold_input`: keys, clicks and pastes wait until the main screen shows the office (the
@@ -77,6 +80,11 @@ class SemoApp(App[None]):
         self.remote = isinstance(engine, EngineClient)
         self._restart = restart
         self._restarting = False
+        self.sort = sort
+        #: what needs the operator (console.attention), as the main screen counted it last
+        self.attention = Attention()
+        #: the terminal's title as the console set it last ("" before the first count)
+        self.terminal_title = ""
         #: why the console ended: "detached", "SIGTERM", "SIGHUP"...
         self.exit_reason = "detached"
 
@@ -89,7 +97,9 @@ class SemoApp(App[None]):
             self.engine.on_gone(self._engine_gone)
             self.engine.on_office(self._office_changed)
         self.push_screen(
-            MainScreen(self.engine, demo_task=self.demo_task, prefix=self.prefix)  # type: ignore[arg-type]
+            MainScreen(  # type: ignore[arg-type]
+                self.engine, demo_task=self.demo_task, prefix=self.prefix, sort=self.sort
+            )
         )
         if self._held_input is not None:  # whatever happens to the engine, input is not lost
             self.set_timer(HOLD_INPUT_SECONDS, self.release_input)
@@ -111,7 +121,43 @@ class SemoApp(App[None]):
         for event in held or ():
             self.post_message(event)
 
+    # -- what needs the operator ------------------------------------------------------------
+
+    def set_attention(self, found: Attention, office: str | None) -> None:
+        """The count of what needs the operator: every view's header and the terminal title
+        (xterm's OSC 2; the title the terminal had comes back when the console ends)."""
+        self.attention = found
+        for screen in self.screen_stack:
+            base = getattr(screen, "base_title", None)
+            if base is not None:
+                screen.title = header_title(base, found)
+        title = terminal_title(plain(office, one_line=True) if office else None, found)
+        if title != self.terminal_title:
+            if not self.terminal_title:
+                self._write_terminal("\x1b[22;0t")  # keep the terminal's own title
+            self.terminal_title = title
+            self._write_terminal(f"\x1b]2;{title}\x07")
+
+    def _write_terminal(self, sequence: str) -> None:
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            with contextlib.suppress(Exception):
+                driver.write(sequence)
+                driver.flush()
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """The header: the attention count in red (it is what needs the operator)."""
+        head, count, rest = title.partition(" · " + self.attention.count_text())
+        if not self.attention.total or not count:
+            return super().format_title(title, sub_title)
+        styled = Content.assemble(head, " · ", (count.removeprefix(" · "), "bold red"), rest)
+        if sub_title:
+            styled = Content.assemble(styled, (" — ", "dim"), (sub_title, "dim"))
+        return styled
+
     async def on_unmount(self) -> None:
+        if self.terminal_title:
+            self._write_terminal("\x1b[23;0t")
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):

@@ -28,6 +28,7 @@ from datetime import datetime
 from math import ceil
 from typing import Any
 
+from console.attention import attention, attention_order, header_title, shown_state
 from console.panel_text import (
     NO_QUESTIONS,
     CommandRow,
@@ -89,12 +90,35 @@ class Box:
 def selected_session(snapshot: dict[str, Any]) -> list[str]:
     """The session whose screen the first frame shows (as a list, for `Preconnect`'s pick):
     the one a console selects when it opens (panel_text.opening_selection)."""
-    selected = opening_selection(session_order(_live(snapshot)), _states(snapshot))
+    order, states = _order(snapshot)
+    selected = opening_selection(order, states, _asker(snapshot))
     return [selected] if selected is not None else []
 
 
 def _states(snapshot: dict[str, Any]) -> dict[str, str]:
-    return {s["session_id"]: str(s.get("state") or "") for s in _session_rows(snapshot)}
+    """Each session's state as the list shows it (a stale one: "stale")."""
+    return {
+        s["session_id"]: shown_state(str(s.get("state") or ""), stale=s.get("stale") is True)
+        for s in _session_rows(snapshot)
+    }
+
+
+def _order(snapshot: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The session list's order (those that need the operator first) and the states."""
+    states = _states(snapshot)
+    return attention_order(session_order(_live(snapshot)), states, "attention"), states
+
+
+def _questions(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pending questions, the oldest first (the inbox's order)."""
+    questions = [q for q in snapshot.get("questions") or [] if isinstance(q, dict)]
+    return sorted(questions, key=lambda q: str(q.get("created_at")))
+
+
+def _asker(snapshot: dict[str, Any]) -> str | None:
+    """The session of the oldest pending question: the inbox selects it, the pane shows it."""
+    questions = _questions(snapshot)
+    return str(questions[0].get("session_id")) if questions else None
 
 
 def paint(
@@ -112,15 +136,17 @@ def paint(
     body_height = rows - 2
     sidebar = min(max(int(cols * 0.36), 32), 72)
     live = _live(snapshot)
-    order = session_order(live)
+    order, states = _order(snapshot)
     roles = dict(live)
-    names = session_names((sid, roles[sid]) for sid in order)
+    names = session_names((sid, roles[sid]) for sid in session_order(live))
     sessions = {s["session_id"]: s for s in _session_rows(snapshot)}
-    selected = opening_selection(order, _states(snapshot))
+    selected = opening_selection(order, states, _asker(snapshot))
+    questions = _questions(snapshot)
 
     office = plain(str(snapshot.get("name") or "?"), one_line=True)
     subtitle = f"{office} · {snapshot.get('backend') or '?'} · {snapshot.get('connection') or '?'}"
-    out.header(f"semo — {plain(subtitle, one_line=True)} · 1 pane")
+    title = header_title("semo", attention(len(questions), states.values()))
+    out.header(f"{title} — {plain(subtitle, one_line=True)} · 1 pane")
 
     # the sidebar: sessions (as tall as its rows, at most 45 %), questions, commands
     # a DataTable of auto height: its header, a line per session and one blank line
@@ -137,7 +163,7 @@ def paint(
             session_id=session_id,
             name=names[session_id],
             role=roles[session_id],
-            state=str(sessions[session_id].get("state") or ""),
+            state=states[session_id],
             age_s=info.get("age_s"),
             job=task.removeprefix("job-")[:6] if task else None,
             last_line=str(sessions[session_id].get("last_line") or ""),
@@ -148,7 +174,6 @@ def paint(
     pool_text += f" · {', '.join(map(str, down))} down" if down else ""
     out.box(session_box, "Sessions", pool_text, lines, TEXT_ACCENT, focused=True)
 
-    questions = sorted(snapshot.get("questions") or [], key=lambda q: str(q.get("created_at")))
     agents = snapshot.get("agents") or {}
     agent_roles = {str(a.get("id")): role for role, a in agents.items() if isinstance(a, dict)}
     # the inbox as QuestionsPanel._fit lays it out: the room the sidebar leaves it (the
@@ -227,7 +252,7 @@ def paint(
         title = pane_title(
             roles[selected],
             names[selected],
-            str(row.get("state") or ""),
+            states.get(selected, ""),
             int(row.get("queued") or 0),
         )
     out.box(pane, title, "", [], FOREGROUND)

@@ -22,6 +22,7 @@ PREFIX_KEYS = [
     ("z", "zoom the pane to the whole terminal, again to leave"),
     ("n / p", "next / previous session"),
     ("q", "the question inbox"),
+    ("a", "the next thing that needs you (questions, failed jobs, errors, stale agents)"),
     ("j", "the jobs view"),
     (":", "the command palette (every action)"),
     ("[", "scrollback: arrows, PgUp/PgDn, Home/End; q leaves"),
@@ -39,9 +40,11 @@ OUTSIDE_KEYS = [
     ("F4", "the question inbox: 1-9 answer, y/n, Enter types an answer"),
     ("F5", "the jobs view: c create a job, x cancel one, Escape back"),
     ("F6", "a prompt for the selected session (Escape closes)"),
+    ("F7", "the next thing that needs you: the inbox, then failed, errored or stale sessions"),
     ("F8", "cancel the selected session's turn"),
     ("ctrl+p", "the command palette: new session, terminate, record, stop the office..."),
     ("ctrl+q", "detach (the agents keep running)"),
+    ("ctrl+r", "start the engine again (only when it is gone)"),
 ]
 
 

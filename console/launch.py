@@ -78,6 +78,7 @@ def launch(args: list[str]) -> int:
         restart=lambda: _restart(target, config),
         prefix=target.prefix,
         hold_input=held is not None,
+        sort=target.sort,
     )
     try:
         app.run()
@@ -192,16 +193,17 @@ def _full_target(command: str, config: Path | None) -> tuple[Target, list[str]]:
             from engine.demo.office import DEMO_OFFICE, demo_config
 
             demo = demo_config()
-            prefix, paths = demo.console.prefix, office_paths(DEMO_OFFICE, demo.store_config())
+            console = demo.console
+            paths = office_paths(DEMO_OFFICE, demo.store_config())
         else:
             loaded = load_config(config)
-            prefix = loaded.console.prefix
+            console = loaded.console
             paths = office_paths(loaded.office.name, loaded.store_config())
     except ConfigError as error:
         raise _Failed(str(error), 2) from None
     except (ControlPathError, OSError) as error:
         raise _Failed(str(error), 1) from None
-    target = Target(paths.office, paths.socket, paths.info, paths.log, prefix)
+    target = Target(paths.office, paths.socket, paths.info, paths.log, console.prefix, console.sort)
     remember_target(config, target)
     return target, engine_command(config)
 

@@ -9,11 +9,13 @@ A style is a Rich style string from a small vocabulary: "bold", "dim", colour na
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
+from console.attention import needs_operator
 from console.widgets.badges import STATE_STYLES, clip, duration, state_word
 from engine.control.views import last_line
 from engine.plain_text import plain
@@ -25,6 +27,17 @@ NAME = 3
 STATE = 9
 AGE = 3
 JOB = 8
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+#: how many characters of an id the console shows (and the CLI accepts as a prefix)
+SHORT_ID = 8
+
+
+def short_ids(text: str) -> str:
+    """`text` with every UUID cut to its first SHORT_ID characters: what the console shows
+    of an id (an error from the store names rows by their full id)."""
+    return UUID.sub(lambda match: match.group()[:SHORT_ID], text)
 
 
 # -- sessions -------------------------------------------------------------------------------
@@ -47,20 +60,37 @@ def session_order(sessions: Iterable[tuple[str, str]]) -> list[str]:
     return [sid for sid, _role in sorted(sessions, key=lambda item: item[1])]
 
 
-def opening_selection(order: list[str], states: dict[str, str]) -> str | None:
+def opening_selection(
+    order: list[str], states: dict[str, str], asker: str | None = None
+) -> str | None:
     """The session a console selects when it opens (or when its selected session ends): the
-    first in `order` that asks the operator something, else the first."""
-    asking = [sid for sid in order if states.get(sid) == "waiting_input"]
-    return (asking or order or [None])[0]
+    one that asked the inbox's oldest question (`asker`, the inbox drives the pane), else the
+    first in `order` that needs the operator, else the first."""
+    if asker in order:
+        return asker
+    needing = [sid for sid in order if needs_operator(states.get(sid, ""))]
+    return (needing or order or [None])[0]
 
 
-def session_names(sessions: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """A short name per session, in list order: #1, #2... among the sessions of its role."""
+def session_names(
+    sessions: Iterable[tuple[str, str]], known: dict[str, str] | None = None
+) -> dict[str, str]:
+    """A short name per session, in role order: #1, #2... among the sessions of its role. A
+    session in `known` keeps its name (a name never changes while the session lives); a new
+    one takes the lowest number its role has free."""
     names: dict[str, str] = {}
-    count: dict[str, int] = {}
-    for session_id, role in sessions:
-        count[role] = count.get(role, 0) + 1
-        names[session_id] = f"#{count[role]}"
+    pairs = list(sessions)
+    taken: dict[str, set[str]] = {}
+    for session_id, role in pairs:
+        if known and session_id in known:
+            names[session_id] = known[session_id]
+            taken.setdefault(role, set()).add(known[session_id])
+    for session_id, role in pairs:
+        if session_id not in names:
+            used = taken.setdefault(role, set())
+            number = next(n for n in range(1, len(pairs) + 2) if f"#{n}" not in used)
+            names[session_id] = f"#{number}"
+            used.add(names[session_id])
     return names
 
 
@@ -276,6 +306,7 @@ PRIORITY = {
     "back": 2,
     "pick": 3,
     "questions": 3,
+    "attend": 3,
     "create_job": 3,
     "cancel_job": 4,
     "cycle_layout": 4,
@@ -294,6 +325,7 @@ PANE_KEYS = [  # (key after the prefix, what, priority)
     ("[", "scroll", 6),
     ("o", "out", 7),
     ("j", "jobs", 8),
+    ("a", "attend", 9),
 ]
 SCROLL_KEYS = [
     ("arrows PgUp PgDn Home End", "move", 1),
@@ -310,6 +342,7 @@ MAIN_KEYS = [
     ("f4", "questions", "Questions"),
     ("f5", "jobs", "Jobs"),
     ("f6", "prompt", "Prompt"),
+    ("f7", "attend", "Next need"),
     ("f8", "cancel", "Cancel"),
 ]
 SESSION_LIST_HINTS = [("Enter", "type in pane", 2.5)]

@@ -43,6 +43,7 @@ class Target:
     info: Path
     log: Path
     prefix: str
+    sort: str = "attention"  # `[console] sort`
 
 
 def state_dir() -> Path:
@@ -112,6 +113,7 @@ def cached_target(config: Path | None) -> Target | None:
             info=Path(entry["info"]),
             log=Path(entry["log"]),
             prefix=str(entry["prefix"]),
+            sort=str(entry.get("sort", "attention")),
         )
     except (KeyError, TypeError):
         return None
@@ -131,6 +133,7 @@ def remember_target(config: Path | None, target: Target) -> None:
             "info": str(target.info),
             "log": str(target.log),
             "prefix": target.prefix,
+            "sort": target.sort,
         }
         while len(entries) > MAX_ENTRIES:
             entries.pop(next(iter(entries)))

@@ -360,6 +360,9 @@ class ConsoleSection(_Section):
     # the chord that a focused pane does not pass to its agent (tmux's prefix): Textual key
     # names, e.g. "ctrl+]" or "ctrl+b"
     prefix: str = Field(default="ctrl+]", pattern=r"^ctrl\+[a-z\]\\^_@]$")
+    # the session list's order: "attention" (sessions that need the operator first: asking,
+    # last job failed, in error, stale; then by role) or "role"
+    sort: Literal["attention", "role"] = "attention"
 
 
 class SemoConfig(_Section):

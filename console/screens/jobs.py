@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Header, Input, Static
 
+from console.attention import Attention, header_title
 from console.confirm import Confirm
 from console.job_text import job_row, timeline_lines
 from console.text import content, rich_text
@@ -108,8 +109,10 @@ class JobsScreen(Screen[None]):
                 yield Static(id="job-timeline", markup=False)
         yield KeyBar()
 
+    base_title = "semo · jobs"
+
     def on_mount(self) -> None:
-        self.title = "semo · jobs"
+        self.title = header_title(self.base_title, getattr(self.app, "attention", Attention()))
         table = self.query_one("#job-list", DataTable)
         for column in COLUMNS:
             table.add_column(column, key=column, width=AGE_WIDTH if column == "age" else None)

@@ -30,12 +30,21 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Header, Input
+from textual.widgets import DataTable, Header, Input, OptionList
 
+from console.attention import (
+    Attention,
+    attention,
+    attention_order,
+    header_title,
+    next_need,
+    shown_state,
+)
 from console.confirm import Confirm
 from console.focus import focus_now
 from console.panel_text import (
     MAIN_KEYS,
+    SHORT_ID,
     CommandRow,
     SessionRow,
     opening_selection,
@@ -43,10 +52,11 @@ from console.panel_text import (
     screen_last_line,
     session_names,
     session_order,
+    short_ids,
     snapshot_step_rows,
     step_what,
 )
-from console.widgets.badges import LOST
+from console.widgets.badges import LOST, clip
 from console.widgets.commands_panel import CommandsPanel
 from console.widgets.key_bar import KeyBar
 from console.widgets.prefix_catcher import PrefixCatcher
@@ -58,7 +68,7 @@ from engine.plain_text import plain
 
 if TYPE_CHECKING:  # an attached console imports none of these before its first frame
     from engine.engine import Engine
-    from engine.events import Event, RoutingStep
+    from engine.events import Event, JobEvent, RoutingStep
     from engine.sessions.agent_session import AgentSession
 
 log = logging.getLogger("semo.console")
@@ -68,6 +78,7 @@ REFRESH_SECONDS = 0.5
 STORE_REFRESH_SECONDS = 1.0
 NOTIFY_CHARS = 300  # a toast shows the start of an agent's text; the inbox shows all of it
 SCREEN_KEYS = {
+    "attend",
     "keys_help",
     "cycle_layout",
     "zoom",
@@ -83,7 +94,8 @@ SCREEN_KEYS = {
 
 class MainScreen(Screen[None]):
     AUTO_FOCUS = "#sessions"
-    ALLOW_IN_MAXIMIZED_VIEW = ""  # zoom is the whole terminal: no header, no footer
+    # zoom is the whole terminal but the header (what needs the operator) and no footer
+    ALLOW_IN_MAXIMIZED_VIEW = "Header"
     # The F-keys are priority bindings: run by the app as each key arrives, so a key typed
     # right after (F4 then 1, F6 then text: one read when typing fast) goes where the F-key
     # moved the focus (focus_now). In a focused pane check_action refuses them and the pane
@@ -97,7 +109,12 @@ class MainScreen(Screen[None]):
     ]
 
     def __init__(
-        self, engine: Engine, *, demo_task: bool = False, prefix: str | None = None
+        self,
+        engine: Engine,
+        *,
+        demo_task: bool = False,
+        prefix: str | None = None,
+        sort: str = "attention",
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -115,6 +132,11 @@ class MainScreen(Screen[None]):
         self._commands: list[CommandRow] = []
         self.started = False  # the engine is running and the panes are shown
         self._manual = False  # the operator picked a session: questions no longer move the view
+        #: sessions whose last job failed, not looked at since: session id -> what failed
+        self.failed: dict[str, str] = {}
+        self.sort = sort
+        self.attention = Attention()
+        self.base_title = "semo"
 
     def compose(self) -> ComposeResult:
         yield Header(icon="*")
@@ -137,7 +159,7 @@ class MainScreen(Screen[None]):
         self._bindings.bind(self.prefix, "prefix", "Prefix", show=False, priority=True)
         self.query_one("#prompt-input").display = False
         self.query_one("#panes").loading = True
-        self.title = "semo"
+        self.title = self.base_title
         self.sub_title = "starting the engine…"
         self.start_engine()
 
@@ -212,7 +234,12 @@ class MainScreen(Screen[None]):
                 self.on_engine_event(event)
 
     def on_engine_event(self, event: Event) -> None:
-        from engine.events import JobEvent, RoutingStep, SessionStatusChanged  # loaded by now
+        from engine.events import (  # loaded by now
+            JobEvent,
+            RoutingStep,
+            SessionSignal,
+            SessionStatusChanged,
+        )
 
         if isinstance(event, SessionStatusChanged):
             if event.status == "terminated" or event.session_id not in self.panes:
@@ -222,8 +249,25 @@ class MainScreen(Screen[None]):
         elif isinstance(event, RoutingStep):
             self._routing_step(event)
         elif isinstance(event, JobEvent) and event.step in ("done", "failed"):
-            severity = "information" if event.step == "done" else "error"
-            self.tell(f"job {event.step}: {event.detail}", title="Job", severity=severity)
+            self._job_ended(event)
+        elif isinstance(event, SessionSignal) and event.signal_kind == "stale":
+            role = self._role_of(event.session_id)
+            log.warning("%s is stale: %s", role, event.text)
+            self.refresh_panels()
+
+    def _job_ended(self, event: JobEvent) -> None:
+        """A job's outcome: a failed one marks its session until the operator looks at it."""
+        role = self._role(event.agent_id)
+        what = f"{role} job {event.job_id[:SHORT_ID]}"
+        if event.step == "done":
+            self.tell(f"{what} done", title="Job", timeout=4)
+            return
+        reason = plain(str(event.detail), one_line=True)
+        if event.session_id and event.session_id in self.panes:
+            self.failed[event.session_id] = f"{what} failed: {reason}"
+        log.warning("%s failed: %s", what, reason)
+        self.tell(f"{what} failed: {reason}", title="Job failed", severity="error")
+        self.refresh_panels()
 
     def _seed_steps(self) -> None:
         """The routing steps an attached engine saw before this console came (its office
@@ -246,10 +290,8 @@ class MainScreen(Screen[None]):
         self._steps.appendleft(CommandRow(key, datetime.now(UTC), what, "", str(event.detail)))
         self._show_commands()
         if event.step == "question_asked":
-            if not self._manual:
-                for session in self.engine.sessions():
-                    if session.session_id == event.session_id:
-                        self.select(session.session_id)
+            # the pane follows the inbox's selected question (QuestionsPanel.Showing), which
+            # stays the oldest: the question a digit answers is the one on screen
             self.app.bell()
             self.tell(f"{role} asks: {event.detail}", title="Question", timeout=8)
             self.refresh_from_store()
@@ -266,8 +308,10 @@ class MainScreen(Screen[None]):
                 if self.zoomed == session_id:
                     self.zoomed = None
                     self.minimize()
-        self.order = session_order((sid, s.role) for sid, s in sessions.items())
-        self.names = session_names((sid, sessions[sid].role) for sid in self.order)
+        by_role = session_order((sid, s.role) for sid, s in sessions.items())
+        self.names = session_names(((sid, sessions[sid].role) for sid in by_role), self.names)
+        self.failed = {sid: what for sid, what in self.failed.items() if sid in sessions}
+        self.order = attention_order(by_role, self.shown_states(), self.sort)
         for session_id in self.order:
             if session_id not in self.panes:
                 pane = TerminalPane(
@@ -280,8 +324,7 @@ class MainScreen(Screen[None]):
                 self.panes[session_id] = pane
                 grid.mount(pane)
         if self.selected not in sessions:
-            states = {sid: session.state.value for sid, session in sessions.items()}
-            self.selected = opening_selection(self.order, states)
+            self.selected = opening_selection(self.order, self.shown_states(), self._asker())
         self.refresh_panels()
         self._apply_layout()
 
@@ -323,12 +366,38 @@ class MainScreen(Screen[None]):
                 with contextlib.suppress(Exception):
                     pane.source.resize(cols, rows)
 
-    def _title(self, session_id: str) -> str:
+    def shown_states(self) -> dict[str, str]:
+        """Each live session's state as the list shows it (console.attention.shown_state)."""
+        manager = self.engine.manager
+        states: dict[str, str] = {}
+        for session_id in self.panes:
+            session = manager.sessions.get(session_id) if manager else None
+            if session is not None:
+                states[session_id] = shown_state(
+                    self._state(session),
+                    stale=getattr(session, "stale", False) is True,
+                    failed=session_id in self.failed,
+                )
+        return states
+
+    def _asker(self) -> str | None:
+        """The session of the inbox's selected question."""
+        question = self.query_one(QuestionsPanel).selected
+        return question.session_id if question else None
+
+    def seen(self, session_id: str | None) -> None:
+        """The operator looked at `session_id`: its "last job failed" mark goes."""
+        if session_id is not None and self.failed.pop(session_id, None) is not None:
+            self.refresh_panels()
+
+    def _title(self, session_id: str, states: dict[str, str] | None = None) -> str:
         session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
         if session is None:
             return session_id[:6]
         name = self.names.get(session_id, "")
-        return pane_title(session.role, name, self._state(session), session.queued)
+        states = self.shown_states() if states is None else states
+        state = states.get(session_id, self._state(session))
+        return pane_title(session.role, name, state, session.queued)
 
     def _state(self, session: AgentSession) -> str:
         """The session's state, or "lost" while its engine is gone (the last state the console
@@ -360,6 +429,7 @@ class MainScreen(Screen[None]):
         if isinstance(widget, TerminalPane):
             self._manual = True
             self.select(getattr(widget, "session_id", None))
+            self.seen(getattr(widget, "session_id", None))
 
     @on(DataTable.RowHighlighted, "#sessions")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -370,6 +440,7 @@ class MainScreen(Screen[None]):
             return  # an echo of a move the cursor has made since: taking it would bounce back
         if event.data_table.has_focus:
             self._manual = True
+            self.seen(str(key))
         self.select(str(key))
 
     @on(DataTable.RowSelected, "#sessions")
@@ -377,6 +448,7 @@ class MainScreen(Screen[None]):
         if event.row_key.value is not None:
             self._manual = True
             self.select(str(event.row_key.value), focus_pane=True)
+            self.seen(str(event.row_key.value))
 
     def _selected_session(self) -> AgentSession | None:
         manager = self.engine.manager
@@ -411,6 +483,8 @@ class MainScreen(Screen[None]):
             self.action_next_session(1 if key == "n" else -1)
         elif key == "q":
             self.action_questions()
+        elif key == "a":
+            self.action_attend()
         elif key == "j":
             self.action_jobs()
         elif key == "colon":
@@ -463,6 +537,11 @@ class MainScreen(Screen[None]):
         status = pool.status() if pool else None
         pooled = status.sessions if status else {}
         rows: list[SessionRow] = []
+        states = self.shown_states()
+        order = attention_order([s for s in self._role_order() if s in states], states, self.sort)
+        if order != self.order:  # a session needs the operator now, or no longer
+            self.order = order
+            self._apply_layout()
         visible = set(self.visible_sessions())
         for session_id in self.order:
             session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
@@ -474,7 +553,7 @@ class MainScreen(Screen[None]):
                     session_id=session_id,
                     name=self.names.get(session_id, ""),
                     role=session.role,
-                    state=self._state(session),
+                    state=states.get(session_id, self._state(session)),
                     age_s=info.age_s if info else None,
                     job=info.task_id.removeprefix("job-")[:6] if info and info.task_id else None,
                     last_line=self._last_line(session_id, session, visible),
@@ -498,7 +577,25 @@ class MainScreen(Screen[None]):
                 one_line=True,
             )
         for session_id, pane in self.panes.items():
-            pane.set_title(self._title(session_id))
+            pane.set_title(self._title(session_id, states))
+        self._attend(states)
+
+    def _role_order(self) -> list[str]:
+        manager = self.engine.manager
+        sessions = manager.sessions if manager else {}
+        return session_order((sid, sessions[sid].role) for sid in self.panes if sid in sessions)
+
+    def _attend(self, states: dict[str, str] | None = None) -> None:
+        """The count of what needs the operator: in this header and the app's (the title)."""
+        states = self.shown_states() if states is None else states
+        found = attention(self.query_one(QuestionsPanel).waiting(), states.values())
+        if found != self.attention:
+            self.attention = found
+            office = self.engine.office
+            set_attention = getattr(self.app, "set_attention", None)
+            if set_attention is not None:
+                set_attention(found, office.name if office is not None else None)
+        self.title = header_title(self.base_title, found)
 
     def _last_line(self, session_id: str, session: AgentSession, visible: set[str]) -> str:
         """From the screen the console has; for an attached engine's session whose pane is
@@ -524,6 +621,7 @@ class MainScreen(Screen[None]):
             return
         roles = {agent.id: role for role, agent in self.engine.agents.items()}
         self.query_one(QuestionsPanel).show(questions, roles)
+        self._attend()
         self._commands = [
             CommandRow(c.id, c.created_at, c.command_type, c.status, self._results.get(c.id, ""))
             for c in commands
@@ -534,6 +632,10 @@ class MainScreen(Screen[None]):
         rows = sorted([*self._commands, *self._steps], key=lambda r: r.at, reverse=True)
         self.query_one(CommandsPanel).show(rows[:20])
 
+    def _role_of(self, session_id: str) -> str:
+        session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+        return f"{session.role} {self.names.get(session_id, '')}".strip() if session else "?"
+
     def _role(self, agent_id: str | None) -> str:
         for role, agent in self.engine.agents.items():
             if agent.id == agent_id:
@@ -542,16 +644,38 @@ class MainScreen(Screen[None]):
 
     # -- actions --------------------------------------------------------------------------------
 
+    @on(QuestionsPanel.Showing)
+    def _show_asker(self, message: QuestionsPanel.Showing) -> None:
+        """The inbox's selected question drives the pane: its asker's screen, while the
+        operator works in the inbox or has not picked a session himself."""
+        in_inbox = self.focused is not None and self.query_one(QuestionsPanel) in (
+            self.focused.ancestors_with_self
+        )
+        session_id = message.question.session_id
+        if session_id in self.panes and (in_inbox or not self._manual):
+            self.select(session_id)
+
     @on(QuestionsPanel.Answered)
     async def answer(self, message: QuestionsPanel.Answered) -> None:
+        panel = self.query_one(QuestionsPanel)
+        asked = panel.sent.get(message.question_id)
+        who = panel.agent_roles.get(asked.agent_id, "?") if asked else "?"
+        what = clip(plain(asked.question, one_line=True), 40) if asked else ""
         try:
             question = await self.engine.answer(
                 message.question_id, text=message.text, option=message.option
             )
         except Exception as error:
-            self.tell(str(error), title="Not answered", severity="error")
+            panel.restore(message.question_id)
+            self.tell(
+                f"{who}: {what}\n{short_ids(str(error))}",
+                title="Not answered",
+                severity="error",
+            )
+            self.refresh_from_store()
             return
-        self.tell(f"answered: {question.answer}", title="Question")
+        self.tell(f"{who}: {question.answer}", title="Answered", timeout=3)
+        self._attend()
         self.refresh_from_store()
 
     def action_keys_help(self) -> None:
@@ -601,6 +725,7 @@ class MainScreen(Screen[None]):
         self._manual = True
         was_zoomed = self.zoomed is not None
         self.select(self.order[(index + step) % len(self.order)], focus_pane=in_pane)
+        self.seen(self.selected)
         if was_zoomed and self.selected:
             self.action_zoom()
 
@@ -615,6 +740,35 @@ class MainScreen(Screen[None]):
             if shown is not None:
                 shown(False)
         self.app.push_screen(JobsScreen(self.engine, then))
+
+    def action_attend(self) -> None:
+        """F7 (the prefix then a): to the next thing that needs the operator. The inbox first
+        while it holds questions (its selected question drives the pane), then each session
+        whose last job failed, in error or stale, in list order, round."""
+        panel = self.query_one(QuestionsPanel)
+        in_inbox = self.focused is not None and panel in self.focused.ancestors_with_self
+        states = self.shown_states()
+        others = {sid: state for sid, state in states.items() if state != "waiting_input"}
+        if panel.questions and not in_inbox:
+            self.action_questions()
+            return
+        target = next_need(self.order, others, None if in_inbox else self.selected)
+        if target is None and panel.questions:  # only questions: the next one
+            listing = panel.query_one("#question-list", OptionList)
+            listing.highlighted = ((listing.highlighted or 0) + 1) % len(panel.questions)
+            return
+        if target is None:
+            self.tell("nothing needs you", timeout=3)
+            return
+        if self.zoomed:
+            self.action_zoom()
+        self._manual = True
+        self.select(target)
+        focus_now(self.query_one(SessionList))
+        what = self.failed.get(target)
+        self.seen(target)
+        if what:
+            self.tell(what, title="Job failed", severity="error", timeout=8)
 
     def action_questions(self) -> None:
         if self.zoomed:

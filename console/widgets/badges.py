@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from console.attention import JOB_FAILED, STALE
 from engine.plain_text import plain
 from engine.protocol.state import STATE_WORDS
 
@@ -28,6 +29,8 @@ STATE_STYLES = {state: (STATE_WORDS[state], style) for state, style in _STYLES.i
 LOST = "lost"
 """A session of an engine that is gone (as `semo sessions` says it)."""
 STATE_STYLES[LOST] = (LOST, "bold red")
+STATE_STYLES[STALE] = (STALE, "bold yellow")
+STATE_STYLES[JOB_FAILED] = ("failed", "bold red")  # its last job; seen: "ready" again
 
 
 def state_word(state: str) -> str:

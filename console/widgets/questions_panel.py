@@ -9,6 +9,12 @@ left; the border says so ("PgDn: more") and PgUp/PgDn/Home/End scroll it.
 Keys while the panel has focus: up/down pick a question; 1-9 answer a choice (or confirm)
 question with that option; y/n answer a confirm question; Enter on a text question opens the
 answer line (Enter sends it, Escape closes it); PgUp/PgDn/Home/End scroll the question's text.
+
+Answer with context: the selected question's asker is the session the main screen shows
+(`Showing`). An answer leaves the inbox at once, before the store says so, and the next
+question is selected: a second digit typed right after can never answer the same question again
+(it is the next question's, or nothing). A question whose answer the engine refused comes back
+(`restore`).
 """
 
 from __future__ import annotations
@@ -79,12 +85,20 @@ class QuestionsPanel(Vertical, can_focus=False):
         text: str | None = None
         option: int | None = None
 
+    @dataclass
+    class Showing(Message):
+        """The inbox selected another question: the main screen shows its asker."""
+
+        question: UserQuestion
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.questions: list[UserQuestion] = []
         self.agent_roles: dict[str, str] = {}
         self._fitted: tuple[int, int, bool] | None = None  # list rows, text rows, scrolls
         self._shown_id: str | None = None
+        #: questions answered from here, hidden until the store no longer lists them
+        self.sent: dict[str, UserQuestion] = {}
 
     def compose(self) -> ComposeResult:
         yield QuestionList(id="question-list")
@@ -108,11 +122,40 @@ class QuestionsPanel(Vertical, can_focus=False):
         return self.questions[index]
 
     def show(self, questions: list[UserQuestion], agent_roles: dict[str, str]) -> None:
-        questions = sorted(questions, key=lambda q: q.created_at)  # the oldest first
+        """The pending questions (the store's list), less those answered from here."""
+        listed = {q.id for q in questions}
+        self.sent = {qid: q for qid, q in self.sent.items() if qid in listed}  # others: done
+        questions = sorted(
+            (q for q in questions if q.id not in self.sent), key=lambda q: q.created_at
+        )  # the oldest first
+        self.agent_roles = agent_roles
         if [q.id for q in questions] == [q.id for q in self.questions]:
             return
-        keep = self.selected.id if self.selected else None
-        self.questions, self.agent_roles = questions, agent_roles
+        self._list(questions, self.selected.id if self.selected else None)
+
+    def waiting(self) -> int:
+        """What waits for the operator here (the attention count's share)."""
+        return len(self.questions)
+
+    def restore(self, question_id: str) -> None:
+        """The engine refused the answer to `question_id`: listed again at the next `show`."""
+        self.sent.pop(question_id, None)
+
+    def _answer(
+        self, question: UserQuestion, *, text: str | None = None, option: int | None = None
+    ) -> None:
+        """Send the answer, and take the question out of the list at once: the next one is
+        selected (the one after it, else the one before)."""
+        self.sent[question.id] = question
+        self.post_message(self.Answered(question.id, text=text, option=option))
+        index = self.questions.index(question)
+        rest = [q for q in self.questions if q.id != question.id]
+        after = rest[min(index, len(rest) - 1)].id if rest else None
+        self._list(rest, after)
+
+    def _list(self, questions: list[UserQuestion], keep: str | None) -> None:
+        agent_roles = self.agent_roles
+        self.questions = questions
         options = self.query_one(OptionList)
         options.clear_options()
         options.add_options(
@@ -148,6 +191,7 @@ class QuestionsPanel(Vertical, can_focus=False):
             if question.id != self._shown_id:
                 self._shown_id = question.id
                 scroller.scroll_home(animate=False, immediate=True)
+                self.post_message(self.Showing(question))
         self._fitted = None
         self._fit()
 
@@ -207,7 +251,7 @@ class QuestionsPanel(Vertical, can_focus=False):
     def _send_text(self, event: Input.Submitted) -> None:
         question = self.selected
         if question is not None and event.value.strip():
-            self.post_message(self.Answered(question.id, text=event.value))
+            self._answer(question, text=event.value)
         event.input.value = ""
         event.input.remove_class("visible")
         focus_now(self.query_one(OptionList))
@@ -226,12 +270,12 @@ class QuestionsPanel(Vertical, can_focus=False):
             return
         options = question.options or ["yes", "no"]
         if 1 <= number <= len(options):
-            self.post_message(self.Answered(question.id, option=number))
+            self._answer(question, option=number)
 
     def action_confirm(self, answer: str) -> None:
         question = self.selected
         if question is not None and question.question_type == "confirm":
-            self.post_message(self.Answered(question.id, text=answer))
+            self._answer(question, text=answer)
 
 
 def _rows(widget: Static, width: int) -> int:

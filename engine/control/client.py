@@ -199,6 +199,7 @@ class RemoteSession:
         self.state = AgentState.CREATING
         self.queued = 0
         self.last_line = ""
+        self.stale = False
         self.update(data)
         self._terminal: RemoteTerminal | None = None
 
@@ -206,6 +207,8 @@ class RemoteSession:
         with contextlib.suppress(ValueError):
             self.state = AgentState(data.get("state", self.state.value))
         self.queued = int(data.get("queued", self.queued) or 0)
+        #: busy and silent for `stale_after` seconds (AgentSession.stale)
+        self.stale = data.get("stale", self.stale) is True
         #: the session's last line as the engine read it (the office snapshot, every second):
         #: current also while no pane shows the session (a hidden pane gets no frames)
         self.last_line = str(data.get("last_line", self.last_line) or "")

@@ -748,6 +748,7 @@ class ControlServer:
                 "state": s.state.value,
                 "queued": s.queued,
                 "ended": s.ended,
+                "stale": s.stale,
                 # the list shows it for every session, also those no console shows (no frames)
                 "last_line": last_line(s.terminal.screen.text_rows()),
             }

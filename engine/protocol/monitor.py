@@ -122,6 +122,11 @@ class OutputMonitor:
         self.last_activity: float | None = None
         self._stale_reported = False
 
+    @property
+    def stale(self) -> bool:
+        """`stale` was reported and nothing has happened since."""
+        return self._stale_reported
+
     def activity(self, at: float) -> None:
         self.last_activity = at
         self._stale_reported = False

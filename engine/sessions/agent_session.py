@@ -37,7 +37,7 @@ from typing import Literal
 
 from engine.protocol.hooks import HookEvent
 from engine.protocol.messages import ProtocolMessage
-from engine.protocol.monitor import DEFAULT_STALE_AFTER
+from engine.protocol.monitor import DEFAULT_STALE_AFTER, Signal
 from engine.protocol.observer import (
     AgentObserver,
     MessageFound,
@@ -185,6 +185,12 @@ class AgentSession:
     @property
     def state(self) -> AgentState:
         return self.observer.state
+
+    @property
+    def stale(self) -> bool:
+        """Busy and silent for `stale_after` seconds (reported once, as a `stale` signal),
+        until the agent prints again or its turn ends."""
+        return self.observer.monitor.stale and self.observer.tracker.busy
 
     @property
     def pid(self) -> int | None:
@@ -426,6 +432,8 @@ class AgentSession:
                 self._turn_messages.append(event.message)
             if isinstance(event, StateChange):
                 self._on_state(event)
+            elif isinstance(event, Signal) and event.kind == "stale":
+                log.warning("session %s (%s) is stale: %s", self.session_id, self.role, event.text)
             self._notify(event)
 
     def _on_state(self, change: StateChange) -> None:

@@ -36,6 +36,7 @@ def script_agent(
     rows: int,
     *,
     agent: str = "tests.support.script_agent",
+    stale_after: float | None = None,
 ) -> AgentConfig:
     script = folder / f"{role}.json"
     script.write_text(json.dumps(replies))
@@ -47,6 +48,7 @@ def script_agent(
         reads_prompts=True,  # stand-ins for models: they get semo's answers and feedback
         cols=cols,
         rows=rows,
+        **({"stale_after": stale_after} if stale_after else {}),
     )
 
 
@@ -57,11 +59,13 @@ def console_engine(
     scripts: dict[str, list[object]] | dict[str, object] | None = None,
     agent: str = "tests.support.script_agent",
     max_sessions: int = 4,
+    stale_after: float | None = None,
 ) -> Engine:
-    """`agent`: the module each agent runs (tests.support.hostile_agent for a hostile one)."""
+    """`agent`: the module each agent runs (tests.support.hostile_agent for a hostile one);
+    `stale_after`: the agents' (AgentConfig.stale_after)."""
     scripts = SCRIPTS if scripts is None else scripts
     agents = [
-        script_agent(folder, role, replies, 60, 12, agent=agent)
+        script_agent(folder, role, replies, 60, 12, agent=agent, stale_after=stale_after)
         for role, replies in scripts.items()
     ]
     config = SemoConfig(

@@ -14,6 +14,11 @@ from tests.support.temp_dirs import short_temp_dir
 
 Waiter = Callable[[Callable[[], object], str], Awaitable[None]]
 
+#: a console test at the three sizes every console feature is tried at (issue 25)
+at_three_sizes = pytest.mark.parametrize(
+    "size", [(80, 24), (120, 40), (200, 60)], ids=lambda s: f"{s[0]}x{s[1]}"
+)
+
 
 def runtime_dir_fixture(prefix: str) -> object:
     """A `runtime_dir` fixture: a short temporary folder named `prefix…` (a Unix socket path
