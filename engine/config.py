@@ -71,6 +71,8 @@ CONFIG_FILENAME = "semo.toml"
 #: The same rule as engine.store.models.Agent.role and the protocol's ROLE.
 ROLE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 ENGINE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+#: seconds without a heartbeat after which an engine is taken for dead ([engine] failover_seconds)
+DEFAULT_FAILOVER_SECONDS = 12.0
 #: Environment variable names an agent may never be given (the engine's credentials).
 FORBIDDEN_ENV_PREFIXES = ("SEMO_", "SUPABASE_")
 
@@ -181,8 +183,12 @@ class EngineConfig(_Section):
     id: str = ""
     log_format: Literal["text", "json"] = "text"
     command_timeout: float = Field(default=30.0, gt=0, le=86_400)
-    #: Also the heartbeat: a beat every lease_seconds / 3, dead after 3 x lease_seconds.
+    #: Seconds a claim stays this engine's without renewal (renewed every lease_seconds / 3).
     lease_seconds: float = Field(default=30.0, gt=0, le=3600)
+    #: Seconds without a heartbeat after which the other engines take this one for dead and
+    #: take over its work (a beat every failover_seconds / 4; engine/heartbeat.py). None: 12 s,
+    #: or 3 x lease_seconds when that is shorter (`failover()`).
+    failover_seconds: float | None = Field(default=None, gt=0, le=3600)
     shutdown_grace: float = Field(default=10.0, ge=0, le=3600)
     #: Seconds a busy agent may print nothing before it is reported `stale` (never "done").
     stale_after: float = Field(default=DEFAULT_STALE_AFTER, gt=0, le=86_400)
@@ -209,6 +215,12 @@ class EngineConfig(_Section):
                 "starting with a letter or digit"
             )
         return value
+
+    def failover(self) -> float:
+        """`failover_seconds`, or by default 12 s (3 x lease_seconds when that is shorter)."""
+        if self.failover_seconds is not None:
+            return self.failover_seconds
+        return min(DEFAULT_FAILOVER_SECONDS, 3 * self.lease_seconds)
 
     def engine_id(self) -> str:
         """`id`, or `<hostname>-<pid>` of this process when `id` is empty."""
@@ -702,10 +714,14 @@ log_format = "text"
 command_timeout = 30.0
 # Seconds a claimed command stays this engine's without renewal; the engine renews its
 # leases well before that, and another engine takes over a command whose lease expired.
-# Also the heartbeat: the engine records that it is alive every lease_seconds / 3, and
-# counts as dead (its sessions ended by the others) after 3 x lease_seconds without one.
 # Default: 30.0.
 lease_seconds = 30.0
+# Seconds without a heartbeat (> 0) after which the other engines of the office take
+# this one for dead and take over its work: its sessions ended, its running jobs retried.
+# It records that it is alive every failover_seconds / 4; an engine of the same machine
+# whose process has exited is taken over at once. Default: 12.0 (3 x lease_seconds when
+# that is shorter).
+# failover_seconds = 12.0
 # Seconds agents get to exit on shutdown before they are killed. Default: 10.0.
 shutdown_grace = 10.0
 # Seconds a busy agent may print nothing before it is reported "stale" (a warning in the

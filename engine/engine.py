@@ -31,7 +31,7 @@ from engine.control.resume import (
 )
 from engine.control.server import ControlServer
 from engine.events import EngineStatus, EventBus, EventForwarder
-from engine.heartbeat import Heartbeat
+from engine.heartbeat import BEATS_PER_LIMIT, Heartbeat
 from engine.jobwork.workspace import JobWorkspace
 from engine.reconcile import ReconcileReport, end_silent_engines, is_dead_run, reconcile
 from engine.routing.dispatcher import CommandDispatcher
@@ -135,7 +135,11 @@ class Engine:
         office_id = self.office.id
         self._status("starting", f"office {self.office.name}, store {self.store.backend}")
         self.heartbeat = Heartbeat(
-            self.store, office_id, self.engine_id, lease_seconds=self.config.engine.lease_seconds
+            self.store,
+            office_id,
+            self.engine_id,
+            lease_seconds=self.config.engine.lease_seconds,
+            dead_after=self.config.engine.failover(),
         )
         await self.heartbeat.start()
         try:
@@ -428,22 +432,23 @@ class Engine:
                     "engine %s: the run the store says alive is gone: %s", self.engine_id, gone
                 )
                 return
-        lease = self.config.engine.lease_seconds
-        heartbeat = Heartbeat(self.store, office.id, self.engine_id, lease_seconds=lease)
+        settings = self.config.engine
+        heartbeat = Heartbeat(
+            self.store,
+            office.id,
+            self.engine_id,
+            lease_seconds=settings.lease_seconds,
+            dead_after=settings.failover(),
+        )
         await heartbeat.refuse_if_running()
 
     async def _sync_office(self) -> Office:
-        """The configured office and its agents in the store (created or updated by role)."""
-        settings = self.config.office
-        office = next((o for o in await self.store.list_offices() if o.name == settings.name), None)
-        if office is None:
-            office = await self.store.create_office(settings.to_office())
-        existing = {a.role: a for a in await self.store.list_agents(office.id)}
+        """The configured office and its agents in the store (created or updated by role: one
+        office a name and one agent a role, whatever engines start at once)."""
+        office = await self.store.ensure_office(self.config.office.to_office())
         for agent_config in self.config.agents:
-            agent = agent_config.to_agent(office.id)
-            if agent_config.role in existing:
-                agent = agent.model_copy(update={"id": existing[agent_config.role].id})
-            self.agents[agent.role] = await self.store.upsert_agent(agent)
+            agent = await self.store.upsert_agent(agent_config.to_agent(office.id))
+            self.agents[agent.role] = agent
         return office
 
     def _job_workspace(self) -> JobWorkspace | None:
@@ -544,18 +549,24 @@ class Engine:
         pooled = await self.pool.acquire(role=payload.role, agent_id=payload.agent_id)
         return pooled.session
 
+    def recovery_period(self) -> float:
+        """Seconds between two recovery passes: as often as the heartbeat beats (at most a
+        quarter of `failover_seconds`), so a dead engine is taken over within about
+        1.25 x failover_seconds."""
+        settings = self.config.engine
+        return min(settings.lease_seconds, settings.failover() / BEATS_PER_LIMIT)
+
     async def _recover_expired(self) -> None:
-        """Every `lease_seconds`: what dead engines of the office (on any host) left behind.
-        A pass that fails is logged and the next one runs: this loop must never end early."""
+        """Every `recovery_period()`: what dead engines of the office (on any host) left
+        behind. A pass that fails is logged and the next one runs: this loop must never end
+        early."""
+        period = self.recovery_period()
         while True:
-            await asyncio.sleep(self.config.engine.lease_seconds)
+            await asyncio.sleep(period)
             try:
                 await self._recover_once()
             except Exception:
-                log.exception(
-                    "a recovery pass failed; the next runs in %s s",
-                    self.config.engine.lease_seconds,
-                )
+                log.exception("a recovery pass failed; the next runs in %s s", period)
 
     async def _recover_once(self) -> None:
         """Commands whose lease expired (any engine's) go back to pending or fail; and, while
@@ -569,10 +580,15 @@ class Engine:
             for command in recovered:
                 log.warning("command %s: lease expired, now %s", command.id, command.status)
         await self._stop_sessions_ended_elsewhere()
-        if self.heartbeat is None or self.office is None or not self.heartbeat.steady():
+        if self.heartbeat is None or self.office is None:
             return
+        # engines of this machine whose process is gone are dead whatever the heartbeats say;
+        # the others' silence is judged only while this engine's own beats are steady
+        steady = self.heartbeat.steady()
         try:
-            report = await end_silent_engines(self.store, self.office.id, self.engine_id)
+            report = await end_silent_engines(
+                self.store, self.office.id, self.engine_id, heartbeats=steady
+            )
         except StoreError as error:
             log.warning("ending what silent engines left failed: %s", error)
             return

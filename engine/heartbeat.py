@@ -1,18 +1,20 @@
 """An engine's heartbeat: the store row (`engines`) saying that this engine is alive.
 
-    heartbeat = Heartbeat(store, office_id, engine_id, lease_seconds=30)
+    heartbeat = Heartbeat(store, office_id, engine_id, lease_seconds=30, dead_after=12)
     await heartbeat.refuse_if_running()  # EngineIdInUse when this id still beats elsewhere
-    await heartbeat.start()        # row running, alive until now + 90 s; a beat every 10 s
+    await heartbeat.start()        # row running, alive until now + 12 s; a beat every 3 s
     ...
-    heartbeat.steady()             # True once beats have succeeded without a gap for 90 s
+    heartbeat.steady()             # True once beats have succeeded without a gap for 12 s
     await heartbeat.stop()         # no more beats; row stopped
 
 Every beat writes `last_seen` and `alive_until = now + dead_after` (the database's clock for
 postgres and supabase). Other engines treat this engine as dead once `alive_until` has passed:
 they claim (and fail) the commands of its sessions, and their periodic pass
 (`engine.reconcile.end_silent_engines`) ends its sessions, fails its running jobs and cancels
-its sessions' questions. The interval and the limit derive from `[engine] lease_seconds`:
-a beat every lease_seconds / 3, dead after 3 x lease_seconds (nine missed beats).
+its sessions' questions. The limit is `[engine] failover_seconds` (`dead_after`, 12 s by
+default); a beat every dead_after / 4 (four missed beats), and never less often than the
+leases are renewed (lease_seconds / 3). Without `dead_after` (older callers), the limit is
+3 x lease_seconds.
 
 A failed beat is logged and retried sooner (`RETRY_SECONDS`), so after a database outage
 every engine is seen again quickly. `steady()` says whether this engine may judge others: only
@@ -39,8 +41,11 @@ from engine.store.models import EngineHeartbeat
 
 log = logging.getLogger("semo.engine")
 
-#: beats per lease: a beat every lease_seconds / 3 (the dispatcher renews leases as often)
+#: beats per lease: a beat every lease_seconds / 3 at most (the dispatcher renews leases as
+#: often)
 BEATS_PER_LEASE = 3
+#: beats per limit: a beat every dead_after / 4
+BEATS_PER_LIMIT = 4
 #: an engine is dead after this many leases without a beat
 LEASES_UNTIL_DEAD = 3
 #: the pause before another try after a failed beat (at most the interval)
@@ -62,17 +67,20 @@ class Heartbeat:
         engine_id: str,
         *,
         lease_seconds: float,
+        dead_after: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not lease_seconds > 0:
             raise ValueError(f"lease_seconds must be positive, not {lease_seconds!r}")
+        if dead_after is not None and not dead_after > 0:
+            raise ValueError(f"dead_after must be positive, not {dead_after!r}")
         self.store = store
         self.office_id = office_id
         self.engine_id = engine_id
-        #: seconds between beats
-        self.interval = lease_seconds / BEATS_PER_LEASE
         #: seconds after the last beat from which others count this engine dead
-        self.dead_after = lease_seconds * LEASES_UNTIL_DEAD
+        self.dead_after = lease_seconds * LEASES_UNTIL_DEAD if dead_after is None else dead_after
+        #: seconds between beats
+        self.interval = min(lease_seconds / BEATS_PER_LEASE, self.dead_after / BEATS_PER_LIMIT)
         self.last: EngineHeartbeat | None = None
         self._clock = clock
         #: clock() at the first beat of the current run of successful beats

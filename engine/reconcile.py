@@ -7,9 +7,10 @@ asked. Two passes find dead engines and clean up after them, the same way:
 - `reconcile`, on start: the runs that are certainly dead from here (`DeadRuns`): its own
   configured id (it cannot be running twice), or a default id ``<this host>-<pid>`` whose
   process no longer exists. It also forgets the heartbeat rows of engines dead for a week.
-- `end_silent_engines`, every `lease_seconds` while running (`SilentEngines`): engines of the
-  office, on any host, that are not alive by their heartbeat (`engines`: it ran out, they
-  stopped, or they never recorded one).
+- `end_silent_engines`, every `failover_seconds / 4` while running (`SilentEngines`): engines
+  of the office, on any host, that are not alive by their heartbeat (`engines`: it ran out,
+  they stopped, or they never recorded one), and engines of this machine (`<host>-<pid>`)
+  whose process is gone, at once, whatever their heartbeat says (their row is expired first).
 
 What is done about them, per engine in one store transaction (`Store.end_engine`):
 
@@ -107,6 +108,9 @@ class DeadRuns:
     def __init__(self, me: str) -> None:
         self.me = me
         self.found: set[str] = set()
+        #: engines of this machine whose process is gone, while their heartbeat still runs:
+        #: their row is expired first, so that the store's check agrees that they are dead
+        self.gone: set[str] = set()
 
     def __call__(self, engine_id: str | None) -> bool:
         if not engine_id:
@@ -134,20 +138,31 @@ class SilentEngines(DeadRuns):
 
     unless_alive = True
 
-    def __init__(self, me: str, heartbeats: list[EngineHeartbeat]) -> None:
+    def __init__(
+        self, me: str, heartbeats: list[EngineHeartbeat], *, judge_silence: bool = True
+    ) -> None:
         super().__init__(me)
         self.heartbeats = {row.engine_id: row for row in heartbeats}
+        #: whether silence counts (else only the engines of this machine whose process is gone)
+        self.judge_silence = judge_silence
 
     def __call__(self, engine_id: str | None) -> bool:
         if not engine_id or engine_id == self.me:
             return False
         row = self.heartbeats.get(engine_id)
         if row is not None and row.alive:
+            # alive by its heartbeat: dead only if it ran here and its process is gone
+            if not is_dead_run(engine_id, self.me):
+                return False
+            self.gone.add(engine_id)
+        elif not self.judge_silence:
             return False
         self.found.add(engine_id)
         return True
 
     def what(self, engine_id: str) -> str:
+        if engine_id in self.gone:
+            return "exited (its process is gone, on this machine)"
         row = self.heartbeats.get(engine_id)
         if row is None:
             return engine_silence(None, None, None)
@@ -166,10 +181,14 @@ async def reconcile(store: Store, office_id: str, me: str) -> ReconcileReport:
     return report
 
 
-async def end_silent_engines(store: Store, office_id: str, me: str) -> ReconcileReport:
-    """Periodically: end what the engines that are not alive by their heartbeat left (on any
-    host). Call it only while this engine's own heartbeat is steady (`Heartbeat.steady`)."""
-    dead = SilentEngines(me, await store.list_engines(office_id))
+async def end_silent_engines(
+    store: Store, office_id: str, me: str, *, heartbeats: bool = True
+) -> ReconcileReport:
+    """Periodically: end what the engines of this machine whose process is gone left, and,
+    with `heartbeats`, what the engines that are not alive by their heartbeat left (on any
+    host): pass it only while this engine's own heartbeat is steady (`Heartbeat.steady`)."""
+    rows = await store.list_engines(office_id)
+    dead = SilentEngines(me, rows, judge_silence=heartbeats)
     return await end_dead_engines(store, office_id, dead)
 
 
@@ -195,6 +214,8 @@ async def _end_engine(
     store: Store, office_id: str, dead: DeadRuns, engine_id: str, report: ReconcileReport
 ) -> None:
     """End what dead engine `engine_id` left (counted in `report`)."""
+    if engine_id in dead.gone:  # its process is gone: its heartbeat ends now
+        await store.expire_engine(office_id, engine_id)
     jobs = await running_jobs_of(store, office_id, engine_id)
     job_reason = _reason(dead, engine_id, "while running this job")
     # each job's work cancelled and the job retried or failed, one transaction per job, before

@@ -41,6 +41,7 @@ Guarantees all backends give, checked by one conformance suite (tests/store/):
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,6 +75,8 @@ T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
 #: rows per request of a listing, below Supabase's default "Max rows" (1000)
 LIST_PAGE_ROWS = 500
+#: what makes an agent one: its role in its office (unique, migrations/0012)
+AGENT_KEY = ("office_id", "role")
 
 INVOCATION_STATUSES: tuple[str, ...] = InvocationStatus.__args__  # type: ignore[attr-defined]
 RESULT_STATUSES = ("pending", "delivered", "cancelled")
@@ -89,6 +92,18 @@ def narrow_by(
             raise StoreError(f"narrow a listing by {column} or by job_id, not both")
         return ("job_id", [job_id])
     return None if values is None else (column, list(values))
+
+
+def key_columns(key: str | tuple[str, ...]) -> tuple[str, ...]:
+    """An upsert's key as a tuple of columns."""
+    return (key,) if isinstance(key, str) else key
+
+
+def upsert_columns(columns: Sequence[str], key: str | tuple[str, ...]) -> list[str]:
+    """The columns an upsert on `key` updates: all but the key, `id` and created_at (a row
+    found by another key keeps its id)."""
+    keep = {*key_columns(key), "id", "created_at"}
+    return [c for c in columns if c not in keep]
 
 
 def no_nul(value: T) -> T:
@@ -201,7 +216,21 @@ class Store(ABC):
     # -- offices and agents --------------------------------------------------------------------
 
     async def create_office(self, office: Office) -> Office:
-        return await self._insert("offices", office, f"office {office.id} already exists")
+        """Insert `office`; StoreConflict when its id or its name is taken (one office a
+        name)."""
+        return await self._insert(
+            "offices", office, f"office {office.id} or an office named {office.name!r} exists"
+        )
+
+    async def ensure_office(self, office: Office) -> Office:
+        """The office named `office.name`: the existing one, else `office`, inserted. Engines
+        that start at once all get the same office (the name is unique in the store)."""
+        for _ in range(3):  # an insert that lost the race finds the winner's row next
+            with contextlib.suppress(NotFound):
+                return await self._get(Office, "offices", "name", office.name, "office named")
+            with contextlib.suppress(StoreConflict):
+                return await self.create_office(office)
+        raise StoreConflict(f"office {office.name!r} kept appearing and vanishing; try again")
 
     async def get_office(self, office_id: str) -> Office:
         return await self._get(Office, "offices", "id", office_id, "office")
@@ -210,7 +239,9 @@ class Store(ABC):
     async def list_offices(self) -> list[Office]: ...
 
     async def upsert_agent(self, agent: Agent) -> Agent:
-        return await self._upsert("agents", "id", agent)
+        """The office's agent of `agent.role`, inserted or updated (one agent a role): an
+        existing one keeps its id, whatever `agent.id` says."""
+        return await self._upsert("agents", AGENT_KEY, agent)
 
     async def get_agent(self, agent_id: str) -> Agent:
         return await self._get(Agent, "agents", "id", agent_id, "agent")
@@ -581,8 +612,9 @@ class Store(ABC):
         key exists, NotFound when its office does not."""
 
     @abstractmethod
-    async def _upsert(self, table: str, key: str, model: M) -> M:
-        """Insert `model`, or update every column but `key` and created_at."""
+    async def _upsert(self, table: str, key: str | tuple[str, ...], model: M) -> M:
+        """Insert `model`, or update the row with its `key` (a column or several, unique):
+        every column but the key, `id` and created_at (`upsert_columns`)."""
 
     @abstractmethod
     async def _get(self, cls: type[M], table: str, key: str, value: str, what: str) -> M:

@@ -61,7 +61,9 @@ from engine.store.base import (
     StoreError,
     StoreUnavailable,
     check_invocation_status,
+    key_columns,
     no_nul,
+    upsert_columns,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -340,8 +342,9 @@ class PostgresStore(Store):
                 "select to_regclass('agent_commands') is not null"
                 " and to_regproc('semo_claim_command') is not null as ready,"
                 " to_regproc('semo_renew_command_leases') is not null"
-                # a function of the latest migration (0011)
-                " and to_regproc('semo_submit_job') is not null as current"
+                " and to_regproc('semo_submit_job') is not null"  # 0011
+                # the latest migration (0012): one agent a role, which upserts rely on
+                " and to_regclass('agents_office_role_key') is not null as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
@@ -463,11 +466,12 @@ class PostgresStore(Store):
         )
         return type(model).model_validate(row)
 
-    async def _upsert(self, table: str, key: str, model: M) -> M:
+    async def _upsert(self, table: str, key: str | tuple[str, ...], model: M) -> M:
         data = _params(model)
-        changes = ", ".join(f"{c} = excluded.{c}" for c in data if c not in (key, "created_at"))
+        changes = ", ".join(f"{c} = excluded.{c}" for c in upsert_columns(list(data), key))
+        keys = ", ".join(key_columns(key))
         row = await self._one(
-            f"{_insert_sql(table, list(data))} on conflict ({key}) do update set {changes}"
+            f"{_insert_sql(table, list(data))} on conflict ({keys}) do update set {changes}"
             " returning *",
             data,
             missing=f"office {getattr(model, 'office_id', '?')} not found",

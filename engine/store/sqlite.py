@@ -73,7 +73,9 @@ from engine.store.base import (
     StoreError,
     StoreUnavailable,
     check_invocation_status,
+    key_columns,
     no_nul,
+    upsert_columns,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -95,7 +97,7 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: strftime format of `ts()` (fixed width, so text order is time order)
 _NOW_SQL = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'{})"
@@ -360,6 +362,83 @@ END;
     + META_TABLE
 )
 
+#: One office a name, one agent a role in an office (migrations/0012): created after `SCHEMA`
+#: and the upgrades' `AFTER_SCHEMA` steps (which merge the duplicates of older files first).
+UNIQUE_INDEXES = """
+CREATE UNIQUE INDEX IF NOT EXISTS offices_name_key ON offices (name);
+CREATE UNIQUE INDEX IF NOT EXISTS agents_office_role_key ON agents (office_id, role);
+"""
+
+#: Version 7 (migrations/0012): offices of one name, then agents of one (office, role), merged
+#: into the oldest, every row re-pointed (a heartbeat row the kept office has too is dropped),
+#: before `UNIQUE_INDEXES`.
+MERGE_DUPLICATES = (
+    """
+CREATE TEMP TABLE semo_office_merge AS
+SELECT o.id AS old_id,
+       (SELECT k.id FROM offices k WHERE k.name = o.name ORDER BY k.created_at, k.id LIMIT 1)
+           AS keep_id
+  FROM offices o;
+DELETE FROM semo_office_merge WHERE old_id = keep_id;
+DELETE FROM engines WHERE EXISTS (
+    SELECT 1 FROM semo_office_merge m JOIN engines k ON k.office_id = m.keep_id
+     WHERE m.old_id = engines.office_id AND k.engine_id = engines.engine_id);
+DELETE FROM semo_wakeups WHERE office_id IN (SELECT old_id FROM semo_office_merge);
+"""
+    + "".join(
+        f"""UPDATE {table} SET office_id = (SELECT keep_id FROM semo_office_merge
+                                    WHERE old_id = {table}.office_id)
+ WHERE office_id IN (SELECT old_id FROM semo_office_merge);
+"""
+        for table in (
+            "agents",
+            "agent_sessions",
+            "agent_commands",
+            "user_questions",
+            "agent_invocations",
+            "agent_results",
+            "jobs",
+            "job_events",
+            "engines",
+        )
+    )
+    + """
+DELETE FROM offices WHERE id IN (SELECT old_id FROM semo_office_merge);
+DROP TABLE semo_office_merge;
+CREATE TEMP TABLE semo_agent_merge AS
+SELECT a.id AS old_id,
+       (SELECT k.id FROM agents k WHERE k.office_id = a.office_id AND k.role = a.role
+         ORDER BY k.created_at, k.id LIMIT 1) AS keep_id
+  FROM agents a;
+DELETE FROM semo_agent_merge WHERE old_id = keep_id;
+"""
+    + "".join(
+        f"""UPDATE {table} SET {column} = (SELECT keep_id FROM semo_agent_merge
+                                   WHERE old_id = {table}.{column})
+ WHERE {column} IN (SELECT old_id FROM semo_agent_merge);
+"""
+        for table, column in (
+            ("agent_sessions", "agent_id"),
+            ("user_questions", "agent_id"),
+            ("agent_invocations", "caller_agent_id"),
+            ("agent_invocations", "target_agent_id"),
+            ("agent_results", "sender_agent_id"),
+            ("agent_results", "recipient_agent_id"),
+            ("jobs", "agent_id"),
+            ("job_events", "agent_id"),
+        )
+    )
+    + """
+UPDATE agent_commands
+   SET payload = json_set(payload, '$.agent_id',
+                          (SELECT keep_id FROM semo_agent_merge
+                            WHERE old_id = json_extract(payload, '$.agent_id')))
+ WHERE json_extract(payload, '$.agent_id') IN (SELECT old_id FROM semo_agent_merge);
+DELETE FROM agents WHERE id IN (SELECT old_id FROM semo_agent_merge);
+DROP TABLE semo_agent_merge;
+"""
+)
+
 #: What turns a file of schema version N into N + 1 (`SCHEMA`, all IF NOT EXISTS, runs after).
 UPGRADES: dict[int, str] = {
     1: """
@@ -415,6 +494,8 @@ ALTER TABLE jobs RENAME TO jobs_v6;
 ALTER TABLE job_events RENAME TO job_events_v6;
 PRAGMA legacy_alter_table = OFF;
 """,
+    # migrations/0012: nothing before `SCHEMA` (the duplicates are merged after it)
+    7: "",
 }
 
 #: What an upgrade from version N does once `SCHEMA` has created the new tables.
@@ -447,6 +528,7 @@ SELECT id, job_id, office_id, step, status, attempts, session_id, agent_id, ref_
 DROP TABLE job_events_v6;
 DROP TABLE jobs_v6;
 """,
+    7: MERGE_DUPLICATES,
 }
 
 #: Whether engine row `e` is alive at :at (running, and its heartbeat has not run out).
@@ -574,9 +656,10 @@ def _write_entry(c: sqlite3.Connection, entry: JobEntry) -> sqlite3.Row:
     return c.execute(_insert_sql("job_events", list(data)) + " RETURNING *", data).fetchone()
 
 
-def _upsert_sql(table: str, key: str, columns: list[str]) -> str:
-    changes = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in (key, "created_at"))
-    return f"{_insert_sql(table, columns)} ON CONFLICT ({key}) DO UPDATE SET {changes} RETURNING *"
+def _upsert_sql(table: str, key: str | tuple[str, ...], columns: list[str]) -> str:
+    changes = ", ".join(f"{c} = excluded.{c}" for c in upsert_columns(columns, key))
+    keys = ", ".join(key_columns(key))
+    return f"{_insert_sql(table, columns)} ON CONFLICT ({keys}) DO UPDATE SET {changes} RETURNING *"
 
 
 class SqliteStore(Store):
@@ -679,7 +762,7 @@ class SqliteStore(Store):
         try:
             # every SCHEMA statement is IF NOT EXISTS: two processes creating it at once is fine
             conn.executescript(
-                f"BEGIN IMMEDIATE;\n{steps}{SCHEMA}\n{after}"
+                f"BEGIN IMMEDIATE;\n{steps}{SCHEMA}\n{after}{UNIQUE_INDEXES}"
                 f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
             )
         except sqlite3.OperationalError:
@@ -747,7 +830,7 @@ class SqliteStore(Store):
         )
         return _model(type(model), row)  # type: ignore[return-value]
 
-    async def _upsert(self, table: str, key: str, model: M) -> M:
+    async def _upsert(self, table: str, key: str | tuple[str, ...], model: M) -> M:
         data = _to_db(model)
         sql = _upsert_sql(table, key, list(data))
         row = await self._run(

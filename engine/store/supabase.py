@@ -96,7 +96,9 @@ from engine.store.base import (
     StoreError,
     StoreUnavailable,
     check_invocation_status,
+    key_columns,
     no_nul,
+    upsert_columns,
 )
 from engine.store.models import (
     SAFE_TO_REPEAT,
@@ -415,19 +417,27 @@ class SupabaseStore(Store):
         )
         return type(model).model_validate(rows[0])
 
-    async def _upsert(self, table: str, key: str, model: M) -> M:
-        """Insert, or update every column but the key and created_at (as postgres does)."""
+    async def _upsert(self, table: str, key: str | tuple[str, ...], model: M) -> M:
+        """Insert, or update the row with the key: every column but the key, id and
+        created_at (as postgres does)."""
         missing = f"office {getattr(model, 'office_id', '?')} not found"
-        value = getattr(model, key)
-        changes = _json(model, skip=(key, "created_at"))
+        data = _json(model)
+        keys = {column: data[column] for column in key_columns(key)}
+        changes = {c: data[c] for c in upsert_columns(list(data), key)}
+        value = ", ".join(f"{k} {v}" for k, v in keys.items())
+
+        def update(c: Any) -> Any:
+            query = c.table(table).update(changes)
+            for column, wanted in keys.items():
+                query = query.eq(column, wanted)
+            return query
+
         for _ in range(CAS_ATTEMPTS):
-            rows = await self._rows(
-                lambda c: c.table(table).update(changes).eq(key, value), missing=missing
-            )
+            rows = await self._rows(update, missing=missing)
             if rows:
                 return type(model).model_validate(rows[0])
             try:
-                return await self._insert(table, model, f"{key} {value} already exists")
+                return await self._insert(table, model, f"{value} already exists")
             except StoreConflict:
                 continue  # inserted meanwhile by someone else: update it
         raise StoreConflict(f"{table} row {value} kept changing; try again")

@@ -160,7 +160,7 @@ async def test_the_engine_beats_while_running_and_records_a_clean_stop(
         [row] = await store.list_engines(engine.office_id)
         assert (row.engine_id, row.status, row.alive) == ("me", "running", True)
         assert engine.heartbeat is not None and engine.heartbeat.running
-        assert engine.heartbeat.dead_after == 90 and engine.heartbeat.interval == 10
+        assert engine.heartbeat.dead_after == 12 and engine.heartbeat.interval == 3
     finally:
         await engine.stop("test over")
     [row] = await store.list_engines(engine.office_id)

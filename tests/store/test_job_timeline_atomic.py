@@ -23,7 +23,7 @@ REFUSED = "job_events refused by the test"
 
 
 async def _job(store: Store, **changes: object) -> Job:
-    office = await store.create_office(Office(name="o"))
+    office = await store.ensure_office(Office(name="o"))
     job = await store.create_job(Job(office_id=office.id, agent_id="a", task="t"))
     return await store.update_job(job.id, **changes) if changes else job
 

@@ -465,3 +465,47 @@ async def test_passes_running_at_once_end_each_session_once(stores: Stores) -> N
         assert row.status == "terminated" and row.end_reason is not None
         finder = row.end_reason.rsplit("(found by ", 1)[1]
         assert finder in ("engine-1)", "engine-2)")
+
+
+async def test_an_engine_of_this_machine_whose_process_is_gone_is_taken_over_at_once(
+    stores: Stores,
+) -> None:
+    """Heartbeats alive for a minute: an engine `<host>-<pid>` whose process has exited is
+    taken over by the next pass (its row expired first), even before the pass may judge
+    silence (`heartbeats=False`); one whose process lives, and one of another host, keep
+    their work."""
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    host = socket.gethostname()
+    sleeper = await asyncio.create_subprocess_exec("sleep", "60")
+    try:
+        gone, alive, remote = f"{host}-{dead_pid()}", f"{host}-{sleeper.pid}", "other-host-1"
+        for engine in (gone, alive, remote):
+            await store.record_heartbeat(office.id, engine, dead_after=60, starting=True)
+        work = {
+            engine: await _work_of(store, office.id, engine) for engine in (gone, alive, remote)
+        }
+
+        report = await end_silent_engines(store, office.id, "me", heartbeats=False)
+
+        assert report.dead_engines == [gone]
+        assert await _state_of(store, work[gone]) == (
+            "terminated",
+            "cancelled",
+            "pending",
+            "failed",
+        )
+        for engine in (alive, remote):
+            assert await _state_of(store, work[engine]) == (
+                "ready",
+                "pending",
+                "running",
+                "processing",
+            ), engine
+        rows = {row.engine_id: row.alive for row in await store.list_engines(office.id)}
+        assert rows == {gone: False, alive: True, remote: True}
+        pending = await store.list_commands(office.id, status="pending")
+        assert [c.payload for c in pending] == [{"job_id": work[gone]["job"]}]  # its retry
+    finally:
+        sleeper.kill()
+        await sleeper.wait()
