@@ -157,7 +157,7 @@ async def test_migration_0012_merges_split_offices_and_twin_agents(tmp_path: Pat
             drop = ["drop index offices_name_key", "drop index agents_office_role_key"]
             for sql in _duplicate(drop, ids):
                 await conn.execute(sql)
-        assert await migrate(dsn) == ["0012_one_office_one_agent_per_role.sql"]
+        assert (await migrate(dsn))[0] == "0012_one_office_one_agent_per_role.sql"
         async with PostgresStore(dsn) as store:
             await _check_merged(store, ids)
 
