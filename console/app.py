@@ -30,6 +30,7 @@ from textual.screen import Screen
 
 from console.attention import Attention, header_title, terminal_title
 from console.commands import SemoCommands
+from console.desktop_notify import DesktopNotifier
 from console.keys import prefix_key
 from console.panel_text import DETACH_KEY
 from console.screens.main import MainScreen
@@ -87,6 +88,8 @@ class SemoApp(App[None]):
         self.terminal_title = ""
         #: why the console ended: "detached", "SIGTERM", "SIGHUP"...
         self.exit_reason = "detached"
+        #: desktop notifications on this terminal (OSC 9 / 777, engine.notify's console sink)
+        self.desktop = DesktopNotifier(self)
 
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -190,6 +193,8 @@ class SemoApp(App[None]):
         main = self._main()
         if main is not None:
             main.sub_title = "engine gone: ctrl+r starts it again"
+        if not reason.startswith("the engine stopped"):  # no goodbye: it died
+            self._engine_died(reason)
         self.notify(
             f"{plain(reason)}. Nothing typed or answered now reaches an agent. "
             'ctrl+r (or the palette\'s "Start the engine again") starts it again.',
@@ -197,6 +202,19 @@ class SemoApp(App[None]):
             severity="error",
             timeout=3600,
             markup=False,
+        )
+
+    def _engine_died(self, reason: str) -> None:
+        """The terminal's desktop notification for the engine's death (once: the next
+        engine's report of it is not shown again)."""
+        client = self.engine
+        engine_id = getattr(client, "engine_id", None) or ""
+        office = getattr(getattr(client, "paths", None), "office", "")
+        self.desktop.show(
+            "engine_died",
+            f"semo {office}: engine {engine_id} died",
+            f"semo {office}: {reason}; ctrl+r starts it again",
+            engine_id,
         )
 
     def _office_changed(self) -> None:

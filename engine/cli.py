@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.jobwork.worktree_cli import add_worktree_commands
+from engine.notify.cli import add_notify_commands
 from engine.plain_text import plain, plain_json
 from engine.store.cli import add_store_commands
 from engine.store.job_cli import add_job_commands
@@ -229,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_commands(commands)
     add_job_commands(commands)
     add_worktree_commands(commands)
+    add_notify_commands(commands)
     return parser
 
 

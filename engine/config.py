@@ -43,6 +43,7 @@ from pydantic import (
 from engine.api.settings import ApiSection
 from engine.fsutil import atomic_write
 from engine.jobwork.settings import GitSection
+from engine.notify.settings import NotifySink, console_default
 from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
 from engine.ship.settings import ShipSection
@@ -389,6 +390,8 @@ class SemoConfig(_Section):
     ship: ShipSection = Field(default_factory=ShipSection)
     git: GitSection = Field(default_factory=GitSection)
     agents: list[AgentConfig] = Field(default_factory=list)
+    #: `[[notify]]` tables (docs/NOTIFY.md); none: the attached consoles only
+    notify: list[NotifySink] = Field(default_factory=list)
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -450,7 +453,17 @@ class SemoConfig(_Section):
                 f"{where}[ship] github_token is a secret; set GITHUB_TOKEN in the environment "
                 "instead and remove it from the file"
             )
+        for index, sink in enumerate(self.notify):
+            if sink.secret_in_file():
+                found.append(
+                    f"{where}[[notify]] #{index + 1} password is a secret; write "
+                    'password = "${VARIABLE}" and set VARIABLE in the environment instead'
+                )
         return found
+
+    def notify_sinks(self) -> list[NotifySink]:
+        """The `[[notify]]` sinks; without any, the attached consoles (default events)."""
+        return list(self.notify) or console_default()
 
     def agent(self, role: str) -> AgentConfig | None:
         """The agent with this role, if any."""
@@ -499,7 +512,10 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "api": ApiSection,
     "console": ConsoleSection,
     "agents": AgentConfig,
+    "notify": NotifySink,
 }
+#: the sections written as arrays of tables ([[agents]], [[notify]])
+_ARRAYS = ("agents", "notify")
 
 
 def load_config(path: Path) -> SemoConfig:
@@ -584,8 +600,8 @@ def _key_name(loc: tuple[str | int, ...]) -> str:
     if not loc:
         return "(top level)"
     head, rest = loc[0], list(loc[1:])
-    if head == "agents":
-        section = "[[agents]]"
+    if head in _ARRAYS:
+        section = f"[[{head}]]"
         if rest and isinstance(rest[0], int):
             section += f" #{rest.pop(0) + 1}"
     else:
@@ -604,14 +620,16 @@ def _find_line(text: str, loc: tuple[str | int, ...]) -> int | None:
     """Best effort: the 1-based line of the key at `loc` (or of its section), else None."""
     if not loc:
         return None
-    if loc[0] == "agents" and len(loc) > 1 and isinstance(loc[1], int):
-        section: tuple[str | int, ...] = ("agents", loc[1])
+    if loc[0] in _ARRAYS and len(loc) > 1 and isinstance(loc[1], int):
+        section: tuple[str | int, ...] = (loc[0], loc[1])
     else:
         section = (loc[0],)
     key = next((part for part in loc[len(section) :] if isinstance(part, str)), None)
 
     def in_section(table: tuple[str | int, ...]) -> bool:
-        return table == section or (section == ("agents",) and table[:1] == section)
+        return table == section or (
+            len(section) == 1 and section[0] in _ARRAYS and table[:1] == section
+        )
 
     table: tuple[str | int, ...] = ()
     counts: dict[str, int] = {}

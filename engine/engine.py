@@ -33,6 +33,7 @@ from engine.control.server import ControlServer
 from engine.events import EngineStatus, EventBus, EventForwarder
 from engine.heartbeat import BEATS_PER_LIMIT, Heartbeat
 from engine.jobwork.workspace import JobWorkspace
+from engine.notify.engine_hooks import EngineNotices
 from engine.reconcile import ReconcileReport, end_silent_engines, is_dead_run, reconcile
 from engine.routing.dispatcher import CommandDispatcher
 from engine.routing.job_recovery import take_over_jobs
@@ -117,6 +118,8 @@ class Engine:
         #: the record of this engine's Claude Code conversations (engine.control.resume), kept
         #: when it serves consoles
         self.conversations: ConversationKeeper | None = None
+        #: the office's notifications ([[notify]], engine.notify)
+        self.notices: EngineNotices | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -166,6 +169,8 @@ class Engine:
         reconcile (which would cancel their work), the sessions are resumed before the pool
         starts its warm sessions, the jobs are continued in them and the router types what
         waited for them before the dispatcher claims new work."""
+        self.notices = EngineNotices(self)
+        self.notices.start()
         continued: list[Job] = []
         if self._serve_control:
             paths = office_paths(self.config.office.name, self.config.store_config())
@@ -173,6 +178,7 @@ class Engine:
             continued = await self._take_over_jobs(office_id, self.conversations)
         self.reconciled = await reconcile(self.store, office_id, self.engine_id)
         log.info("reconciled: %s", self.reconciled.describe())
+        self.notices.engines_died(self.reconciled, "found on start")
         self.manager = SessionManager(
             store=self.store,
             office_id=office_id,
@@ -197,7 +203,10 @@ class Engine:
             warm_roles=[r for r in pool.warm_roles if r in self.agents],
             idle_timeout=pool.idle_timeout,
             breaker=CircuitBreaker(
-                pool.restart_failures, pool.restart_window, pool.restart_cooldown
+                pool.restart_failures,
+                pool.restart_window,
+                pool.restart_cooldown,
+                on_transition=self.notices.breaker_changed,
             ),
             folder_for=self._folder_for,
         )
@@ -309,6 +318,8 @@ class Engine:
             finally:
                 self._status("stopped", reason)
                 try:
+                    if self.notices is not None:  # before the store closes: waits read it
+                        await self.notices.stop()
                     if self._forwarder is not None:
                         await self._forwarder.stop()
                 finally:
@@ -594,6 +605,8 @@ class Engine:
             return
         if report.dead_engines:
             log.warning("engines that stopped answering: %s", report.describe())
+            if self.notices is not None:
+                self.notices.engines_died(report, "their heartbeat ran out")
 
     async def _stop_sessions_ended_elsewhere(self) -> None:
         """Sessions of this engine that the store says have ended stop here too: another engine

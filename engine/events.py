@@ -212,6 +212,20 @@ class SessionSignal(BaseEvent):
     text: Text = ""
 
 
+class Notification(BaseEvent):
+    """A notification for the operator's terminal (engine.notify's console sink): every
+    attached console shows it as a desktop notification (OSC 9 / OSC 777) and rings. The
+    texts are already made inert by engine.notify (one line, no controls, bounded)."""
+
+    kind: Literal["notification"] = "notification"
+    #: engine.notify.models.NoticeKind
+    notice_kind: str
+    headline: Text
+    body: Text = ""
+    agent: str = ""
+    ref: str = ""
+
+
 Event = Annotated[
     SessionStatusChanged
     | SessionOutput
@@ -222,7 +236,8 @@ Event = Annotated[
     | EngineStatus
     | SessionSignal
     | RoutingStep
-    | JobEvent,
+    | JobEvent
+    | Notification,
     Field(discriminator="kind"),
 ]
 EVENT_TYPES: tuple[type[BaseEvent], ...] = (
@@ -236,6 +251,7 @@ EVENT_TYPES: tuple[type[BaseEvent], ...] = (
     SessionSignal,
     RoutingStep,
     JobEvent,
+    Notification,
 )
 EVENT_KINDS: frozenset[str] = frozenset(t.model_fields["kind"].default for t in EVENT_TYPES)
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -248,6 +248,10 @@ class MainScreen(Screen[None]):
                 pane.set_title(self._title(event.session_id))
         elif isinstance(event, RoutingStep):
             self._routing_step(event)
+        elif event.kind == "notification":
+            desktop = getattr(self.app, "desktop", None)
+            if desktop is not None:
+                desktop.show(event.notice_kind, event.headline, event.body, event.ref)  # type: ignore[union-attr]
         elif isinstance(event, JobEvent) and event.step in ("done", "failed"):
             self._job_ended(event)
         elif isinstance(event, SessionSignal) and event.signal_kind == "stale":
