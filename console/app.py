@@ -213,7 +213,7 @@ class SemoApp(App[None]):
         self.desktop.show(
             "engine_died",
             f"semo {office}: engine {engine_id} died",
-            f"semo {office}: {reason}; ctrl+r starts it again",
+            f"semo {office}: engine {engine_id} died ({reason}); ctrl+r starts it again",
             engine_id,
         )
 

@@ -43,6 +43,7 @@ from pydantic import (
 from engine.api.settings import ApiSection
 from engine.fsutil import atomic_write
 from engine.jobwork.settings import GitSection
+from engine.notify.settings import KeyProblem as _KeyProblem
 from engine.notify.settings import NotifySink, console_default
 from engine.protocol.monitor import DEFAULT_STALE_AFTER
 from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
@@ -84,14 +85,6 @@ class ConfigError(ValueError):
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
         self.problems = problems if problems is not None else [message]
-
-
-class _KeyProblem(ValueError):
-    """A ValueError raised by a cross-key check that knows which key is wrong."""
-
-    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
 
 
 def default_workspace_root() -> Path:
@@ -806,6 +799,42 @@ github_repo = ""
 # The API's token: keep it in GITHUB_TOKEN (or GH_TOKEN) in the engine's environment; one
 # written here gives a warning. Default: none.
 # github_token = "..."
+
+# Notifications: one [[notify]] table per sink, any number (docs/NOTIFY.md). Without any,
+# attached consoles show desktop notifications (OSC 9 / OSC 777) and ring. Events: question,
+# permission, job_done, job_failed, job_review, agent_error, agent_stale, engine_died,
+# breaker_open. Default events: all but agent_stale. `semo notify test` tries every sink.
+# Secrets as ${VARIABLE}: read from the engine's environment, never written here.
+#
+# [[notify]]
+# sink = "console"               # every attached console: desktop notification and bell
+#
+# [[notify]]
+# sink = "webhook"               # a JSON POST; format = "slack" sends {"text": ...} only
+# url = "${SLACK_WEBHOOK_URL}"
+# format = "slack"
+# events = ["question", "permission", "job_failed", "job_review", "engine_died"]
+# delay = 60.0                   # seconds a question waits before this sink hears of it
+# max_messages = 5               # per window seconds; the rest become one summary
+# window = 60.0
+# timeout = 10.0                 # per attempt; retries (3) with backoff (2 s, doubled)
+#
+# [[notify]]
+# sink = "ntfy"                  # a topic URL (ntfy.sh or your own server)
+# url = "https://ntfy.sh/my-semo-topic"
+#
+# [[notify]]
+# sink = "email"                 # SMTP with STARTTLS (tls = true: implicit TLS) and login
+# host = "smtp.example.com"
+# port = 587
+# username = "semo@example.com"
+# password = "${SMTP_PASSWORD}"
+# from_addr = "semo@example.com"
+# to = ["me@example.com"]
+#
+# [[notify]]
+# sink = "command"               # gets the notification as JSON on stdin
+# command = ["notify-send-json"]
 
 # One [[agents]] table per persona. Keys:
 #   role            required; a letter, then up to 31 letters, digits, _ or -; unique

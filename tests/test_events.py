@@ -26,6 +26,7 @@ from engine.events import (
     EventForwarder,
     JobEvent,
     MalformedAgentMessage,
+    Notification,
     RoutingStep,
     SessionOutput,
     SessionSignal,
@@ -90,6 +91,7 @@ ONE_OF_EACH: list[BaseEvent] = [
     ),
     RoutingStep(office_id="o", step="invoked", ref_id="i1", session_id="s", detail="FE -> BE"),
     JobEvent(office_id="o", job_id="j", agent_id="a", step="retry", status="running", attempts=1),
+    Notification(office_id="o", notice_kind="question", headline="semo o: FE asks you", ref="q"),
 ]
 
 

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from engine.bus import EventBus, Subscription
+from engine.logs import add_secret, discard_secret
 from engine.notify.models import WAITING, Notice
 from engine.notify.settings import NotifySink
 from engine.notify.sinks import Sink, SinkError, build_sink
@@ -105,6 +106,8 @@ class Notifier:
             if isinstance(sink, ConsoleSink):
                 sink.office_id = self.office_id
             self.secrets.extend(sink.secrets)
+            for secret in sink.secrets:  # and out of every log line of the process
+                add_secret(secret)
             lane = _Lane(
                 sink, settings, Throttle(settings.max_messages, settings.window, settings.dedupe)
             )
@@ -148,6 +151,8 @@ class Notifier:
         for lane in self.lanes:
             with contextlib.suppress(Exception):
                 await lane.sink.close()
+            for secret in lane.sink.secrets:
+                discard_secret(secret)
 
     # -- input ---------------------------------------------------------------------------------
 

@@ -58,6 +58,15 @@ _OWN: dict[str, set[str]] = {
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+class KeyProblem(ValueError):
+    """A ValueError raised by a cross-key check that knows which key is wrong (engine.config
+    names the key in its error)."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 class MissingVariable(ValueError):
     """A `${VAR}` that the environment does not have."""
 
@@ -163,7 +172,7 @@ class NotifySink(BaseModel):
             if key in _COMMON or key in _OWN[sink] or key not in cls.model_fields:
                 continue  # unknown keys: pydantic's own error
             owners = [name for name, keys in _OWN.items() if key in keys]
-            raise ValueError(f"{key} is a key of sink = {' / '.join(owners)}, not of {sink}")
+            raise KeyProblem((key,), f"a key of sink = {' / '.join(owners)}, not of sink = {sink}")
         return data
 
     @model_validator(mode="after")
@@ -176,7 +185,7 @@ class NotifySink(BaseModel):
         }.get(self.sink, ())
         missing = [key for key in needs if not getattr(self, key)]
         if missing:
-            raise ValueError(f"sink = {self.sink} needs {', '.join(missing)}")
+            raise KeyProblem((missing[0],), f"missing: sink = {self.sink} needs it")
         if self.tls and self.starttls and "starttls" in self.model_fields_set:
             raise ValueError("tls (implicit TLS) and starttls are exclusive")
         if self.password is not None and not self.username:

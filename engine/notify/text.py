@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from engine.logs import MIN_SECRET
+
 #: C0 and C1 controls, DEL, bidi embeddings/overrides/isolates and marks, line/paragraph
 #: separators, zero-width characters, lone surrogates
 _CONTROLS = re.compile(
@@ -21,8 +23,6 @@ _CONTROLS = re.compile(
 _SPACES = re.compile(r"\s+")
 _MENTION = re.compile(r"@(?=(here|channel|everyone|all)\b)", re.IGNORECASE)
 _LINK = re.compile(r"\b([a-z][a-z0-9+.-]{1,15})://", re.IGNORECASE)
-#: what a secret shorter than this could be is too common to replace in text
-MIN_SECRET = 6
 
 
 def clean(text: object, limit: int) -> str:
