@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -30,16 +30,8 @@ NoticeKind = Literal[
     "test",
 ]
 #: the event names a `[[notify]] events` list may hold (summary and test go to every sink)
-EVENT_NAMES: tuple[str, ...] = (
-    "question",
-    "permission",
-    "job_done",
-    "job_failed",
-    "job_review",
-    "agent_error",
-    "agent_stale",
-    "engine_died",
-    "breaker_open",
+EVENT_NAMES: tuple[str, ...] = tuple(
+    k for k in get_args(NoticeKind) if k not in ("summary", "test")
 )
 #: the events a sink gets when its `events` is left out: what needs a person, and failures
 DEFAULT_EVENTS: tuple[str, ...] = tuple(name for name in EVENT_NAMES if name != "agent_stale")

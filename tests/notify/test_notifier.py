@@ -14,7 +14,7 @@ from engine.events import JobEvent, Notification, RoutingStep
 from engine.notify.models import Notice
 from engine.notify.notifier import Notifier
 from engine.notify.settings import NotifySink
-from tests.support.notify_servers import SMTP_PASSWORD, SMTP_USER, HttpReceiver, SmtpReceiver
+from tests.support.notify_servers import SMTP_PASSWORD, HttpReceiver, SmtpReceiver, email_sink
 from tests.support.waiting import eventually
 
 OFFICE_ID = "office-1"
@@ -80,17 +80,7 @@ async def test_a_question_waiting_past_its_delay_reaches_webhook_ntfy_and_mail(
         sinks = [
             NotifySink(sink="webhook", url=hook.url, delay=0.2),
             NotifySink(sink="ntfy", url=f"{ntfy.url}/semo", delay=0.2),
-            NotifySink(
-                sink="email",
-                host="127.0.0.1",
-                port=smtp.port,
-                username=SMTP_USER,
-                password="${PASS}",
-                from_addr="semo@example.com",
-                to=["ops@example.com"],
-                ca_file=smtp.cert,
-                delay=0.2,
-            ),
+            email_sink(smtp, delay=0.2),
         ]
         checked: list[str] = []
 
@@ -98,7 +88,7 @@ async def test_a_question_waiting_past_its_delay_reaches_webhook_ntfy_and_mail(
             checked.append(notice.ref)
             return True
 
-        async with notifier(sinks, still_waiting, env={"PASS": SMTP_PASSWORD}) as (bus, _):
+        async with notifier(sinks, still_waiting, env={"SMTP_PASS": SMTP_PASSWORD}) as (bus, _):
             bus.publish(asked("q-1"))
             await eventually(lambda: hook.requests and ntfy.requests and smtp.messages)
         [body] = hook.bodies()
@@ -150,19 +140,9 @@ async def test_job_done_failed_and_review_reach_the_sinks(tmp_path: Path) -> Non
     with HttpReceiver() as hook, SmtpReceiver(tmp_path) as smtp:
         sinks = [
             NotifySink(sink="webhook", url=hook.url),
-            NotifySink(
-                sink="email",
-                host="127.0.0.1",
-                port=smtp.port,
-                username=SMTP_USER,
-                password="${PASS}",
-                from_addr="semo@example.com",
-                to=["ops@example.com"],
-                ca_file=smtp.cert,
-                events=["job_failed"],
-            ),
+            email_sink(smtp, events=["job_failed"]),
         ]
-        async with notifier(sinks, env={"PASS": SMTP_PASSWORD}) as (bus, _):
+        async with notifier(sinks, env={"SMTP_PASS": SMTP_PASSWORD}) as (bus, _):
             bus.publish(job("turn", "running", "a turn ended"))  # not a notification
             bus.publish(job("done", "done", "built the page"))
             bus.publish(job("failed", "failed", "tests failed: 3"))

@@ -20,7 +20,13 @@ from engine.notify.notifier import deliver
 from engine.notify.osc import notification_sequences
 from engine.notify.settings import NotifySink
 from engine.notify.sinks import SinkError, build_sink
-from tests.support.notify_servers import SMTP_PASSWORD, SMTP_USER, HttpReceiver, SmtpReceiver
+from tests.support.notify_servers import (
+    SMTP_PASSWORD,
+    SMTP_USER,
+    HttpReceiver,
+    SmtpReceiver,
+    email_sink,
+)
 
 HOSTILE = (
     "deploy?\r\nBcc: victim@example.com\r\n\r\n<!channel> <@U123> <https://evil.example|click> "
@@ -119,16 +125,7 @@ async def test_ntfy_publishes_json_to_the_topic() -> None:
 
 async def test_smtp_starttls_login_and_no_header_injection(tmp_path: Path) -> None:
     with SmtpReceiver(tmp_path) as smtp:
-        settings = NotifySink(
-            sink="email",
-            host="127.0.0.1",
-            port=smtp.port,
-            username=SMTP_USER,
-            password="${SMTP_PASS}",
-            from_addr="semo@example.com",
-            to=["ops@example.com"],
-            ca_file=smtp.cert,
-        )
+        settings = email_sink(smtp)
         sink = build_sink(settings, "e", bus=None, env={"SMTP_PASS": SMTP_PASSWORD})
         assert await deliver(sink, hostile_notice()) == "sent to 1 recipient(s)"
         assert smtp.logins == [f"{SMTP_USER}:ok"]
@@ -150,17 +147,7 @@ async def test_smtp_starttls_login_and_no_header_injection(tmp_path: Path) -> No
 
 async def test_smtp_wrong_password_is_a_clear_failure_without_retry(tmp_path: Path) -> None:
     with SmtpReceiver(tmp_path) as smtp:
-        settings = NotifySink(
-            sink="email",
-            host="127.0.0.1",
-            port=smtp.port,
-            username=SMTP_USER,
-            password="${SMTP_PASS}",
-            from_addr="semo@example.com",
-            to=["ops@example.com"],
-            ca_file=smtp.cert,
-            retries=3,
-        )
+        settings = email_sink(smtp, retries=3)
         sink = build_sink(settings, "e", bus=None, env={"SMTP_PASS": "wrong-password"})
         with pytest.raises(SinkError, match="login refused") as failed:
             await deliver(sink, hostile_notice())

@@ -175,3 +175,21 @@ class SmtpReceiver:
 
     def __exit__(self, *exc: object) -> None:
         self.controller.stop()
+
+
+def email_sink(smtp: SmtpReceiver, password: str = "${SMTP_PASS}", **keys: Any) -> Any:
+    """A `[[notify]]` email sink for `smtp`: STARTTLS with its certificate, login as
+    SMTP_USER with `password` (a ${VAR} by default), to ops@example.com."""
+    from engine.notify.settings import NotifySink
+
+    return NotifySink(
+        sink="email",
+        host="127.0.0.1",
+        port=smtp.port,
+        username=SMTP_USER,
+        password=password,
+        from_addr="semo@example.com",
+        to=["ops@example.com"],
+        ca_file=smtp.cert,
+        **keys,
+    )
