@@ -146,8 +146,10 @@ async def test_job_done_failed_and_review_reach_the_sinks(tmp_path: Path) -> Non
             bus.publish(job("turn", "running", "a turn ended"))  # not a notification
             bus.publish(job("done", "done", "built the page"))
             bus.publish(job("failed", "failed", "tests failed: 3"))
-            await eventually(lambda: len(hook.requests) == 2 and smtp.messages)
-        done, failed = hook.bodies()
+            bus.publish(job("needs_review", "needs_review", "FE and BE changed app.py"))
+            await eventually(lambda: len(hook.requests) == 3 and smtp.messages)
+        done, failed, review = hook.bodies()
+        assert review["kind"] == "job_review" and review["title"] == "a job of BE needs your review"
         assert done["kind"] == "job_done" and done["title"] == "a job of BE is done"
         assert failed["kind"] == "job_failed" and failed["needed"] == "tests failed: 3"
         assert failed["answer"] == "semo job show job-7"
