@@ -67,13 +67,12 @@ class EngineNotices:
         return agent_id or "an agent"
 
     async def still_waiting(self, notice: Notice) -> bool:
-        """Whether the question is still pending (other requests: until a step ended them)."""
-        if notice.kind != "question":
-            return True
+        """Whether the question (or the permission request, kept as a question row) is still
+        pending; a request the store does not know waits until a routing step ends it."""
         try:
             question = await self.engine.store.get_question(notice.ref)
         except NotFound:
-            return False
+            return notice.kind != "question"
         except StoreError as error:
             log.warning("notify: reading question %s failed (%s); notifying", notice.ref, error)
             return True

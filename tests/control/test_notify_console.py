@@ -1,6 +1,8 @@
 """A console attached inside tmux writes the terminal's desktop notifications (OSC 9 and
 OSC 777 in tmux's passthrough, and the bell) for a new question, and once for an engine that
-died under it: read from tmux (`pipe-pane`: every byte the console wrote to its pane)."""
+died under it: read from tmux (`pipe-pane`: every byte the console wrote to its pane), and
+from a tmux client attached in a PTY of its own (with `allow-passthrough on`, tmux hands the
+sequences on to the operator's terminal)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.control.office import Console, Office, consoles, office_fixture
+from tests.support.tmux import TmuxClient
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -50,6 +53,8 @@ def test_a_console_in_tmux_notifies_a_question_and_an_engine_death(
         console = Console(office, "demo", cols=120, rows=36)
         opened.append(console)
         console.tmux("pipe-pane", "-t", "fid", "-o", f"cat >> {written}")
+        console.tmux("set", "-g", "allow-passthrough", "on")
+        client = TmuxClient(console.tmux, cols=120, rows=36)  # the operator's terminal
         console.wait_for("1 postgres")  # the demo's job asks which database
 
         found = wait_for(written, lambda f: {"9", "777"} <= {k for k, _ in f}, "OSC 9 and 777")
@@ -59,6 +64,13 @@ def test_a_console_in_tmux_notifies_a_question_and_an_engine_death(
         assert "semo answer " in osc9  # the command that answers it
         assert osc777.startswith("notify;semo demo: ") and "asks you;" in osc777
         questions = len(found)
+        # tmux unwrapped them for the terminal attached to it
+        deadline = time.monotonic() + 30
+        while b"\x1b]9;semo demo: " not in client.received():
+            assert time.monotonic() < deadline, client.received()[-2000:]
+            time.sleep(0.1)
+        assert b"\x1b]777;notify;semo demo: " in client.received()
+        client.close()
 
         os.kill(office.engine_pid(), signal.SIGKILL)
         console.wait_for("Engine gone")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.control.office import CONFIG, Office, office_fixture, wait_until
+from tests.control.office import BASH, CONFIG, Office, ctl_config, office_fixture, wait_until
 from tests.support.notify_servers import HttpReceiver
 
 pytestmark = pytest.mark.timeout(240)
@@ -59,3 +59,24 @@ def test_a_killed_engine_is_reported_once_by_the_next_one(office: Office, tmp_pa
         third.send_signal(signal.SIGTERM)
         assert third.wait(timeout=60) == 0
         assert len(hook.requests) == 1, hook.bodies()  # reported once, by the second engine
+
+
+def test_an_agent_that_keeps_crashing_opens_its_breaker_and_says_so(
+    office: Office, tmp_path: Path
+) -> None:
+    crashing = ctl_config(1, BASH, 'command = ["sh", "-c", "exit 3"]')
+    with HttpReceiver() as hook:
+        notify = (
+            f'\n[[notify]]\nsink = "webhook"\nurl = "{hook.url}/hook"\nevents = ["breaker_open"]\n'
+        )
+        (office.folder / "semo.toml").write_text(crashing + notify)
+        engine = office.engine(tmp_path / "engine.log")
+        try:
+            wait_until(lambda: hook.requests, "the breaker's notification")
+        finally:
+            engine.send_signal(signal.SIGTERM)
+            engine.wait(timeout=60)
+        [body] = hook.bodies()
+    assert body["kind"] == "breaker_open" and body["agent"] == "B"
+    assert body["title"] == "B sessions keep crashing"
+    assert "circuit breaker open" in body["needed"]

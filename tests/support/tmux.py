@@ -303,3 +303,54 @@ def _run(
 def _rows(lines: list[str], rows: int) -> list[str]:
     lines = [line.rstrip(" ") for line in lines[:rows]]
     return lines + [""] * (rows - len(lines))
+
+
+class TmuxClient:
+    """A tmux client attached to `server`'s session in a PTY of its own (cols x rows): what
+    tmux sends to a real terminal, every byte recorded in `output` (a reader thread)."""
+
+    def __init__(self, server: TmuxServer, *, cols: int, rows: int) -> None:
+        import fcntl
+        import pty
+        import struct
+        import termios
+        import threading
+
+        self.output = bytearray()
+        self._lock = threading.Lock()
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self._master = master
+        self.process = subprocess.Popen(
+            ["tmux", "-u", "-L", server.socket, "-f", os.devnull, "attach", "-t", _SESSION],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**server._env, "TERM": "xterm-256color"},
+            start_new_session=True,
+        )
+        os.close(slave)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self._lock:
+                self.output += chunk
+
+    def received(self) -> bytes:
+        with self._lock:
+            return bytes(self.output)
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self.process.wait(timeout=10)
+        with contextlib.suppress(OSError):
+            os.close(self._master)
