@@ -61,10 +61,13 @@ class EngineNotices:
         self.notifier.notify(notice)
 
     def role_of(self, agent_id: str | None) -> str:
+        """The role of an agent id, or of a live session's id."""
         for role, agent in self.engine.agents.items():
             if agent.id == agent_id:
                 return role
-        return agent_id or "an agent"
+        manager = self.engine.manager
+        session = manager.sessions.get(agent_id or "") if manager is not None else None
+        return session.role if session is not None else "an agent"
 
     async def still_waiting(self, notice: Notice) -> bool:
         """Whether the question (or the permission request, kept as a question row) is still

@@ -28,6 +28,7 @@ class Waiting:
     session_id: str | None
 
 
+#: the role of an agent id (or of a session id), for the notice
 RoleOf = Callable[[str | None], str]
 
 
@@ -50,10 +51,12 @@ def from_event(event: Any, office: str, role_of: RoleOf) -> Notice | Waiting | N
             ref=event.session_id,
         )
     if kind == "session_signal" and event.signal_kind == "stale":
+        role = role_of(event.session_id)  # role_of knows sessions too
         return Notice(
             kind="agent_stale",
             office=office,
-            title="an agent is silent while busy",
+            agent=role,
+            title=f"{role} is silent while busy",
             text=event.text,
             answer="console: look at its pane · semo sessions",
             ref=event.session_id,

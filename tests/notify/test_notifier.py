@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.bus import EventBus
-from engine.events import JobEvent, Notification, RoutingStep
+from engine.events import (
+    JobEvent,
+    Notification,
+    RoutingStep,
+    SessionSignal,
+    SessionStatusChanged,
+)
 from engine.notify.models import Notice
 from engine.notify.notifier import Notifier
 from engine.notify.settings import NotifySink
@@ -215,3 +221,38 @@ async def test_the_console_sink_is_a_notification_event_on_the_bus() -> None:
     assert event.notice_kind == "question" and event.ref == "q-1"
     assert event.headline == "semo acme: FE asks you"
     assert "ship it?]2;x" in event.body and "\x1b" not in event.body
+
+
+async def test_agent_error_by_default_and_stale_only_when_asked_for() -> None:
+    with HttpReceiver() as quiet, HttpReceiver() as everything:
+        sinks = [
+            NotifySink(sink="webhook", url=quiet.url),
+            NotifySink(sink="webhook", url=everything.url, events=["agent_error", "agent_stale"]),
+        ]
+        async with notifier(sinks) as (bus, _):
+            bus.publish(
+                SessionSignal(
+                    office_id=OFFICE_ID,
+                    session_id="agent-be",  # role_of here maps it; the engine's knows sessions
+                    signal_kind="stale",
+                    pattern="no_output",
+                    source="screen",
+                    text="no output for 300 s",
+                )
+            )
+            bus.publish(
+                SessionStatusChanged(
+                    office_id=OFFICE_ID,
+                    session_id="s-9",
+                    agent_id="agent-fe",
+                    role="FE",
+                    status="error",
+                    previous="executing",
+                    reason="API error: 529 overloaded",
+                )
+            )
+            await eventually(lambda: len(everything.requests) == 2 and quiet.requests)
+        assert kinds(quiet) == ["agent_error"]
+        stale, error = everything.bodies()
+        assert stale["kind"] == "agent_stale" and stale["title"] == "BE is silent while busy"
+        assert error["title"] == "FE is in error" and error["needed"] == "API error: 529 overloaded"
