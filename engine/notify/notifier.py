@@ -199,6 +199,7 @@ class Notifier:
 
     def _wait(self, waiting: Waiting) -> None:
         assert self._loop is not None
+        self._end_wait(waiting.ref)  # asked again (a resumed session): one wait, not two
         delays = sorted(
             {
                 lane.settings.wait_delay()
