@@ -58,7 +58,7 @@ EXHAUSTED_TEXT = "(scripted API: no reply left in the script)"
 
 _REDACTED_HEADERS = frozenset({"authorization", "x-api-key", "proxy-authorization", "cookie"})
 
-TextSource = str | Callable[[dict[str, Any]], str]
+TextSource = str | Callable[[dict[str, Any]], "str | ScriptedReply"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,8 @@ class ToolUse:
 class ScriptedReply:
     """One scripted assistant turn.
 
-    ``text`` is the reply, or a callable taking the request JSON and returning it; an empty
+    ``text`` is the reply, or a callable taking the request JSON and returning it (or a whole
+    ScriptedReply, to choose tool calls by what the model was told); an empty
     text with ``tool_uses`` sends only the tool calls. ``tool_uses`` follow the text and make the
     stop reason ``tool_use`` (the CLI then runs them and sends the results in its next main
     request, which consumes the next reply of the script).
@@ -102,6 +103,18 @@ class ScriptedReply:
     chunk_delay: float = 0.0
     first_delay: float = 0.0
     tool_uses: tuple[ToolUse, ...] = ()
+
+    def resolve(self, body: dict[str, Any]) -> ScriptedReply:
+        """This reply for `body`: a callable text may answer with a whole ScriptedReply (tool
+        calls chosen by what the model was just told); it is called once."""
+        if not callable(self.text):
+            return self
+        produced: Any = self.text(body)
+        if isinstance(produced, ScriptedReply):
+            return produced.resolve(body)
+        return ScriptedReply(
+            produced, self.chunk_size, self.chunk_delay, self.first_delay, self.tool_uses
+        )
 
     def render(self, body: dict[str, Any]) -> str:
         text = self.text(body) if callable(self.text) else self.text
@@ -620,6 +633,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             reply = ScriptedReply(side_reply_text(body, api.side_reply))
         try:
+            reply = reply.resolve(body)
             text = reply.render(body)
         except Exception as exc:  # a broken callable must not hang the CLI
             text = f"(scripted API: reply callable failed: {exc!r})"
