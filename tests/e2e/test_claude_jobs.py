@@ -148,7 +148,7 @@ async def test_a_claude_team_job_with_the_cli_alone(store_section: str, folder: 
         job_id = lines[0]
         assert lines[-1] == f"job {job_id} done after 1 attempt(s)"
         steps = [line.split()[1] for line in lines[1:] if line[:2].isdigit()]
-        assert steps[:4] == ["created", "started", "session", "delivered"]
+        assert steps[:6] == ["created", "started", "branch", "session", "worktree", "delivered"]
         assert steps.count("invocation_sent") == 2 and steps.count("result_delivered") == 2
         assert steps[-1] == "done"
 
