@@ -657,6 +657,7 @@ class JobRunner:
                 log.info("job %s: attempt %d failed: %s", job.id, attempts, decision.reason)
                 await self._cancel_work(job, f"attempt {attempts} failed: {decision.reason}")
                 if not decision.retry:
+                    await self._record_work(job)  # what it did is on its branch, for review
                     return await self._fail(job, decision)
                 self._publish(job, "retry", detail=decision.reason)
                 retry = _retry_note(outcome.kind, attempts + 1)

@@ -136,3 +136,11 @@ async def test_an_agent_commits_with_its_own_identity(rig: Rig) -> None:
     )
     assert git(repo, "show", f"{job.branch}:api.txt") == "api\n"
     assert rig.details(job, "committed") == []  # nothing was left to commit for it
+
+
+async def test_a_failed_jobs_work_is_on_its_branch_too(rig: Rig) -> None:
+    job = await rig.run("echo partial > partial.txt; echo 'fatal: the build broke'")
+    assert job.status == "failed" and "fatal: the build broke" in (job.failure_reason or "")
+    assert git(rig.office.repo, "show", f"{job.branch}:partial.txt") == "partial\n"
+    [combined] = rig.details(job, "combined")
+    assert "1 commit(s)" in combined
