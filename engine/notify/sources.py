@@ -86,7 +86,7 @@ def _routing(event: Any, office: str, role_of: RoleOf) -> Waiting | None:
             agent=role,
             title=f"{role} asks for permission",
             text=event.detail,
-            answer="semo questions (allow or deny it) · console: the inbox",
+            answer=f"semo questions; semo answer {ref} (allow or deny) · console: the inbox",
             ref=ref,
         )
     return Waiting(notice, ref, event.session_id)
