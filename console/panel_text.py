@@ -188,6 +188,7 @@ ROUTING_WORDS = {
     "result_refused": "refused",
     "malformed": "malformed",
     "store_refused": "not stored",
+    "over_budget": "over budget",
 }
 
 

@@ -250,6 +250,19 @@ class PoolConfig(_Section):
         return self
 
 
+class BudgetsConfig(_Section):
+    """[budgets]: what one agent may make semo store and queue per `window` seconds, whatever
+    its turns (engine/routing/budgets.py; docs/CONFIG.md, docs/SECURITY.md)."""
+
+    window: float = Field(default=60.0, ge=1, le=86_400)
+    messages: int = Field(default=120, ge=1, le=1_000_000)
+    questions: int = Field(default=20, ge=1, le=1_000_000)
+    invocations: int = Field(default=30, ge=1, le=1_000_000)
+    results: int = Field(default=30, ge=1, le=1_000_000)
+    bytes: int = Field(default=4 << 20, ge=1 << 16, le=1 << 40)
+    queued_prompts: int = Field(default=16, ge=1, le=100_000)
+
+
 class AgentConfig(_Section):
     """One `[[agents]]` table: a persona of the office."""
 
@@ -378,6 +391,7 @@ class SemoConfig(_Section):
     store: StoreSection = Field(default_factory=StoreSection)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     pool: PoolConfig = Field(default_factory=PoolConfig)
+    budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     api: ApiSection = Field(default_factory=ApiSection)
     console: ConsoleSection = Field(default_factory=ConsoleSection)
     ship: ShipSection = Field(default_factory=ShipSection)
@@ -757,6 +771,24 @@ idle_timeout = 600.0
 restart_failures = 3
 restart_window = 60.0
 restart_cooldown = 30.0
+
+[budgets]
+# What one agent may make semo store and queue per `window` seconds, over all its turns and
+# sessions (docs/SECURITY.md). Past a budget its message is refused and not stored: an event
+# on the bus and in the console, a log line, and one note per window typed into the agent if
+# it reads prompts. Defaults below.
+window = 60.0
+# Protocol messages read from its screen or hooks (malformed ones too).
+messages = 120
+# Questions (ASK_USER), invocations (INVOKE) and results (DELIVER_RESULT) stored.
+questions = 20
+invocations = 30
+results = 30
+# Bytes of text stored for it (questions, tasks and contexts, summaries and payloads).
+bytes = 4194304
+# semo's own prompts (results, feedback) waiting to be typed into one session: more feedback
+# is dropped, more results wait in the store.
+queued_prompts = 16
 
 [api]
 # The Sessions REST API (docs/API.md). HOST:PORT that `semo engine` serves it on (also

@@ -35,6 +35,7 @@ from engine.heartbeat import BEATS_PER_LIMIT, Heartbeat
 from engine.jobwork.workspace import JobWorkspace
 from engine.notify.engine_hooks import EngineNotices
 from engine.reconcile import ReconcileReport, end_silent_engines, is_dead_run, reconcile
+from engine.routing.budgets import AgentBudgets
 from engine.routing.dispatcher import CommandDispatcher
 from engine.routing.job_recovery import take_over_jobs
 from engine.routing.jobs import JobRunner
@@ -229,6 +230,7 @@ class Engine:
             bus=self.bus,
             wait_for_change=self._changes.cursor().wait_for_change,
             reads_prompts=self._reads_prompts,
+            budgets=AgentBudgets(self.config.budgets),
         )
         for conversation in resumed:
             self.router.resumed(conversation.old_id, conversation.session.session_id)

@@ -52,6 +52,7 @@ from engine.events import EventBus, RoutingStep
 from engine.protocol.messages import MAX_PAYLOAD_BYTES, AskUser, DeliverResult, Done, Invoke
 from engine.protocol.observer import MalformedMessage, MessageFound
 from engine.protocol.state import AgentState, StateChange
+from engine.routing.budgets import AgentBudgets
 from engine.sessions.agent_session import AgentSession, SessionError, SessionEvent
 from engine.sessions.manager import SessionManager
 from engine.sessions.pool import PoolError, SessionPoolManager
@@ -95,8 +96,11 @@ class Router:
         bus: EventBus | None = None,
         wait_for_change: Callable[[str, float], Awaitable[bool]] | None = None,
         reads_prompts: Callable[[Agent], bool] | None = None,
+        budgets: AgentBudgets | None = None,
     ) -> None:
         self.store = store
+        #: what each agent may make semo store and queue over time ([budgets])
+        self.budgets = budgets or AgentBudgets()
         #: whether an agent reads what is typed as a prompt for a model (its profile): another
         #: agent's task or result is typed only into such an agent (a shell would run it)
         self._reads_prompts = reads_prompts or (lambda _agent: True)
@@ -201,6 +205,10 @@ class Router:
             if event.state == AgentState.EXECUTING and event.previous != AgentState.EXECUTING:
                 self._turns[sid] = self._turns.get(sid, 0) + 1  # a turn begins
         elif isinstance(event, MessageFound | MalformedMessage):
+            refused = self.budgets.take(session.agent_id, "messages")
+            if refused is not None:  # dropped at the door: no work, no memory
+                self._over_budget(session, refused, "message")
+                return
             self._inbox.put_nowait(_Work(session, event, self._turns.get(sid, 0)))
 
     async def _work(self) -> None:
@@ -244,6 +252,11 @@ class Router:
     # -- ASK_USER ------------------------------------------------------------------------------
 
     async def _ask(self, session: AgentSession, message: AskUser) -> None:
+        size = _text_size(message.question, *message.options)
+        refused = self.budgets.take(session.agent_id, "questions", size)
+        if refused is not None:
+            self._over_budget(session, refused, "ASK_USER")
+            return
         question = await self.store.create_question(
             UserQuestion(
                 office_id=self.office_id,
@@ -321,6 +334,11 @@ class Router:
             names = " -> ".join(self._role_of(a) for a in [caller.id, *chain])
             self._refuse(session, f"that would wait on itself ({names})")
             return
+        size = _text_size(message.task) + _size(message.context or "")
+        refused = self.budgets.take(caller.id, "invocations", size)
+        if refused is not None:
+            self._over_budget(session, refused, "INVOKE")
+            return
         invocation = await self.store.create_invocation(
             AgentInvocation(
                 office_id=self.office_id,
@@ -342,6 +360,20 @@ class Router:
         )
         self._waiting.setdefault(target.id, []).append(invocation.id)
         await self._pump(target.id)
+
+    def _over_budget(self, session: AgentSession, reason: str, what: str) -> None:
+        """A message over the agent's budget is dropped; once per window the bus gets an
+        `over_budget` step (with how many were dropped) and the agent a note."""
+        count = self.budgets.note_due(session.agent_id)
+        if count is None:
+            return
+        role = self._role_of(session.agent_id)
+        self._step("over_budget", session, f"{role}'s {what} refused: {reason} ({count} refused)")
+        self._tell(
+            session,
+            f"[semo] Your {what} was refused: you are {reason}. What you send until the "
+            "budget refills is dropped; send less, or wait.",
+        )
 
     def _refuse(self, session: AgentSession, reason: str, what: str = "INVOKE") -> None:
         """Tell `session` (and the bus: `invoke_refused` / `result_refused`) why its message
@@ -491,6 +523,10 @@ class Router:
             if reason is not None:
                 self._refuse(session, reason, "DELIVER_RESULT")
                 return
+        refused = self.budgets.take(sender.id, "results", _text_size(summary) + _size(payload))
+        if refused is not None:
+            self._over_budget(session, refused, "DELIVER_RESULT")
+            return
         result = await self.store.create_result(
             AgentResult(
                 office_id=self.office_id,
@@ -583,6 +619,8 @@ class Router:
         except (PoolError, SessionError) as error:
             log.warning("result %s waits: no session for %s (%s)", result.id, recipient.role, error)
             return
+        if session.queued >= self.budgets.config.queued_prompts:
+            return  # stays pending in the store: the sweep types it once the queue drains
         self._results_sending.add(result.id)
         payload = result.payload if isinstance(result.payload, str) else json.dumps(result.payload)
         about = f" of invocation {invocation.id}" if invocation else ""
@@ -775,6 +813,9 @@ class Router:
         if not session.profile.reads_prompts:
             log.info("session %s does not read prompts; not typed: %s", session.session_id, text)
             return
+        if session.queued >= self.budgets.config.queued_prompts:
+            log.info("session %s has a full queue; not typed: %s", session.session_id, text[:200])
+            return
         session.post(text)
 
     def _tell_agent(self, agent_id: str, text: str) -> None:
@@ -810,6 +851,11 @@ _NOT_A_READER = (
     "{role} does not read prompts (not a model: [[agents]] reads_prompts is off), so no other "
     "agent's text is typed into it"
 )
+
+
+def _text_size(*texts: str) -> int:
+    """UTF-8 bytes of `texts` together."""
+    return sum(len(text.encode("utf-8", "surrogatepass")) for text in texts)
 
 
 def _size(payload: dict[str, Any] | str) -> int:

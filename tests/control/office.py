@@ -148,6 +148,15 @@ class Office:
         out = self.semo("sessions", "--office", office, "--json").stdout
         return json.loads(out)  # type: ignore[no-any-return]
 
+    def both_ready(self, office: str = "ctl") -> bool:
+        """Whether the store lists the office's two agents A and B, both ready (False before
+        the engine made the office)."""
+        listed = self.semo("sessions", "--office", office, "--json", check=False)
+        if listed.returncode != 0:
+            return False
+        rows = json.loads(listed.stdout)
+        return sorted((r["role"], r["status"]) for r in rows) == [("A", "ready"), ("B", "ready")]
+
     def sessions_all(self, office: str = "ctl") -> list[dict[str, object]]:
         out = self.semo("sessions", "--office", office, "--all", "--json").stdout
         return json.loads(out)  # type: ignore[no-any-return]

@@ -30,14 +30,6 @@ def office(tmp_path: Path) -> Iterator[Office]:
     made.cleanup()
 
 
-def _ready(office: Office) -> bool:
-    listed = office.semo("sessions", "--office", "ctl", "--json", check=False)
-    if listed.returncode != 0:
-        return False
-    rows = json.loads(listed.stdout)
-    return sorted((r["role"], r["status"]) for r in rows) == [("A", "ready"), ("B", "ready")]
-
-
 def _exited_pid() -> int:
     done = subprocess.Popen(["true"])
     done.wait()
@@ -67,7 +59,7 @@ def _still_alive(office: Office) -> None:
 def test_forged_info_files_do_not_kill_a_live_engine(office: Office) -> None:
     engine = office.engine(office.folder / "engine.log")
     try:
-        wait_until(lambda: _ready(office), "both agents ready")
+        wait_until(office.both_ready, "both agents ready")
         folder = office.runtime / "semo"
         [genuine_path] = folder.glob("control-*.json")
         genuine = json.loads(genuine_path.read_text())
