@@ -23,33 +23,11 @@ from tests.control.office import Office, ctl_config, wait_until
 pytestmark = pytest.mark.timeout(180)
 
 RESULTS = 10
-
-#: argv: the peer's role, results per prompt, payload characters, the prompts log
-FLOOD = r"""
-import json, os, sys
-peer, per, size, log = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-sent = 0
-def flood():
-    global sent
-    out = []
-    for _ in range(per):
-        sent += 1
-        body = "result %d %s" % (sent, "x" * size)
-        out.append("[DELIVER_RESULT:%s]\r\n%s\r\n[/DELIVER_RESULT]\r\n" % (peer, body))
-    os.write(1, "".join(out).encode())
-while True:
-    os.write(1, "\u276f ".encode())
-    line = sys.stdin.readline()
-    if not line:
-        break
-    with open(log, "a") as f:
-        f.write(json.dumps(line.rstrip("\n")) + "\n")
-    flood()
-"""
+FLOOD = Path(__file__).resolve().parents[1] / "support" / "flood_agent.py"
 
 
 def flood_agent(peer: str, log: Path, per: int = 5, size: int = 200) -> str:
-    command = [sys.executable, "-c", FLOOD, peer, str(per), str(size), str(log)]
+    command = [sys.executable, str(FLOOD), peer, str(per), str(size), str(log)]
     return f"command = {json.dumps(command)}\nreads_prompts = true"
 
 
