@@ -29,6 +29,11 @@ sender only when its profile says it reads prompts (`AgentProfile.reads_prompts`
 would run semo's text as a command). For the same reason an agent that does not read prompts
 is never given another agent's task or result: INVOKE and DELIVER_RESULT to it are refused.
 
+Budgets over time (`engine/routing/budgets.py`, `[budgets]`): what one agent may make semo
+store per window (messages, questions, invocations, results, bytes) and how many of semo's own
+prompts may wait in a session; past one a message is refused unstored, with one
+``over_budget`` step and one note to the agent per window.
+
 Rows already in the store that an agent caused (left by an older version, or written around
 the engine) never stop the router: `resume` and the sweep handle each row on its own; an
 invocation that cannot be sent is marked failed with the reason, a result whose invocation
