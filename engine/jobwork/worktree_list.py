@@ -217,7 +217,7 @@ async def prune_worktrees(
             )
         elsewhere = info.state in PRUNABLE
         try:
-            await manager.remove(worktree, force=False, delete_branch=False)
+            await manager.remove(worktree)
             if elsewhere and info.branch and info.state != "missing":
                 await _delete_branch(manager.repository, info.branch, info.head)
         except WorktreeError as error:

@@ -926,7 +926,7 @@ class SessionPoolManager:
         if self.manager.worktrees is None:
             return
         try:
-            await self.manager.worktrees.remove(worktree, force=False)
+            await self.manager.worktrees.remove(worktree)
         except (WorktreeError, OSError) as error:
             log.warning("pool: worktree %s kept: %s", worktree.path, error)
 

@@ -426,12 +426,12 @@ class WorktreeManager:
         return None
 
     async def remove(
-        self, worktree: Worktree, *, delete_branch: bool = False, force: bool = True
+        self, worktree: Worktree, *, delete_branch: bool = False, force: bool = False
     ) -> bool:
-        """Remove the worktree (``git worktree remove --force``: uncommitted changes in it are
-        lost; with ``force=False`` git refuses, a :class:`WorktreeError`, when the worktree has
-        modified or untracked files, and nothing is removed) and then its branch: deleted when
-        merged (``git branch -d``), or in any case with ``delete_branch=True``
+        """Remove the worktree (``git worktree remove``: git refuses, a :class:`WorktreeError`,
+        when the worktree has modified or untracked files, and nothing is removed; with
+        ``force=True``, ``--force``: uncommitted changes in it are lost) and then its branch:
+        deleted when merged (``git branch -d``), or in any case with ``delete_branch=True``
         (``git branch -D``). Only semo's own branch
         (``semo/{role}/{task_id}``) is ever deleted. A folder already gone is pruned instead, and
         removing twice is not an error; a non-empty folder at that place that git does not know

@@ -49,6 +49,7 @@ from engine.sessions.pool import (
 )
 from engine.sessions.worktrees import WorktreeManager
 from engine.store.models import Agent
+from tests.support.waiting import eventually
 
 TIMEOUT = 10.0
 BASH = ["bash", "--norc", "--noprofile", "-i"]
@@ -456,8 +457,10 @@ async def test_a_reaped_session_never_deletes_uncommitted_work_or_an_unmerged_br
         pool.release(committed.session_id)
         clock.advance(600)
         await watch.until(lambda s: not s.sessions, "both reaped")
-        assert dirty.folder is not None and (dirty.folder / "draft.txt").read_text() == "draft\n"
-        assert committed.folder is not None and not committed.folder.exists()
+        assert dirty.folder is not None and committed.folder is not None
+        gone = committed.folder
+        await eventually(lambda: not gone.exists(), TIMEOUT)  # the reaper removed it
+        assert (dirty.folder / "draft.txt").read_text() == "draft\n"
         branches = await semo_branches(repo)
         assert "semo/FE/task-committed" in branches  # unmerged: kept
         assert "semo/BE/task-dirty" in branches

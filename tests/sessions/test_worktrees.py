@@ -142,7 +142,10 @@ async def test_remove_keeps_unmerged_branch_unless_asked(
     wt = await manager.create("BE", "t1")
     head = commit_file(wt.path, "api.py", "print('hi')\n")
     (wt.path / "scratch.txt").write_text("uncommitted\n")
-    assert await manager.remove(wt) is False
+    with pytest.raises(WorktreeError, match="untracked files"):
+        await manager.remove(wt)  # uncommitted work is never removed unless forced
+    assert (wt.path / "scratch.txt").read_text() == "uncommitted\n"
+    assert await manager.remove(wt, force=True) is False
     assert not wt.path.exists()
     assert git(repo, "rev-parse", "semo/BE/t1") == head
 
