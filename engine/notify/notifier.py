@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -71,8 +72,6 @@ class Notifier:
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        import os
-
         self.bus = bus
         self.office = office
         self.office_id = office_id
@@ -117,13 +116,16 @@ class Notifier:
         self._reader = self._loop.create_task(self._read(self._subscription), name="semo-notify")
 
     async def stop(self, flush_timeout: float = 3.0) -> None:
-        """Stop reading events; what is queued gets `flush_timeout` seconds to go."""
+        """Stop reading events (those already published are read first, e.g. the jobs that
+        failed as the engine stopped); what is queued gets `flush_timeout` seconds to go."""
         if self._subscription is not None:
-            self._subscription.close()
+            self._subscription.close()  # the reader ends once it has read what was queued
         if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(BaseException):
-                await self._reader
+            _, pending = await asyncio.wait({self._reader}, timeout=1.0)
+            for reader in pending:
+                reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
         for handles, _ in self._waits.values():
             for handle in handles:
                 handle.cancel()

@@ -258,3 +258,19 @@ async def test_agent_error_by_default_and_stale_only_when_asked_for() -> None:
         stale, error = everything.bodies()
         assert stale["kind"] == "agent_stale" and stale["title"] == "BE is silent while busy"
         assert error["title"] == "FE is in error" and error["needed"] == "API error: 529 overloaded"
+
+
+async def test_what_was_published_before_stop_is_still_sent() -> None:
+    with HttpReceiver() as hook:
+        bus = EventBus()
+        running = Notifier(
+            bus,
+            [NotifySink(sink="webhook", url=hook.url)],
+            office="acme",
+            office_id=OFFICE_ID,
+            env={},
+        )
+        running.start()
+        bus.publish(job("failed", "failed", "the engine stopped while running it"))
+        await running.stop()  # at once: the event is still in the notifier's queue
+        assert kinds(hook) == ["job_failed"]
