@@ -136,7 +136,7 @@ class Notifier:
         for lane in self.lanes:
             if lane.summary_timer is not None:
                 lane.summary_timer.cancel()
-            summary = lane.throttle.summary(self._now())  # the held ones, if a slot is free
+            summary = lane.throttle.summary(self._now(), force=True)  # what is held, at once
             if summary is not None:
                 self._queue(lane, summary)
             with contextlib.suppress(asyncio.QueueFull):

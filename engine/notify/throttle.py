@@ -58,10 +58,11 @@ class Throttle:
             return now
         return self._sent[0] + self.window
 
-    def summary(self, now: float) -> Notice | None:
-        """The summary of what is held if a slot is free now (the held notices forgotten);
-        one held notice goes as it is."""
-        if not self._held or not self._free(now):
+    def summary(self, now: float, *, force: bool = False) -> Notice | None:
+        """The summary of what is held if a slot is free now, or whatever the rate when
+        `force` (the notifier stops: one message more, never the held ones lost); the held
+        notices are forgotten. One held notice goes as it is."""
+        if not self._held or not (force or self._free(now)):
             return None
         held, self._held = self._held, []
         self._sent.append(now)
