@@ -128,6 +128,7 @@ async def test_smtp_starttls_login_and_no_header_injection(tmp_path: Path) -> No
         settings = email_sink(smtp)
         sink = build_sink(settings, "e", bus=None, env={"SMTP_PASS": SMTP_PASSWORD})
         assert await deliver(sink, hostile_notice()) == "sent to 1 recipient(s)"
+        await sink.close()
         assert smtp.logins == [f"{SMTP_USER}:ok"]
         [mail] = smtp.messages
         raw = smtp.raw[0]
@@ -151,6 +152,7 @@ async def test_smtp_wrong_password_is_a_clear_failure_without_retry(tmp_path: Pa
         sink = build_sink(settings, "e", bus=None, env={"SMTP_PASS": "wrong-password"})
         with pytest.raises(SinkError, match="login refused") as failed:
             await deliver(sink, hostile_notice())
+        await sink.close()
         assert not failed.value.retry and len(smtp.logins) == 1  # not retried
         assert "wrong-password" not in str(failed.value)
         assert smtp.messages == []
@@ -168,6 +170,7 @@ async def test_smtp_untrusted_certificate_is_refused(tmp_path: Path) -> None:
         sink = build_sink(settings, "e", bus=None, env={})
         with pytest.raises(SinkError, match="TLS failed"):
             await deliver(sink, hostile_notice())
+        await sink.close()
         assert smtp.messages == []
 
 

@@ -7,6 +7,7 @@ import asyncio
 import smtplib
 import ssl
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
@@ -24,6 +25,9 @@ class EmailSink(Sink):
         self.context = ssl.create_default_context(
             cafile=str(settings.ca_file) if settings.ca_file else None
         )
+        # smtplib blocks: its own thread, so a server that hangs holds none of the engine's
+        # (the default executor's threads serve git and the store)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semo-smtp")
 
     def message(self, notice: Notice) -> EmailMessage:
         """The mail for `notice`."""
@@ -38,7 +42,10 @@ class EmailSink(Sink):
 
     async def send(self, notice: Notice) -> str:
         message = self.message(notice)
-        return await asyncio.to_thread(self._send, message)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._send, message)
+
+    async def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
 
     def _send(self, message: EmailMessage) -> str:
         settings = self.settings
