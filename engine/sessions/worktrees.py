@@ -341,8 +341,10 @@ class WorktreeManager:
 
         New: ``git worktree add -b semo/{role}/{task_id} <path> <base>``. If that branch already
         exists (a task resumed after its worktree was removed), it is checked out as it is and
-        ``base`` is not used. If the worktree exists, it is returned unchanged (whatever branch
-        it is on now).
+        ``base`` is not used; when another worktree of semo's has it checked out (a retry while the
+        role's warm worktree holds the job's branch), the new worktree starts detached at its
+        commit (engine/jobwork takes the branch over). If the worktree exists, it is returned
+        unchanged (whatever branch it is on now).
         """
         validate_role(role)
         validate_task_id(task_id)
@@ -371,8 +373,15 @@ class WorktreeManager:
             path = self.path_for(role, task_id)  # again, now that the parents exist
             what = f"cannot create the worktree {path}"
             if exists.returncode == 0:
-                log.info("branch %s exists; checking it out in %s (base ignored)", branch, path)
-                await self._add_worktree(path, ["--", str(path), branch], what)
+                holder = await self._holder(branch)
+                if holder is None:
+                    log.info("branch %s exists; checking it out in %s (base ignored)", branch, path)
+                    await self._add_worktree(path, ["--", str(path), branch], what)
+                else:  # a branch is checked out once: this one starts at its commit, detached
+                    log.info(
+                        "branch %s is checked out in %s; %s starts detached", branch, holder, path
+                    )
+                    await self._add_worktree(path, ["--detach", "--", str(path), branch], what)
             else:
                 await self._add_worktree(path, ["-b", branch, "--", str(path), base], what)
             created = await self._find(path)
@@ -416,6 +425,16 @@ class WorktreeManager:
                 yield
             finally:
                 os.close(fd)  # releases the lock
+
+    async def _holder(self, branch: str) -> Path | None:
+        """The worktree of semo's that has `branch` checked out, if one does (a checkout of
+        the operator's is left to git, which refuses a second checkout)."""
+        root = self._root()
+        for record in await self._registered():
+            if record.get("branch") == f"refs/heads/{branch}":
+                worktree = self._as_worktree(record, root)
+                return worktree.path if worktree is not None else None
+        return None
 
     async def _find(self, path: Path) -> Worktree | None:
         root = self._root()

@@ -138,3 +138,24 @@ async def test_nothing_to_record_leaves_the_job_branch_at_its_base(office: Offic
     assert (end.committed, end.commits, end.diffstat, end.conflict) == ({}, [], "", None)
     assert git(office.repo, "rev-parse", job.branch).strip() == job.base_commit
     assert Path(JobWork.of(await office.store.get_job(job.id)).roles["FE"].worktree or "") == fe
+
+
+async def test_a_cold_worktree_for_a_job_whose_branch_the_warm_one_holds_takes_it_over(
+    office: Office_,
+) -> None:
+    """A crash retry in a new cold session (the warm one still restarting): the pool's
+    worktree for the job cannot check out the branch the warm worktree holds; it starts
+    detached, and entering it takes the branch and what the warm worktree had."""
+    job = await office.job()
+    warm = await office.worktree("FE", "warm-fe")
+    await office.workspace.enter(job.id, "FE", warm)
+    (warm / "half.txt").write_text("attempt 1\n")
+    cold = await office.worktree("FE", f"job-{job.id}")
+    assert git(cold, "branch", "--show-current").strip() == ""
+    await office.workspace.enter(job.id, "FE", cold)
+    assert git(cold, "branch", "--show-current").strip() == f"semo/FE/job-{job.id}"
+    assert (cold / "half.txt").read_text() == "attempt 1\n"
+    assert git(warm, "status", "--porcelain") == ""
+    end = await office.workspace.finish(job.id)
+    assert git(office.repo, "show", f"{job.branch}:half.txt") == "attempt 1\n"
+    assert end.conflict is None
