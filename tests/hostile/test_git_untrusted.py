@@ -136,3 +136,23 @@ async def test_nothing_an_agent_plants_in_the_config_runs_as_the_engine(
     ran = marker.read_text() if marker.exists() else ""
     assert ran == "", f"programs the agent planted ran as the engine:\n{ran}"
     assert not be.exists() and not fe.exists()
+
+
+async def test_a_driver_with_an_odd_name_is_defanged_too(tmp_path: Path) -> None:
+    """Driver names may hold `=` and dots (git's config subsections): the overrides go through
+    GIT_CONFIG_COUNT, where no name can break them (`-c filter.we=ird.name.clean=cat` would)."""
+    from engine.gitrun import git_ok
+    from tests.support.git_repo import make_repo
+
+    repo = make_repo(tmp_path / "repo")
+    marker = tmp_path / "ran.log"
+    name = "we=ird.name"
+    (repo / ".gitattributes").write_text(f"* filter={name}\n")
+    git(repo, "config", f"filter.{name}.clean", script(tmp_path / "clean", marker, "clean", "cat"))
+    git(repo, "config", f"filter.{name}.required", "true")
+    assert git(repo, "check-attr", "filter", "README") == f"README: filter: {name}\n"
+    (repo / "README").write_text("changed\n")
+    await git_ok(repo, "add", "-A", what="add")
+    await git_ok(repo, *AUTHOR, "commit", "-q", "-m", "x", what="commit")
+    assert not marker.exists(), marker.read_text()
+    assert git(repo, "show", "HEAD:README") == "changed\n"
