@@ -6,7 +6,7 @@ run in the agent's worktree:
   branch holding both roles' commits, and `semo job diff` shows both files;
 - FE and BE write the same file differently: the job ends needs_review naming the file; `semo
   job resolve --prompt` hands it to BE, whose worktree gets the conflict, BE resolves it, and
-  the job is done with the resolution on its branch;
+  the job is done with the resolution on its branch, which `semo job ship --merge` lands on main;
 - the engine is SIGKILLed after FE wrote half its work: the next engine goes on with the job on
   the same branch and worktree, and the job branch holds both halves; nothing was saved
   elsewhere or left behind.
@@ -197,6 +197,7 @@ async def test_a_conflict_is_named_and_a_prompt_to_a_role_resolves_it(folder: Pa
                 return data if data["job"]["status"] not in ("pending", "running") else None
 
             final = await eventually_value(done, "the resolved job", TIMEOUT)
+            shipped = await semo(folder, "job", "ship", job_id, "--merge")  # it can be shipped
         assert final["job"]["status"] == "done", (
             final["entries"],
             (folder / "engine.log").read_text(),
@@ -206,6 +207,8 @@ async def test_a_conflict_is_named_and_a_prompt_to_a_role_resolves_it(folder: Pa
         assert "resolve_requested" in steps and "resolving" in steps
         app = git(folder, "show", f"semo/job/{job_id}:app.py")
         assert app == 'greeting = "hello from FE and BE"\n'
+        assert shipped.returncode == 0, shipped.stderr
+        assert git(folder, "show", "main:app.py") == app  # merged into the base branch
         be_prompts = [r.last_user_text() for r in apis["BE"].main_requests]
         resolve_prompt = next(p for p in be_prompts if "Keep both greetings" in p)
         assert f"semo/job/{job_id}" in resolve_prompt and "[SEMO:DONE]" in resolve_prompt
