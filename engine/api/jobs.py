@@ -1,7 +1,7 @@
 """The jobs routes of the REST API (docs/API.md, docs/JOBS.md), over engine/store/job_ops.py:
 
     POST /api/offices/{office}/jobs                 create a job (201): the row and its command
-    GET  /api/offices/{office}/jobs[?all=true]      pending and running jobs (all with all=true)
+    GET  /api/offices/{office}/jobs[?all=true]      pending, running, needs_review jobs (all: all)
     GET  /api/offices/{office}/jobs/{job_id}        the job and its timeline
     POST /api/offices/{office}/jobs/{job_id}/cancel cancel it
 
@@ -78,7 +78,7 @@ def build_jobs_router(store: Store) -> APIRouter:
         office: OfficeDep,
         all: Annotated[bool, Query(description="include jobs that have ended")] = False,
     ) -> list[JobView]:
-        """The office's jobs, oldest first (pending and running ones unless `all`)."""
+        """The office's jobs, oldest first (pending, running and needs_review ones unless `all`)."""
         return await list_jobs(store, office.id, include_ended=all)
 
     @router.get(f"{PREFIX}/jobs/{{job_id}}", response_model=JobTimeline, responses=_errors(*_AUTH))

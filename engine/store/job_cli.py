@@ -77,7 +77,7 @@ def add_job_commands(commands: Any) -> None:
     add_listing(
         commands,
         "jobs",
-        "list the office's pending and running jobs",
+        "list the office's pending, running and needs_review jobs",
         _jobs,
         include="include jobs that have ended",
     )

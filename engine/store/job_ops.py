@@ -118,7 +118,8 @@ async def create_job(
 
 
 async def list_jobs(store: Store, office_id: str, *, include_ended: bool) -> list[JobView]:
-    """The office's jobs, oldest first: pending and running ones, or all."""
+    """The office's jobs, oldest first: the open ones (pending, running, and needs_review:
+    waiting for the operator to resolve a conflict), or all."""
     agents = await agents_of(store, office_id)
     if include_ended:
         jobs = await store.list_jobs(office_id)
@@ -126,6 +127,7 @@ async def list_jobs(store: Store, office_id: str, *, include_ended: bool) -> lis
         open_jobs = [
             *await store.list_jobs(office_id, status="pending"),
             *await store.list_jobs(office_id, status="running"),
+            *await store.list_jobs(office_id, status="needs_review"),
         ]
         jobs = sorted(open_jobs, key=lambda job: (job.created_at, job.id))  # as the store orders
     return [view(job, agents) for job in jobs]

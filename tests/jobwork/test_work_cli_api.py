@@ -64,6 +64,8 @@ async def test_show_diff_and_resolve_by_hand_from_the_cli(office: Office_, tmp_p
     assert as_json["work"]["conflict"]["files"] == ["app.py"]
     assert as_json["work"]["branch"] == f"semo/job/{job.id}" and "job" not in as_json["work"]
 
+    listed = await run_semo("jobs", "--json", "--config", config)  # it waits for the operator
+    assert [(j["id"], j["status"]) for j in json.loads(listed.stdout)] == [(job.id, "needs_review")]
     stat = await run_semo("job", "diff", job.id, "--stat", "--config", config)
     assert stat.returncode == 0, stat.stderr
     assert "M app.py | +1 -1" in stat.stdout and "1 file(s) changed" in stat.stdout
