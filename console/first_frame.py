@@ -185,7 +185,8 @@ def paint(
     if questions:
         first = questions[0]
         role = agent_roles.get(str(first.get("agent_id")), "?")
-        text = question_text_parts(role, str(first.get("question") or ""))
+        kind = str(first.get("question_type") or "")
+        text = question_text_parts(role, str(first.get("question") or ""), kind)
         answer = _wrap(
             question_answer_parts(
                 str(first.get("question_type") or ""),
@@ -201,7 +202,12 @@ def paint(
         for index, question in enumerate(questions[:list_rows]):
             role = agent_roles.get(str(question.get("agent_id")), "?")
             line = _ellipsis(
-                question_line_parts(role, str(question.get("question") or "")), list_width
+                question_line_parts(
+                    role,
+                    str(question.get("question") or ""),
+                    str(question.get("question_type") or ""),
+                ),
+                list_width,
             )
             if list_bar:
                 glyph, thumb = list_bar[index]

@@ -180,6 +180,8 @@ class CommandRow:
 ROUTING_WORDS = {
     "question_asked": "asked you",
     "question_answered": "got answer",
+    "permission_asked": "asks permission",
+    "permission_decided": "permission",
     "invoked": "invokes",
     "invocation_sent": "got task",
     "result_created": "result",
@@ -255,14 +257,20 @@ def command_parts(row: CommandRow, width: int, time_format: str) -> list[Part]:
 NO_QUESTIONS = "no pending questions"
 
 
-def question_line_parts(role: str, question: str) -> list[Part]:
-    """A question in the inbox's list."""
-    return [(f"{plain(role, one_line=True)} ", "bold"), (plain(question), "")]
+#: how the inbox marks a permission request (a question of type permission)
+PERMISSION_MARK = "permission "
 
 
-def question_text_parts(role: str, question: str) -> list[Part]:
+def question_line_parts(role: str, question: str, question_type: str = "") -> list[Part]:
+    """A question in the inbox's list (a permission request marked as one)."""
+    mark = [(PERMISSION_MARK, "bold yellow")] if question_type == "permission" else []
+    return [(f"{plain(role, one_line=True)} ", "bold"), *mark, (plain(question), "")]
+
+
+def question_text_parts(role: str, question: str, question_type: str = "") -> list[Part]:
     """The selected question's text: who asks, what (it scrolls when it cannot fit)."""
-    return [(f"{plain(role, one_line=True)} asks: ", "bold"), (plain(question), "")]
+    verb = "asks permission for" if question_type == "permission" else "asks"
+    return [(f"{plain(role, one_line=True)} {verb}: ", "bold"), (plain(question), "")]
 
 
 def question_answer_parts(question_type: str, options: list[str]) -> list[Part]:
@@ -272,6 +280,10 @@ def question_answer_parts(question_type: str, options: list[str]) -> list[Part]:
         parts.append(("Enter: type the answer", "dim"))
     elif question_type == "confirm":
         parts += [("y", "bold"), (" yes   ", ""), ("n", "bold"), (" no", "")]
+    elif question_type == "permission":
+        for number, option in enumerate(options, 1):
+            parts += [(f"{number} ", "bold"), (plain(option, one_line=True), ""), ("\n", "")]
+        parts.append(("Enter: deny with a reason for the agent", "dim"))
     else:
         for number, option in enumerate(options, 1):
             if parts:

@@ -41,6 +41,7 @@ from pydantic import (
 )
 
 from engine.api.settings import ApiSection
+from engine.approval_policy import ApprovalsSection
 from engine.fsutil import atomic_write
 from engine.jobwork.settings import GitSection
 from engine.notify.settings import KeyProblem as _KeyProblem
@@ -282,6 +283,11 @@ class AgentConfig(_Section):
     #: refused protocol message is typed only then (None: claude yes, generic no; a shell would
     #: run it as a command)
     reads_prompts: bool | None = None
+    #: Claude Code's permission mode for this agent, written to its worktree's settings
+    #: (``permissions.defaultMode``); None: Claude Code's own default (or the user's settings)
+    permission_mode: (
+        Literal["default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions"] | None
+    ) = None
 
     @model_validator(mode="before")
     @classmethod
@@ -396,6 +402,7 @@ class SemoConfig(_Section):
     console: ConsoleSection = Field(default_factory=ConsoleSection)
     ship: ShipSection = Field(default_factory=ShipSection)
     git: GitSection = Field(default_factory=GitSection)
+    approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
     agents: list[AgentConfig] = Field(default_factory=list)
     #: `[[notify]]` tables (docs/NOTIFY.md); none: the attached consoles only
     notify: list[NotifySink] = Field(default_factory=list)
@@ -868,6 +875,41 @@ github_repo = ""
 # sink = "command"               # gets the notification as JSON on stdin
 # command = ["notify-send-json"]
 
+[approvals]
+# An agent's Claude Code asks before it runs a tool its permission mode does not allow; semo
+# brings the request to the inbox (console F4, `semo questions`, the REST API, Supabase):
+# allow once, allow for the rest of the session (the same tool and input), or deny with a
+# reason the agent reads. Minutes a request waits for a person before it is denied; without
+# it the request waits until someone answers. When semo cannot answer (no engine) Claude
+# Code's own dialog asks. Default: none (wait).
+# deny_after_minutes = 30
+#
+# Rules decide requests without asking anyone, first match wins: tool (a glob on Claude
+# Code's tool name: Bash, Read, Edit, Write, ...), pattern (a glob on the command, or the file
+# for file tools; an allowed Bash command never holds ; & | ` < > $( unless the pattern
+# does), within_worktree (only paths inside the agent's own worktree), roles (default: all),
+# decision "allow" or "deny", reason (sent to the agent with a denial), name (on the job's
+# timeline). Default: none.
+# [[approvals.rules]]
+# name = "git status"
+# tool = "Bash"
+# pattern = "git status*"
+# decision = "allow"
+#
+# [[approvals.rules]]
+# name = "reads in the worktree"
+# tool = "Read"
+# within_worktree = true
+# decision = "allow"
+#
+# [[approvals.rules]]
+# name = "no pushes"
+# roles = ["FE", "BE"]
+# tool = "Bash"
+# pattern = "git push*"
+# decision = "deny"
+# reason = "Pushing is the operator's job: commit and say so."
+
 # One [[agents]] table per persona. Keys:
 #   role            required; a letter, then up to 31 letters, digits, _ or -; unique
 #   name            shown in the console. Default: the role
@@ -891,6 +933,10 @@ github_repo = ""
 #   reads_prompts   whether the program reads typed text as a prompt for a model: semo's
 #                   feedback on a refused protocol message is typed only then (a shell would
 #                   run it). Default: true for claude, false for generic
+#   permission_mode Claude Code's permission mode, written to the worktree's settings:
+#                   "default" (asks before commands and edits: the inbox), "acceptEdits",
+#                   "plan", "auto", "dontAsk" or "bypassPermissions". Default: none (Claude
+#                   Code's own default, auto in 2.1.328, or your settings')
 
 [[agents]]
 role = "FE"

@@ -35,6 +35,7 @@ from engine.heartbeat import BEATS_PER_LIMIT, Heartbeat
 from engine.jobwork.workspace import JobWorkspace
 from engine.notify.engine_hooks import EngineNotices
 from engine.reconcile import ReconcileReport, end_silent_engines, is_dead_run, reconcile
+from engine.routing.approvals import Approvals
 from engine.routing.budgets import AgentBudgets
 from engine.routing.dispatcher import CommandDispatcher
 from engine.routing.job_recovery import take_over_jobs
@@ -104,6 +105,7 @@ class Engine:
         self.pool: SessionPoolManager | None = None
         self.dispatcher: CommandDispatcher | None = None
         self.router: Router | None = None
+        self.approvals: Approvals | None = None
         self.jobs: JobRunner | None = None
         self._changes: ChangeFeed | None = None
         self.heartbeat: Heartbeat | None = None
@@ -192,6 +194,7 @@ class Engine:
             peers=lambda: list(self.agents.values()),
         )
         self.manager.add_listener(self._on_session_event)
+        self.manager.hook_timeouts["PermissionRequest"] = self.config.approvals.hook_timeout()
         await self.manager.start()
         if self.store.backend == "supabase":
             self._forwarder = EventForwarder(self.bus, self.store, office_id=office_id)
@@ -234,6 +237,16 @@ class Engine:
         )
         for conversation in resumed:
             self.router.resumed(conversation.old_id, conversation.session.session_id)
+        self.approvals = Approvals(
+            self.store,
+            self.manager,
+            office_id=office_id,
+            policy=self.config.approvals,
+            bus=self.bus,
+            job_for=self.router.job_for,
+        )
+        self.router.approvals = self.approvals
+        self.approvals.start()
         self.jobs = JobRunner(
             self.store,
             self.pool,
@@ -498,6 +511,7 @@ class Engine:
             cols=config.cols,
             rows=config.rows,
             stale_after=config.stale_after or stale_after,
+            permission_mode=config.permission_mode,
         )
 
     def _reads_prompts(self, agent: Agent) -> bool:

@@ -293,11 +293,14 @@ class MainScreen(Screen[None]):
             return
         self._steps.appendleft(CommandRow(key, datetime.now(UTC), what, "", str(event.detail)))
         self._show_commands()
-        if event.step == "question_asked":
+        if event.step in ("question_asked", "permission_asked"):
             # the pane follows the inbox's selected question (QuestionsPanel.Showing), which
             # stays the oldest: the question a digit answers is the one on screen
             self.app.bell()
-            self.tell(f"{role} asks: {event.detail}", title="Question", timeout=8)
+            if event.step == "permission_asked":
+                self.tell(f"{role} asks permission: {event.detail}", title="Permission", timeout=8)
+            else:
+                self.tell(f"{role} asks: {event.detail}", title="Question", timeout=8)
             self.refresh_from_store()
 
     # -- panes ----------------------------------------------------------------------------------

@@ -15,6 +15,10 @@ Answer with context: the selected question's asker is the session the main scree
 question is selected: a second digit typed right after can never answer the same question again
 (it is the next question's, or nothing). A question whose answer the engine refused comes back
 (`restore`).
+
+A permission request (an agent's tool use, marked "permission") takes the same keys: 1 allow,
+2 allow for the rest of the session, 3 deny (y and n: allow, deny), and Enter opens the answer
+line for a denial with a reason the agent reads.
 """
 
 from __future__ import annotations
@@ -160,7 +164,11 @@ class QuestionsPanel(Vertical, can_focus=False):
         options.clear_options()
         options.add_options(
             Option(
-                Text.assemble(*question_line_parts(agent_roles.get(q.agent_id, "?"), q.question))
+                Text.assemble(
+                    *question_line_parts(
+                        agent_roles.get(q.agent_id, "?"), q.question, q.question_type
+                    )
+                )
             )
             for q in questions
         )
@@ -182,7 +190,9 @@ class QuestionsPanel(Vertical, can_focus=False):
             text.update(NO_QUESTIONS)
         else:
             role = self.agent_roles.get(question.agent_id, "?")
-            text.update(Text.assemble(*question_text_parts(role, question.question)))
+            text.update(
+                Text.assemble(*question_text_parts(role, question.question, question.question_type))
+            )
             detail.update(
                 Text.assemble(
                     *question_answer_parts(question.question_type, list(question.options))
@@ -242,7 +252,7 @@ class QuestionsPanel(Vertical, can_focus=False):
     @on(OptionList.OptionSelected)
     def _open_input(self) -> None:
         question = self.selected
-        if question is not None and question.question_type == "text":
+        if question is not None and question.question_type in ("text", "permission"):
             field = self.query_one("#answer-input", Input)
             field.add_class("visible")
             focus_now(field)
@@ -251,7 +261,10 @@ class QuestionsPanel(Vertical, can_focus=False):
     def _send_text(self, event: Input.Submitted) -> None:
         question = self.selected
         if question is not None and event.value.strip():
-            self._answer(question, text=event.value)
+            text = event.value
+            if question.question_type == "permission":
+                text = f"deny: {text.strip()}"  # the line is the reason of a denial
+            self._answer(question, text=text)
         event.input.value = ""
         event.input.remove_class("visible")
         focus_now(self.query_one(OptionList))
@@ -276,6 +289,8 @@ class QuestionsPanel(Vertical, can_focus=False):
         question = self.selected
         if question is not None and question.question_type == "confirm":
             self._answer(question, text=answer)
+        elif question is not None and question.question_type == "permission":
+            self._answer(question, text="allow" if answer == "yes" else "deny")
 
 
 def _rows(widget: Static, width: int) -> int:

@@ -295,6 +295,8 @@ async def _ask_again(engine: Engine, old_id: str, session: AgentSession) -> list
         for question in cancelled:
             if not (question.cancel_reason or "").startswith(ended):
                 continue  # cancelled by someone, not by the engine's death
+            if question.question_type == "permission":
+                continue  # its hook died with the CLI: the resumed one asks again if it must
             again = await engine.store.create_question(
                 question.model_copy(
                     update={

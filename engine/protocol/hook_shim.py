@@ -6,6 +6,11 @@ as one line, waits up to 2 s for the engine's one-line answer, and exits.
 
 It always exits 0 and prints nothing on stdout: Claude Code feeds a hook's stdout to the model
 for some events and treats exit 2 as "block", and a missing engine must never stop an agent.
+The one exception is ``PermissionRequest``: the shim waits (without a time limit: Claude Code's
+hook timeout bounds it) for the engine's decision and prints it, ``{"hookSpecificOutput":
+{"hookEventName": "PermissionRequest", "decision": {...}}}``. Without a decision (no engine,
+the socket gone, the engine stopped while it waited) it prints nothing, so Claude Code shows
+its own dialog: a person decides, never a silent allow.
 Problems go to stderr. Without the two variables (the worktree used outside semo) it exits at
 once. Start-up matters (it runs on every prompt and every stop), so it imports only a few
 standard modules: the stdin JSON is forwarded as it came, not parsed (``json`` is imported only
@@ -22,6 +27,8 @@ import time
 ENV_SOCKET = "SEMO_HOOK_SOCKET"
 ENV_TOKEN = "SEMO_HOOK_TOKEN"
 ACK_TIMEOUT = 2.0
+DECISION_EVENTS = ("PermissionRequest",)  # engine.protocol.hooks.DECISION_EVENTS
+_DECISION_PREFIX = b'{"ok": true, "output": '
 MAX_MESSAGE_BYTES = 1024 * 1024  # the engine's limit (engine.protocol.hooks.MAX_MESSAGE_BYTES)
 _SHRINK_KEEP = 4096  # in an oversize payload, fields whose JSON is longer than this are dropped
 
@@ -113,8 +120,9 @@ def _connect(sock: _socket.socket, path: str, deadline: float) -> None:
             time.sleep(0.005)
 
 
-def send(path: str, message: bytes, timeout: float = ACK_TIMEOUT) -> bytes:
-    """Send one request, return the answer line (bytes, without the newline)."""
+def send(path: str, message: bytes, timeout: float = ACK_TIMEOUT, *, wait: bool = False) -> bytes:
+    """Send one request, return the answer line (bytes, without the newline). With ``wait``
+    the answer is awaited without a deadline (a decision; connecting still has ``timeout``)."""
     deadline = time.monotonic() + timeout
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -123,9 +131,12 @@ def send(path: str, message: bytes, timeout: float = ACK_TIMEOUT) -> bytes:
         answer = b""
         while b"\n" not in answer:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if wait:
+                sock.settimeout(None)
+            elif left <= 0:
                 raise TimeoutError("no answer from the engine")
-            sock.settimeout(left)
+            else:
+                sock.settimeout(left)
             chunk = sock.recv(4096)
             if not chunk:
                 break
@@ -153,15 +164,32 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         _warn(f"cannot read the hook input for {event}: {exc}")
         payload = b"{}"
+    decides = event in DECISION_EVENTS
     try:
-        answer = send(path, build_message(event, token, payload))
+        answer = send(path, build_message(event, token, payload), wait=decides)
     except (OSError, TimeoutError) as exc:
         _warn(f"engine not reachable at {path} ({exc}); {event} not reported")
         return 0
-    if not answer.startswith(b'{"ok": true'):
+    if decides and answer.startswith(_DECISION_PREFIX):
+        _print_decision(answer)
+    elif not answer.startswith(b'{"ok": true'):
         said = answer.decode("utf-8", "replace")[:200] or "no answer"
         _warn(f"engine refused {event}: {said}")
     return 0
+
+
+def _print_decision(answer: bytes) -> None:
+    """Print the engine's decision for Claude Code (only a well-formed one)."""
+    import json
+
+    try:
+        output = json.loads(answer)["output"]
+    except (ValueError, KeyError, TypeError):
+        _warn("the engine's decision is not JSON; Claude Code asks in its own dialog")
+        return
+    if isinstance(output, dict):
+        sys.stdout.write(json.dumps(output) + "\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,12 @@ What Claude Code 2.1.328 writes on stdin (observed; paths shortened)::
                        "stop_hook_active": false, "last_assistant_message": "<exact text>",
                        "background_tasks": [], "session_crons": []}
     SessionEnd        {..., "prompt_id", "reason": "prompt_input_exit"}
+    PermissionRequest {..., "prompt_id", "permission_mode", "tool_name": "Bash",
+                       "tool_input": {"command", "description"}, "permission_suggestions"}
+
+A PermissionRequest waits for the engine's decision (:attr:`HookServer.decide`): the answer is
+``{"ok": true, "output": {...}}`` whose ``output`` the shim prints for Claude Code, or
+``{"ok": true}`` (no decision: Claude Code shows its own dialog).
 
 Only the standard library and pydantic are used here; the shim itself imports neither.
 """
@@ -46,7 +52,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -95,7 +101,12 @@ HOOK_EVENTS: tuple[str, ...] = (
     "Stop",
     "Notification",
     "SessionEnd",
+    "PermissionRequest",
 )
+
+#: Events whose hook waits for the engine's decision and prints it for Claude Code (the
+#: others are reported and answered ``{"ok": true}`` at once).
+DECISION_EVENTS: frozenset[str] = frozenset({"PermissionRequest"})
 
 #: Environment variables the shim reads (keep in sync with hook_shim.py).
 ENV_SOCKET = "SEMO_HOOK_SOCKET"
@@ -209,6 +220,8 @@ def merge_hook_settings(
     events: Iterable[str] = HOOK_EVENTS,
     *,
     timeout: int = HOOK_TIMEOUT_SECONDS,
+    timeouts: Mapping[str, int] | None = None,
+    permission_mode: str | None = None,
     source: str = "settings",
 ) -> dict[str, Any]:
     """Return ``settings`` with our hooks for ``events`` and everything else kept.
@@ -216,6 +229,8 @@ def merge_hook_settings(
     Our previous entries (see :func:`is_semo_hook_command`) are removed wherever they are, and a
     matcher group holding only them goes with them; every other key, event, group and hook is
     kept in place and order. Merging the result again with the same arguments changes nothing.
+    ``timeouts`` gives some events another timeout than ``timeout`` (a PermissionRequest waits
+    for a person); ``permission_mode`` sets ``permissions.defaultMode`` (None: left as it is).
     Raises :class:`HookSettingsError` when the shape is not Claude Code's (``source`` names the
     file in the message).
     """
@@ -243,9 +258,15 @@ def merge_hook_settings(
         if kept:
             hooks[event] = kept
     for event in events:
-        ours = {"type": "command", "command": hook_command_line(command, event), "timeout": timeout}
+        seconds = (timeouts or {}).get(event, timeout)
+        ours = {"type": "command", "command": hook_command_line(command, event), "timeout": seconds}
         hooks.setdefault(event, []).append({"hooks": [ours]})
     result["hooks"] = hooks
+    if permission_mode is not None:
+        permissions = result.get("permissions", {})
+        if not isinstance(permissions, Mapping):
+            raise HookSettingsError(f'{source}: "permissions" must be a JSON object')
+        result["permissions"] = {**permissions, "defaultMode": permission_mode}
     return result
 
 
@@ -283,6 +304,8 @@ def install_hooks(
     *,
     events: Iterable[str] = HOOK_EVENTS,
     timeout: int = HOOK_TIMEOUT_SECONDS,
+    timeouts: Mapping[str, int] | None = None,
+    permission_mode: str | None = None,
     exclude_from_git: bool = True,
 ) -> Path:
     """Install ``<command> <Event>`` hooks in ``worktree/.claude/settings.local.json``.
@@ -296,7 +319,15 @@ def install_hooks(
     worktree = Path(worktree)
     path = worktree / SETTINGS_RELPATH
     before, current = _read_settings(worktree)
-    merged = merge_hook_settings(current, command, events, timeout=timeout, source=str(path))
+    merged = merge_hook_settings(
+        current,
+        command,
+        events,
+        timeout=timeout,
+        timeouts=timeouts,
+        permission_mode=permission_mode,
+        source=str(path),
+    )
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     if before != text:
         try:  # a symlink may lead elsewhere inside the worktree, never out of it
@@ -414,6 +445,9 @@ def _token_key(token: str) -> bytes:
 
 
 EventCallback = Callable[[HookEvent], object]
+#: Decides a DECISION_EVENTS event: the hook's output for Claude Code, or None (no decision:
+#: Claude Code asks in its own dialog). Cancelled when the hook goes away before it decided.
+Decider = Callable[[HookEvent], Awaitable[dict[str, Any] | None]]
 
 
 @dataclass(eq=False)
@@ -421,6 +455,7 @@ class _Connection:
     task: asyncio.Task[None]
     peer: Peer
     reading: bool = True  # still waiting for its request line (may be dropped under pressure)
+    output: dict[str, Any] | None = None  # a decision for Claude Code (DECISION_EVENTS)
 
 
 @dataclass(frozen=True)
@@ -509,6 +544,8 @@ class HookServer:
         self._connections: dict[Peer, list[_Connection]] = {}
         self._open = 0
         self._readers: ThreadPoolExecutor | None = None
+        #: decides PermissionRequest events (the engine's approvals); None: never decided here
+        self.decide: Decider | None = None
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -636,7 +673,10 @@ class HookServer:
         self._clients.add(task)
         try:
             error = await self._serve_one(reader, writer, conn)
-            if error is None:
+            if error is None and conn.output is not None:
+                answer = {"ok": True, "output": conn.output}
+                writer.write(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+            elif error is None:
                 writer.write(_ACK)
             else:
                 writer.write(json.dumps({"ok": False, "error": error}).encode() + b"\n")
@@ -760,7 +800,32 @@ class HookServer:
             )
             self.accepted += 1
             self._deliver(hook_event)
+        if event in DECISION_EVENTS and self.decide is not None:
+            conn.output = await self._decision(hook_event, reader)
         return None
+
+    async def _decision(
+        self, event: HookEvent, reader: asyncio.StreamReader
+    ) -> dict[str, Any] | None:
+        """The decider's output for ``event``; None when the hook went away first (its
+        connection closed: Claude Code gave up on it) or the decider failed."""
+        assert self.decide is not None
+        deciding = asyncio.ensure_future(self.decide(event))
+        gone = asyncio.ensure_future(reader.read(1))  # the shim sends nothing more: EOF
+        try:
+            await asyncio.wait({deciding, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not deciding.done():
+                deciding.cancel()
+            gone.cancel()
+            await asyncio.gather(deciding, gone, return_exceptions=True)
+        if deciding.cancelled():
+            return None
+        error = deciding.exception()
+        if error is not None:
+            log.error("deciding %s of session %s failed: %r", event.event, event.session_key, error)
+            return None
+        return deciding.result()
 
     async def _turn_text(self, session_key: str, payload: dict[str, Any]) -> str | None:
         """The turn's text from the Stop's transcript, or None (refusals are logged)."""

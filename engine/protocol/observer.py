@@ -50,7 +50,16 @@ MAX_SIGNALS_PER_TURN = 100
 DEFAULT_PROMPT_PATTERN = r"(^|\s)([\w.]+-\d+(\.\d+)*|[\w.-]+@[\w.-]+:\S*)?[❯$#>%]$"
 """Matched against the cursor row, right-trimmed: `$`, `>`, `❯` after a blank or alone, bash's
 default `bash-5.2#` / `sh-5.2$` and Debian's `user@host:~/dir$` (glued to the sign)."""
-_DIALOG = re.compile(r"Do you want to (proceed|make this edit|create|allow|run)")
+#: Claude Code dialogs that wait for a person: permission prompts, auto mode's "can't check
+#: actions in this session" (its safety check does not get through a local endpoint) and its
+#: offer to make auto mode the default
+_DIALOG = re.compile(
+    r"Do you want to (proceed|make this edit|create|allow|run)"
+    r"|Enter to stay in auto mode"
+    r"|Yes, set auto mode as my default permission mode"
+)
+#: the reason of the state change when a dialog comes up (engine/routing/approvals.py)
+DIALOG_REASON = "a dialog waits for you"
 _GUTTERS = ("● ", "  ")
 _TURN_END = re.compile(r"^[✻✢✳✶✽*·] \S+ for \d")
 
@@ -123,6 +132,10 @@ class AgentObserver:
             self._state(out, AgentState.EXECUTING, "hook", "prompt submitted", at)
         elif event == "Stop":
             self._on_stop(out, payload, at)
+        elif event == "PermissionRequest":
+            tool = payload.get("tool_name")
+            what = tool if isinstance(tool, str) and tool.isidentifier() else "a tool"
+            self._state(out, AgentState.WAITING_INPUT, "hook", f"asks to use {what}", at)
         elif event == "Notification" and payload.get("notification_type") == "permission_prompt":
             reason = str(payload.get("message") or "permission prompt")
             self._state(out, AgentState.WAITING_INPUT, "hook", reason, at)
@@ -186,6 +199,13 @@ class AgentObserver:
             same = screen.cursor.x >= x and row[:x].ljust(x) == before
             self._prompt_end = (screen.cursor.y, x, before) if same else None
 
+    def permission_decided(self, at: float) -> list[ObserverEvent]:
+        """A permission request was decided (by a person or a rule): the turn goes on."""
+        out: list[ObserverEvent] = []
+        if self.state == AgentState.WAITING_INPUT and not self._dialog_open:
+            self._state(out, AgentState.EXECUTING, "hook", "permission decided", at)
+        return self._emit(out)
+
     def answered(self, at: float) -> list[ObserverEvent]:
         """The operator answered the pending question; the answer goes in as the next prompt."""
         out: list[ObserverEvent] = []
@@ -217,7 +237,7 @@ class AgentObserver:
         dialog = _DIALOG.search(bottom) is not None  # rows hold no newline: a match is in one
         if dialog and not self._dialog_open:
             self._dialog_open = True
-            self._state(out, AgentState.WAITING_INPUT, "screen", "permission dialog", at)
+            self._state(out, AgentState.WAITING_INPUT, "screen", DIALOG_REASON, at)
         elif not dialog and self._dialog_open:
             self._dialog_open = False
             if self.state == AgentState.WAITING_INPUT:

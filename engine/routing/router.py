@@ -51,7 +51,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.events import EventBus, RoutingStep
 from engine.protocol.messages import MAX_PAYLOAD_BYTES, AskUser, DeliverResult, Done, Invoke
@@ -70,6 +70,9 @@ from engine.store.models import (
     UserQuestion,
 )
 from engine.store.operations import answer_question
+
+if TYPE_CHECKING:
+    from engine.routing.approvals import Approvals
 
 log = logging.getLogger("semo.routing")
 
@@ -143,6 +146,8 @@ class Router:
         #: pending results and running invocations found by `resume` (from before the start):
         #: typed with a note that semo restarted
         self._from_before: set[str] = set()
+        #: decides permission requests; answered ones are handed to it (never typed)
+        self.approvals: Approvals | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -277,6 +282,12 @@ class Router:
 
     async def _deliver_answer(self, question: UserQuestion) -> None:
         if question.id in self._answers_sent or question.answer is None:
+            return
+        if question.question_type == "permission":
+            # never typed: the agent's hook waits for it (engine/routing/approvals.py)
+            self._answers_sent.add(question.id)
+            if self.approvals is None or not self.approvals.answered(question):
+                log.info("permission %s answered, but no request waits for it", question.id)
             return
         asked_in = question.session_id or ""
         resumed = self._resumed.get(asked_in)
@@ -766,6 +777,10 @@ class Router:
                 log.warning("%s failed: %s: %s", what, type(error).__name__, error)
 
     # -- helpers -------------------------------------------------------------------------------
+
+    async def job_for(self, session: AgentSession) -> str | None:
+        """The job whose work `session` does now (None: none)."""
+        return await self._job_for(session)
 
     async def _session_for(self, agent: Agent, prefer: str | None = None) -> AgentSession:
         prefer = self._resumed.get(prefer or "", prefer)

@@ -383,6 +383,10 @@ class AgentSession:
         self._transcript_text = event.transcript_text  # never a file read here
         self._dispatch(self.observer.on_hook(event.event, event.payload, event.received_at))
 
+    def permission_decided(self) -> None:
+        """Its permission request was decided: the agent works again (not waiting_input)."""
+        self._dispatch(self.observer.permission_decided(time.monotonic()))
+
     def _on_output(self, text: str) -> None:
         self.last_activity = time.monotonic()
         self._turn_output.append(text)

@@ -91,6 +91,8 @@ class LaunchOptions:
     cols: int = DEFAULT_COLS
     rows: int = DEFAULT_ROWS
     stale_after: float = DEFAULT_STALE_AFTER
+    #: Claude Code's permission mode, written to the worktree's settings (None: left alone)
+    permission_mode: str | None = None
 
 
 def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -130,6 +132,9 @@ class SessionManager:
         self.persona = persona or PersonaInjector()
         self.hook_command = list(hook_command or default_hook_command())
         self.hooks = HookServer(runtime_dir=runtime_dir, on_event=self._on_hook)
+        #: hook timeouts other than the default, by event (a PermissionRequest waits for a
+        #: person: engine/approval_policy.py ApprovalsSection.hook_timeout)
+        self.hook_timeouts: dict[str, int] = {}
         self.record_dir = record_dir
         self.launch_options = launch_options or (lambda _agent: LaunchOptions())
         self.peers = peers or (lambda: ())
@@ -200,7 +205,7 @@ class SessionManager:
         session_id = new_id()
         folder = await self._folder(agent, working_dir, task_id or session_id[:8])
         if profile.uses_hooks:
-            await self._prepare_claude(folder, agent, peers)
+            await self._prepare_claude(folder, agent, peers, options.permission_mode)
         token_env = {}
         if profile.uses_hooks:
             launch_env = {**self.agent_env, **agent_env_values(env or {})}
@@ -250,9 +255,17 @@ class SessionManager:
         worktree = await self.worktrees.create(agent.role, task_id)
         return worktree.path
 
-    async def _prepare_claude(self, folder: Path, agent: Agent, peers: Sequence[Agent]) -> None:
+    async def _prepare_claude(
+        self, folder: Path, agent: Agent, peers: Sequence[Agent], permission_mode: str | None
+    ) -> None:
         await self.persona.inject_async(folder, agent, [p for p in peers if p.id != agent.id])
-        await asyncio.to_thread(install_hooks, folder, self.hook_command)
+        await asyncio.to_thread(
+            install_hooks,
+            folder,
+            self.hook_command,
+            timeouts=self.hook_timeouts,
+            permission_mode=permission_mode,
+        )
         home = self.agent_env.get("HOME")
         await ensure_trusted_async(folder, home=Path(home) if home else None)
 

@@ -136,6 +136,12 @@ def _print_step(entry: JobEntry, agents: dict[str, Agent]) -> None:
     print(plain(describe_entry(entry, agents), one_line=True), flush=True)
     if entry.step == "question_asked" and entry.ref_id:
         print(f"          answer with: semo answer {entry.ref_id} TEXT (or --option N)", flush=True)
+    elif entry.step == "permission_asked" and entry.ref_id:
+        print(
+            f"          answer with: semo answer {entry.ref_id} allow"
+            " | 'allow for this session' | 'deny: REASON'",
+            flush=True,
+        )
 
 
 async def _show(store: Store, args: argparse.Namespace) -> int:

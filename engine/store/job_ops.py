@@ -39,8 +39,10 @@ MAX_TASK_CHARS = 100_000
 FINAL_STEPS = frozenset({"done", "failed", "needs_review"})
 #: Seconds a follower waits for the last steps of a job that has ended without one.
 SETTLE_SECONDS = 5.0
-#: Steps about a question: the row is shown with the timeline.
-QUESTION_STEPS = frozenset({"question_asked", "question_answered"})
+#: Steps about a question (a permission too): the row is shown with the timeline.
+QUESTION_STEPS = frozenset(
+    {"question_asked", "question_answered", "permission_asked", "permission_decided"}
+)
 
 
 class JobRequest(BaseModel):

@@ -16,7 +16,8 @@ from engine.store.literals import COMMAND_TYPES, CommandType
 
 SessionStatus = Literal["creating", "ready", "executing", "waiting_input", "error", "terminated"]
 CommandStatus = Literal["pending", "processing", "completed", "failed"]
-QuestionType = Literal["text", "choice", "confirm"]
+#: permission: an agent's tool use waiting for a person (engine/approval_policy.py)
+QuestionType = Literal["text", "choice", "confirm", "permission"]
 QuestionStatus = Literal["pending", "answered", "cancelled"]
 #: cancelled: the job that caused it ended (failed attempt, engine death, cancel): never resent
 InvocationStatus = Literal["pending", "running", "delivered", "failed", "cancelled"]

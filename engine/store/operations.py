@@ -6,6 +6,8 @@ import asyncio
 import os
 from collections.abc import Iterable
 
+from engine.approval_policy import PERMISSION_OPTIONS, canonical_answer
+from engine.control.peers import descends_from
 from engine.store._shared import question_not_pending
 from engine.store.base import NotFound, Store, StoreConflict, StoreError
 from engine.store.models import (
@@ -44,6 +46,8 @@ def answer_text(question: UserQuestion, text: str | None, option: int | None) ->
     """The answer to store, checked against the question's type; ValueError says why not."""
     if (text is None) == (option is None):
         raise ValueError("give the answer text or an option number, not both")
+    if question.question_type == "permission":
+        return _permission_answer(question, text, option)
     if option is not None:
         if question.question_type != "choice" and question.question_type != "confirm":
             raise ValueError(f"question {question.id} is a text question: give the answer text")
@@ -66,6 +70,35 @@ def answer_text(question: UserQuestion, text: str | None, option: int | None) ->
     return text
 
 
+def _permission_answer(question: UserQuestion, text: str | None, option: int | None) -> str:
+    """A permission's answer: option 1 allow, 2 allow for this session, 3 deny; or the text
+    (``deny: <reason>`` sends the reason to the agent)."""
+    if option is not None:
+        if not 1 <= option <= len(PERMISSION_OPTIONS):
+            raise ValueError(f"the option must be 1..3 (options: {list(PERMISSION_OPTIONS)})")
+        return PERMISSION_OPTIONS[option - 1]
+    assert text is not None
+    return canonical_answer(text)
+
+
+#: set by the engine in every agent's environment (engine.protocol.hooks.ENV_TOKEN)
+_AGENT_MARK = "SEMO_HOOK_TOKEN"
+
+
+def _refuse_an_agent(question: UserQuestion, session: AgentSession) -> None:
+    """StoreConflict when this process runs inside an agent (its environment carries a hook
+    token, or the asking agent is among its parents): an agent never approves its own tool
+    use (docs/SECURITY.md)."""
+    inside = bool(os.environ.get(_AGENT_MARK)) or (
+        session.pid is not None and descends_from(os.getpid(), session.pid) is not False
+    )
+    if inside:
+        raise StoreConflict(
+            f"permission {question.id} cannot be answered from inside an agent's session: "
+            "the operator answers it"
+        )
+
+
 async def answer_question(
     store: Store, question_id: str, *, text: str | None = None, option: int | None = None
 ) -> UserQuestion:
@@ -86,6 +119,8 @@ async def answer_question(
             raise StoreConflict(
                 f"question {question_id} belongs to session {question.session_id}, which has ended"
             )
+        if question.question_type == "permission":
+            _refuse_an_agent(question, session)
         gone = await _engine_gone(store, question.office_id, session.engine_id)
         if gone is not None:
             raise StoreConflict(

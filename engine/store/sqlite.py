@@ -97,7 +97,7 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: strftime format of `ts()` (fixed width, so text order is time order)
 _NOW_SQL = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'{})"
@@ -220,7 +220,7 @@ CREATE TABLE IF NOT EXISTS user_questions (
     agent_id       TEXT NOT NULL,
     session_id     TEXT,
     question_type  TEXT NOT NULL DEFAULT 'text'
-                       CHECK (question_type IN ('text', 'choice', 'confirm')),
+                       CHECK (question_type IN ('text', 'choice', 'confirm', 'permission')),
     question       TEXT NOT NULL CHECK (length(question) > 0),
     options        TEXT NOT NULL DEFAULT '[]',
     status         TEXT NOT NULL DEFAULT 'pending'
@@ -230,7 +230,10 @@ CREATE TABLE IF NOT EXISTS user_questions (
     answered_at    TEXT,
     cancel_reason  TEXT,
     cancelled_at   TEXT,
-    answer_delivered_at TEXT
+    answer_delivered_at TEXT,
+    CHECK (question_type <> 'permission' OR answer IS NULL
+           OR answer IN ('allow', 'allow for this session', 'deny')
+           OR (substr(answer, 1, 6) = 'deny: ' AND length(answer) > 6))
 );
 CREATE INDEX IF NOT EXISTS user_questions_office_id_idx
     ON user_questions (office_id, status, created_at);
@@ -439,6 +442,14 @@ DROP TABLE semo_agent_merge;
 """
 )
 
+#: The user_questions table as `SCHEMA` makes it (rebuilt by the upgrade from version 8).
+USER_QUESTIONS_TABLE = SCHEMA[
+    SCHEMA.index("CREATE TABLE IF NOT EXISTS user_questions") : SCHEMA.index(
+        ");", SCHEMA.index("CREATE TABLE IF NOT EXISTS user_questions")
+    )
+    + 2
+]
+
 #: What turns a file of schema version N into N + 1 (`SCHEMA`, all IF NOT EXISTS, runs after).
 UPGRADES: dict[int, str] = {
     1: """
@@ -496,6 +507,9 @@ PRAGMA legacy_alter_table = OFF;
 """,
     # migrations/0012: nothing before `SCHEMA` (the duplicates are merged after it)
     7: "",
+    # migrations/0013: nothing before `SCHEMA` (user_questions is rebuilt after it, once
+    # version 7's merge has re-pointed its rows)
+    8: "",
 }
 
 #: What an upgrade from version N does once `SCHEMA` has created the new tables.
@@ -529,6 +543,26 @@ DROP TABLE job_events_v6;
 DROP TABLE jobs_v6;
 """,
     7: MERGE_DUPLICATES,
+    # migrations/0013: a question may be a permission request: user_questions' CHECK changes,
+    # so the table is rebuilt (its rows copied); `SCHEMA` again makes its indexes and trigger
+    8: """
+DROP TRIGGER IF EXISTS semo_user_questions_update_wake;
+DROP INDEX IF EXISTS user_questions_office_id_idx;
+DROP INDEX IF EXISTS user_questions_session_idx;
+DROP INDEX IF EXISTS user_questions_undelivered_idx;
+ALTER TABLE user_questions RENAME TO user_questions_v8;
+"""
+    + USER_QUESTIONS_TABLE
+    + """
+INSERT INTO user_questions (id, office_id, agent_id, session_id, question_type, question, options,
+                            status, answer, created_at, answered_at, cancel_reason, cancelled_at,
+                            answer_delivered_at)
+SELECT id, office_id, agent_id, session_id, question_type, question, options, status, answer,
+       created_at, answered_at, cancel_reason, cancelled_at, answer_delivered_at
+  FROM user_questions_v8 ORDER BY rowid;
+DROP TABLE user_questions_v8;
+"""
+    + SCHEMA,
 }
 
 #: Whether engine row `e` is alive at :at (running, and its heartbeat has not run out).

@@ -224,6 +224,43 @@ def test_permission_dialog_on_screen():
     assert _states(observer.on_screen(screen, 3.0)) == [AgentState.EXECUTING]
 
 
+AUTO_MODE_DIALOG = (
+    '● Making.\r\n  ⎿  $ python3 -c \'open("made.txt","w")\'\r\n'
+    "  Auto mode can't check actions in this session\r\n"
+    "  Auto mode's safety check runs on the server. Your requests go through 127.0.0.1:45563,\r\n"
+    "  Enter to stay in auto mode · shift+Tab to leave for accept edits mode and stop · Esc\r\n"
+)
+AUTO_MODE_OFFER = (
+    "  Auto mode lets Claude handle permission prompts automatically.\r\n"
+    " ❯ 1. Yes, set auto mode as my default permission mode\r\n"
+    "   2. No, keep default\r\n"
+)
+
+
+@pytest.mark.parametrize("dialog", [AUTO_MODE_DIALOG, AUTO_MODE_OFFER], ids=["cant-check", "offer"])
+def test_auto_mode_dialogs_wait_for_a_person(dialog: str) -> None:
+    """Claude Code 2.1.328's auto mode dialogs (checked on the real CLI behind a local
+    endpoint): the agent waits for a person, it is not working."""
+    screen, stream = make_screen_and_stream(100, 12)
+    observer = AgentObserver("claude", screen=screen)
+    observer.on_hook("UserPromptSubmit", {}, 1.0)
+    stream.feed(dialog)
+    assert _states(observer.on_screen(screen, 2.0)) == [AgentState.WAITING_INPUT]
+    assert observer.tracker.history[-1].reason == "a dialog waits for you"
+
+
+def test_a_permission_request_waits_until_decided() -> None:
+    observer = AgentObserver("claude")
+    observer.on_hook("UserPromptSubmit", {}, 1.0)
+    payload = {"tool_name": "Bash\x1b]52;c;x\x07", "tool_input": {"command": "make"}}
+    assert _states(observer.on_hook("PermissionRequest", payload, 2.0)) == [
+        AgentState.WAITING_INPUT
+    ]
+    assert observer.tracker.history[-1].reason == "asks to use a tool"  # the name is not shown
+    assert _states(observer.permission_decided(3.0)) == [AgentState.EXECUTING]
+    assert _states(observer.permission_decided(4.0)) == []
+
+
 # -- screen reader (Claude layout) ----------------------------------------------------------
 
 CODE = "\x1b[38;5;153m"

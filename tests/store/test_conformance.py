@@ -925,6 +925,33 @@ async def test_questions(store: Store) -> None:
         )
 
 
+async def test_permission_requests(store: Store) -> None:
+    """A permission request is a question of type permission; its answer is one of the
+    three, or a denial with a reason: any other text is refused by the store itself (a row
+    update from a web app cannot store what the engine would have to guess at)."""
+    o = await office(store)
+
+    def permission(summary: str) -> UserQuestion:
+        return UserQuestion(
+            office_id=o.id,
+            agent_id="a",
+            question_type="permission",
+            question=summary,
+            options=["allow", "allow for this session", "deny"],
+        )
+
+    asked = [await store.create_question(permission(f"Bash: touch {n}")) for n in "abcd"]
+    assert [q.question_type for q in await store.list_questions(o.id)] == ["permission"] * 4
+    answers = ["allow", "allow for this session", "deny", "deny: use the fixtures, not prod"]
+    for question, answer in zip(asked, answers, strict=True):
+        assert (await store.answer_question(question.id, answer)).answer == answer
+    refused = await store.create_question(permission("Bash: rm -rf ~"))
+    for bad in ("yes please", "deny: ", "ALLOW", "allow; and more"):
+        with pytest.raises(StoreError):
+            await store.answer_question(refused.id, bad)
+    assert (await store.get_question(refused.id)).status == "pending"
+
+
 async def test_cancel_question(store: Store) -> None:
     o = await office(store)
     asked = await store.create_question(

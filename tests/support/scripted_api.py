@@ -317,6 +317,9 @@ class ScriptedMessagesAPI:
     ``wait_for_reply``: seconds a main request waits for :meth:`add_reply` when the script is
     empty, before it is answered with ``exhausted_text`` (and recorded in ``exhausted``).
     ``classify``: override of :func:`classify_messages_request`.
+    ``safeguards``: answer the auto-mode safety check (False: as a gateway that does not pass
+    it through, after which Claude Code stops at "Auto mode can't check actions in this
+    session" before an action that needs the check).
     """
 
     def __init__(
@@ -330,7 +333,9 @@ class ScriptedMessagesAPI:
         classify: Callable[[Any], tuple[str, str]] = classify_messages_request,
         host: str = "127.0.0.1",
         port: int = 0,
+        safeguards: bool = True,
     ) -> None:
+        self.safeguards = safeguards
         self._scripts: dict[str, deque[ScriptedReply]] = {
             "main": deque(_as_reply(r) for r in replies),
             "subagent": deque(_as_reply(r) for r in subagent_replies),
@@ -645,7 +650,7 @@ class _Handler(BaseHTTPRequestHandler):
         tool_blocks = [t.block() for t in reply.tool_uses]
         blocks.extend(tool_blocks)
         stop_reason = "tool_use" if reply.tool_uses else "end_turn"
-        extra = _safeguard_results(body, reply.tool_uses, tool_blocks)
+        extra = _safeguard_results(body, reply.tool_uses, tool_blocks) if api.safeguards else {}
         if reply.first_delay > 0:
             time.sleep(reply.first_delay)
         try:

@@ -1,0 +1,420 @@
+"""Permission requests of the real Claude Code CLI reach the inbox and are answered there.
+
+A real `semo engine` runs one Claude Code agent (FE) offline against a scripted Messages API
+whose replies ask for Bash tool uses. With the agent's `permission_mode = "default"` (Claude
+Code's classic "ask" mode, written to the worktree's settings by semo) each such use is a
+`PermissionRequest` hook that waits in the engine: the request is a `permission` item in
+`semo questions`; `allow` runs the command and the turn finishes; `deny: REASON` reaches the
+model as the tool's refusal (checked on what the scripted API receives) and the turn goes on;
+"allow for this session" lets the next identical request through without asking; a rule of
+`[approvals]` allows a request with no one asked, and the job's timeline names the rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from engine.store.migrate import migrate
+from tests.store.conftest import ADMIN_DSN, admin_connection_check
+from tests.support.claude_home import claude_env
+from tests.support.office_files import kept_temp_dir, write_claude_office
+from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
+from tests.support.semo_process import engine_in, run_semo, semo_env
+from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
+from tests.support.waiting import eventually_value
+
+pytestmark = pytest.mark.claude
+
+TIMEOUT = 90.0
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    with kept_temp_dir("semo-ap-") as path:
+        yield path
+
+
+def bash(command: str) -> ToolUse:
+    return ToolUse("Bash", {"command": command, "description": "Run it"})
+
+
+def uses(*tools: ToolUse, text: str = "Working on it.") -> ScriptedReply:
+    return ScriptedReply(text, tool_uses=tools)
+
+
+def write_office(
+    folder: Path, api: ScriptedMessagesAPI, *, mode: str | None, approvals: str = ""
+) -> None:
+    store = '[store]\nbackend = "sqlite"\nsqlite_path = "semo.db"'
+    write_claude_office(folder, "claude-approvals", store, {"FE": api}, max_sessions=2)
+    config = folder / "semo.toml"
+    extra = f'permission_mode = "{mode}"\n' if mode else ""
+    config.write_text(config.read_text() + extra + approvals)
+
+
+async def semo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return await run_semo(*args, cwd=folder)
+
+
+async def semo_json(folder: Path, *args: str) -> Any:
+    done = await semo(folder, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def fe_ready(folder: Path) -> None:
+    async def ready() -> bool | None:
+        done = await semo(folder, "sessions", "--json")
+        rows = json.loads(done.stdout) if done.returncode == 0 else []
+        return any(r["role"] == "FE" and r["status"] == "ready" for r in rows) or None
+
+    await eventually_value(ready, "FE ready", TIMEOUT)
+
+
+async def pending_permission(folder: Path) -> dict[str, Any]:
+    async def pending() -> dict[str, Any] | None:
+        rows = await semo_json(folder, "questions")
+        asks = [r for r in rows if r["question_type"] == "permission"]
+        return asks[0] if asks else None
+
+    return await eventually_value(pending, "a permission request in semo questions", TIMEOUT)
+
+
+async def create_job(folder: Path, task: str) -> str:
+    done = await semo(folder, "job", "create", "--role", "FE", "--task", task)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[0]
+
+
+async def job_status(folder: Path, job_id: str, status: str) -> dict[str, Any]:
+    async def reached() -> dict[str, Any] | None:
+        shown = await semo_json(folder, "job", "show", job_id)
+        return shown if shown["job"]["status"] == status else None
+
+    return await eventually_value(reached, f"job {job_id} {status}", TIMEOUT)
+
+
+def tool_results(api: ScriptedMessagesAPI) -> list[dict[str, Any]]:
+    """Every tool_result block the CLI sent back to the model, in order."""
+    out = []
+    for request in api.main_requests:
+        last = request.body["messages"][-1]
+        content = last.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                out.append(block)
+    return out
+
+
+def result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, list):
+        return " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return str(content)
+
+
+@pytest.mark.timeout(300)
+async def test_allow_deny_and_allow_for_the_session_in_the_classic_mode(folder: Path) -> None:
+    replies = [
+        # job 1: asks, is allowed, the command runs, the turn finishes
+        uses(bash("touch allowed.txt")),
+        "[SEMO:DONE] allowed.txt made",
+        # job 2: asks, is denied with a reason; the model reads it and the turn goes on
+        uses(bash("touch denied.txt")),
+        "[SEMO:DONE] did without it",
+        # job 3: allowed for the session, then the same command again: not asked
+        uses(bash("touch session.txt")),
+        uses(bash("touch session.txt"), text="Once more."),
+        "[SEMO:DONE] twice",
+    ]
+    with ScriptedMessagesAPI(replies=replies) as api:
+        write_office(folder, api, mode="default")
+        env = claude_env(folder / "elsewhere", folder / "home", api)
+        async with engine_in(folder, env):
+            await fe_ready(folder)
+
+            first = await create_job(folder, "Make allowed.txt")
+            asked = await pending_permission(folder)
+            assert asked["question"] == "Bash: touch allowed.txt"
+            assert asked["options"] == ["allow", "allow for this session", "deny"]
+            sessions = await semo_json(folder, "sessions")
+            assert [s["status"] for s in sessions if s["role"] == "FE"] == ["waiting_input"]
+            answered = await semo(folder, "answer", asked["id"], "allow")
+            assert answered.returncode == 0, answered.stderr
+            shown = await job_status(folder, first, "done")
+            steps = [e["step"] for e in shown["entries"]]
+            assert "permission_asked" in steps and "permission_decided" in steps
+            decided = [e for e in shown["entries"] if e["step"] == "permission_decided"]
+            assert decided[0]["detail"] == "allowed by a person: Bash: touch allowed.txt"
+            assert tool_results(api)[0]["is_error"] is False
+
+            second = await create_job(folder, "Make denied.txt")
+            asked = await pending_permission(folder)
+            assert asked["question"] == "Bash: touch denied.txt"
+            denied = await semo(folder, "answer", asked["id"], "deny: use the fixtures instead")
+            assert denied.returncode == 0, denied.stderr
+            await job_status(folder, second, "done")
+            refusal = tool_results(api)[1]
+            assert refusal["is_error"] is True
+            assert "use the fixtures instead" in result_text(refusal)
+
+            third = await create_job(folder, "Make session.txt twice")
+            asked = await pending_permission(folder)
+            ok = await semo(folder, "answer", asked["id"], "--option", "2")
+            assert ok.returncode == 0, ok.stderr
+            shown = await job_status(folder, third, "done")
+            decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
+            assert decided == [
+                "allowed (allow for this session) by a person: Bash: touch session.txt",
+                "allowed for this session earlier: Bash: touch session.txt",
+            ]
+            results = tool_results(api)
+            assert [r["is_error"] for r in results[2:]] == [False, False]
+            everything = await semo_json(folder, "questions", "--all")
+            assert len([q for q in everything if q["question_type"] == "permission"]) == 3
+
+
+RULES = """
+[approvals]
+deny_after_minutes = 30
+
+[[approvals.rules]]
+name = "text files"
+tool = "Bash"
+pattern = "touch *.txt"
+decision = "allow"
+
+[[approvals.rules]]
+name = "no pushes"
+tool = "Bash"
+pattern = "git push*"
+decision = "deny"
+reason = "Pushing is the operator's job."
+"""
+
+
+@pytest.mark.timeout(300)
+async def test_rules_decide_without_asking_and_the_timeline_names_the_rule(folder: Path) -> None:
+    replies = [
+        uses(bash("touch notes.txt")),
+        uses(bash("git push origin main"), text="Pushing."),
+        uses(bash("touch a.txt; touch sneaky.txt"), text="And this."),
+        "[SEMO:DONE] checked",
+    ]
+    with ScriptedMessagesAPI(replies=replies) as api:
+        write_office(folder, api, mode="default", approvals=RULES)
+        env = claude_env(folder / "elsewhere", folder / "home", api)
+        async with engine_in(folder, env):
+            await fe_ready(folder)
+            job = await create_job(folder, "Check the tree")
+            # the chained command is not what the rule allows: a person is asked
+            asked = await pending_permission(folder)
+            assert asked["question"] == "Bash: touch a.txt; touch sneaky.txt"
+            await semo(folder, "answer", asked["id"], "deny")
+            shown = await job_status(folder, job, "done")
+        decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
+        assert decided == [
+            "allowed by rule 'text files': Bash: touch notes.txt",
+            "denied by rule 'no pushes': Bash: git push origin main",
+            "denied by a person: Bash: touch a.txt; touch sneaky.txt",
+        ]
+        results = tool_results(api)
+        assert [r["is_error"] for r in results] == [False, True, True]
+        assert "Pushing is the operator's job." in result_text(results[1])
+        asked_steps = [e for e in shown["entries"] if e["step"] == "permission_asked"]
+        assert len(asked_steps) == 1  # the rules asked no one
+
+
+API_TOKEN = "approvals-rest-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.timeout(300)
+async def test_answered_through_rest_and_a_supabase_row(folder: Path) -> None:
+    """On the Supabase store (the emulator): one request allowed through the REST API, the
+    next denied with a reason by an operator's row UPDATE (as a web app would); the CLI and
+    rows agree, and the model got the reason."""
+    replies = [
+        uses(bash("touch rest.txt")),
+        uses(bash("touch row.txt"), text="And the next."),
+        "[SEMO:DONE] one of two",
+    ]
+    port = free_port()
+    await admin_connection_check()
+    with contextlib.ExitStack() as stack:
+        dsn = await asyncio.to_thread(stack.enter_context, temporary_database(ADMIN_DSN))
+        await migrate(dsn)
+        async with SupabaseEmulator(dsn) as emulator:
+            with ScriptedMessagesAPI(replies=replies) as api:
+                store = (
+                    f'[store]\nbackend = "supabase"\nsupabase_url = "{emulator.url}"\n\n'
+                    f'[api]\nlisten = "127.0.0.1:{port}"'
+                )
+                write_claude_office(folder, "claude-approvals", store, {"FE": api}, max_sessions=2)
+                (folder / "semo.toml").write_text(
+                    (folder / "semo.toml").read_text() + 'permission_mode = "default"\n'
+                )
+                keys = {"SUPABASE_SERVICE_ROLE_KEY": emulator.service_role_key}
+                env = claude_env(folder / "elsewhere", folder / "home", api)
+                cli = semo_env(**keys)
+
+                async def supa(*args: str) -> Any:
+                    done = await run_semo(*args, "--json", cwd=folder, env=cli)
+                    assert done.returncode == 0, done.stderr
+                    return json.loads(done.stdout)
+
+                async with engine_in(folder, env | keys | {"SEMO_API_TOKEN": API_TOKEN}):
+
+                    async def permission() -> dict[str, Any] | None:
+                        rows = await supa("questions")
+                        return next((r for r in rows if r["question_type"] == "permission"), None)
+
+                    async def fe_ready() -> bool | None:
+                        done = await run_semo("sessions", "--json", cwd=folder, env=cli)
+                        rows = json.loads(done.stdout) if done.returncode == 0 else []
+                        return any(r["status"] == "ready" for r in rows) or None
+
+                    await eventually_value(fe_ready, "FE ready", TIMEOUT)
+                    created = await run_semo(
+                        "job", "create", "--role", "FE", "--task", "two files", cwd=folder, env=cli
+                    )
+                    assert created.returncode == 0, created.stderr
+                    job_id = created.stdout.split()[0]
+
+                    asked = await eventually_value(permission, "the first request", TIMEOUT)
+                    assert asked["question"] == "Bash: touch rest.txt"
+                    office = asked["office_id"]
+                    url = f"http://127.0.0.1:{port}/api/offices/{office}/questions/{asked['id']}"
+                    headers = {"Authorization": f"Bearer {API_TOKEN}"}
+                    async with httpx.AsyncClient() as client:
+                        bad = await client.post(
+                            f"{url}/answer", json={"text": "sure thing"}, headers=headers
+                        )
+                        assert bad.status_code == 409, bad.text
+                        ok = await client.post(
+                            f"{url}/answer", json={"text": "allow"}, headers=headers
+                        )
+                        assert ok.status_code == 200, ok.text
+
+                    second = await eventually_value(
+                        lambda: _other(permission, asked["id"]), "the second request", TIMEOUT
+                    )
+                    assert second["question"] == "Bash: touch row.txt"
+                    user = await asyncio.to_thread(emulator.create_user, "op@team.test", "pw")
+                    added = await run_semo(
+                        "office", "members", "add", "op@team.test", "--role", "operator",
+                        cwd=folder, env=cli,
+                    )  # fmt: skip
+                    assert added.returncode == 0, added.stderr
+                    token = emulator.sign_jwt({"sub": user, "role": "authenticated"})
+                    member = {"apikey": emulator.anon_key, "Authorization": f"Bearer {token}"}
+                    async with httpx.AsyncClient(base_url=emulator.rest_url) as rest:
+                        forged = await rest.patch(
+                            f"/user_questions?id=eq.{second['id']}",
+                            json={"status": "answered", "answer": "yes, run it"},
+                            headers=member,
+                        )
+                        assert forged.status_code >= 400  # not one of the answers
+                        row = await rest.patch(
+                            f"/user_questions?id=eq.{second['id']}",
+                            json={"status": "answered", "answer": "deny: not on a Friday"},
+                            headers={**member, "Prefer": "return=representation"},
+                        )
+                        assert row.status_code == 200, row.text
+                        assert row.json()[0]["answer"] == "deny: not on a Friday"
+
+                    async def done() -> dict[str, Any] | None:
+                        shown = await supa("job", "show", job_id)
+                        return shown if shown["job"]["status"] == "done" else None
+
+                    shown = await eventually_value(done, "the job done", TIMEOUT)
+        decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
+        assert decided == [
+            "allowed by a person: Bash: touch rest.txt",
+            "denied by a person (not on a Friday): Bash: touch row.txt",
+        ]
+        results = tool_results(api)
+        assert [r["is_error"] for r in results] == [False, True]
+        assert "not on a Friday" in result_text(results[1])
+
+
+async def _other(
+    find: Callable[[], Awaitable[dict[str, Any] | None]], seen: str
+) -> dict[str, Any] | None:
+    found = await find()
+    return found if found is not None and found["id"] != seen else None
+
+
+@pytest.mark.timeout(300)
+async def test_auto_mode_behind_a_gateway_brings_its_dialogs_to_the_inbox(folder: Path) -> None:
+    """Claude Code's own default (auto mode), behind an endpoint that does not pass its safety
+    check through: "Auto mode can't check actions in this session" and then "Do you want to
+    proceed?" call no hook; semo reads each off the screen into the inbox, the agent is
+    `waiting_input` (not working), and `allow` answers each with keys: the command runs."""
+    command = 'python3 -c \'open("made.txt", "w")\''
+    replies = [uses(bash(command)), "[SEMO:DONE] made"]
+    with ScriptedMessagesAPI(replies=replies, safeguards=False) as api:
+        write_office(folder, api, mode=None)
+        env = claude_env(folder / "elsewhere", folder / "home", api)
+        async with engine_in(folder, env):
+            await fe_ready(folder)
+            job = await create_job(folder, "Make the file with python")
+            first = await pending_permission(folder)
+            assert "Auto mode can't check actions in this session" in first["question"]
+            sessions = await semo_json(folder, "sessions")
+            assert [s["status"] for s in sessions if s["role"] == "FE"] == ["waiting_input"]
+            assert (await semo(folder, "answer", first["id"], "allow")).returncode == 0
+
+            async def second() -> dict[str, Any] | None:
+                asked = await pending_permission(folder)
+                return asked if asked["id"] != first["id"] else None
+
+            proceed = await eventually_value(second, "the proceed dialog", TIMEOUT)
+            assert "Do you want to proceed?" in proceed["question"]
+            assert command in proceed["question"]
+            assert (await semo(folder, "answer", proceed["id"], "allow")).returncode == 0
+            shown = await job_status(folder, job, "done")
+        decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
+        assert len(decided) == 2 and all(d.startswith("allowed by a person") for d in decided)
+        assert [r["is_error"] for r in tool_results(api)] == [False]
+
+
+@pytest.mark.timeout(300)
+async def test_a_request_no_one_answers_is_denied_after_the_policys_wait(folder: Path) -> None:
+    """`[approvals] deny_after_minutes`: the request waits that long, then it is denied (the
+    model is told no one answered), its inbox item cancelled, and the turn goes on."""
+    replies = [uses(bash("touch late.txt")), "[SEMO:DONE] without it"]
+    with ScriptedMessagesAPI(replies=replies) as api:
+        policy = "\n[approvals]\ndeny_after_minutes = 0.05\n"
+        write_office(folder, api, mode="default", approvals=policy)
+        env = claude_env(folder / "elsewhere", folder / "home", api)
+        async with engine_in(folder, env):
+            await fe_ready(folder)
+            job = await create_job(folder, "Make late.txt")
+            shown = await job_status(folder, job, "done")
+            everything = await semo_json(folder, "questions", "--all")
+        [row] = [q for q in everything if q["question_type"] == "permission"]
+        assert row["question"] == "Bash: touch late.txt"
+        assert (
+            row["status"] == "cancelled" and "no one answered within 0.05" in row["cancel_reason"]
+        )
+        decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
+        assert decided == ["denied: no one answered within 0.05 minutes: Bash: touch late.txt"]
+        [refusal] = tool_results(api)
+        assert refusal["is_error"] is True
+        assert "No one answered within 0.05 minutes" in result_text(refusal)

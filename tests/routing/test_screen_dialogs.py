@@ -1,0 +1,88 @@
+"""Claude Code dialogs read off the screen (engine/routing/screen_dialogs.py), as the real CLI
+2.1.328 draws them (rows copied from its screen behind a local endpoint), and the keys that
+answer them: Enter where Enter goes on, the arrows to "Yes" then Enter, Escape to deny."""
+
+from __future__ import annotations
+
+from engine.approval_policy import Answer
+from engine.routing.screen_dialogs import read_dialog
+
+RULE = "─" * 100
+DASH = "╌" * 100
+
+CANT_CHECK = [
+    "● Making.",
+    "  Making a file",
+    '  ⎿  $ python3 -c \'open("made.txt","w")\'',
+    RULE,
+    "  Auto mode can't check actions in this session",
+    "  Auto mode's safety check runs on the server. Your requests go through 127.0.0.1:45563, and",
+    "  the check isn't getting through.",
+    "  You can stay in auto mode and approve each action that needs the check yourself.",
+    "  Enter to stay in auto mode · shift+Tab to leave for accept edits mode and stop · Esc",
+]
+
+PROCEED_AUTO = [
+    RULE,
+    " Bash command",
+    " Make a file",
+    DASH,
+    ' python3 -c \'open("made.txt","w")\'',
+    DASH,
+    " Auto mode can't check actions in this session, so this one needs your approval",
+    " Do you want to proceed?",
+    " ❯ No",
+    "   Yes",
+    " Esc to cancel · Tab to amend",
+]
+
+PROCEED_CLASSIC = [
+    RULE,
+    " Bash command",
+    " Make a file",
+    DASH,
+    " touch made.txt",
+    DASH,
+    " Do you want to proceed?",
+    " ❯ 1. Yes",
+    "   2. Yes, and always allow access to /tmp/work from this project",
+    "   3. Yes, and switch to auto mode · auto mode handles these prompts for you",
+    "   4. No",
+    " Esc to cancel · Tab to amend",
+]
+
+ALLOW = Answer(decision="allow")
+DENY = Answer(decision="deny", reason="no")
+
+
+def test_the_cant_check_dialog() -> None:
+    dialog = read_dialog(["", *CANT_CHECK, "", ""])
+    assert dialog is not None and dialog.enter_allows
+    assert "Auto mode can't check actions in this session" in dialog.summary
+    assert dialog.summary.startswith("Claude Code's dialog: ")
+    assert (dialog.keys(ALLOW), dialog.keys(DENY)) == ("<Enter>", "<Esc>")
+
+
+def test_the_unnumbered_proceed_dialog_goes_down_to_yes() -> None:
+    dialog = read_dialog(PROCEED_AUTO)
+    assert dialog is not None and not dialog.enter_allows
+    assert dialog.options == ("No", "Yes") and dialog.highlighted == 0
+    assert 'python3 -c \'open("made.txt","w")\'' in dialog.summary
+    assert dialog.keys(ALLOW) == "<Down><Enter>"
+    assert dialog.keys(Answer(decision="allow_session")) == "<Down><Enter>"
+    assert dialog.keys(DENY) == "<Esc>"
+
+
+def test_the_classic_dialog_takes_yes_where_it_is() -> None:
+    dialog = read_dialog(PROCEED_CLASSIC)
+    assert dialog is not None
+    assert dialog.options[0] == "Yes" and dialog.highlighted == 0 and len(dialog.options) == 4
+    assert dialog.keys(ALLOW) == "<Enter>"
+
+
+def test_no_dialog_and_no_yes() -> None:
+    assert read_dialog(["● Done.", "❯ "]) is None
+    hostile = [" Do you want to proceed?", " ❯ Sure \x1b]52;c;x\x07", " Esc to cancel"]
+    dialog = read_dialog(hostile)
+    assert dialog is not None and dialog.keys(ALLOW) == "<Esc>"  # no Yes: never a guess
+    assert "\x1b" not in dialog.summary
