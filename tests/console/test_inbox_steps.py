@@ -126,6 +126,14 @@ async def test_the_console_reads_the_steps_as_its_commands_rows(engine: Engine) 
     fe = next(s for s in engine.sessions() if s.role == "FE")
     engine.send_prompt(fe.session_id, "go")
     await eventually(lambda: fe.state.value == "waiting_input", TIMEOUT)
+    # the question is stored, then its step published: the state can come first
+    await eventually(
+        lambda: (
+            engine.control is not None
+            and any(s["step"] == "question_asked" for s in engine.control._steps)
+        ),
+        TIMEOUT,
+    )
     steps = (await snapshot_of(engine))["steps"]
     assert isinstance(steps, list)
     rows = snapshot_step_rows([*steps, {"key": "x"}, "not a step", {**steps[0], "at": "?"}])
