@@ -47,6 +47,12 @@ CONFIG = (
 log_format = "text"
 shutdown_grace = 1
 
+# 70 questions of ~63 KiB in one turn: over the default per-agent budgets (issue 21 #2),
+# which would refuse most of them before they reach a console
+[budgets]
+questions = 100
+bytes = 16777216
+
 [pool]
 max_sessions = 2
 warm_roles = ["EVIL"]
