@@ -159,6 +159,12 @@ class StoreSection(_Section):
     database_url: SecretStr | None = None
     supabase_url: str | None = None
     supabase_key: SecretStr | None = None
+    #: postgres: the most connections the engine opens at once (given back when idle)
+    pool_size: int = Field(default=4, ge=1, le=100)
+    #: postgres: "transaction" behind a transaction-mode pooler (PgBouncer, Supabase's 6543)
+    pooler: Literal["session", "transaction"] = "session"
+    #: postgres: "poll" (one idle connection) or "listen" (LISTEN on a second one)
+    wakeups: Literal["poll", "listen"] = "poll"
 
     @field_validator("sqlite_path", mode="before")
     @classmethod
@@ -501,6 +507,9 @@ class SemoConfig(_Section):
             database_url=from_env.database_url or store.database_url,
             supabase_url=from_env.supabase_url or store.supabase_url,
             supabase_key=from_env.supabase_key or store.supabase_key,
+            pool_size=from_env.pool_size if env.get("SEMO_PG_POOL_SIZE") else store.pool_size,
+            pooler=from_env.pooler if env.get("SEMO_PG_POOLER") else store.pooler,
+            wakeups=from_env.wakeups if env.get("SEMO_PG_WAKEUPS") else store.wakeups,
         )
 
 
@@ -735,6 +744,18 @@ backend = "sqlite"
 # SUPABASE_SERVICE_ROLE_KEY: a key written here gives a warning). Default: none.
 # supabase_url = "https://PROJECT.supabase.co"
 # supabase_key = "..."
+# postgres: the most connections this engine opens at once (1-100). An idle engine holds
+# one; a burst opens more and gives them back after 2 s unused. SEMO_PG_POOL_SIZE overrides
+# it. Default: 4.
+pool_size = 4
+# postgres: "transaction" when database_url is a transaction-mode pooler (PgBouncer,
+# Supabase's port 6543): no prepared statements or session settings, and new rows are
+# polled for instead of LISTENed to. SEMO_PG_POOLER overrides it. Default: "session".
+pooler = "session"
+# postgres: how the engine hears of new rows: "poll" (a cheap read every 0.2 s on its one
+# idle connection) or "listen" (LISTEN/NOTIFY, at once, on a second connection it holds;
+# not through a transaction-mode pooler). SEMO_PG_WAKEUPS overrides it. Default: "poll".
+wakeups = "poll"
 
 [engine]
 # This engine's name in command claims and leases. Default: "" = <hostname>-<pid>.

@@ -62,6 +62,7 @@ from engine.store.models import (
     Office,
     UserQuestion,
 )
+from engine.store.waiting import open_waiting
 
 log = logging.getLogger("semo.engine")
 
@@ -131,7 +132,7 @@ class Engine:
         stopped (`stop`) before the error is raised."""
         self._stopped = False
         if self._owns_store:
-            await self.store.open()
+            await open_waiting(self.store)
         try:
             await self._refuse_if_running()  # before anything is written: a live one stays
         except BaseException as error:
@@ -362,7 +363,9 @@ class Engine:
             subscribed = getattr(self.store, "subscribed", None)
             live = subscribed is not None and subscribed(self.office.id)
             return "realtime: subscribed" if live else "realtime: reconnecting"
-        return "listen/notify" if backend == "postgres" else "local"
+        if backend == "postgres":
+            return "polling" if getattr(self.store, "wakeups", "") == "poll" else "listen/notify"
+        return "local"
 
     async def pending_questions(self) -> list[UserQuestion]:
         """Pending questions of this engine's live sessions (a question whose session ended,

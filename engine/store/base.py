@@ -194,6 +194,11 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached; the operation did not happen."""
 
 
+class StoreBusy(StoreUnavailable):
+    """The database (or its pooler) refuses new connections for now ("too many clients"):
+    worth waiting for, with backoff."""
+
+
 class Store(ABC):
     backend: str = "?"
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from engine.store._shared import redact_dsn
 from engine.store.base import (
@@ -33,13 +33,29 @@ class StoreConfig(BaseModel):
     #: supabase: the project URL and its service-role key
     supabase_url: str | None = None
     supabase_key: SecretStr | None = None
+    #: postgres: the most connections an engine opens at once (bursts; given back when idle)
+    pool_size: int = Field(default=4, ge=1, le=100)
+    #: postgres: "transaction" behind a transaction-mode pooler (PgBouncer, Supabase's port
+    #: 6543): no prepared statements, no session settings, wake-ups polled instead of LISTEN
+    pooler: Literal["session", "transaction"] = "session"
+    #: postgres: how the engine hears of new rows: "poll" (semo_change_seq every 0.2 s, on
+    #: its one idle connection) or "listen" (LISTEN: a second connection, held)
+    wakeups: Literal["poll", "listen"] = "poll"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StoreConfig:
-        """From SEMO_STORE, SEMO_DATABASE_URL, SEMO_SQLITE_PATH, SUPABASE_URL and
-        SUPABASE_SERVICE_ROLE_KEY (unset or empty variables mean the defaults)."""
+        """From SEMO_STORE, SEMO_DATABASE_URL, SEMO_SQLITE_PATH, SUPABASE_URL,
+        SUPABASE_SERVICE_ROLE_KEY, SEMO_PG_POOL_SIZE, SEMO_PG_POOLER and SEMO_PG_WAKEUPS (unset
+        or empty variables mean the defaults)."""
         env = os.environ if env is None else env
         backend = (env.get("SEMO_STORE") or "sqlite").strip().lower()
+        tuning: dict[str, str] = {}
+        if env.get("SEMO_PG_POOL_SIZE"):
+            tuning["pool_size"] = env["SEMO_PG_POOL_SIZE"].strip()
+        if env.get("SEMO_PG_POOLER"):
+            tuning["pooler"] = env["SEMO_PG_POOLER"].strip().lower()
+        if env.get("SEMO_PG_WAKEUPS"):
+            tuning["wakeups"] = env["SEMO_PG_WAKEUPS"].strip().lower()
         try:
             return cls(
                 backend=backend,  # type: ignore[arg-type]
@@ -47,8 +63,15 @@ class StoreConfig(BaseModel):
                 sqlite_path=env.get("SEMO_SQLITE_PATH") or None,
                 supabase_url=env.get("SUPABASE_URL") or None,
                 supabase_key=env.get("SUPABASE_SERVICE_ROLE_KEY") or None,
+                **tuning,  # type: ignore[arg-type]
             )
-        except ValidationError:
+        except ValidationError as error:
+            if any(e["loc"] and e["loc"][0] in tuning for e in error.errors()):
+                raise StoreError(
+                    "SEMO_PG_POOL_SIZE must be a whole number from 1 to 100, SEMO_PG_POOLER "
+                    "'session' or 'transaction' and SEMO_PG_WAKEUPS 'poll' or 'listen', "
+                    f"not {tuning}"
+                ) from None
             raise StoreError(
                 f"SEMO_STORE={backend!r} is not a store backend (use sqlite, postgres or supabase)"
             ) from None
@@ -89,7 +112,8 @@ def open_store(config: StoreConfig | None = None) -> Store:
             raise StoreError(
                 f"the postgres store needs psycopg 3: pip install 'psycopg[binary]' ({error})"
             ) from None
-        return PostgresStore(dsn)
+        wakeups = "poll" if config.pooler == "transaction" else config.wakeups
+        return PostgresStore(dsn, pool_size=config.pool_size, pooler=config.pooler, wakeups=wakeups)
     if importlib.util.find_spec("engine.store.supabase") is None:
         raise StoreError(
             "the supabase store is not available yet: it arrives with the Supabase emulator. "

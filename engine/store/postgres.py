@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -57,6 +57,7 @@ from engine.store.base import (
     NotFound,
     OfficeRows,
     Store,
+    StoreBusy,
     StoreConflict,
     StoreError,
     StoreUnavailable,
@@ -87,6 +88,13 @@ from engine.store.models import (
 log = logging.getLogger(__name__)
 
 CHANNEL = "semo_changes"
+#: what a server or pooler says when it has no connection slot left (SQLSTATE 53300 too)
+_BUSY = ("too many clients", "too many connections", "no more connections", "connection slots")
+#: backoff between connection attempts the server refused for lack of slots
+BUSY_BACKOFF = (0.05, 2.0)
+#: seconds an operation waits for another's connection before it opens one more
+GROW_AFTER = 0.25
+Pooler = Literal["session", "transaction"]
 JSON_COLUMNS = frozenset(
     {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context", "work"}
 )
@@ -133,7 +141,15 @@ class PostgresStore(Store):
         statement_timeout: float = 15.0,
         ping_interval: float = 5.0,
         prepare_threshold: int | None = 5,
+        idle_seconds: float = 2.0,
+        pooler: Pooler = "session",
+        poll_interval: float = 0.2,
+        wakeups: Literal["listen", "poll"] | None = None,
     ) -> None:
+        if pool_size < 1:
+            raise StoreError(f"the postgres pool needs at least 1 connection, not {pool_size}")
+        if pooler not in ("session", "transaction"):
+            raise StoreError(f"pooler must be 'session' or 'transaction', not {pooler!r}")
         self.where = redact_dsn(dsn)
         try:
             params: dict[str, Any] = conninfo_to_dict(dsn)
@@ -158,12 +174,43 @@ class PostgresStore(Store):
         self.connect_timeout = connect_timeout
         self.statement_timeout = statement_timeout
         self.ping_interval = ping_interval
-        self._prepare_threshold = prepare_threshold
+        #: behind a transaction-mode pooler: no prepared statements, no session settings, no
+        #: LISTEN (wake-ups poll `semo_change_seq`)
+        self.pooler: Pooler = pooler
+        if pooler == "transaction" and wakeups == "listen":
+            raise StoreError("a transaction-mode pooler cannot LISTEN: use wakeups = 'poll'")
+        #: "listen" (LISTEN semo_changes: a connection of its own) or "poll" (semo_change_seq
+        #: on the pooled connection: one connection in all while idle)
+        self.wakeups = wakeups or ("poll" if pooler == "transaction" else "listen")
+        self._prepare_threshold = None if pooler == "transaction" else prepare_threshold
+        #: seconds a pooled connection may stay unused before it is closed (one is kept when
+        #: polling: the engine's one idle connection)
+        self.idle_seconds = idle_seconds
+        self.poll_interval = poll_interval
         #: client-side deadline for one operation (connect + statements)
         self.operation_timeout = connect_timeout + statement_timeout + 2.0
         self._pool_size = pool_size
         self._sem = asyncio.Semaphore(pool_size)
+        #: idle pooled connections and when each was given back (loop time)
         self._idle: list[Conn] = []
+        self._idle_since: dict[int, float] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        #: operations holding (or getting) a pooled connection; set when one is given back
+        self._acquired = 0
+        self._returned = asyncio.Event()
+        #: loop time an operation last found every open connection busy
+        self._crowded_at = float("-inf")
+        #: connections open now (pooled and listening) and the most at once, for the budget
+        self.connections = 0
+        self.peak_connections = 0
+        # polled wake-ups: the sequence's last value each office saw, a second look pending
+        self._poll_base: int | None = None
+        self._poll_seen: dict[str, int] = {}
+        self._poll_echo: dict[str, float] = {}
+        self._poll_lock = asyncio.Lock()
+        self._polled: tuple[float, int] | None = None
+        #: the refusal of the last connection attempt, while the server has no slot left
+        self._busy: str | None = None
         self._open = False
         # wake-ups
         self._listen_task: asyncio.Task[None] | None = None
@@ -182,6 +229,8 @@ class PostgresStore(Store):
         return text.replace(self._password, "***") if self._password else text
 
     async def _connect(self) -> Conn:
+        """A new connection; StoreBusy while the server has no slot left (retried by
+        `_connect_waiting`), StoreUnavailable for any other failure."""
         try:
             async with asyncio.timeout(self.connect_timeout + 1.0):
                 conn = await psycopg.AsyncConnection.connect(
@@ -191,15 +240,16 @@ class PostgresStore(Store):
                     **self._params,
                 )
                 try:
-                    await conn.execute(
-                        "select set_config('statement_timeout', %s, false),"
-                        " set_config('idle_in_transaction_session_timeout', %s, false),"
-                        " set_config('timezone', 'UTC', false)",
-                        (
-                            str(int(self.statement_timeout * 1000)),
-                            str(int((self.statement_timeout + 30) * 1000)),
-                        ),
-                    )
+                    if self.pooler == "session":  # a transaction pooler shares sessions
+                        await conn.execute(
+                            "select set_config('statement_timeout', %s, false),"
+                            " set_config('idle_in_transaction_session_timeout', %s, false),"
+                            " set_config('timezone', 'UTC', false)",
+                            (
+                                str(int(self.statement_timeout * 1000)),
+                                str(int((self.statement_timeout + 30) * 1000)),
+                            ),
+                        )
                 except BaseException:
                     await conn.close()
                     raise
@@ -208,25 +258,72 @@ class PostgresStore(Store):
                 f"cannot connect to {self.where}: no answer within {self.connect_timeout:g} s"
             ) from None
         except psycopg.Error as error:
-            raise StoreUnavailable(
-                f"cannot connect to {self.where}: {self._scrub(str(error).strip())}"
-            ) from None
+            text = self._scrub(str(error).strip())
+            busy = error.sqlstate == "53300" or any(b in text.lower() for b in _BUSY)
+            kind = StoreBusy if busy else StoreUnavailable
+            raise kind(f"cannot connect to {self.where}: {text}") from None
+        self.connections += 1
+        self.peak_connections = max(self.peak_connections, self.connections)
         return conn
 
+    async def _connect_waiting(self) -> Conn:
+        """`_connect`, trying again with backoff (to a second or two) while the server has no
+        connection slot left: the caller's deadline bounds the wait."""
+        delay, most = BUSY_BACKOFF
+        while True:
+            try:
+                conn = await self._connect()
+            except StoreBusy as error:
+                self._busy = str(error)
+                log.warning("semo: %s; trying again in %.2f s", error, delay)
+                await asyncio.sleep(delay)
+                delay = min(most, delay * 2)
+            else:
+                self._busy = None
+                return conn
+
     async def _acquire(self) -> Conn:
+        """A pooled connection (an idle one, else a new one); while the server has no slot
+        left, waits with backoff for one to be given back or a slot to free."""
         await self._sem.acquire()
+        self._acquired += 1
         try:
-            while self._idle:
-                conn = self._idle.pop()
-                if not conn.closed and not conn.broken:
-                    return conn
-            return await self._connect()
+            delay, most = BUSY_BACKOFF
+            waited = False
+            while True:
+                while self._idle:
+                    conn = self._idle.pop()
+                    self._idle_since.pop(id(conn), None)
+                    if not conn.closed and not conn.broken:
+                        return conn
+                    self._closed(conn)
+                if not waited and self._acquired > 1:
+                    # another operation has a connection: it is likely back within a few ms
+                    # (a poll, a beat), so an idle engine never opens a second one for it
+                    waited = True
+                    self._crowded_at = asyncio.get_running_loop().time()
+                    returned = self._returned
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(returned.wait(), GROW_AFTER)
+                    continue
+                try:
+                    conn = await self._connect()
+                except StoreBusy as error:
+                    self._busy = str(error)
+                    log.warning("semo: %s; trying again in %.2f s", error, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(most, delay * 2)
+                    continue
+                self._busy = None
+                return conn
         except BaseException:
             self._sem.release()
+            self._acquired -= 1
             raise
 
     def _release(self, conn: Conn) -> None:
         self._sem.release()
+        self._acquired -= 1
         healthy = not conn.closed and not conn.broken
         if (
             self._open
@@ -235,30 +332,70 @@ class PostgresStore(Store):
             and len(self._idle) < self._pool_size
         ):
             self._idle.append(conn)
+            self._idle_since[id(conn)] = asyncio.get_running_loop().time()
+            returned, self._returned = self._returned, asyncio.Event()
+            returned.set()
         else:
             self._spawn_close(conn)
 
+    def _closed(self, conn: Conn) -> None:
+        """Count `conn` as gone (once)."""
+        if not getattr(conn, "_semo_counted_out", False):
+            conn._semo_counted_out = True  # type: ignore[attr-defined]
+            self.connections -= 1
+
     def _spawn_close(self, conn: Conn) -> None:
+        self._closed(conn)
         if conn.closed:
             return
         task = asyncio.get_running_loop().create_task(self._close_quietly(conn))
         task.add_done_callback(lambda _: None)
 
-    @staticmethod
-    async def _close_quietly(conn: Conn) -> None:
+    async def _close_quietly(self, conn: Conn) -> None:
+        self._closed(conn)
         with contextlib.suppress(Exception):
             async with asyncio.timeout(1.0):
                 await conn.close()
 
     def _drop_idle(self) -> None:
         idle, self._idle = self._idle, []
+        self._idle_since.clear()
         for conn in idle:
             self._spawn_close(conn)
+
+    def _reap_idle(self) -> None:
+        """Close the pooled connections unused for `idle_seconds`: a burst's connections go
+        back to the server. When polling for wake-ups the most recent one stays (the one
+        connection of an idle engine); when listening, the listener is that one."""
+        keep = 1 if self.wakeups == "poll" else 0
+        now = asyncio.get_running_loop().time()
+        if now - self._crowded_at >= self.idle_seconds:  # no burst for a while: back to one
+            stale = self._idle[: max(0, len(self._idle) - keep)]
+        else:
+            stale = [
+                conn
+                for conn in self._idle[: max(0, len(self._idle) - keep)]
+                if now - self._idle_since.get(id(conn), now) >= self.idle_seconds
+            ]
+        for conn in stale:
+            self._idle.remove(conn)
+            self._idle_since.pop(id(conn), None)
+            self._spawn_close(conn)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, self.idle_seconds / 2))
+            self._reap_idle()
 
     def _map_error(
         self, error: BaseException, missing: str | None, duplicate: str | None
     ) -> StoreError:
         if isinstance(error, TimeoutError):
+            if self._busy is not None:
+                return StoreBusy(
+                    f"no connection slot on {self.where} within {self.operation_timeout:g} s"
+                    f" ({self._busy})"
+                )
             return StoreUnavailable(
                 f"{self.where} did not answer within {self.operation_timeout:g} s"
             )
@@ -310,6 +447,7 @@ class PostgresStore(Store):
                     # dead, or interrupted mid-statement (timeout, cancel): drop it, and the
                     # idle ones too, which a server restart or a network cut has killed as well
                     self._sem.release()
+                    self._acquired -= 1
                     self._spawn_close(conn)
                     self._drop_idle()
             if isinstance(error, psycopg.Error | TimeoutError):
@@ -352,18 +490,26 @@ class PostgresStore(Store):
                 raise StoreError(
                     f"{self.where} has an older semo schema than this semo: run `semo migrate`"
                 )
-            await self._start_listener()
+            if self.wakeups == "listen":
+                await self._start_listener()
+            else:
+                self._poll_base = await self._change_value()
+            self._reaper = asyncio.get_running_loop().create_task(
+                self._reap_loop(), name="semo-postgres-reaper"
+            )
         except BaseException:
             await self.close()
             raise
 
     async def close(self) -> None:
         self._open = False
-        task, self._listen_task = self._listen_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        for task in (self._listen_task, self._reaper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._listen_task = self._reaper = None
+        self._idle_since.clear()
         idle, self._idle = self._idle, []
         for conn in idle:
             await self._close_quietly(conn)
@@ -371,7 +517,11 @@ class PostgresStore(Store):
     # -- wake-ups ----------------------------------------------------------------------------
 
     async def _start_listener(self) -> None:
-        conn = await self._connect()
+        try:
+            async with asyncio.timeout(self.operation_timeout):
+                conn = await self._connect_waiting()
+        except TimeoutError:
+            raise self._map_error(TimeoutError(), None, None) from None
         try:
             async with asyncio.timeout(self.connect_timeout):
                 await conn.execute(f"listen {CHANNEL}")
@@ -424,6 +574,8 @@ class PostgresStore(Store):
         been missed). StoreUnavailable when it cannot listen."""
         if not self._open:
             raise StoreError("the postgres store is not open (use `async with store:`)")
+        if self.wakeups == "poll":
+            return await self._poll_for_change(office_id, timeout)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
         while True:
@@ -453,6 +605,39 @@ class PostgresStore(Store):
                     await event.wait()
             except TimeoutError:
                 return False
+
+    async def _change_value(self) -> int:
+        """Where `semo_change_seq` stands (every change that notifies advances it); callers
+        within half a poll interval of a read share it (one read for every waiter)."""
+        async with self._poll_lock:
+            now = asyncio.get_running_loop().time()
+            if self._polled is not None and now - self._polled[0] < self.poll_interval / 2:
+                return self._polled[1]
+            row = await self._one("select last_value, is_called from semo_change_seq")
+            value = int(row["last_value"]) if row and row["is_called"] else 0
+            self._polled = (asyncio.get_running_loop().time(), value)
+            return value
+
+    async def _poll_for_change(self, office_id: str, timeout: float) -> bool:
+        """Wake-ups without LISTEN (behind a transaction-mode pooler): True when the sequence
+        moved since this office's last True (for any office: a hint), and once more a poll
+        later (the change's transaction may commit after the sequence moved)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        while True:
+            echo = self._poll_echo.get(office_id)
+            if echo is not None and loop.time() >= echo:
+                del self._poll_echo[office_id]
+                return True
+            value = await self._change_value()
+            if value != self._poll_seen.get(office_id, self._poll_base):
+                self._poll_seen[office_id] = value
+                self._poll_echo[office_id] = loop.time() + self.poll_interval
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(self.poll_interval, left))
 
     # -- generic rows ------------------------------------------------------------------------
 

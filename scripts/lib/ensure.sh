@@ -51,6 +51,8 @@ ensure_system_tools() {
     command -v git >/dev/null || missing+=(git)
     command -v npm >/dev/null || missing+=(nodejs npm)
     command -v pg_isready >/dev/null || missing+=(postgresql-client)
+    # PgBouncer in transaction mode: tests/support/pgbouncer.py starts a private one
+    command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
     if [ "${#missing[@]}" -gt 0 ]; then apt_install "${missing[@]}"; fi
 }
 
