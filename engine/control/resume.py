@@ -50,7 +50,7 @@ from engine.events import RoutingStep
 from engine.fsutil import atomic_write
 from engine.protocol.state import AgentState, StateChange
 from engine.protocol.transcript import TranscriptScope
-from engine.sessions.pool import warm_task_id
+from engine.sessions.pool import warm_place, warm_task_id
 from engine.store.base import StoreError
 from engine.store.models import JobEntry, new_id, now
 
@@ -340,7 +340,11 @@ async def _adopt(engine: Engine, session: AgentSession, agent: Agent, folder: Pa
         with contextlib.suppress(Exception):
             resolved = await asyncio.to_thread(folder.resolve)
             worktree = next((w for w in await worktrees.list() if w.path == resolved), None)
-    warm = worktree is not None and worktree.task_id == warm_task_id(agent.role)
+    warm = False
+    if worktree is not None and worktrees is not None:
+        place = warm_place(agent.office_id, worktrees.workspace_root)
+        # the name of this semo, or of an older one (`warm-<role>`)
+        warm = worktree.task_id in (warm_task_id(agent.role, place), warm_task_id(agent.role))
     try:
         pool.adopt(session, agent, None if warm else worktree, warm=warm)
     except Exception as error:  # a pool that is closing: the session stays beside it

@@ -49,7 +49,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -92,21 +94,35 @@ __all__ = [
     "SessionPoolManager",
     "SessionStartFailed",
     "UnknownRole",
+    "warm_place",
     "warm_task_id",
 ]
 
 log = logging.getLogger("semo.pool")
 
 DEFAULT_WARM_ROLES = ("FE", "BE", "QA")
-#: The task id (and worktree folder name) of a role's warm session: `warm-<role>`, unique in
-#: the office (roles differ in more than case), so that the warm worktrees' git admin folders
-#: never share a name either (see `warm_task_id`).
+#: The task id (and worktree folder name) of a role's warm session: `warm-<role>-<place>`,
+#: unique in the office (roles differ in more than case), so that the warm worktrees' git
+#: admin folders never share a name either, and unique to the office and the workspace (the
+#: place), so that engines or offices sharing one repository never share a warm branch
+#: (`semo/<role>/warm-<role>-<place>`; see `warm_task_id`).
 WARM_TASK_ID = "warm"
 
 
-def warm_task_id(role: str) -> str:
-    """The task id of `role`'s warm session, e.g. ``warm-fe``."""
-    return f"{WARM_TASK_ID}-{role.lower()}"
+def warm_task_id(role: str, place: str | None = None) -> str:
+    """The task id of `role`'s warm session, e.g. ``warm-fe``, and with `place` (what makes
+    the engine's worktrees its own: its office and workspace, `warm_place`) a short digest of
+    it, e.g. ``warm-fe-3f2a9c1b``."""
+    base = f"{WARM_TASK_ID}-{role.lower()}"
+    if place is None:
+        return base
+    return f"{base}-{hashlib.sha256(place.encode()).hexdigest()[:8]}"
+
+
+def warm_place(office_id: str, workspace_root: Path) -> str:
+    """What makes an engine's warm worktrees its own: its office and its workspace's real
+    path (stable across restarts, so a restarted engine finds its warm worktree again)."""
+    return f"{office_id}:{os.path.realpath(workspace_root)}"
 
 
 #: Session ids the pool dropped after they ended on their own, remembered for `release`.
@@ -762,7 +778,7 @@ class SessionPoolManager:
         role = agent.role
         session: AgentSession | None = None
         worktree: Worktree | None = None
-        folder_task = warm_task_id(role) if warm else task_id or f"pool-{new_id()[:8]}"
+        folder_task = self._warm_task(agent) if warm else task_id or f"pool-{new_id()[:8]}"
         try:
             if evict is not None:
                 await self._retire(*evict)
@@ -829,6 +845,13 @@ class SessionPoolManager:
         else:
             self._emit()
         return entry
+
+    def _warm_task(self, agent: Agent) -> str:
+        """The task id of the agent's warm session here (`warm_task_id`)."""
+        worktrees = self.manager.worktrees
+        if worktrees is None:
+            return warm_task_id(agent.role)
+        return warm_task_id(agent.role, warm_place(agent.office_id, worktrees.workspace_root))
 
     async def _folder(self, agent: Agent, task_id: str) -> tuple[Path | None, Worktree | None]:
         folder = self.folder_for(agent, task_id)

@@ -94,6 +94,9 @@ _BUSY = ("too many clients", "too many connections", "no more connections", "con
 BUSY_BACKOFF = (0.05, 2.0)
 #: seconds an operation waits for another's connection before it opens one more
 GROW_AFTER = 0.25
+#: operations at once that share one connection (an idle engine's poll and heartbeat): more
+#: is a burst, which opens more connections
+IDLE_OPERATIONS = 2
 Pooler = Literal["session", "transaction"]
 JSON_COLUMNS = frozenset(
     {"scope_patterns", "core_skills", "command", "payload", "result", "options", "context", "work"}
@@ -297,9 +300,10 @@ class PostgresStore(Store):
                     if not conn.closed and not conn.broken:
                         return conn
                     self._closed(conn)
-                if not waited and self._acquired > 1:
-                    # another operation has a connection: it is likely back within a few ms
-                    # (a poll, a beat), so an idle engine never opens a second one for it
+                if self._acquired > 1 and (not waited or self._acquired <= IDLE_OPERATIONS):
+                    # another operation has a connection: it is back soon (a poll, a beat), so
+                    # an idle engine never opens a second one for it; a burst (more than
+                    # IDLE_OPERATIONS at once) opens more after GROW_AFTER
                     waited = True
                     self._crowded_at = asyncio.get_running_loop().time()
                     returned = self._returned

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from engine.sessions.pool import warm_task_id
+from engine.sessions.pool import warm_place, warm_task_id
 from engine.sessions.worktrees import WorktreeManager
 from tests.support.git_repo import make_repo
 
@@ -22,6 +22,28 @@ def make_office_repo(folder: Path) -> Path:
 def test_warm_task_ids_differ_per_role() -> None:
     assert warm_task_id("FE") == "warm-fe"
     assert len({warm_task_id(role) for role in ["FE", "BE", "QA", *ROLES]}) == 11
+
+
+async def test_engines_sharing_a_repository_get_warm_branches_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """Two engines (or two offices) on one repository, each its workspace: the warm worktree
+    of one role is created by both, on two branches (it was `semo/A/warm-a` for both: the
+    second failed); the same engine restarted gets the same name back."""
+    repo = make_office_repo(tmp_path)
+    places = [warm_place("office-1", tmp_path / "one"), warm_place("office-1", tmp_path / "two")]
+    places.append(warm_place("office-2", tmp_path / "one"))
+    managers = [
+        WorktreeManager(repo, tmp_path / "one"),
+        WorktreeManager(repo, tmp_path / "two"),
+        WorktreeManager(repo, tmp_path / "three"),
+    ]
+    created = await asyncio.gather(
+        *(m.create("A", warm_task_id("A", p)) for m, p in zip(managers, places, strict=True))
+    )
+    assert len({w.branch for w in created}) == 3
+    assert warm_task_id("A", warm_place("office-1", tmp_path / "one")) == created[0].task_id
+    assert created[0].task_id.startswith("warm-a-")
 
 
 async def test_many_adds_of_one_name_at_once_all_succeed(tmp_path: Path) -> None:

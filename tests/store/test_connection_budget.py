@@ -83,7 +83,7 @@ async def _hold_both(store: PostgresStore, other: PostgresStore) -> None:
     async def hold() -> None:
         await store._one("select pg_sleep(6)")
 
-    holders = [asyncio.ensure_future(hold()) for _ in range(2)]
+    holders = [asyncio.ensure_future(hold()) for _ in range(3)]  # a burst: both slots
     try:
         await asyncio.sleep(0.5)
         await other.open()
