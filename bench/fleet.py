@@ -89,16 +89,19 @@ async def run(count: int, args: argparse.Namespace) -> dict[str, object]:
                 created = await create_jobs(store, office_id, count * args.jobs_per_engine)
                 takeover: list[float] = []
                 if args.kill_third:
-                    victims = processes[: max(1, count // 3)]
-                    names = {f"{socket.gethostname()}-{p.pid}" for p in victims}
-                    while True:
+                    by_id = {f"{socket.gethostname()}-{p.pid}": p for p in processes}
+                    third = max(1, count // 3)
+                    while True:  # a third of the engines, each running a job
                         running = await store.list_jobs(office_id, status="running")
-                        if names <= {j.engine_id for j in running}:
+                        busy = sorted({j.engine_id for j in running if j.engine_id in by_id})
+                        if len(busy) >= third:
                             break
                         await asyncio.sleep(0.2)
+                    names = set(busy[:third])
                     killed_at = time.time()
-                    for process in victims:
-                        process.send_signal(signal.SIGKILL)
+                    for name in names:
+                        by_id[name].send_signal(signal.SIGKILL)
+                    running = await store.list_jobs(office_id, status="running")
                     theirs = [j.id for j in running if j.engine_id in names]
                 ended = await burst_end(store, office_id, created)
                 stop.set()

@@ -55,7 +55,7 @@ from engine.control.liveness import pid_alive
 from engine.routing.job_recovery import recover_jobs, running_jobs_of
 from engine.store._shared import FORGET_ENGINES_AFTER, engine_silence, session_ended
 from engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
-from engine.store.models import AgentSession, EngineHeartbeat, Job
+from engine.store.models import AgentSession, EngineHeartbeat, Job, JobEntry
 
 log = logging.getLogger("semo.engine")
 
@@ -66,6 +66,7 @@ class ReconcileReport(BaseModel):
     commands_failed: int = 0
     commands_recovered: int = 0
     jobs_failed: int = 0
+    jobs_requeued: int = 0
     questions_cancelled: int = 0
     engines_forgotten: int = 0
 
@@ -217,6 +218,7 @@ async def _end_engine(
     if engine_id in dead.gone:  # its process is gone: its heartbeat ends now
         await store.expire_engine(office_id, engine_id)
     jobs = await running_jobs_of(store, office_id, engine_id)
+    claimed = await _claimed_jobs(store, office_id, engine_id)
     job_reason = _reason(dead, engine_id, "while running this job")
     # each job's work cancelled and the job retried or failed, one transaction per job, before
     # the engine's end: if this engine dies half-way, the jobs left still run on the dead
@@ -242,6 +244,9 @@ async def _end_engine(
     report.questions_cancelled += ended.questions_cancelled
     report.commands_failed += ended.commands_failed
     report.jobs_failed += ended.jobs_failed + recovered.recovered
+    report.jobs_requeued += await _requeue(
+        store, office_id, claimed, _reason(dead, engine_id, "before running this job")
+    )
     if ended.jobs_failed + recovered.recovered:
         log.info(
             "%d job(s) of engine %s failed (%d retried)",
@@ -249,6 +254,49 @@ async def _end_engine(
             engine_id,
             recovered.retried,
         )
+
+
+async def _claimed_jobs(store: Store, office_id: str, engine_id: str) -> list[str]:
+    """The jobs whose `run_job` command `engine_id` holds (claimed; the job may not have
+    started yet: an engine claims up to `max_jobs` while its sessions are busy)."""
+    commands = await store.list_commands(office_id, status="processing", limit=sys.maxsize)
+    return [
+        str(c.payload.get("job_id"))
+        for c in commands
+        if c.claimed_by == engine_id and c.command_type == "run_job" and c.payload.get("job_id")
+    ]
+
+
+async def _requeue(store: Store, office_id: str, job_ids: list[str], reason: str) -> int:
+    """A new `run_job` command (and a `requeued` step) for each of `job_ids` still pending
+    whose command the dead engine's end failed, unless another is pending or running: so no
+    job is left pending without a command to run it. Returns how many were requeued."""
+    if not job_ids:
+        return 0
+    live = await store.list_commands(office_id, status="pending", limit=sys.maxsize)
+    live += await store.list_commands(office_id, status="processing", limit=sys.maxsize)
+    queued = {c.payload.get("job_id") for c in live if c.command_type == "run_job"}
+    requeued = 0
+    for job_id in job_ids:
+        try:
+            job = await store.get_job(job_id)
+            if job.status != "pending" or job_id in queued:
+                continue
+            command = await store.insert_command(office_id, "run_job", {"job_id": job_id})
+            entry = JobEntry(job_id=job_id, office_id=office_id, step="requeued", status="pending")
+            await store.add_job_entry(
+                entry.model_copy(update={"detail": reason, "ref_id": command.id})
+            )
+        except NotFound:
+            continue
+        except StoreUnavailable:
+            raise
+        except StoreError as error:
+            log.warning("requeueing job %s failed: %s", job_id, error)
+            continue
+        requeued += 1
+        log.info("job %s, claimed by a dead engine before it ran, requeued", job_id)
+    return requeued
 
 
 async def _holders(store: Store, office_id: str) -> list[str]:

@@ -46,6 +46,8 @@ from engine.sessions.pool import (
     SessionPoolManager,
     SessionStartFailed,
     UnknownRole,
+    warm_place,
+    warm_task_id,
 )
 from engine.sessions.worktrees import WorktreeManager
 from engine.store.models import Agent
@@ -406,7 +408,9 @@ async def test_reaped_cold_session_loses_the_worktree_the_pool_made(
     async with pool:
         warm = pool.sessions[0]
         assert warm.worktree is not None
-        assert warm.folder == workspace / "agent" / "FE" / "warm-fe"
+        place = warm_place(warm.agent.office_id, workspace)
+        assert warm.folder == workspace / "agent" / "FE" / warm_task_id("FE", place)
+        assert warm.folder.name.startswith("warm-fe-")
         lease = await pool.acquire(role="BE", task_id="task-9")
         assert lease.worktree is not None and lease.folder == lease.worktree.path
         result = await lease.session.execute("pwd; git branch --show-current", timeout=TIMEOUT)

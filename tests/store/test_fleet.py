@@ -87,17 +87,20 @@ async def test_a_third_of_the_engines_killed_mid_burst_are_taken_over(tmp_path: 
         ):
             office_id = await alive_engines(store, None, count)
             created = await create_jobs(store, office_id, 2 * count)
-            victims = {f"{socket.gethostname()}-{p.pid}" for p in processes[:2]}
+            by_id = {f"{socket.gethostname()}-{p.pid}": p for p in processes}
 
-            async def victims_busy() -> set[str] | None:
-                running = {j.engine_id for j in await store.list_jobs(office_id, status="running")}
-                return running if victims <= running else None
+            async def two_busy() -> set[str] | None:
+                running = await store.list_jobs(office_id, status="running")
+                busy = sorted({j.engine_id for j in running if j.engine_id in by_id})
+                return set(busy[:2]) if len(busy) >= 2 else None
 
-            await eventually_value(victims_busy, "the victims running jobs", FLEET_TIMEOUT)
+            victims = await eventually_value(two_busy, "two engines running jobs", FLEET_TIMEOUT)
             killed_at = time.time()
-            for process in processes[:2]:
-                process.send_signal(signal.SIGKILL)
-            theirs = [j.id for j in await store.list_jobs(office_id) if j.engine_id in victims]
+            for engine_id in victims:
+                by_id[engine_id].send_signal(signal.SIGKILL)
+            running = await store.list_jobs(office_id, status="running")
+            theirs = [j.id for j in running if j.engine_id in victims]
+            assert theirs
 
             async def taken_over() -> list[Any] | None:
                 steps = []

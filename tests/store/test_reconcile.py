@@ -509,3 +509,30 @@ async def test_an_engine_of_this_machine_whose_process_is_gone_is_taken_over_at_
     finally:
         sleeper.kill()
         await sleeper.wait()
+
+
+async def test_a_job_claimed_by_a_dead_engine_before_it_ran_is_requeued(stores: Stores) -> None:
+    """A dead engine held a job's `run_job` command but had not started the job (still
+    pending): its end fails the command, and the job gets a new one (and a `requeued` step),
+    so it is not left pending with no command to run it; a job whose command is still queued
+    is left as it is."""
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    gone = f"{socket.gethostname()}-{dead_pid()}"
+    await store.record_heartbeat(office.id, gone, dead_after=60, starting=True)
+    claimed = await store.create_job(Job(office_id=office.id, agent_id="a", task="claimed"))
+    await store.insert_command(office.id, "run_job", {"job_id": claimed.id})
+    command = await store.claim_next_command(office.id, gone)
+    assert command is not None and command.payload == {"job_id": claimed.id}
+    waiting = await store.create_job(Job(office_id=office.id, agent_id="a", task="waiting"))
+    await store.insert_command(office.id, "run_job", {"job_id": waiting.id})
+
+    report = await end_silent_engines(store, office.id, "me", heartbeats=False)
+
+    assert report.dead_engines == [gone] and report.jobs_requeued == 1
+    assert (await store.get_command(command.id)).status == "failed"
+    pending = await store.list_commands(office.id, status="pending")
+    assert sorted(c.payload["job_id"] for c in pending) == sorted([claimed.id, waiting.id])
+    steps = [e.step for e in await store.list_job_entries(claimed.id)]
+    assert steps[-1] == "requeued"
+    assert (await store.get_job(claimed.id)).status == "pending"
