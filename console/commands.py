@@ -48,6 +48,16 @@ class SemoCommands(Provider):
                 partial(screen.action_jobs, "cancel_job"),
             ),
             (
+                "Job diff",
+                "the newest job's changes, file by file, or pick one in the jobs view (d)",
+                partial(screen.action_jobs, "diff"),
+            ),
+            (
+                "Shell in the job's worktree",
+                "the newest job's, or pick one in the jobs view (s); a tmux window inside tmux",
+                partial(screen.action_jobs, "shell"),
+            ),
+            (
                 "Zoom the selected pane",
                 f"the whole terminal (F3); {screen.prefix_display} then z leaves (the zoomed "
                 "pane's keys go to its agent)",

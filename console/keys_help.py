@@ -39,6 +39,7 @@ OUTSIDE_KEYS = [
     ("F3", "zoom the selected pane (it takes the keys: the prefix then z leaves)"),
     ("F4", "the question inbox: 1-9 answer, y/n, Enter types an answer"),
     ("F5", "the jobs view: c create a job, x cancel one, Escape back"),
+    ("", "d the job's diff (n/p files), Enter its agent's pane, s a shell in its worktree"),
     ("F6", "a prompt for the selected session (Escape closes)"),
     ("F7", "the next thing that needs you: the inbox, then failed, errored or stale sessions"),
     ("F8", "cancel the selected session's turn"),

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import AgentConfig, SemoConfig
 from engine.control.liveness import killed_run_of_office
@@ -54,6 +54,9 @@ from engine.store import job_ops, open_store
 from engine.store.base import NotFound, Store, StoreError
 from engine.store.changes import ChangeFeed
 from engine.store.job_ops import JobTimeline, JobView
+
+if TYPE_CHECKING:
+    from engine.jobwork.review import JobDiff, JobReview
 from engine.store.models import (
     Agent,
     AgentCommand,
@@ -429,6 +432,24 @@ class Engine:
     async def job_timeline(self, job_id: str) -> JobTimeline:
         """The job's timeline (NotFound for a job of another office)."""
         return await job_ops.job_timeline(self.store, job_id, self.office_id)
+
+    async def job_review(self, job_id: str) -> JobReview:
+        """The job's branch, base, commits and diffstat (engine/jobwork/review.py)."""
+        from engine.jobwork.review import job_review
+
+        await job_ops.get_job(self.store, job_id, self.office_id)  # NotFound for another's
+        return await job_review(
+            self.store, job_id, repository=self.config.office.repository, settings=self.config.git
+        )
+
+    async def job_diff(self, job_id: str) -> JobDiff:
+        """The job's diff, file by file; a file's patch is cut at `MAX_PATCH_CHARS`."""
+        from engine.jobwork.review import job_diff
+        from engine.ship.diff_limit import cut_patches
+
+        await job_ops.get_job(self.store, job_id, self.office_id)  # NotFound for another's
+        diff = await job_diff(self.store, job_id, repository=self.config.office.repository)
+        return cut_patches(diff)
 
     async def create_job(self, role: str, task: str, context: dict[str, Any] | None = None) -> Job:
         """A job for the office's agent `role`; an engine of the office runs it."""

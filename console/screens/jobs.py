@@ -19,7 +19,10 @@ from textual.widgets import DataTable, Header, Input, Static
 
 from console.attention import Attention, header_title
 from console.confirm import Confirm
-from console.job_text import job_row, timeline_lines
+from console.job_text import job_label, job_row, timeline_lines
+from console.job_work_text import review_lines
+from console.screens.job_diff import JobDiffScreen
+from console.shell import job_worktree, open_shell
 from console.text import content, rich_text
 from console.widgets.cells import set_cell
 from console.widgets.key_bar import KeyBar
@@ -81,6 +84,8 @@ class JobsScreen(Screen[None]):
         Binding("escape", "back", "Back"),
         Binding("c", "create_job", "Create job"),
         Binding("x", "cancel_job", "Cancel job"),
+        Binding("d", "diff", "Diff"),
+        Binding("s", "shell", "Shell", show=False),
         Binding("r", "reload", "Reload", show=False),
     ]
     DEFAULT_CSS = """
@@ -193,8 +198,74 @@ class JobsScreen(Screen[None]):
                 self._error("the job could not be read", error)
                 return
             agents = {agent.id: agent for agent in self.engine.agents.values()}
-            self.timeline_text = "\n".join(timeline_lines(timeline, agents))
+            lines = timeline_lines(timeline, agents)
+            work = await self._work_lines(timeline.job)
+            self.timeline_text = "\n".join([*lines[:2], *work, *lines[2:]])
         box.update(content(self.timeline_text))
+
+    async def _work_lines(self, job: JobView) -> list[str]:
+        """The job's branch, commits and diffstat (none before it has a branch)."""
+        if not job.branch:
+            return []
+        try:
+            review = await self.engine.job_review(job.id)
+        except Exception as error:
+            return [f"branch: {job.branch} (its work could not be read: {error})"]
+        return review_lines(review)
+
+    def _selected_job(self) -> JobView | None:
+        job = next((j for j in self.jobs if j.id == self.selected), None)
+        if job is None:
+            self.notify("no job selected", severity="warning")
+        return job
+
+    def action_diff(self) -> None:
+        job = self._selected_job()
+        if job is not None:
+            self._show_diff(job)
+
+    @work(exclusive=True, group="jobs-diff")
+    async def _show_diff(self, job: JobView) -> None:
+        if not job.branch:
+            self.notify(plain(f"job {job.id[:8]} has no branch yet: no diff"), markup=False)
+            return
+        try:
+            diff = await self.engine.job_diff(job.id)
+        except Exception as error:
+            self._error("the job's diff could not be read", error)
+            return
+        self.app.push_screen(JobDiffScreen(f"job {job_label(job.id)}", diff.files))
+
+    @on(DataTable.RowSelected, "#job-list")
+    def _to_pane(self, event: DataTable.RowSelected) -> None:
+        """Enter on a job: its agent's pane, focused."""
+        job = next((j for j in self.jobs if j.id == event.row_key.value), None)
+        session_id = job.session_id if job is not None else None
+        running = {s.session_id for s in self.engine.sessions() if not s.ended}
+        if session_id is None or session_id not in running:
+            self.notify("the job's session is not running", severity="warning")
+            return
+        self.dismiss()
+        main = self.app.screen
+        if hasattr(main, "select"):
+            main.select(session_id, focus_pane=True)
+
+    def action_shell(self) -> None:
+        job = self._selected_job()
+        if job is None:
+            return
+        folder = job_worktree(job)
+        if folder is None:
+            self.notify(
+                plain(f"job {job.id[:8]} has no worktree yet"), severity="warning", markup=False
+            )
+            return
+        try:
+            done = open_shell(self.app, folder)
+        except OSError as error:
+            self._error("no shell", error)
+            return
+        self.notify(plain(done), markup=False)
 
     @on(DataTable.RowHighlighted, "#job-list")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -50,6 +50,7 @@ from engine.control.wire import (
 from engine.protocol.state import AgentState
 
 if TYPE_CHECKING:  # pydantic and the store's models load when a reply needs them (views.py)
+    from engine.jobwork.review import JobDiff, JobReview
     from engine.store.job_ops import JobTimeline, JobView
     from engine.store.models import Job, UserQuestion
 
@@ -469,6 +470,16 @@ class EngineClient:
         from engine.store.job_ops import JobTimeline
 
         return JobTimeline.model_validate(await self.request({"op": "job", "job": job_id}))
+
+    async def job_review(self, job_id: str) -> JobReview:
+        from engine.jobwork.review import JobReview
+
+        return JobReview.model_validate(await self.request({"op": "job_review", "job": job_id}))
+
+    async def job_diff(self, job_id: str) -> JobDiff:
+        from engine.jobwork.review import JobDiff
+
+        return JobDiff.model_validate(await self.request({"op": "job_diff", "job": job_id}))
 
     async def create_job(self, role: str, task: str, context: dict[str, Any] | None = None) -> Job:
         result = await self.request(

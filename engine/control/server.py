@@ -917,6 +917,18 @@ class ControlServer:
             raise OpError("job needs a job id")
         return (await self.engine.job_timeline(job_id)).model_dump(mode="json")
 
+    async def op_job_review(self, connection: _Connection, request: dict[str, Any]) -> Any:
+        job_id = request.get("job")
+        if not isinstance(job_id, str):
+            raise OpError("job_review needs a job id")
+        return (await self.engine.job_review(job_id)).model_dump(mode="json")
+
+    async def op_job_diff(self, connection: _Connection, request: dict[str, Any]) -> Any:
+        job_id = request.get("job")
+        if not isinstance(job_id, str):
+            raise OpError("job_diff needs a job id")
+        return (await self.engine.job_diff(job_id)).model_dump(mode="json")
+
     async def op_create_job(self, connection: _Connection, request: dict[str, Any]) -> Any:
         role, task, context = request.get("role"), request.get("task"), request.get("context")
         if not isinstance(role, str) or not isinstance(task, str):

@@ -60,16 +60,22 @@ def console_engine(
     agent: str = "tests.support.script_agent",
     max_sessions: int = 4,
     stale_after: float | None = None,
+    repository: Path | None = None,
 ) -> Engine:
     """`agent`: the module each agent runs (tests.support.hostile_agent for a hostile one);
-    `stale_after`: the agents' (AgentConfig.stale_after)."""
+    `stale_after`: the agents' (AgentConfig.stale_after); with `repository` the agents work in
+    its worktrees and jobs get branches (docs/JOBS.md)."""
     scripts = SCRIPTS if scripts is None else scripts
     agents = [
         script_agent(folder, role, replies, 60, 12, agent=agent, stale_after=stale_after)
         for role, replies in scripts.items()
     ]
     config = SemoConfig(
-        office=OfficeConfig(name="console-test", workspace_root=folder / "ws"),
+        office=OfficeConfig(
+            name="console-test",
+            workspace_root=folder / "ws",
+            repository=repository or Path("."),
+        ),
         store={"backend": "sqlite", "sqlite_path": folder / "semo.db"},
         pool=PoolConfig(max_sessions=max_sessions, warm_roles=list(scripts)),
         agents=agents,
@@ -81,6 +87,8 @@ def console_engine(
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    if repository is not None:
+        return Engine(config, agent_env=env, runtime_dir=runtime_dir)
     return Engine(config, agent_env=env, runtime_dir=runtime_dir, folder_for=folder_for)
 
 

@@ -9,6 +9,7 @@ either a string or an object:
     {"text": "...", "delay": 0.5}          print after `delay` seconds
     {"text": "...", "exit": 3}             print, then exit with code 3 (a crash)
     {"match": "RESULT", "text": "..."}     the first unused reply whose `match` is in the prompt
+    {"files": {"a/b.txt": "..."}, ...}     write these files (relative to its folder) first
 
 With no reply left it prints `(script exhausted)`. Output lines carry Claude Code's `● `
 gutter, which semo's generic reader removes.
@@ -65,6 +66,10 @@ def main() -> int:
             say("● (script exhausted)\r\n")
             continue
         time.sleep(float(reply.get("delay", 0)))
+        for name, content in dict(reply.get("files", {})).items():
+            path = Path(name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
         for text in str(reply["text"]).splitlines():
             say(f"● {text}\r\n")
         if "exit" in reply:

@@ -1,0 +1,97 @@
+"""Snapshots of a job's work at 80x24 and 120x40: the jobs view with FE's finished job selected
+(its branch, base, commit and diffstat under the task) and the diff view (`d`) of its first
+file. The agents work in worktrees of a real repository; the job's id, commit hashes, times
+and ages are fixed for the picture. Regenerate with `--snapshot-update` after a deliberate
+change and look at the SVGs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import console.job_text
+import console.screens.jobs
+from console.app import SemoApp
+from console.job_text import timeline_lines
+from console.job_work_text import review_lines
+from console.screens.job_diff import JobDiffScreen
+from console.screens.jobs import JobsScreen
+from tests.console.console_snapshot_app import console_engine
+from tests.console.test_jobs_view import create, job_in
+from tests.support.console_app import runtime_dir_fixture
+from tests.support.git_repo import make_repo
+from tests.support.waiting import eventually
+
+FILES = {
+    "web/login.html": '<form action="/login">\n  <input name="user">\n  <button>Log in</button>\n'
+    "</form>\n",
+    "api/login.py": "def login(user: str) -> bool:\n\treturn bool(user)  # 名前 \x1b[2J\n",
+}
+SCRIPTS = {
+    "FE": [{"match": "login page", "files": FILES, "text": "[SEMO:DONE] the login page works"}],
+    "BE": [],
+}
+HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+runtime_dir = runtime_dir_fixture("semo-jdsnap-")
+
+
+@pytest.fixture(autouse=True)
+def fixed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(console.job_text, "clock", lambda _at: "12:00:00")
+    monkeypatch.setattr(console.job_text, "age", lambda _since, _now=None: "3s")
+    monkeypatch.setattr(console.job_text, "job_label", lambda _id: "job-0001")
+    monkeypatch.setattr(console.screens.jobs, "job_label", lambda _id: "job-0001")
+
+    def fixed_review(review: Any) -> list[str]:
+        return mask(review_lines(review), review.job.id, tmp_path)
+
+    def fixed_timeline(timeline: Any, agents: Any) -> list[str]:
+        return mask(timeline_lines(timeline, agents), timeline.job.id, tmp_path)
+
+    monkeypatch.setattr(console.screens.jobs, "review_lines", fixed_review)
+    monkeypatch.setattr(console.screens.jobs, "timeline_lines", fixed_timeline)
+
+
+def mask(lines: list[str], job_id: str, folder: Path) -> list[str]:
+    """The job's id, the test's folder and commit hashes (they change from run to run) made
+    fixed."""
+    lines = [
+        line.replace(str(folder.resolve()), "/tmp/t").replace(str(folder), "/tmp/t")
+        for line in lines
+    ]
+    lines = [line.replace(job_id, "0001").replace(job_id[:8], "0001") for line in lines]
+    return [HEX.sub("1a2b3c4", line) for line in lines]
+
+
+def settled_job(app: SemoApp, diff: bool) -> Any:
+    async def settle(pilot: Any) -> None:
+        await eventually(lambda: getattr(app.screen, "started", False), 20)
+        await pilot.press("f5")
+        await eventually(lambda: isinstance(app.screen, JobsScreen), 20)
+        jobs = app.screen
+        await pilot.press("c")
+        await create(app, pilot, "FE", "Build the login page")
+        await job_in(app.engine, "done")  # type: ignore[arg-type]
+        await eventually(lambda: "files: 2 file(s)" in jobs.timeline_text, 20)  # type: ignore[attr-defined]
+        if diff:
+            await pilot.press("d")
+            await eventually(lambda: isinstance(app.screen, JobDiffScreen), 20)
+        app.clear_notifications()
+        await pilot.pause()
+
+    return settle
+
+
+@pytest.mark.parametrize("view", ["jobs", "diff"])
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_a_jobs_work(
+    snap_compare: Any, tmp_path: Path, runtime_dir: Path, size: tuple[int, int], view: str
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"README": "shop\n"})
+    engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS, repository=repo)
+    app = SemoApp(engine)
+    assert snap_compare(app, terminal_size=size, run_before=settled_job(app, view == "diff"))
