@@ -42,9 +42,10 @@ async def save_screenshot(app: SemoApp, name: str, settle: float) -> None:
 
 
 async def demo_view(size: tuple[int, int], name: str) -> None:
-    from engine.demo.office import demo_config, demo_folder
+    from engine.demo.office import demo_config, prepare_demo_repository
 
-    app = SemoApp(Engine(demo_config(), folder_for=demo_folder), demo_task=True)
+    prepare_demo_repository()
+    app = SemoApp(Engine(demo_config()), demo_task=True)
     async with app.run_test(size=size):
         await eventually(lambda: getattr(app.screen, "started", False), 30)
         panel = app.screen.query_one(QuestionsPanel)

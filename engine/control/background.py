@@ -15,7 +15,7 @@ import signal
 import sys
 
 from engine.control.server import stop_reason
-from engine.demo.office import DEMO_TASK, demo_config, demo_folder, new_demo_job
+from engine.demo.office import DEMO_TASK, demo_config, new_demo_job, prepare_demo_repository
 from engine.engine import Engine
 from engine.hardening import make_non_dumpable
 from engine.logs import configure_logging
@@ -24,7 +24,8 @@ log = logging.getLogger("semo.demo")
 
 
 async def run_demo_engine() -> int:
-    engine = Engine(demo_config(), folder_for=demo_folder, control=True)
+    prepare_demo_repository()
+    engine = Engine(demo_config(), control=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -8,6 +8,8 @@ its `❯` prompt, shows a spinner while "working", and answers in semo's protoco
   answer: invokes BE; given BE's result: invokes QA; given QA's result: `[SEMO:DONE]`.
 - BE and QA, given an invocation: work, then deliver a result to the caller (DELIVER_RESULT
   with the invocation id); given a plain task: work, then `[SEMO:DONE]`.
+- Each role changes a file of its own in its working folder (FE `web/login.html`, BE
+  `api/login.py`, QA `tests/test_login.py`), so the demo job has a diff to review.
 
 It prints short, human lines: the terminal does not echo what semo types (a job's prompt is
 several lines: the task, its context, a reminder); the agent reads the lines typed together as
@@ -24,6 +26,7 @@ import select
 import sys
 import termios
 import time
+from pathlib import Path
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 COLOURS = {"FE": "38;5;39", "BE": "38;5;208", "QA": "38;5;70"}
@@ -31,6 +34,25 @@ INVOCATION = re.compile(r"^\[semo\] Invocation (\S+) from (\w+): (.*?)(?: Contex
 ANSWER = re.compile(r"^\[semo\] Answer to your question \S+: (\S+)")
 RESULT = re.compile(r"^\[semo\] Result(?: of invocation \S+)? from (\w+): (.*)")
 STEPS = ["read the code", "make the change", "check it"]
+#: The file each role writes (in its working folder: its worktree) and what it puts there.
+FILES = {
+    "FE": (
+        "web/login.html",
+        '<form action="/login" method="post">\n  <input name="user">\n'
+        '  <input name="password" type="password">\n  <button>Log in</button>\n</form>\n',
+    ),
+    "BE": (
+        "api/login.py",
+        "def login(user: str, password: str) -> bool:\n"
+        '    """Check the password (demo: DATABASE)."""\n'
+        "    return bool(user and password)\n",
+    ),
+    "QA": (
+        "tests/test_login.py",
+        "from api.login import login\n\n\ndef test_login() -> None:\n"
+        '    assert login("ann", "secret")\n    assert not login("", "")\n',
+    ),
+}
 LINE = 60  # the longest line the agent prints about a task
 
 
@@ -66,10 +88,19 @@ class DemoAgent:
             say("\r\x1b[2K")
             self.message(f"[STEP_COMPLETE] {name}")
 
+    def change_file(self) -> None:
+        """Write this role's file (the demo's change) in the working folder."""
+        name, text = FILES.get(self.role, FILES["QA"])
+        path = Path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.replace("DATABASE", self.database))
+        self.bullet(f"{self.role}: wrote {name}")
+
     def handle(self, prompt: str) -> None:
         if match := INVOCATION.match(prompt):
             invocation_id, caller, task = match.groups()
             self.work(task)
+            self.change_file()
             summary = f"{self.role}: {short(task)} (demo)"
             if self.role == "QA":
                 self.bullet("All tests passed (demo: 12 scripted tests)")
@@ -87,6 +118,7 @@ class DemoAgent:
             self.work("wire the page to the API")
             self.message("[INVOKE:QA]\nRun the login tests\n[/INVOKE]")
         elif match := RESULT.match(prompt):
+            self.change_file()
             self.message(f"[SEMO:DONE] login page built on {self.database}")  # fits 46 columns
         else:
             self.work(prompt)

@@ -1,18 +1,22 @@
 """The demo office: FE, BE and QA played by the bundled scripted demo agent, on the embedded store.
 
-No git repository, no network, no Claude Code: each agent works in a folder under the user's
-state directory, and the store is whatever the environment selects (SQLite by default).
+No network, no Claude Code: the office's repository is a small git repository semo makes under
+the user's state directory (`demo-workspace/repo`, on `main`), each agent works in its worktree
+there, and the store is whatever the environment selects (SQLite by default). The agents change
+a file each, so the demo job ends with a branch and a diff to review (F5, then d).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from engine.gitsafe import git_argv, git_environment
 from engine.pycommand import python_module
-from engine.store.models import Agent, Job
+from engine.store.models import Job
 
 if TYPE_CHECKING:
     from engine.engine import Engine
@@ -63,15 +67,48 @@ def demo_config(*, steps: int = 2, delay: float = 0.3) -> SemoConfig:
         for role in ROLES
     ]
     return SemoConfig(
-        office=OfficeConfig(name=DEMO_OFFICE, workspace_root=demo_workspace()),
+        office=OfficeConfig(
+            name=DEMO_OFFICE, repository=demo_repository(), workspace_root=demo_workspace()
+        ),
         engine=EngineConfig(command_timeout=30, shutdown_grace=2),
         pool=PoolConfig(max_sessions=6, warm_roles=list(ROLES)),
         agents=agents,
     )
 
 
-def demo_folder(agent: Agent, _task_id: str) -> Path:
-    """Each demo agent works in its own folder (no repository needed)."""
-    folder = demo_workspace() / agent.role
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+def demo_repository() -> Path:
+    """The demo office's git repository (made by `prepare_demo_repository`)."""
+    return demo_workspace() / "repo"
+
+
+#: The demo repository's first commit.
+DEMO_FILES = {
+    "README.md": "# demo shop\n\nThe repository of semo's demo office.\n",
+    "web/index.html": "<h1>demo shop</h1>\n",
+    "api/__init__.py": "",
+}
+
+
+def prepare_demo_repository() -> Path:
+    """Make the demo's repository (one commit on `main`) unless it is there already."""
+    repo = demo_repository()
+    if (repo / ".git").exists():
+        return repo
+    repo.mkdir(parents=True, exist_ok=True)
+    for name, text in DEMO_FILES.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    identity = {
+        "GIT_AUTHOR_NAME": "semo demo",
+        "GIT_AUTHOR_EMAIL": "demo@semo.invalid",
+        "GIT_COMMITTER_NAME": "semo demo",
+        "GIT_COMMITTER_EMAIL": "demo@semo.invalid",
+    }
+    for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-q", "-m", "demo shop")):
+        subprocess.run(
+            git_argv("git", repo, *args),
+            env=git_environment(**identity),
+            check=True,
+            capture_output=True,
+        )
+    return repo

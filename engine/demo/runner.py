@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from engine.demo.office import DEMO_TASK, demo_config, demo_folder
+from engine.demo.office import DEMO_TASK, demo_config, prepare_demo_repository
 from engine.engine import Engine
 from engine.events import Event, JobEvent, RoutingStep, SessionStatusChanged
 from engine.plain_text import plain
@@ -30,7 +30,8 @@ def describe(event: Event, roles: dict[str, str]) -> str | None:
 
 
 async def run_headless(timeout: float = 60.0, *, steps: int = 2, delay: float = 0.3) -> int:
-    engine = Engine(demo_config(steps=steps, delay=delay), folder_for=demo_folder)
+    prepare_demo_repository()
+    engine = Engine(demo_config(steps=steps, delay=delay))
     await engine.start()
     print(f"semo demo: office {engine.office.name!r} in the {engine.store.backend} store")  # type: ignore[union-attr]
     roles = {agent.id: role for role, agent in engine.agents.items()}
@@ -47,11 +48,29 @@ async def run_headless(timeout: float = 60.0, *, steps: int = 2, delay: float = 
         finally:
             answering.cancel()
         print(f"\nsemo demo: job {done.status}: {DEMO_TASK!r} ({done.attempts} attempt(s))")
+        await _print_work(engine, done.id)
         print("semo demo: see the rows: semo questions --office demo --all")
         return 0 if done.status == "done" else 1
     finally:
         printer.cancel()
         await engine.stop("demo over")
+
+
+async def _print_work(engine: Engine, job_id: str) -> None:
+    """The job's branch and its diffstat: what the agents changed."""
+    from engine.gitrun import GitError
+    from engine.ship.gitops import diffstat
+
+    job = await engine.store.get_job(job_id)
+    if not job.branch or not job.base_branch:
+        return
+    try:
+        stat = await diffstat(engine.config.office.repository, job.base_branch, job.branch)
+    except GitError as error:
+        print(plain(f"semo demo: the job's branch {job.branch} cannot be read: {error}"))
+        return
+    print(plain(f"semo demo: the job's work is on {job.branch}:\n{stat.rstrip()}"))
+    print("semo demo: in the console (semo demo): F5, the job selected, then d shows its diff")
 
 
 async def _answer_like_an_operator(engine: Engine) -> None:

@@ -38,6 +38,10 @@ def test_demo_job_goes_through_question_invocations_and_results(tmp_path: Path) 
         "job done (done) login page built on postgres",
     ]
     positions = [out.index(step) for step in steps]
+    # every role changed a file: the job's branch holds the three (F5 then d in the console)
+    assert "semo demo: the job's work is on semo/job/" in out
+    for changed in ("web/login.html", "api/login.py", "tests/test_login.py"):
+        assert changed in out.split("the job's work is on")[1]
     assert positions == sorted(positions), out
     questions = json.loads(run_semo(env, "questions", "--office", "demo", "--all", "--json").stdout)
     assert [(q["status"], q["answer"]) for q in questions] == [("answered", "postgres")]
@@ -66,12 +70,13 @@ async def test_a_demo_engine_started_again_does_not_open_a_second_demo_job(
     """A demo engine SIGKILLed while FE works leaves its job running; the next demo engine's
     recovery retries it, so no new one is made (there were two jobs and every question was
     asked twice). Once that job has ended, a new demo engine starts a new one."""
-    from engine.demo.office import demo_config, demo_folder, new_demo_job
+    from engine.demo.office import demo_config, new_demo_job, prepare_demo_repository
     from engine.engine import Engine
 
     monkeypatch.setenv("SEMO_SQLITE_PATH", str(tmp_path / "semo.db"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    engine = Engine(demo_config(), folder_for=demo_folder)
+    prepare_demo_repository()
+    engine = Engine(demo_config())
     await engine.start()
     try:
         job = await new_demo_job(engine)
