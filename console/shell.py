@@ -11,10 +11,12 @@ import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.app import App
 
-from engine.store.models import Job
+if TYPE_CHECKING:
+    from engine.store.models import Job
 
 __all__ = ["job_worktree", "open_shell", "shell_argv"]
 
