@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 import console.job_text
 import console.screens.jobs
@@ -76,7 +78,16 @@ def settled_job(app: SemoApp, diff: bool) -> Any:
         await pilot.press("c")
         await create(app, pilot, "FE", "Build the login page")
         await job_in(app.engine, "done")  # type: ignore[arg-type]
-        await eventually(lambda: "files: 2 file(s)" in jobs.timeline_text, 20)  # type: ignore[attr-defined]
+        text = lambda: jobs.timeline_text  # type: ignore[attr-defined]  # noqa: E731
+        await eventually(lambda: "files: 2 file(s)" in text(), 20)
+        # the job's status is written before its last timeline rows: wait for its done step
+        await eventually(lambda: "  done [FE]" in text().split("steps:")[1], 20)
+        rows = lambda: list(jobs._rows.values())  # type: ignore[attr-defined]  # noqa: E731
+        await eventually(lambda: [row[0] for row in rows()] == ["done"], 20)
+        # the list's columns take their width from the rows at the next refresh
+        table = jobs.query_one("#job-list", DataTable)  # type: ignore[attr-defined]
+        task = table.columns[ColumnKey("task")]
+        await eventually(lambda: task.get_render_width(table) > len("Build the login page"), 20)
         if diff:
             await pilot.press("d")
             await eventually(lambda: isinstance(app.screen, JobDiffScreen), 20)
