@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey
 
 import console.job_text
 import console.screens.jobs
@@ -21,6 +20,7 @@ from console.job_text import timeline_lines
 from console.job_work_text import review_lines
 from console.screens.job_diff import JobDiffScreen
 from console.screens.jobs import JobsScreen
+from engine.protocol.state import AgentState
 from tests.console.console_snapshot_app import console_engine
 from tests.console.test_jobs_view import create, job_in
 from tests.support.console_app import runtime_dir_fixture
@@ -36,6 +36,7 @@ SCRIPTS = {
     "FE": [{"match": "login page", "files": FILES, "text": "[SEMO:DONE] the login page works"}],
     "BE": [],
 }
+WORKTREE = re.compile(r"/tmp/t/ws/agent/(\w+)/\S+")
 HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 
 runtime_dir = runtime_dir_fixture("semo-jdsnap-")
@@ -66,12 +67,22 @@ def mask(lines: list[str], job_id: str, folder: Path) -> list[str]:
         for line in lines
     ]
     lines = [line.replace(job_id, "0001").replace(job_id[:8], "0001") for line in lines]
+    # the warm worktree, or a new one when the warm session was not ready yet
+    lines = [WORKTREE.sub(r"/tmp/t/ws/agent/\1/wt", line) for line in lines]
     return [HEX.sub("1a2b3c4", line) for line in lines]
 
 
 def settled_job(app: SemoApp, diff: bool) -> Any:
     async def settle(pilot: Any) -> None:
         await eventually(lambda: getattr(app.screen, "started", False), 20)
+        # FE's warm session at its prompt: the job runs there, as an operator's would
+        await eventually(
+            lambda: any(
+                s.role == "FE" and s.state == AgentState.READY
+                for s in app.engine.sessions()  # type: ignore[union-attr]
+            ),
+            20,
+        )
         await pilot.press("f5")
         await eventually(lambda: isinstance(app.screen, JobsScreen), 20)
         jobs = app.screen
@@ -84,10 +95,10 @@ def settled_job(app: SemoApp, diff: bool) -> Any:
         await eventually(lambda: "  done [FE]" in text().split("steps:")[1], 20)
         rows = lambda: list(jobs._rows.values())  # type: ignore[attr-defined]  # noqa: E731
         await eventually(lambda: [row[0] for row in rows()] == ["done"], 20)
-        # the list's columns take their width from the rows at the next refresh
+        # a DataTable measures new rows' columns when its message queue is idle (Textual's
+        # _on_idle), which a loaded machine can put off past the picture: wait for it
         table = jobs.query_one("#job-list", DataTable)  # type: ignore[attr-defined]
-        task = table.columns[ColumnKey("task")]
-        await eventually(lambda: task.get_render_width(table) > len("Build the login page"), 20)
+        await eventually(lambda: not table._require_update_dimensions, 20)
         if diff:
             await pilot.press("d")
             await eventually(lambda: isinstance(app.screen, JobDiffScreen), 20)
