@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -271,6 +272,11 @@ def consoles() -> Iterator[list[Console]]:
 def alive(pid: int) -> bool:
     """Running (an exited process whose parent has not reaped it yet is not)."""
     return pid_alive(pid)
+
+
+def ready(screen: str, role: str) -> bool:
+    """The console's session list shows `role` ready."""
+    return re.search(rf"│{role}\s+(#\d+\s+)?ready", screen) is not None
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:

@@ -28,17 +28,20 @@ from pathlib import Path
 import pytest
 
 from engine.control.server import socket_answers
-from tests.control.office import Console, Office, alive, consoles, office_fixture, wait_until
+from tests.control.office import (
+    Console,
+    Office,
+    alive,
+    consoles,
+    office_fixture,
+    ready,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
 
 office = office_fixture()
-
-
-def ready(screen: str, role: str) -> bool:
-    """The console's session list shows `role` ready."""
-    return re.search(rf"│{role}\s+(#\d+\s+)?ready", screen) is not None
 
 
 def _socket(office: Office) -> Path:
