@@ -3,7 +3,9 @@ engine` (sqlite), each agent talking to its own scripted Messages API whose tool
 run in the agent's worktree:
 
 - FE commits a page, invokes BE, BE leaves a file uncommitted: the job ends done with one job
-  branch holding both roles' commits, and `semo job diff` shows both files;
+  branch holding both roles' commits, and `semo job diff` shows both files; `semo job ship
+  --pr --merge` pushes it to a local bare origin, a loopback GitHub API receives exactly one
+  PR whose body names the job, and main is fast-forwarded to it;
 - FE and BE write the same file differently: the job ends needs_review naming the file; `semo
   job resolve --prompt` hands it to BE, whose worktree gets the conflict, BE resolves it, and
   the job is done with the resolution on its branch, which `semo job ship --merge` lands on main;
@@ -35,10 +37,11 @@ from tests.e2e.test_claude_jobs import (
     team_ready,
     write_office,
 )
+from tests.support.github_api import GitHubApi
 from tests.support.office_files import kept_temp_dir
 from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
 from tests.support.scripted_api import last_user_text as last_user
-from tests.support.semo_process import start_semo
+from tests.support.semo_process import run_semo, semo_env, start_semo
 from tests.support.waiting import eventually_value
 
 pytestmark = pytest.mark.claude
@@ -139,6 +142,26 @@ async def test_fe_and_be_work_lands_on_one_job_branch(folder: Path) -> None:
             shown = json.loads((await semo(folder, "job", "show", job_id, "--json")).stdout)
             diff = await semo(folder, "job", "diff", job_id)
             stat = await semo(folder, "job", "diff", job_id, "--stat")
+        # shipped: the branch to a local bare origin, one PR to a loopback GitHub API, merged
+        git(folder, "init", "-q", "--bare", str(folder / "origin.git"))
+        git(folder, "remote", "add", "origin", str(folder / "origin.git"))
+        with GitHubApi() as github:
+            with (folder / "semo.toml").open("a") as toml:
+                toml.write(
+                    f'\n[ship]\npr_tool = "api"\ngithub_api_url = "{github.url}"\n'
+                    'github_repo = "acme/shop"\n'
+                )
+            env = semo_env(GITHUB_TOKEN=github.token)
+            shipped = await run_semo("job", "ship", job_id, "--pr", "--merge", cwd=folder, env=env)
+        assert shipped.returncode == 0, shipped.stderr
+        assert len(github.pulls) == 1 and job_id in github.pulls[0]["body"]
+        assert "GET /health added" in github.pulls[0]["body"]
+        job_head = git(folder, "rev-parse", f"semo/job/{job_id}")
+        assert (
+            git(folder, "--git-dir", str(folder / "origin.git"), "rev-parse", f"semo/job/{job_id}")
+            == job_head
+        )
+        assert git(folder, "rev-parse", "main") == job_head  # fast-forwarded
         work = shown["work"]
         assert work["branch"] == f"semo/job/{job_id}" and work["base_branch"] == "main"
         by_role = {c["role"]: c["subject"] for c in work["commits"] if c["role"]}
