@@ -31,10 +31,10 @@ from typing import Any
 from console.attention import attention, attention_order, header_title, shown_state
 from console.panel_text import (
     NO_QUESTIONS,
-    CommandRow,
     Part,
     SessionRow,
     command_parts,
+    command_row,
     fit_parts,
     inbox_rows,
     main_screen_hints,
@@ -236,12 +236,13 @@ def paint(
     command_box = Box(0, top, sidebar, max(rows - 1 - top, 3))
     results = snapshot.get("results") or {}
     commands = [
-        CommandRow(
+        command_row(
             str(command.get("id")),
             _when(command.get("created_at")),
             str(command.get("command_type") or ""),
             str(command.get("status") or ""),
             str(results.get(command.get("id"), "")),
+            command.get("payload"),
         )
         for command in snapshot.get("commands") or []
     ]

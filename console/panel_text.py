@@ -162,8 +162,10 @@ STATUS_STYLES = {
     "pending": "yellow",
     "processing": "cyan",
     "completed": "green",
-    "failed": "red",
+    "failed": "bold red",
     "done": "green",
+    "cancelled": "yellow",
+    "needs_review": "yellow",
 }
 
 
@@ -174,6 +176,29 @@ class CommandRow:
     what: str
     status: str
     detail: str = ""
+
+
+def command_row(
+    command_id: str,
+    at: datetime,
+    command_type: str,
+    status: str,
+    outcome: str,
+    payload: object = None,
+    job_roles: dict[str, str] | None = None,
+) -> CommandRow:
+    """A command as the commands panel shows it. A run_job command is its job: "FE job
+    1a2b3c4d" (the role when the console knows it), the job's status rather than the
+    command's (a job that failed is a command that completed), and why it failed."""
+    if command_type != "run_job":
+        return CommandRow(command_id, at, command_type, status, outcome)
+    job_id = str(payload.get("job_id") or "") if isinstance(payload, dict) else ""
+    role = (job_roles or {}).get(job_id, "")
+    what = plain(f"{role} job {job_id[:SHORT_ID]}".strip(), one_line=True)
+    word, _, reason = outcome.partition(": ")
+    if status == "completed" and word in ("done", "failed", "cancelled", "needs_review"):
+        return CommandRow(command_id, at, what, word, reason)
+    return CommandRow(command_id, at, what, status, outcome)
 
 
 #: how the commands panel names a routing step (engine.events.RoutingStep.step)

@@ -47,6 +47,7 @@ from console.panel_text import (
     SHORT_ID,
     CommandRow,
     SessionRow,
+    command_row,
     opening_selection,
     pane_title,
     screen_last_line,
@@ -63,6 +64,7 @@ from console.widgets.prefix_catcher import PrefixCatcher
 from console.widgets.questions_panel import QuestionsPanel
 from console.widgets.session_list import SessionList
 from console.widgets.terminal_pane import TerminalPane
+from engine.control.views import outcome_text
 from engine.heap import freeze_startup_heap
 from engine.plain_text import plain
 
@@ -137,6 +139,7 @@ class MainScreen(Screen[None]):
         self.sort = sort
         self.attention = Attention()
         self.base_title = "semo"
+        self._job_roles: dict[str, str] = {}  # job id -> role, from the jobs' events
 
     def compose(self) -> ComposeResult:
         yield Header(icon="*")
@@ -252,8 +255,10 @@ class MainScreen(Screen[None]):
             desktop = getattr(self.app, "desktop", None)
             if desktop is not None:
                 desktop.show(event.notice_kind, event.headline, event.body, event.ref)  # type: ignore[union-attr]
-        elif isinstance(event, JobEvent) and event.step in ("done", "failed"):
-            self._job_ended(event)
+        elif isinstance(event, JobEvent):
+            self._job_roles[event.job_id] = self._role(event.agent_id)
+            if event.step in ("done", "failed"):
+                self._job_ended(event)
         elif isinstance(event, SessionSignal) and event.signal_kind == "stale":
             role = self._role_of(event.session_id)
             log.warning("%s is stale: %s", role, event.text)
@@ -621,8 +626,7 @@ class MainScreen(Screen[None]):
                 if command.status in ("completed", "failed") and command.id not in self._results:
                     result = await self.engine.store.get_result(command.id)
                     if result is not None:
-                        text = result.error if not result.success else "ok"
-                        self._results[command.id] = (text or "")[:60]
+                        self._results[command.id] = outcome_text(result)
         except Exception as error:  # a store that is down must not take the console with it
             self.sub_title = plain(f"store unavailable: {error}", one_line=True)
             return
@@ -630,7 +634,15 @@ class MainScreen(Screen[None]):
         self.query_one(QuestionsPanel).show(questions, roles)
         self._attend()
         self._commands = [
-            CommandRow(c.id, c.created_at, c.command_type, c.status, self._results.get(c.id, ""))
+            command_row(
+                c.id,
+                c.created_at,
+                c.command_type,
+                c.status,
+                self._results.get(c.id, ""),
+                c.payload,
+                self._job_roles,
+            )
             for c in commands
         ]
         self._show_commands()

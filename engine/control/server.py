@@ -41,7 +41,7 @@ from engine.control.info_file import read_info
 from engine.control.paths import OfficePaths, private_dir
 from engine.control.peers import boot_ticks, refuse_peer
 from engine.control.reaper import OrphanReaper, is_subreaper, set_subreaper
-from engine.control.views import RECENT_STEPS, last_line, step_view
+from engine.control.views import RECENT_STEPS, last_line, outcome_text, step_view
 from engine.control.wire import (
     MAX_REQUEST_BYTES,
     MAX_REQUEST_DEPTH,
@@ -776,8 +776,7 @@ class ControlServer:
                 if command.status in ("completed", "failed") and command.id not in self._results:
                     result = await engine.store.get_result(command.id)
                     if result is not None:
-                        text = result.error if not result.success else "ok"
-                        self._results[command.id] = (text or "")[:60]
+                        self._results[command.id] = outcome_text(result)
         except Exception as error:  # a store that is down must not stop the snapshot
             snapshot["store_error"] = str(error)[:200]
         else:

@@ -27,6 +27,27 @@ def _value(name: str, value: Any) -> Any:
     return value
 
 
+#: a finished run_job command's job statuses: the commands panel says them, not "ok"
+JOB_OUTCOMES = ("done", "failed", "cancelled", "needs_review")
+
+
+def outcome_text(result: Any) -> str:
+    """What the commands panel says of a finished command (an AgentCommandResult, or the
+    console's CommandOutcome): its error; for a run_job command, the job's status and why it
+    failed ("failed: the agent exited"; a job that failed is a command that completed); else
+    "ok". At most 60 characters."""
+    data = getattr(result, "result", None) or {}
+    status = data.get("status") if isinstance(data, dict) else None
+    if not result.success:
+        text = result.error or "failed"
+    elif status in JOB_OUTCOMES:
+        reason = data.get("failure_reason") or ""
+        text = f"{status}: {reason}" if reason else str(status)
+    else:
+        text = "ok"
+    return plain(str(text), one_line=True)[:60]
+
+
 class Record:
     """A row of the snapshot with attribute access: `record.created_at` is a datetime,
     a missing field is an AttributeError (as on the model)."""

@@ -23,7 +23,8 @@ from console.attention import (
     shown_state,
     terminal_title,
 )
-from console.panel_text import session_names
+from console.panel_text import CommandRow, command_parts, session_names
+from console.widgets.commands_panel import CommandsPanel
 from console.widgets.questions_panel import QuestionsPanel
 from console.widgets.session_list import SessionList
 from tests.console.console_snapshot_app import (
@@ -155,3 +156,42 @@ async def test_a_stale_agent_is_shown_counted_and_logged(
         assert any("is stale" in r.getMessage() and "FE" in r.getMessage() for r in caplog.records)
         await wait_for(lambda: all(r.state != STALE for r in listing.rows_shown), "not stale")
         assert app.screen.title == "semo"
+
+
+@at_three_sizes
+async def test_a_failed_job_is_red_with_its_role_id_and_reason_and_marks_its_session(
+    tmp_path: Path, runtime_dir: Path, size: tuple[int, int]
+) -> None:
+    scripts = {"FE": [{"match": "login", "text": "fatal: the build broke"}], "BE": []}
+    engine = console_engine(tmp_path, runtime_dir, scripts=scripts)
+    app = SemoApp(engine)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
+        main = app.screen
+        job = await engine.create_job("FE", "build the login page")
+        commands = main.query_one(CommandsPanel)
+        short = job.id[:8]
+
+        def job_row() -> CommandRow | None:
+            return next((r for r in commands.rows_shown if r.what == f"FE job {short}"), None)
+
+        await wait_for(lambda: (row := job_row()) is not None and row.status == "failed", "row")
+        row = job_row()
+        assert row is not None and "error" in row.detail  # the policy's reason
+        # the command completed, but the panel says what became of the job, in red
+        assert not any(r.what == "run_job" for r in commands.rows_shown)
+        assert command_parts(row, 40, "%H:%M")[2:4] == [(" ", ""), ("failed", "bold red")]
+        fe = next(s for s in engine.sessions() if s.role == "FE")
+        listing = main.query_one(SessionList)
+        await wait_for(lambda: main.failed.get(fe.session_id), "FE marked")
+        await wait_for(lambda: fe.state.value == "ready", "FE back to ready")
+        await pilot.pause()
+        assert [r.state for r in listing.rows_shown if r.role == "FE"] == [JOB_FAILED]
+        assert listing.rows_shown[0].role == "FE" and "1 job failed" in main.title
+        # F7 goes to it and the mark is gone: the operator has seen it
+        main.query_one(SessionList).focus()
+        await pilot.press("f7")
+        assert main.selected == fe.session_id and fe.session_id not in main.failed
+        await pilot.pause()
+        assert [r.state for r in listing.rows_shown if r.role == "FE"] == ["ready"]
+        assert main.title == "semo"
