@@ -392,8 +392,9 @@ class Engine:
         self.manager.get(session_id).post(text)
 
     async def cancel(self, session_id: str) -> None:
+        """The operator interrupts the session's turn (a job's watcher records it so)."""
         assert self.manager is not None, "start() first"
-        await self.manager.cancel(session_id)
+        await self.manager.cancel(session_id, by_operator=True)
 
     async def terminate(self, session_id: str) -> None:
         assert self.manager is not None, "start() first"

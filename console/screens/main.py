@@ -40,7 +40,7 @@ from console.attention import (
     next_need,
     shown_state,
 )
-from console.confirm import Confirm
+from console.confirm import Choose, Confirm
 from console.focus import focus_now
 from console.panel_text import (
     MAIN_KEYS,
@@ -57,7 +57,7 @@ from console.panel_text import (
     snapshot_step_rows,
     step_what,
 )
-from console.widgets.badges import LOST, clip
+from console.widgets.badges import LOST, clip, state_word
 from console.widgets.commands_panel import CommandsPanel
 from console.widgets.key_bar import KeyBar
 from console.widgets.prefix_catcher import PrefixCatcher
@@ -833,14 +833,53 @@ class MainScreen(Screen[None]):
         if session is None:
             self.tell("no session selected", severity="warning", timeout=3)
             return
-        question = (
-            f"Cancel {self._who(session.session_id)}'s turn? Claude Code gets Esc, "
-            "other agents Ctrl+C (a program that does not handle it ends)."
-        )
-        self.app.push_screen(
-            Confirm(question, "Cancel the turn"),
-            callback=lambda yes: self._cancel(session.session_id) if yes else None,
-        )
+        session_id, who = session.session_id, self._who(session.session_id)
+        turn = session.state.value == "executing"
+        job_id = self._job_of(session_id)
+        if not turn and job_id is None:
+            state = state_word(self._state(session))
+            self.tell(f"{who} is {state}: no turn to cancel", severity="warning", timeout=4)
+            return
+        keys = "Claude Code gets Esc, other agents Ctrl+C (a program that does not handle it ends)"
+        if job_id is None:
+            self.app.push_screen(
+                Confirm(f"Cancel {who}'s turn? {keys}.", "Cancel the turn"),
+                callback=lambda yes: self._cancel(session_id) if yes else None,
+            )
+            return
+        job = f"job {job_id[:SHORT_ID]}"
+        choices = [("job", "j: cancel the job")]
+        question = f"{who} runs {job}. Cancel the job (its work is cancelled, not retried)?"
+        if turn:
+            choices.insert(0, ("turn", "t: cancel the turn"))
+            question = (
+                f"{who} runs {job}. Cancel only the turn ({keys}; the job fails as cancelled "
+                "by you, never retried as a crash), or the whole job?"
+            )
+
+        def chosen(choice: str | None) -> None:
+            if choice == "turn":
+                self._cancel(session_id)
+            elif choice == "job":
+                self._cancel_job(job_id)
+
+        self.app.push_screen(Choose(question, choices), callback=chosen)
+
+    def _job_of(self, session_id: str) -> str | None:
+        """The job `session_id` runs (the pool's lease), if any."""
+        pool = self.engine.pool
+        info = pool.status().sessions.get(session_id) if pool else None
+        task = info.task_id if info is not None else None
+        return task.removeprefix("job-") if task and task.startswith("job-") else None
+
+    @work(group="cancel")
+    async def _cancel_job(self, job_id: str) -> None:
+        try:
+            await self.engine.cancel_job(job_id, "cancelled by the operator (F8 in the console)")
+        except Exception as error:
+            self.tell(short_ids(str(error)), title="Job not cancelled", severity="error")
+            return
+        self.tell(f"job {job_id[:SHORT_ID]}: cancel requested", timeout=4)
 
     @work(group="cancel")
     async def _cancel(self, session_id: str) -> None:

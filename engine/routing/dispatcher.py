@@ -654,7 +654,7 @@ class CommandDispatcher:
     async def _cancel(self, command: AgentCommand, payload: Payload) -> dict[str, Any]:
         session_id = _session_id(command)
         async with self._input_lock(session_id):
-            await self.manager.cancel(session_id)
+            await self.manager.cancel(session_id, by_operator=True)  # a person's command
         return {"cancelled": True}
 
     async def _terminate(self, command: AgentCommand, payload: Payload) -> dict[str, Any]:

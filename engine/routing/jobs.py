@@ -142,6 +142,10 @@ class JobNotPending(JobError):
     pass
 
 
+#: a job's failure reason when the operator interrupted its agent's turn
+OPERATOR_INTERRUPTED = "the operator interrupted the agent's turn"
+
+
 @dataclass(frozen=True)
 class _Outcome:
     """How one attempt ended: done, or a failure of `kind`."""
@@ -362,6 +366,8 @@ class _Watch:
             self.on_pull_request(number, line)
 
     def _on_state(self, change: StateChange) -> None:
+        if self._operator_interrupted(change):
+            return
         if change.state == AgentState.TERMINATED:
             # the process ended on its own (or the CLI quit): a crash; the engine ended it
             crashed = change.source != "engine"
@@ -381,6 +387,19 @@ class _Watch:
         )
         if turn_ended:
             self._turn_ended(change)
+
+    def _operator_interrupted(self, change: StateChange) -> bool:
+        """The operator interrupted the turn (F8, a cancel command) and it ended (or the agent
+        with it: Ctrl+C ends a program that does not handle it): the attempt is cancelled,
+        never a crash to retry."""
+        ended = change.state == AgentState.TERMINATED or (
+            change.previous == AgentState.EXECUTING
+            and change.state in (AgentState.READY, AgentState.WAITING_INPUT)
+        )
+        if not ended or not getattr(self.session, "interrupted_by_operator", False):
+            return False
+        self._finish(_Outcome(False, "cancelled", OPERATOR_INTERRUPTED))
+        return True
 
     def _turn_ended(self, change: StateChange) -> None:
         if self.screen is not None:

@@ -145,6 +145,8 @@ class AgentSession:
     ) -> None:
         self.session_id = session_id
         self.role = role
+        #: a person interrupted the current turn (`cancel(by_operator=True)`)
+        self.interrupted_by_operator = False
         self.agent_id = agent_id
         self.profile = profile
         self.cwd = Path(cwd) if cwd is not None else None
@@ -343,8 +345,12 @@ class AgentSession:
         self._check_running()
         await self.terminal.send_keys(spec)
 
-    async def cancel(self) -> None:
-        """Interrupt the running turn (Esc for Claude Code, Ctrl+C for others)."""
+    async def cancel(self, *, by_operator: bool = False) -> None:
+        """Interrupt the running turn (Esc for Claude Code, Ctrl+C for others). `by_operator`:
+        a person asked (the console's F8, a `cancel` command): the turn's end (or the agent's,
+        if Ctrl+C ends it) is theirs, not a crash or an error (`interrupted_by_operator`)."""
+        if by_operator:
+            self.interrupted_by_operator = True
         await self.send_keys(self.profile.cancel_keys)
 
     def resize(self, cols: int, rows: int) -> None:
@@ -441,6 +447,8 @@ class AgentSession:
             self._notify(event)
 
     def _on_state(self, change: StateChange) -> None:
+        if change.state == AgentState.EXECUTING and change.previous != AgentState.EXECUTING:
+            self.interrupted_by_operator = False  # a new turn
         if change.previous == AgentState.EXECUTING and not self.profile.uses_hooks:
             self._last_turn_text = "\n".join(self._lines_since(self._turn_start_line))
         self._state_changed.set()

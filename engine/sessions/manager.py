@@ -304,8 +304,8 @@ class SessionManager:
             text, screen.columns, screen.lines, (screen.cursor.x, screen.cursor.y), session.state
         )
 
-    async def cancel(self, session_id: str) -> None:
-        await self.get(session_id).cancel()
+    async def cancel(self, session_id: str, *, by_operator: bool = False) -> None:
+        await self.get(session_id).cancel(by_operator=by_operator)
 
     def resize(self, session_id: str, cols: int, rows: int) -> None:
         if not (1 <= cols <= 1000 and 1 <= rows <= 1000):
