@@ -23,10 +23,12 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, work
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.screen import Screen
+from textual.widgets._toast import ToastRack
 
 from console.attention import Attention, header_title, terminal_title
 from console.commands import SemoCommands
@@ -147,6 +149,23 @@ class SemoApp(App[None]):
             with contextlib.suppress(Exception):
                 driver.write(sequence)
                 driver.flush()
+
+    def _refresh_notifications(self) -> None:
+        """Toasts collapsed to one: the newest is shown; the others wait under it (each still
+        goes when its time is up), so a burst of messages never stacks over the panes."""
+        try:
+            rack = self.screen.get_child_by_type(ToastRack)
+        except (NoMatches, ScreenStackError):
+            return
+        self.call_later(self._show_newest, rack)
+
+    def _show_newest(self, rack: ToastRack) -> None:
+        newest = list(self._notifications)[-1:]
+        keep = {rack._toast_id(notification) for notification in newest}
+        for holder in list(rack.children):  # also those still being mounted
+            if holder.id not in keep:
+                holder.remove()
+        rack.show(newest)  # type: ignore[arg-type]
 
     def format_title(self, title: str, sub_title: str) -> Content:
         """The header: the attention count in red (it is what needs the operator)."""

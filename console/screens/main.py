@@ -438,6 +438,7 @@ class MainScreen(Screen[None]):
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         widget = event.widget
+        self.set_class(isinstance(widget, TerminalPane), "-pane-focused")  # toasts: app.tcss
         if isinstance(widget, TerminalPane):
             self._manual = True
             self.select(getattr(widget, "session_id", None))
