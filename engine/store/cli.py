@@ -316,8 +316,10 @@ async def _questions(store: Store, args: argparse.Namespace) -> int:
 
 async def _answer(store: Store, args: argparse.Namespace) -> int:
     from engine.store.operations import answer_question
+    from engine.store.short_ids import resolve_question_id
     from engine.store.views import emit
 
-    question = await answer_question(store, args.question_id, text=args.text, option=args.option)
+    question_id = await resolve_question_id(store, args.question_id)
+    question = await answer_question(store, question_id, text=args.text, option=args.option)
     emit(question, args.json, ["id", "status", "answer"])
     return 0

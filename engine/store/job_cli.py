@@ -147,7 +147,9 @@ def _print_step(entry: JobEntry, agents: dict[str, Agent]) -> None:
 async def _show(store: Store, args: argparse.Namespace) -> int:
     from engine.jobwork.cli import print_review, review_lines
     from engine.store.job_ops import agents_of, describe_entry, job_timeline
+    from engine.store.short_ids import resolve_job_id
 
+    args.job_id = await resolve_job_id(store, args.job_id)
     timeline = await job_timeline(store, args.job_id)
     review = await review_lines(store, args.job_id, args)
     if args.json:
@@ -195,9 +197,10 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
 
 async def _cancel(store: Store, args: argparse.Namespace) -> int:
     from engine.store.job_ops import cancel_job
+    from engine.store.short_ids import resolve_job_id
     from engine.store.views import emit
 
-    job = await cancel_job(store, args.job_id, args.reason)
+    job = await cancel_job(store, await resolve_job_id(store, args.job_id), args.reason)
     emit(job, args.json, ["id", "status", "cancel_reason", "failure_reason"])
     return 0
 

@@ -153,7 +153,8 @@ async def test_a_job_run_with_the_cli_alone(office: str, tmp_path: Path) -> None
 
         question = await eventually_value(the_question, "FE's question", TIMEOUT)
         assert question["question"] == "Which database?"
-        answered = await semo(tmp_path, "answer", question["id"], "--option", "1")
+        # the short id the console shows is enough
+        answered = await semo(tmp_path, "answer", question["id"][:8], "--option", "1")
         assert answered.returncode == 0, answered.stderr
         async with asyncio.timeout(TIMEOUT):
             out, err = await waiting.communicate()
@@ -169,7 +170,7 @@ async def test_a_job_run_with_the_cli_alone(office: str, tmp_path: Path) -> None
     assert f"answer with: semo answer {question['id']}" in out.decode()
     assert lines[-1] == f"job {job_id} done after 1 attempt(s)"
 
-    shown = await semo(tmp_path, "job", "show", job_id, "--json")
+    shown = await semo(tmp_path, "job", "show", job_id[:8], "--json")
     timeline = json.loads(shown.stdout)
     assert timeline["job"]["status"] == "done" and timeline["job"]["role"] == "FE"
     assert timeline["job"]["context"] == {"ticket": "WEB-12"}
@@ -205,7 +206,7 @@ async def test_cancelling_a_running_job_and_a_pending_one(office: str, tmp_path:
             return "delivered" in [e["step"] for e in shown["entries"]] or None
 
         await eventually_value(running, "the job's prompt delivered", TIMEOUT)
-        cancelled = await semo(tmp_path, "job", "cancel", job_id, "--reason", "wrong task")
+        cancelled = await semo(tmp_path, "job", "cancel", job_id[:8], "--reason", "wrong task")
         assert cancelled.returncode == 0, cancelled.stderr
 
         async def ended() -> dict[str, Any] | None:
