@@ -1,11 +1,11 @@
 """`semo demo` in tmux, the reference terminal, at 80x24 under TERM=screen and
 TERM=xterm-256color: the console draws its panels, shows the pane of the session that asks,
-answers a question from the keyboard (F4 and a digit typed together), lists the demo's steps
-in the commands panel, shows detach in the footer (outside a pane and in one) and detaches on
-ctrl+q (xterm-256color) or, typed as fast as tmux sends them, the prefix twice (into the pane)
-and the prefix then d (TERM=screen), leaving the demo's rows
-answered in the store;
-the background demo engine is stopped with `semo stop --demo`."""
+answers a question from the keyboard (F4 and a digit typed together), counts what needs the
+operator in the header and the terminal's title (tmux's pane title) before and after, lists
+the demo's steps in the commands panel, shows detach in the footer (outside a pane and in
+one) and detaches on ctrl+q (xterm-256color) or, typed as fast as tmux sends them, the prefix
+twice (into the pane) and the prefix then d (TERM=screen), leaving the demo's rows answered
+in the store; the background demo engine is stopped with `semo stop --demo`."""
 
 from __future__ import annotations
 
@@ -34,6 +34,18 @@ def wait_screen(server: TmuxServer, predicate: object, what: str) -> str:
         time.sleep(0.1)
 
 
+def wait_title(server: TmuxServer, predicate: object, what: str) -> str:
+    """The pane's title (what the program set with OSC 2) once `predicate` holds."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        title = server("display-message", "-p", "#{pane_title}").strip()
+        if predicate(title):  # type: ignore[operator]
+            return title
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; title: {title!r}")
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("term", ["screen", "xterm-256color"])
 def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
     semo = Path(sys.executable).with_name("semo")
@@ -54,8 +66,13 @@ def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
         wait_screen(server, lambda s: "FE " in s.split("\n")[1], "FE's pane shown (it asked)")
         # typed fast: F4 and the digit in one tmux command, no wait for a frame between (the
         # digit goes where F4 moved the focus: F4 is a priority binding, focus_now)
+        # what needs the operator: in the header and in the terminal's title (OSC 2, which
+        # tmux keeps as the pane's title)
+        wait_screen(server, lambda s: "1 needs you" in s.split("\n")[0], "the count in the header")
+        wait_title(server, lambda t: t == "semo: 1 needs you · demo", "the count in the title")
         server.send("<F4>1")
-        wait_screen(server, lambda s: "answered: postgres" in s, "the answer notification")
+        wait_screen(server, lambda s: "FE: postgres" in s, "the answer notification")
+        wait_title(server, lambda t: t == "semo · demo", "nothing needs the operator")
         wait_screen(server, lambda s: "FE invokes" in s, "the demo's steps in the commands")
         wait_screen(server, lambda s: "^q Detach" in s.split("\n")[-1], "detach in the footer")
         if term != "screen":
