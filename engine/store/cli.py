@@ -305,13 +305,19 @@ async def _end_session(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _questions(store: Store, args: argparse.Namespace) -> int:
-    from engine.store.views import office_table
+    from engine.store.views import QuestionView, office_table
 
     status = None if args.all else "pending"
-    columns = ["id", "question_type", "question", "options", "status"]
-    return await office_table(
-        store, args, columns, lambda office: store.list_questions(office.id, status=status)
-    )
+
+    async def rows(office: Office) -> list[QuestionView]:
+        roles = {agent.id: agent.role for agent in await store.list_agents(office.id)}
+        return [
+            QuestionView(**q.model_dump(), role=roles.get(q.agent_id))
+            for q in await store.list_questions(office.id, status=status)
+        ]
+
+    columns = ["id", "role", "question_type", "question", "options", "status"]
+    return await office_table(store, args, columns, rows)
 
 
 async def _answer(store: Store, args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from engine.plain_text import plain, plain_json
-from engine.store.models import AgentSession, EngineHeartbeat, Office
+from engine.store.models import AgentSession, EngineHeartbeat, Office, UserQuestion
 
 if TYPE_CHECKING:
     from engine.store.base import Store
@@ -31,6 +31,12 @@ class SessionView(AgentSession):
     name: str | None = None
     state: str = ""
     lost_reason: str | None = None
+
+
+class QuestionView(UserQuestion):
+    """A question with the role of the agent that asked it (None when the agent row is gone)."""
+
+    role: str | None = None
 
 
 class EngineView(EngineHeartbeat):

@@ -153,6 +153,9 @@ async def test_a_job_run_with_the_cli_alone(office: str, tmp_path: Path) -> None
 
         question = await eventually_value(the_question, "FE's question", TIMEOUT)
         assert question["question"] == "Which database?"
+        assert question["role"] == "FE"  # who asks
+        table = (await semo(tmp_path, "questions")).stdout.splitlines()
+        assert table[0].split()[:2] == ["id", "role"] and table[1].split()[1] == "FE"
         # the short id the console shows is enough
         answered = await semo(tmp_path, "answer", question["id"][:8], "--option", "1")
         assert answered.returncode == 0, answered.stderr
