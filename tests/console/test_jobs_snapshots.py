@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 
 import console.job_text
 from console.app import SemoApp
@@ -61,6 +61,10 @@ def test_jobs_view(snap_compare, tmp_path: Path, runtime_dir: Path, size: tuple[
         assert isinstance(jobs, JobsScreen)
         await eventually(lambda: "job-0001  done" in jobs.timeline_text, 20)
         await eventually(lambda: "  done" in jobs.timeline_text.split("steps:")[1], 20)
+        # a DataTable measures new rows' columns when its message queue is idle (Textual's
+        # _on_idle), which a loaded machine can put off past the picture: wait for it
+        table = jobs.query_one("#job-list", DataTable)
+        await eventually(lambda: not table._require_update_dimensions, 20)
         app.clear_notifications()
         await pilot.pause()  # type: ignore[attr-defined]
 
