@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
+from tests.support import fleet as fleet_support
 from tests.support.fleet import (
     OFFICE,
     alive_engines,
@@ -47,6 +48,8 @@ from tests.support.fleet import (
     semo_connections,
 )
 from tests.support.pgbouncer import pgbouncer
+
+fleet_support.FLEET_TIMEOUT = 1200.0  # a large fleet starts slowly on a loaded machine
 
 
 def percentile(values: list[float], q: float) -> float:
