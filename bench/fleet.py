@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psycopg
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.store.migrate import migrate
@@ -60,7 +62,8 @@ def percentile(values: list[float], q: float) -> float:
 async def sample_peak(dsn: str, stop: asyncio.Event) -> int:
     peak = 0
     while not stop.is_set():
-        peak = max(peak, await semo_connections(dsn))
+        with contextlib.suppress(psycopg.OperationalError):  # the server full: sample again
+            peak = max(peak, await semo_connections(dsn))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.2)
     return peak

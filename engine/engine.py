@@ -34,7 +34,13 @@ from engine.events import EngineStatus, EventBus, EventForwarder
 from engine.heartbeat import BEATS_PER_LIMIT, Heartbeat
 from engine.jobwork.workspace import JobWorkspace
 from engine.notify.engine_hooks import EngineNotices
-from engine.reconcile import ReconcileReport, end_silent_engines, is_dead_run, reconcile
+from engine.reconcile import (
+    ReconcileReport,
+    end_silent_engines,
+    is_dead_run,
+    reconcile,
+    requeue_jobs,
+)
 from engine.routing.approvals import Approvals
 from engine.routing.budgets import AgentBudgets
 from engine.routing.dispatcher import CommandDispatcher
@@ -631,6 +637,17 @@ class Engine:
         else:
             for command in recovered:
                 log.warning("command %s: lease expired, now %s", command.id, command.status)
+            jobs = [
+                str(c.payload["job_id"])
+                for c in recovered
+                if c.command_type == "run_job" and c.status == "failed" and c.payload.get("job_id")
+            ]
+            if jobs and self.office is not None:  # a job not started keeps a command to run it
+                try:
+                    reason = "its run_job command's lease ran out before the job started"
+                    await requeue_jobs(self.store, self.office.id, jobs, reason)
+                except StoreError as error:
+                    log.warning("requeueing jobs whose lease ran out failed: %s", error)
         await self._stop_sessions_ended_elsewhere()
         if self.heartbeat is None or self.office is None:
             return

@@ -244,7 +244,7 @@ async def _end_engine(
     report.questions_cancelled += ended.questions_cancelled
     report.commands_failed += ended.commands_failed
     report.jobs_failed += ended.jobs_failed + recovered.recovered
-    report.jobs_requeued += await _requeue(
+    report.jobs_requeued += await requeue_jobs(
         store, office_id, claimed, _reason(dead, engine_id, "before running this job")
     )
     if ended.jobs_failed + recovered.recovered:
@@ -267,7 +267,7 @@ async def _claimed_jobs(store: Store, office_id: str, engine_id: str) -> list[st
     ]
 
 
-async def _requeue(store: Store, office_id: str, job_ids: list[str], reason: str) -> int:
+async def requeue_jobs(store: Store, office_id: str, job_ids: list[str], reason: str) -> int:
     """A new `run_job` command (and a `requeued` step) for each of `job_ids` still pending
     whose command the dead engine's end failed, unless another is pending or running: so no
     job is left pending without a command to run it. Returns how many were requeued."""

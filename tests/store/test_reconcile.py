@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.reconcile import end_silent_engines, is_dead_run, reconcile
+from engine.reconcile import end_silent_engines, is_dead_run, reconcile, requeue_jobs
 from engine.store._shared import FORGET_ENGINES_AFTER
 from engine.store.base import Store, StoreConflict
 from engine.store.models import Agent, AgentSession, EngineHeartbeat, Job, Office, UserQuestion
@@ -536,3 +536,25 @@ async def test_a_job_claimed_by_a_dead_engine_before_it_ran_is_requeued(stores: 
     steps = [e.step for e in await store.list_job_entries(claimed.id)]
     assert steps[-1] == "requeued"
     assert (await store.get_job(claimed.id)).status == "pending"
+
+
+async def test_a_job_whose_run_job_lease_ran_out_before_it_started_is_requeued(
+    stores: Stores,
+) -> None:
+    """`recover_expired` fails a run_job command whose lease ran out (not safe to repeat);
+    `requeue_jobs` (what the engine's pass does with it) gives the still pending job a new
+    command: it is not left pending with nothing to run it."""
+    store = await stores.new()
+    office = await store.create_office(Office(name="o"))
+    job = await store.create_job(Job(office_id=office.id, agent_id="a", task="t"))
+    await store.insert_command(office.id, "run_job", {"job_id": job.id})
+    command = await store.claim_next_command(office.id, "slow-engine", lease_seconds=0.2)
+    assert command is not None
+    await asyncio.sleep(0.5)
+    recovered = await store.recover_expired()
+    assert [(c.id, c.status) for c in recovered] == [(command.id, "failed")]
+
+    assert await requeue_jobs(store, office.id, [job.id], "lease ran out") == 1
+    assert await requeue_jobs(store, office.id, [job.id], "lease ran out") == 0  # queued now
+    pending = await store.list_commands(office.id, status="pending")
+    assert [c.payload for c in pending] == [{"job_id": job.id}]
