@@ -303,7 +303,13 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     import asyncio
 
-    return asyncio.run(run_headless(args.timeout))
+    from engine.store.base import StoreError
+
+    try:
+        return asyncio.run(run_headless(args.timeout))
+    except (StoreError, OSError) as error:  # e.g. a runtime folder that is not ours: one line
+        print(f"semo demo: the demo cannot run: {plain(str(error))}", file=sys.stderr)
+        return 1
 
 
 def _run_stop(args: argparse.Namespace) -> int:

@@ -74,6 +74,22 @@ def test_planted_link_is_refused_clearly(tmp_env: tuple[Path, Path, dict[str, st
     assert list(trap.iterdir()) == []
 
 
+def test_planted_link_refuses_the_headless_demo_clearly(
+    tmp_env: tuple[Path, Path, dict[str, str]],
+) -> None:
+    tmp, folder, env = tmp_env
+    trap = tmp / "trap"
+    trap.mkdir(mode=0o777)
+    runtime = tmp / f"semo-{os.getuid()}"
+    runtime.symlink_to(trap)
+    result = run_semo("demo", "--headless", env=env, cwd=folder, timeout=60)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in out, out
+    assert "semo demo: the demo cannot run:" in result.stderr, out
+    assert "is not a folder" in out and "XDG_RUNTIME_DIR" in out, out
+    assert list(trap.iterdir()) == []
+
+
 def test_open_folder_of_ours_is_made_private(
     tmp_env: tuple[Path, Path, dict[str, str]], tmp_path: Path
 ) -> None:
