@@ -25,7 +25,7 @@ import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -527,16 +527,6 @@ def _has_password(dsn: str) -> bool:
 
 # -- loading ----------------------------------------------------------------------------------
 
-_SECTIONS: dict[str, type[BaseModel]] = {
-    "office": OfficeConfig,
-    "store": StoreSection,
-    "engine": EngineConfig,
-    "pool": PoolConfig,
-    "api": ApiSection,
-    "console": ConsoleSection,
-    "agents": AgentConfig,
-    "notify": NotifySink,
-}
 #: the sections written as arrays of tables ([[agents]], [[notify]])
 _ARRAYS = ("agents", "notify")
 
@@ -609,12 +599,39 @@ def _unknown_key(loc: tuple[str | int, ...], *, is_table: bool) -> str:
         model: type[BaseModel] = SemoConfig
         kind = "section" if is_table else "top-level key"
     else:
-        model = _SECTIONS.get(str(loc[0]), SemoConfig)
+        model = _model_at(loc)
         kind = "key"
     known = list(model.model_fields)
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     return f"unknown {kind} ({hint}known: {', '.join(known)})"
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel]:
+    """The model whose key `loc[-1]` is: SemoConfig's fields followed down `loc` (list items
+    and optional values unwrapped), so every section, `[[approvals.rules]]` too, names its own
+    keys."""
+    model: type[BaseModel] = SemoConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):  # an item of [[agents]], [[notify]], [[approvals.rules]]
+            continue
+        field = model.model_fields.get(part)
+        inner = _model_in(field.annotation) if field is not None else None
+        if inner is None:
+            break
+        model = inner
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model in `X`, `list[X]` or `X | None`, or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _key_name(loc: tuple[str | int, ...]) -> str:

@@ -185,6 +185,31 @@ def test_home_is_expanded_and_absolute_paths_are_kept(
             id="unknown-agent-key",
         ),
         pytest.param(
+            OFFICE + "[ship]\nremotes = 1\n",
+            "semo.toml:4: [ship] remotes: unknown key (did you mean remote? known: remote, on_done",
+            id="unknown-ship-key",
+        ),
+        pytest.param(
+            OFFICE + "[git]\nbase_branh = 1\n",
+            "[git] base_branh: unknown key (did you mean base_branch? known: base_branch",
+            id="unknown-git-key",
+        ),
+        pytest.param(
+            OFFICE + "[budgets]\nmessage = 1\n",
+            "semo.toml:4: [budgets] message: unknown key (did you mean messages? known: window",
+            id="unknown-budgets-key",
+        ),
+        pytest.param(
+            OFFICE + "[approvals]\nwait = 3\n",
+            "semo.toml:4: [approvals] wait: unknown key (known: deny_after_minutes, rules)",
+            id="unknown-approvals-key",
+        ),
+        pytest.param(
+            OFFICE + '[[approvals.rules]]\ntool = "Bash"\ndecision = "allow"\npatern = "x"\n',
+            "[approvals] rules[0].patern: unknown key (did you mean pattern? known: name, roles",
+            id="unknown-approval-rule-key",
+        ),
+        pytest.param(
             OFFICE + '[store]\nbackend = "mysql"\n',
             "semo.toml:4: [store] backend: Input should be 'sqlite', 'postgres' or 'supabase'",
             id="bad-backend",
