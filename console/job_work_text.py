@@ -19,7 +19,7 @@ KEYS_LINE = "d diff · Enter the agent's pane · s a shell in the worktree"
 
 
 def review_lines(review: JobReview) -> list[str]:
-    """`branch: ...`, the base, the commits (newest first), the files with their counts."""
+    """`branch: ...`, the base, the commits (oldest first), the files with their counts."""
     base = review.base_branch or "?"
     at = f" at {review.base_commit[:7]}" if review.base_commit else ""
     lines = [f"branch: {review.branch or '(none yet)'}", f"base: {base}{at}"]
