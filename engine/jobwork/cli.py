@@ -99,8 +99,9 @@ def print_review(review: JobReview) -> None:
 
 async def _diff(store: Store, args: argparse.Namespace) -> int:
     from engine.jobwork.review import job_diff
+    from engine.store.short_ids import resolve_job_id
 
-    diff = await job_diff(store, args.job_id, role=args.role)
+    diff = await job_diff(store, await resolve_job_id(store, args.job_id), role=args.role)
     if args.json:
         print(plain_json(diff.model_dump(mode="json"), indent=2))
     elif args.stat:
@@ -122,7 +123,9 @@ def _print_stat(diff: JobDiff) -> None:
 
 async def _resolve(store: Store, args: argparse.Namespace) -> int:
     from engine.jobwork.resolve import combine_again, hand_conflict
+    from engine.store.short_ids import resolve_job_id
 
+    args.job_id = await resolve_job_id(store, args.job_id)
     if args.done:
         if args.role or args.prompt:
             raise ValueError("--done combines the work again; it takes no --role or --prompt")

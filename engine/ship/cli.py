@@ -41,9 +41,11 @@ def add_ship_command(actions: Any) -> None:
 async def _ship(store: Store, args: argparse.Namespace) -> int:
     from engine.ship.settings import ShipSection
     from engine.ship.ship import ShipError, ShipRequest, ship_stored_job
+    from engine.store.short_ids import resolve_job_id
 
     if not (args.push or args.pr or args.merge):
         raise ValueError("say what to do: --push, --pr and/or --merge")
+    args.job_id = await resolve_job_id(store, args.job_id)
     config = load_cli_config(args)
     settings = config.ship if config is not None else ShipSection()
     request = ShipRequest(push=args.push, pr=args.pr, merge=args.merge)

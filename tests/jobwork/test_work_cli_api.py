@@ -66,15 +66,15 @@ async def test_show_diff_and_resolve_by_hand_from_the_cli(office: Office_, tmp_p
 
     listed = await run_semo("jobs", "--json", "--config", config)  # it waits for the operator
     assert [(j["id"], j["status"]) for j in json.loads(listed.stdout)] == [(job.id, "needs_review")]
-    stat = await run_semo("job", "diff", job.id, "--stat", "--config", config)
+    stat = await run_semo("job", "diff", job.id[:8], "--stat", "--config", config)
     assert stat.returncode == 0, stat.stderr
     assert "M app.py | +1 -1" in stat.stdout and "1 file(s) changed" in stat.stdout
-    be_diff = await run_semo("job", "diff", job.id, "--role", "BE", "--config", config)
+    be_diff = await run_semo("job", "diff", job.id[:8], "--role", "BE", "--config", config)
     assert "+x = 'be'" in be_diff.stdout and "+def health(): ..." in be_diff.stdout
     unknown = await run_semo("job", "diff", job.id, "--role", "QA", "--config", config)
     assert unknown.returncode == 2 and "did not work on job" in unknown.stderr
 
-    still = await run_semo("job", "resolve", job.id, "--done", "--config", config)
+    still = await run_semo("job", "resolve", job.id[:8], "--done", "--config", config)
     assert still.returncode == 1 and "needs_review" in still.stdout
     _merge_by_hand(be, job)  # the operator resolves it by hand in BE's worktree
     resolved = await run_semo("job", "resolve", job.id, "--done", "--config", config)

@@ -46,7 +46,7 @@ async def test_semo_job_ship_pushes_opens_one_pr_and_merges(world: World, tmp_pa
         )
         assert shipped.returncode == 0, shipped.stderr
         report = json.loads(shipped.stdout)
-        again = await run_semo("job", "ship", job, "--pr", "--config", str(config), env=env)
+        again = await run_semo("job", "ship", job[:8], "--pr", "--config", str(config), env=env)
     assert again.returncode == 0, again.stderr
     assert "(the job's pull request already)" in again.stdout
     assert len(api.pulls) == 1 and job in api.pulls[0]["body"]
