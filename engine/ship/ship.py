@@ -51,9 +51,17 @@ class ShipError(Exception):
 
 
 class ShipRequest(BaseModel):
-    """Which steps to run (at least one)."""
+    """Which steps to run (at least one; the schema says so, for the API's clients)."""
 
-    model_config = {"extra": "forbid"}
+    model_config = {
+        "extra": "forbid",
+        "json_schema_extra": {
+            "anyOf": [
+                {"required": [step], "properties": {step: {"const": True}}}
+                for step in ("push", "pr", "merge")
+            ]
+        },
+    }
 
     push: bool = False
     pr: bool = False
