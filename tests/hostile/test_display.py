@@ -180,7 +180,7 @@ async def test_hostile_questions_show_literally_in_the_console(
         await pilot.press("enter", *"[/y] fine", "enter")
         await eventually(lambda: any("[/y] fine" in p for p in prompts(tmp_path, "FE")), TIMEOUT)
         await eventually(
-            lambda: any(n.message == "answered: [/y] fine" for n in app._notifications), TIMEOUT
+            lambda: any(n.message == "FE: [/y] fine" for n in app._notifications), TIMEOUT
         )
         assert app.is_running and all(not s.ended for s in engine.sessions())
 
