@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.control.info_file import live_engine_ids, read_info
@@ -19,7 +20,7 @@ from engine.runtime import own_folder, pid_alive, start_ticks
 if TYPE_CHECKING:
     from engine.store.models import EngineHeartbeat
 
-__all__ = ["local_engine_gone", "pid_alive", "process_age"]
+__all__ = ["engine_pid", "local_engine_gone", "pid_alive", "process_age"]
 
 #: seconds of slack in the process-start comparisons (clock ticks, the store's rounding)
 START_SLACK = 2.0
@@ -38,12 +39,35 @@ def local_engine_gone(engine_id: str, row: EngineHeartbeat | None = None) -> str
         if why is not None:
             return why
     folder = runtime_dir()
+    for recorded in _recorded_pids(folder, engine_id, row):
+        why = _pid_gone(recorded, row)
+        if why is not None:
+            # a claim anyone of our uid could have written: not when the engine answers
+            live = live_engine_ids(folder)
+            return why if live is not None and engine_id not in live else None
+    return None
+
+
+def engine_pid(engine_id: str, row: EngineHeartbeat | None = None) -> int | None:
+    """The process id of engine `engine_id` when this machine can tell: the pid of a default
+    id `<this host>-<pid>`, or the one a control info file of that run (`row`'s heartbeat
+    start) records; None for an engine of another machine or an id nothing here names."""
+    host, _, pid = engine_id.rpartition("-")
+    if host == socket.gethostname() and pid.isdigit():
+        return int(pid)
+    return next(iter(_recorded_pids(runtime_dir(), engine_id, row)), None)
+
+
+def _recorded_pids(folder: Path, engine_id: str, row: EngineHeartbeat | None) -> list[int]:
+    """The pids the control info files in `folder` record for `engine_id` (for `row`'s run
+    when given); none when the folder is another user's or unreadable."""
     if not own_folder(folder):  # another user's folder (made first): nothing there is ours
-        return None
+        return []
     try:
         infos = sorted(folder.glob("control-*.json"))
     except OSError:
-        return None
+        return []
+    pids = []
     for path in infos:
         info = read_info(path)
         if info is None or info.get("engine_id") != engine_id:
@@ -53,12 +77,8 @@ def local_engine_gone(engine_id: str, row: EngineHeartbeat | None = None) -> str
             continue  # a file of another run of this id (an earlier one, or one elsewhere)
         recorded = info.get("pid")
         if isinstance(recorded, int) and recorded > 0:
-            why = _pid_gone(recorded, row)
-            if why is not None:
-                # a claim anyone of our uid could have written: not when the engine answers
-                live = live_engine_ids(folder)
-                return why if live is not None and engine_id not in live else None
-    return None
+            pids.append(recorded)
+    return pids
 
 
 def _pid_gone(pid: int, row: EngineHeartbeat | None) -> str | None:

@@ -268,6 +268,7 @@ async def _sessions(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _engines(store: Store, args: argparse.Namespace) -> int:
+    from engine.control.liveness import engine_pid
     from engine.store.operations import engine_gone
     from engine.store.views import EngineView, office_table
 
@@ -276,13 +277,14 @@ async def _engines(store: Store, args: argparse.Namespace) -> int:
         for row in await store.list_engines(office.id):
             gone = None if row.status == "stopped" else engine_gone(row.engine_id, row)
             alive = row.alive and gone is None
-            fields = row.model_dump() | {"alive": alive}
-            views.append(
-                EngineView(**fields, state=engine_state(row.status, alive), dead_reason=gone)
-            )
+            state = engine_state(row.status, alive)
+            status = "dead" if state == "dead" else row.status
+            fields = row.model_dump() | {"alive": alive, "status": status}
+            pid = engine_pid(row.engine_id, row)
+            views.append(EngineView(**fields, state=state, pid=pid, dead_reason=gone))
         return views
 
-    columns = ["engine_id", "state", "alive", "last_seen", "alive_until", "stopped_at"]
+    columns = ["engine_id", "state", "alive", "pid", "last_seen", "alive_until", "stopped_at"]
     return await office_table(store, args, [*columns, "dead_reason"], rows)
 
 

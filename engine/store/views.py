@@ -42,9 +42,14 @@ class QuestionView(UserQuestion):
 class EngineView(EngineHeartbeat):
     """An engine's heartbeat row with its state for people: alive, stopped or dead (its
     heartbeat ran out, or it was a process of this machine that has exited: `dead_reason`).
-    `alive` is false for a dead one, whatever its heartbeat row still says."""
+    `alive` is false and `status` is `dead` for a dead one, whatever its heartbeat row still
+    says."""
 
+    #: running, stopped, or dead (not alive, not stopped cleanly): never running for a dead one
+    status: str  # type: ignore[assignment]
     state: str
+    #: the engine's process id when this machine can tell (engine/control/liveness.py)
+    pid: int | None = None
     dead_reason: str | None = None
 
 

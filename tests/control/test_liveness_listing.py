@@ -113,7 +113,9 @@ def test_a_sigkilled_engine_is_dead_at_once_in_every_listing(
             ("ready", None, engine_id)
         }
         [row] = _json(office, "engines")
-        assert (row["state"], row["alive"], row["dead_reason"]) == ("alive", True, None)
+        assert (row["status"], row["state"], row["alive"], row["pid"], row["dead_reason"]) == (
+            "running", "alive", True, pid, None
+        )  # fmt: skip
         api = asyncio.run(_api_sessions(office))
         assert {(s["state"], s["lost_reason"]) for s in api} == {("ready", None)}
         table = office.semo("sessions", "--office", "ctl").stdout
@@ -132,7 +134,9 @@ def test_a_sigkilled_engine_is_dead_at_once_in_every_listing(
             ("ready", "lost", why)  # the row is left as it was; the listing says lost
         }
         [row] = _json(office, "engines")
-        assert (row["state"], row["alive"], row["dead_reason"]) == ("dead", False, why)
+        assert (row["status"], row["state"], row["alive"], row["pid"], row["dead_reason"]) == (
+            "dead", "dead", False, pid, why
+        )  # fmt: skip
         api = asyncio.run(_api_sessions(office))
         assert {(s["status"], s["state"], s["lost_reason"]) for s in api} == {
             ("ready", "lost", why)
@@ -140,7 +144,9 @@ def test_a_sigkilled_engine_is_dead_at_once_in_every_listing(
         table = office.semo("sessions", "--office", "ctl").stdout.splitlines()
         assert len(table) == 3 and all(" lost " in line and why in line for line in table[1:])
         engines = office.semo("engines", "--office", "ctl").stdout.splitlines()
-        assert engines[1].split()[:3] == [engine_id, "dead", "false"] and why in engines[1]
+        assert engines[0].split()[:4] == ["engine_id", "state", "alive", "pid"]
+        assert engines[1].split()[:4] == [engine_id, "dead", "false", str(pid)]
+        assert why in engines[1]
         # the same judgement as `semo answer` / prompts
         prompt = office.semo(
             "command",
@@ -206,7 +212,9 @@ def test_a_killed_engines_pid_taken_by_another_process_is_not_the_engine(
 
         why = f"its process {pid} {EXITED} (pid reused)"
         [row] = _json(office, "engines")
-        assert (row["state"], row["alive"], row["dead_reason"]) == ("dead", False, why)
+        assert (row["status"], row["state"], row["alive"], row["pid"], row["dead_reason"]) == (
+            "dead", "dead", False, pid, why
+        )  # fmt: skip
         assert {(s["state"], s["lost_reason"]) for s in office.sessions()} == {("lost", why)}
     finally:
         for proc in (engine, reused):
@@ -279,6 +287,8 @@ def test_local_facts_decide_only_for_this_machines_runs(
         assert lost == {"elsewhere-1": ("ready", None), "fixed": ("lost", why)}
         write(1)  # init started before the run: may be the engine
         assert states() == {"elsewhere-1": alive, "fixed": alive}
+        pids = {r["engine_id"]: r["pid"] for r in _json(office, "engines")}
+        assert pids == {"elsewhere-1": None, "fixed": 1}  # another machine's pid: not ours
         write(sleeper.pid, heartbeat_started_at="2001-01-01T00:00:00+00:00")  # another run
         assert states() == {"elsewhere-1": alive, "fixed": alive}
         sleeper.kill()

@@ -84,17 +84,19 @@ async def test_engines_lists_heartbeats(backend: Stores) -> None:
     listing = await semo(backend, "engines")
     assert listing.returncode == 0, listing.stderr
     assert listing.stdout.splitlines()[0].split() == [
-        "engine_id", "state", "alive", "last_seen", "alive_until", "stopped_at", "dead_reason"
+        "engine_id", "state", "alive", "pid", "last_seen", "alive_until", "stopped_at",
+        "dead_reason",
     ]  # fmt: skip
     await store.record_heartbeat(office.id, "engine-3", dead_after=60, starting=True)
     await store.expire_engine(office.id, "engine-3")  # ended by another engine
     rows = json.loads((await semo(backend, "engines", "--json")).stdout)
     assert [
-        (r["engine_id"], r["status"], r["alive"], r["state"], r["dead_reason"]) for r in rows
+        (r["engine_id"], r["status"], r["alive"], r["state"], r["pid"], r["dead_reason"])
+        for r in rows
     ] == [
-        ("engine-1", "running", True, "alive", None),
-        ("engine-2", "stopped", False, "stopped", None),
-        ("engine-3", "running", False, "dead", "its heartbeat ran out"),
+        ("engine-1", "running", True, "alive", None, None),
+        ("engine-2", "stopped", False, "stopped", None, None),
+        ("engine-3", "dead", False, "dead", None, "its heartbeat ran out"),  # never "running"
     ]
     unknown = await semo(backend, "engines", "--office", "nope")
     assert unknown.returncode == 2 and "no office 'nope'" in unknown.stderr
