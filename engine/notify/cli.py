@@ -67,8 +67,8 @@ async def send_tests(office: str, sinks: list[Any]) -> list[tuple[str, bool, str
             continue
         try:
             sink = build_sink(settings, label, bus=None, env=os.environ)
-        except SinkError as error:
-            results.append((label, False, str(error)))
+        except SinkError as error:  # its message starts with the label, for the engine's log
+            results.append((label, False, str(error).removeprefix(f"{label}: ")))
             continue
         try:
             detail = await deliver(sink, notice, retries=0)

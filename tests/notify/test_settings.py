@@ -113,10 +113,7 @@ def test_semo_notify_test_prints_each_sink_and_fails_when_one_fails(tmp_path: Pa
     lines = done.stdout.splitlines()
     assert lines[0] == f"team chat: ok: {hook.url}: HTTP 200"  # the URL's path (a token) not shown
     assert lines[1] == f"webhook #2: FAILED: {broken.url}: HTTP 500"
-    assert (
-        lines[2]
-        == "ntfy #3: FAILED: ntfy #3: ${NTFY_TOPIC_URL} is not set in the engine's environment"
-    )
+    assert lines[2] == "ntfy #3: FAILED: ${NTFY_TOPIC_URL} is not set in the engine's environment"
     assert lines[3].startswith("console #4: ok: skipped: not a terminal")
     assert broken.attempts == 1  # one attempt each: a test, not a delivery
     assert sent["text"].startswith("semo acme: test notification")
