@@ -24,12 +24,22 @@ def wants_console(args: list[str]) -> bool:
     return False
 
 
+#: what `semo console` says, on one line, when stdin or stdout is no terminal
+NO_TERMINAL = (
+    "semo console: stdin and stdout must be a terminal (the console draws on it); "
+    "from a script use `semo sessions`, `semo questions`, `semo answer`, `semo jobs`"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not wants_console(args):
         from engine.cli import main as engine_main
 
         return engine_main(args)
+    if args[0] == "console" and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(NO_TERMINAL, file=sys.stderr)  # no escape sequence, no engine started
+        return 2
     from console.launch import launch
 
     return launch(args)

@@ -110,6 +110,30 @@ def run_semo(
     )
 
 
+def run_console(
+    *args: str, env: dict[str, str], cwd: Path, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    """`semo ARGS` (a console) run to its end on a terminal of its own, as an operator runs it
+    (stdin and stdout a pty; `semo console` refuses anything else), its stderr captured as
+    text; stdout is "" (what it drew on the terminal is not kept)."""
+    leader, follower = os.openpty()
+    try:
+        done = subprocess.run(
+            [str(SEMO), *args],
+            stdin=follower,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=cwd,
+            timeout=timeout,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)
+    return subprocess.CompletedProcess(done.args, done.returncode, "", done.stderr)
+
+
 def office_folder(folder: Path) -> None:
     """`folder` made an office's: a git repository `repo` on `main` with one empty commit, and
     semo.toml (CONFIG)."""

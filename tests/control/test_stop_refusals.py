@@ -19,7 +19,7 @@ import pytest
 
 from engine.store.models import Agent, AgentSession, Office
 from engine.store.sqlite import SqliteStore
-from tests.control.office import office_folder, run_semo
+from tests.control.office import office_folder, run_console, run_semo
 from tests.support.semo_process import environment_without_semo
 
 pytestmark = pytest.mark.timeout(120)
@@ -81,9 +81,7 @@ def test_console_with_a_runtime_folder_of_another_uid_says_so_in_one_line(
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "SEMO_SQLITE_PATH": str(tmp_path / "semo.db"),
     }
-    console = run_semo(
-        "console", "--config", "semo.toml", env=env, cwd=tmp_path, stdin=subprocess.DEVNULL
-    )
+    console = run_console("console", "--config", "semo.toml", env=env, cwd=tmp_path)
     assert console.returncode == 1, console
     assert "Traceback" not in console.stderr + console.stdout
     lines = console.stderr.strip().splitlines()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.control.office import CONFIG, run_semo, start_engine, wait_until
+from tests.control.office import CONFIG, run_console, run_semo, start_engine, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,8 +41,11 @@ def tmp_env(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
 
 
 def _refused(folder: Path, env: dict[str, str], runtime: Path) -> None:
-    for args in (["engine", "--config", "semo.toml"], ["console", "--config", "semo.toml"]):
-        result = run_semo(*args, env=env, cwd=folder, timeout=60)
+    for run, args in (
+        (run_semo, ["engine", "--config", "semo.toml"]),
+        (run_console, ["console", "--config", "semo.toml"]),
+    ):
+        result = run(*args, env=env, cwd=folder, timeout=60)
         out = result.stdout + result.stderr
         assert result.returncode != 0, out
         assert "Traceback" not in out, out
