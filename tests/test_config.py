@@ -190,6 +190,16 @@ def test_home_is_expanded_and_absolute_paths_are_kept(
             id="unknown-ship-key",
         ),
         pytest.param(
+            OFFICE + '[ship]\ngithub_repo = "https://github.com/acme/shop"\n',
+            "semo.toml:4: [ship] github_repo: 'https://github.com/acme/shop' is not \"owner/name\"",
+            id="bad-github-repo",
+        ),
+        pytest.param(
+            OFFICE + '[ship]\ngithub_api_url = "api.github.com"\n',
+            "[ship] github_api_url: 'api.github.com' is not an http:// or https:// URL",
+            id="bad-github-api-url",
+        ),
+        pytest.param(
             OFFICE + "[git]\nbase_branh = 1\n",
             "[git] base_branh: unknown key (did you mean base_branch? known: base_branch",
             id="unknown-git-key",

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -28,6 +29,10 @@ SHIP_STEPS: tuple[ShipStep, ...] = ("push", "pr", "merge")
 TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
 
 
+_API_URL = re.compile(r"^https?://[^\s]+$")
+_REPO = re.compile(r"^([A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100})?$")
+
+
 class ShipSection(BaseModel):
     """`[ship]`: the remote, the pull request's tool and GitHub, the automatic steps."""
 
@@ -36,11 +41,23 @@ class ShipSection(BaseModel):
     remote: str = Field(default="origin", min_length=1, max_length=500)
     on_done: list[ShipStep] = Field(default_factory=list)
     pr_tool: PrTool = "auto"
-    github_api_url: str = Field(default=DEFAULT_API_URL, pattern=r"^https?://[^\s]+$")
-    github_repo: str = Field(
-        default="", pattern=r"^([A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100})?$"
-    )
+    github_api_url: str = DEFAULT_API_URL
+    github_repo: str = ""
     github_token: SecretStr | None = None
+
+    @field_validator("github_api_url")
+    @classmethod
+    def _api_url(cls, value: str) -> str:
+        if not _API_URL.match(value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
+
+    @field_validator("github_repo")
+    @classmethod
+    def _repo(cls, value: str) -> str:
+        if not _REPO.match(value):
+            raise ValueError(f'{value!r} is not "owner/name" (or "": from the remote\'s URL)')
+        return value
 
     @field_validator("remote")
     @classmethod
