@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from engine.logs import ThrottledWarnings
 from engine.protocol.hooks import HookEvent
 from engine.protocol.messages import ProtocolMessage
 from engine.protocol.monitor import DEFAULT_STALE_AFTER, Signal
@@ -44,11 +45,14 @@ from engine.protocol.observer import (
     ObserverEvent,
 )
 from engine.protocol.state import AgentState, StateChange
+from engine.protocol.turn_gate import TurnGate
 from engine.sessions.profiles import AgentProfile, paste, sanitize_input
 from engine.terminal.pty_process import ExitStatus, TerminalClosedError
 from engine.terminal.session import TerminalSession
 
 log = logging.getLogger("semo.sessions")
+#: hook reports no turn semo started can have sent: one line per 10 s, with a count
+_dropped_hooks = ThrottledWarnings(log, 10.0)
 
 PromptKind = Literal["prompt", "answer"]
 
@@ -168,6 +172,8 @@ class AgentSession:
         self._queue_changed = asyncio.Event()
         self._state_changed = asyncio.Event()
         self._submitted = asyncio.Event()
+        #: the hook reports this session's CLI can have sent (engine/protocol/turn_gate.py)
+        self.turns = TurnGate()
         self._output_seen = asyncio.Event()
         self._ids = itertools.count(1)
         self._seq = itertools.count(1)
@@ -336,8 +342,11 @@ class AgentSession:
             self._listeners.remove(watch)
 
     def write(self, text: str) -> None:
-        """Raw input, at once (an operator's keystrokes, a dialog answer)."""
+        """Raw input, at once (an operator's keystrokes, a dialog answer); an Enter in it may
+        submit a prompt, so a turn may report (self.turns)."""
         self._check_running()
+        if "\r" in text or "\n" in text:
+            self.turns.submitted()
         self.observer.typed(text)
         self.terminal.write(text)
 
@@ -377,7 +386,15 @@ class AgentSession:
     # -- hooks and the screen ------------------------------------------------------------------
 
     def on_hook(self, event: HookEvent) -> None:
-        """A hook report for this session (routed here by the session manager)."""
+        """A hook report for this session (routed here by the session manager); dropped when
+        no turn semo or the operator started can have sent it (a forged one)."""
+        if not self.turns.admit(event.event):
+            _dropped_hooks.warning(
+                "hook",
+                f"session {self.session_id}: dropped a {event.event} hook report that no "
+                "submitted turn can have sent (the agent's own)",
+            )
+            return
         self.last_activity = time.monotonic()
         if event.claude_session_id:
             self.claude_session_id = event.claude_session_id
@@ -559,6 +576,7 @@ class AgentSession:
             self.observer.prompt_delivered()
         self._turn_start_line = self._absolute_cursor_line()
         await self._paste(item.text)
+        self.turns.submitted()  # one turn, however many Enters it takes
         for attempt in (1, 2):
             before = self.terminal.bytes_out
             self.terminal.write("\r")

@@ -96,7 +96,9 @@ class Office:
         return {"PATH": os.environ["PATH"], **self.server.env_for(self.session.session_id)}
 
     async def turn(self, stop: dict[str, Any]) -> None:
-        """A prompt submitted, then `stop` (the Stop payload), both through the real shim."""
+        """A prompt typed and submitted (Enter), its UserPromptSubmit, then `stop` (the Stop
+        payload), both hooks through the real shim."""
+        self.session.write("go\r")
         await shim(self.env(), "UserPromptSubmit", {"prompt": "go"})
         await eventually(lambda: self.session.state == AgentState.EXECUTING, WAIT)
         await shim(self.env(), "Stop", {"last_assistant_message": FINAL, **stop})
@@ -365,6 +367,64 @@ async def test_3000_held_connections_do_not_take_the_server_down(
     refused = o.server.rejected["too_many_connections"] + o.server.rejected["dropped_for_room"]
     assert refused >= 3000 - MAX_CONNECTIONS
     assert len(lines) <= 10, [r.getMessage() for r in lines]  # a few lines, with counts
+
+
+# -- forged turns -------------------------------------------------------------------------
+
+#: argv: socket, token, count. Sends `count` Stop reports as the agent would (its token is in
+#: its environment), each on its own connection, each a turn that asks a question.
+FORGER = r"""
+import json, socket, sys
+path, token, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+accepted = 0
+for i in range(count):
+    text = '[ASK_USER]\n{"type": "text", "question": "forged %d"}\n[/ASK_USER]' % i
+    payload = {"hook_event_name": "Stop", "last_assistant_message": text}
+    line = json.dumps({"token": token, "event": "Stop", "payload": payload}) + "\n"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.sendall(line.encode())
+    accepted += s.recv(64).startswith(b'{"ok": true}')
+    s.close()
+print(accepted)
+"""
+
+
+async def test_forged_stop_reports_make_no_turns(
+    tmp_path: Path, short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent sends 1,000 Stop reports of its own (3,000 pending questions in 1.5 s before):
+    the hook server takes them (the token is right), the session drops every one, since no
+    turn was submitted; the one real turn after still reports its question."""
+    caplog.set_level(logging.WARNING, logger="semo.sessions")
+    async with office(tmp_path, short_dir) as o:
+        token = o.env()["SEMO_HOOK_TOKEN"]
+        forger = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            FORGER,
+            str(o.server.path),
+            token,
+            "1000",
+            stdout=subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(forger.communicate(), 120)
+        assert out.strip() == b"1000"  # each acknowledged once the session had it...
+        assert o.found == []  # ... and not one of them a turn
+        assert o.session.turns.dropped["Stop"] == 1000
+        # a turn the operator submits reports, once
+        question = '[ASK_USER]\n{"type": "text", "question": "real"}\n[/ASK_USER]'
+        o.session.write("go\r")
+        await shim(o.env(), "UserPromptSubmit", {"prompt": "go"})
+        await shim(o.env(), "Stop", {"last_assistant_message": question})
+        await eventually(lambda: o.found, WAIT)
+        assert [m.question for m in o.found] == ["real"]  # type: ignore[attr-defined]
+        # the same forged report right after the real one: dropped (the turn is closed)
+        await shim(o.env(), "Stop", {"last_assistant_message": question.replace("real", "x")})
+        await eventually(lambda: o.session.turns.dropped["Stop"] == 1001, WAIT)
+        assert len(o.found) == 1
+    dropped = [r.getMessage() for r in caplog.records if "dropped a Stop" in r.getMessage()]
+    assert 1 <= len(dropped) <= 2, dropped  # a line per 10 s, not one per report
 
 
 # -- deeply nested JSON -------------------------------------------------------------------
