@@ -26,25 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-from wcwidth import wcwidth
-
 from engine.terminal.cell import BLANK, Cell
 from engine.terminal.scrollback import Line, Record, StyleRun, pack_line, style_fields
-
-ZWJ = "\u200d"
-_REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)
+from engine.terminal.width import ZWJ, char_width
 
 Fields = tuple[object, ...]
 Run = tuple[int, int, Fields]  # text [start, end) and a Cell's fields (its data ignored)
 Item = Record | Line  # a history record or a screen row, as received or rebuilt
 _END = -1  # cursor offset: at (or past) the end of its logical line
-
-
-def char_width(char: str) -> int:
-    """`screen.char_width` (wcwidth, regional indicators one cell as in glibc and tmux)."""
-    if ord(char) in _REGIONAL_INDICATORS:
-        return 1
-    return wcwidth(char)
 
 
 def cell_starts(text: str) -> list[tuple[int, int]]:

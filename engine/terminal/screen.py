@@ -19,7 +19,6 @@ from typing import Any
 import pyte
 from pyte import charsets, modes
 from pyte.screens import Margins, Savepoint, StaticDefaultDict
-from wcwidth import wcwidth
 
 from engine.terminal.cell import BLANK, Cell
 from engine.terminal.reflow import reflow, row_cells
@@ -726,7 +725,7 @@ class TerminalScreen(pyte.Screen):
         if _HAS_REGIONAL_INDICATOR(data):
             self._draw_unicode(data)
             return
-        kinds = bytes(map(_width_byte, map(wcwidth, data), repeat(0)))
+        kinds = bytes(map(_width_byte, map(char_width, data), repeat(0)))
         if kinds.count(1) == len(kinds):
             self._draw_ascii(data)
             return

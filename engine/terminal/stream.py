@@ -17,7 +17,6 @@ from functools import partial
 from itertools import repeat
 
 from pyte import modes
-from wcwidth import wcwidth
 
 from engine.terminal.plain import PlainBatch
 from engine.terminal.screen import (
@@ -26,6 +25,7 @@ from engine.terminal.screen import (
     STYLED_SPLIT,
     TerminalScreen,
 )
+from engine.terminal.width import char_width
 
 log = logging.getLogger("semo.terminal")
 
@@ -124,7 +124,7 @@ def _narrow_prefix(text: str) -> str:
     width, a regional indicator): the batch path counts one cell per character."""
     for found in _NON_ASCII.finditer(text):
         chars = found.group()
-        cut = bytes(map(_one_cell, map(wcwidth, chars), repeat(0))).find(0)  # 1 = one cell
+        cut = bytes(map(_one_cell, map(char_width, chars), repeat(0))).find(0)  # 1 = one cell
         flag = _HAS_REGIONAL_INDICATOR(chars)  # wcwidth says 2, tmux gives 1: general path
         if flag is not None and (cut < 0 or flag.start() < cut):
             cut = flag.start()

@@ -1,5 +1,11 @@
 """Character widths and cell clusters as tmux 3.3a counts them (no pyte: the console imports it).
 
+One width table (engine/terminal/width_table.py, glibc's wcwidth as tmux uses it) serves the
+terminal model and the console's renderer: the console makes Rich measure with it
+(console/widths.py), so a character an agent prints (U+3164 HANGUL FILLER: 0 cells for
+Rich's own table and for the `wcwidth` package, 2 in tmux and most terminals) takes the same cells
+in the model, in the console's layout and on the screen (docs/SECURITY.md).
+
 A cluster is what ends up in one cell: a narrow or wide character with the zero-width characters
 (VS16, combining marks) and ZWJ-joined characters that follow it. tmux 3.3a's rules: a ZWJ joins
 the next wide or zero-width character into the previous cell, keeping that cell's width; a ZWJ
@@ -9,21 +15,31 @@ before a narrow character is dropped; zero-width characters join the previous ce
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from functools import lru_cache
 
-from wcwidth import wcwidth
+from engine.terminal.width_table import WIDTHS
 
 ZWJ = "\u200d"
 _REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)
+_STARTS = [first for first, _last, _width in WIDTHS]
 
 
+@lru_cache(maxsize=4096)
 def char_width(char: str) -> int:
-    """Cells for one character, as tmux 3.3a (glibc tables) counts them.
-
-    wcwidth 0.7 makes regional indicators (flag halves) wide; glibc and tmux give them one cell.
-    """
-    if ord(char) in _REGIONAL_INDICATORS:
-        return 1
-    return wcwidth(char)
+    """Cells for one character, as tmux 3.3a (glibc's wcwidth) counts them: 0, 1 or 2, and -1
+    for a control character (C0, DEL, C1; NUL is 0), as the `wcwidth` package says."""
+    code = ord(char)
+    if code < 0xA0:
+        if 0x20 <= code < 0x7F:
+            return 1
+        return 0 if code == 0 else -1
+    index = bisect_right(_STARTS, code) - 1
+    if index >= 0:
+        _first, last, width = WIDTHS[index]
+        if code <= last:
+            return width
+    return 1
 
 
 class _Kinds(dict[int, str]):
