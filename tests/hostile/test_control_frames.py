@@ -57,6 +57,11 @@ bytes = 16777216
 max_sessions = 2
 warm_roles = ["EVIL"]
 
+# an office that lets an agent store this much (the per-agent budgets are not what is tested)
+[budgets]
+questions = 1000
+bytes = 1073741824
+
 [[agents]]
 role = "EVIL"
 profile = "generic"
@@ -145,12 +150,12 @@ async def test_70_large_questions_and_a_long_job_list_keep_every_console(tmp_pat
             async def all_asked() -> list[str] | None:
                 for console in (first, second):
                     assert console.gone is None, console.gone
-                asked = [q.question for q in await second.pending_questions()]
-                return asked if len(asked) == 70 else None
+                one, two = await first.pending_questions(), await second.pending_questions()
+                asked = [q.question for q in two]
+                return asked if len(one) == len(two) == 70 else None
 
             asked = await eventually_value(all_asked, "70 questions on both consoles", TIMEOUT)
             assert sorted(asked) == questions
-            assert len(await first.pending_questions()) == 70
 
             # a job list of ~9 MiB is one reply
             for i in range(90):
