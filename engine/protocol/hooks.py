@@ -546,6 +546,9 @@ class HookServer:
         self._readers: ThreadPoolExecutor | None = None
         #: decides PermissionRequest events (the engine's approvals); None: never decided here
         self.decide: Decider | None = None
+        #: whether a session's CLI can have sent this event now (the session's turn gate,
+        #: engine/protocol/turn_gate.py); None: every event with a valid token is taken
+        self.admit: Callable[[str, str], bool] | None = None
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -784,6 +787,9 @@ class HookServer:
         named = payload.get("hook_event_name")
         if named is not None and named != event:
             return self._reject("event_mismatch", conn.peer, session_key, repr(named)[:60])
+        if self.admit is not None and not self.admit(session_key, event):
+            # no turn semo started can have sent it: the agent's own (engine/protocol/turn_gate.py)
+            return self._reject("no_turn", conn.peer, session_key, event)
         sent_at = message.get("sent_at")
         order = self._order.setdefault(session_key, asyncio.Lock())
         async with order:  # a Stop being read does not let a later event overtake it

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from engine.logs import ThrottledWarnings
 from engine.protocol.hooks import HookEvent
 from engine.protocol.messages import ProtocolMessage
 from engine.protocol.monitor import DEFAULT_STALE_AFTER, Signal
@@ -51,8 +50,6 @@ from engine.terminal.pty_process import ExitStatus, TerminalClosedError
 from engine.terminal.session import TerminalSession
 
 log = logging.getLogger("semo.sessions")
-#: hook reports no turn semo started can have sent: one line per 10 s, with a count
-_dropped_hooks = ThrottledWarnings(log, 10.0)
 
 PromptKind = Literal["prompt", "answer"]
 
@@ -172,7 +169,8 @@ class AgentSession:
         self._queue_changed = asyncio.Event()
         self._state_changed = asyncio.Event()
         self._submitted = asyncio.Event()
-        #: the hook reports this session's CLI can have sent (engine/protocol/turn_gate.py)
+        #: the hook reports this session's CLI can have sent (engine/protocol/turn_gate.py;
+        #: the session manager asks it before the hook server delivers or decides one)
         self.turns = TurnGate()
         self._output_seen = asyncio.Event()
         self._ids = itertools.count(1)
@@ -386,15 +384,8 @@ class AgentSession:
     # -- hooks and the screen ------------------------------------------------------------------
 
     def on_hook(self, event: HookEvent) -> None:
-        """A hook report for this session (routed here by the session manager); dropped when
-        no turn semo or the operator started can have sent it (a forged one)."""
-        if not self.turns.admit(event.event):
-            _dropped_hooks.warning(
-                "hook",
-                f"session {self.session_id}: dropped a {event.event} hook report that no "
-                "submitted turn can have sent (the agent's own)",
-            )
-            return
+        """A hook report for this session (routed here by the session manager, once its turn
+        gate `turns` admitted it)."""
         self.last_activity = time.monotonic()
         if event.claude_session_id:
             self.claude_session_id = event.claude_session_id

@@ -132,6 +132,7 @@ class SessionManager:
         self.persona = persona or PersonaInjector()
         self.hook_command = list(hook_command or default_hook_command())
         self.hooks = HookServer(runtime_dir=runtime_dir, on_event=self._on_hook)
+        self.hooks.admit = self._admit_hook
         #: hook timeouts other than the default, by event (a PermissionRequest waits for a
         #: person: engine/approval_policy.py ApprovalsSection.hook_timeout)
         self.hook_timeouts: dict[str, int] = {}
@@ -322,6 +323,12 @@ class SessionManager:
         await self._record_ended(session_id, reason)
 
     # -- events --------------------------------------------------------------------------------
+
+    def _admit_hook(self, session_key: str, event: str) -> bool:
+        """Whether the session's CLI can have sent `event` now (its turn gate); a report for a
+        session this manager does not know goes on to `_on_hook`, which drops it."""
+        session = self.sessions.get(session_key)
+        return session is None or session.turns.admit(event)
 
     def _on_hook(self, event: HookEvent) -> None:
         session = self.sessions.get(event.session_key)

@@ -394,10 +394,11 @@ async def test_forged_stop_reports_make_no_turns(
     tmp_path: Path, short_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An agent sends 1,000 Stop reports of its own (3,000 pending questions in 1.5 s before):
-    the hook server takes them (the token is right), the session drops every one, since no
-    turn was submitted; the one real turn after still reports its question."""
-    caplog.set_level(logging.WARNING, logger="semo.sessions")
+    the token is right, but no turn was submitted, so each is refused (`no_turn`) before the
+    session or a decider sees it; the one real turn after still reports its question."""
+    caplog.set_level(logging.WARNING, logger="semo.hooks")
     async with office(tmp_path, short_dir) as o:
+        o.server._warnings.interval = 10.0  # as in production
         token = o.env()["SEMO_HOOK_TOKEN"]
         forger = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -409,9 +410,9 @@ async def test_forged_stop_reports_make_no_turns(
             stdout=subprocess.PIPE,
         )
         out, _ = await asyncio.wait_for(forger.communicate(), 120)
-        assert out.strip() == b"1000"  # each acknowledged once the session had it...
-        assert o.found == []  # ... and not one of them a turn
-        assert o.session.turns.dropped["Stop"] == 1000
+        assert o.found == []  # not one of them a turn
+        assert out.strip() == b"0"  # each refused...
+        assert o.server.rejected["no_turn"] == o.session.turns.dropped["Stop"] == 1000
         # a turn the operator submits reports, once
         question = '[ASK_USER]\n{"type": "text", "question": "real"}\n[/ASK_USER]'
         o.session.write("go\r")
@@ -421,10 +422,11 @@ async def test_forged_stop_reports_make_no_turns(
         assert [m.question for m in o.found] == ["real"]  # type: ignore[attr-defined]
         # the same forged report right after the real one: dropped (the turn is closed)
         await shim(o.env(), "Stop", {"last_assistant_message": question.replace("real", "x")})
-        await eventually(lambda: o.session.turns.dropped["Stop"] == 1001, WAIT)
+        assert o.session.turns.dropped["Stop"] == 1001
         assert len(o.found) == 1
-    dropped = [r.getMessage() for r in caplog.records if "dropped a Stop" in r.getMessage()]
-    assert 1 <= len(dropped) <= 2, dropped  # a line per 10 s, not one per report
+    dropped = [r.getMessage() for r in caplog.records if "no_turn" in r.getMessage()]
+    assert 1 <= len(dropped) <= 2, dropped  # a line per 10 s with a count, not one per report
+    assert dropped[0].startswith("rejected hook message: no_turn (Stop)")
 
 
 # -- deeply nested JSON -------------------------------------------------------------------
