@@ -57,11 +57,6 @@ bytes = 16777216
 max_sessions = 2
 warm_roles = ["EVIL"]
 
-# an office that lets an agent store this much (the per-agent budgets are not what is tested)
-[budgets]
-questions = 1000
-bytes = 1073741824
-
 [[agents]]
 role = "EVIL"
 profile = "generic"
