@@ -330,11 +330,17 @@ def _run_stop(args: argparse.Namespace) -> int:
         print(f"semo stop: {error}", file=sys.stderr)
         return 2
     try:
-        print(f"semo stop: {stop_engine(paths, config.engine.shutdown_grace)}")
+        said = stop_engine(paths, config.engine.shutdown_grace, say=_say_stopping)
+        print(f"semo stop: {said}")
     except LaunchError as error:
         print(f"semo stop: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _say_stopping(words: str) -> None:
+    """What `semo stop` waits for, on stdout at once (not only once it is over)."""
+    print(f"semo stop: {words}", flush=True)
 
 
 def _console_needs_entry_point(_args: argparse.Namespace) -> int:

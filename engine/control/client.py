@@ -503,8 +503,19 @@ class EngineClient:
 
     async def stop_engine(self) -> int | None:
         """Ask the engine to stop (its agents too); returns its pid."""
+        return (await self.stop_engine_reply())[0]
+
+    async def stop_engine_reply(self) -> tuple[int | None, int | None]:
+        """Ask the engine to stop (its agents too); returns its pid and how many agents it
+        is stopping (None each when its reply does not say)."""
         result = await self.request({"op": "stop"})
-        return result.get("pid") if isinstance(result, dict) else None
+        if not isinstance(result, dict):
+            return None, None
+        pid, agents = result.get("pid"), result.get("agents")
+        return (
+            pid if isinstance(pid, int) else None,
+            agents if isinstance(agents, int) and agents >= 0 else None,
+        )
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.control.info_file import read_info
@@ -133,14 +134,16 @@ def stop_engine(
     *,
     margin: float | None = None,
     ask_timeout: float = ASK_TIMEOUT,
+    say: Callable[[str], None] | None = None,
 ) -> str:
     """`semo stop`: ask the engine to stop (agents get `grace` seconds, then are killed, as on
     SIGTERM); if it is still there `grace + margin` seconds later (`stop_margin()` by default),
     SIGKILL it. An engine that does not take the request within `ask_timeout` seconds (stopped
     with SIGSTOP, hung) gets SIGTERM and SIGCONT instead (its SIGTERM handler stops it as the
     request would have), once its recorded pid is known to still be that engine
-    (`still_the_engine`); `grace + margin` then count from the SIGTERM. Returns what
-    happened, in words; LaunchError when no engine serves the office."""
+    (`still_the_engine`); `grace + margin` then count from the SIGTERM. `say` is told, in
+    words, what it waits for before it waits. Returns what happened, in words; LaunchError
+    when no engine serves the office."""
     import asyncio
 
     from engine.control.client import EngineClient, EngineGone, EngineNotRunning
@@ -150,22 +153,22 @@ def stop_engine(
     asked = ask_timeout
     recorded = engine_pid(paths)  # before asking: the engine removes its file as it stops
 
-    async def ask() -> int | None:
+    async def ask() -> tuple[int | None, int | None]:
         client = EngineClient(paths)
         try:
             async with asyncio.timeout(asked):
                 await client.connect()
                 try:
-                    return await client.stop_engine()
+                    return await client.stop_engine_reply()
                 except EngineGone:
-                    return client.pid
+                    return client.pid, None
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), 1.0)
 
-    how = ""
+    how, agents = "", None
     try:
-        pid = asyncio.run(ask())
+        pid, agents = asyncio.run(ask())
     except EngineNotRunning as error:
         raise LaunchError(str(error)) from None
     except TimeoutError:
@@ -182,6 +185,8 @@ def stop_engine(
         how = f" (it did not answer within {asked:.0f} s: sent it SIGTERM)"
         deadline = time.monotonic() + limit  # from the SIGTERM on
     pid = pid or recorded
+    if say is not None:
+        say(stopping_words(pid, agents, grace, limit, how))
     started = start_ticks(pid) if pid is not None else None
     while time.monotonic() < deadline:
         if pid is not None and not pid_alive(pid):
@@ -194,6 +199,16 @@ def stop_engine(
             os.kill(pid, signal.SIGKILL)
         return f"engine {pid} did not stop within {limit:.0f} s{how}: killed (SIGKILL)"
     return f"engine stopped{how}"
+
+
+def stopping_words(
+    pid: int | None, agents: int | None, grace: float, limit: float, how: str
+) -> str:
+    """What `semo stop` says while it waits: which engine, how many agents, their grace and
+    when the engine is killed if it is still there."""
+    engine = "the engine" if pid is None else f"engine {pid}"
+    count = "its agents" if agents is None else f"{agents} agent{'' if agents == 1 else 's'}"
+    return f"stopping {engine} and {count} (grace {grace:g} s, killed after {limit:g} s){how}..."
 
 
 def still_the_engine(pid: int, paths: OfficePaths) -> bool:

@@ -955,7 +955,8 @@ class ControlServer:
         """Stop the engine (its agents too): graceful, as on SIGTERM."""
         self.stop_reason = "stopped by an operator (semo stop or a console)"
         asyncio.get_running_loop().call_later(0.05, self._request_stop)
-        return {"pid": os.getpid()}
+        agents = sum(1 for s in self.engine.sessions() if not s.ended)
+        return {"pid": os.getpid(), "agents": agents}  # `semo stop` says what it waits for
 
     async def op_stats(self, connection: _Connection, request: dict[str, Any]) -> Any:
         return [

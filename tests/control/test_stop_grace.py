@@ -130,13 +130,21 @@ def test_semo_stop_gives_the_agents_shutdown_grace_then_kills_them(office: Offic
         # the polite agent goes at once: the stop has begun (both were signalled then)
         wait_until(lambda: not alive(polite), "the polite agent gone")
         assert alive(stubborn)
+        # it says what it waits for while it waits (it used to be silent until the end)
+        assert stop.stdout is not None
+        said = stop.stdout.readline()
+        assert said == (
+            f"semo stop: stopping engine {engine.pid} and 2 agents "
+            f"(grace {GRACE} s, killed after {GRACE + 20} s)...\n"
+        )
+        assert stop.poll() is None and alive(stubborn)
         time.sleep(3)
         # past the old fixed 2 s, within the 6 s grace: the deaf agent still runs
         assert stop.poll() is None, stop.communicate()
         assert alive(stubborn)
         out, _ = stop.communicate(timeout=60)
         assert stop.returncode == 0, out
-        assert f"engine {engine.pid} stopped" in out
+        assert out == f"semo stop: engine {engine.pid} stopped\n"  # then the result
         assert not alive(stubborn)
         assert engine.wait(30) == 0
     finally:
