@@ -43,7 +43,7 @@ from engine.reconcile import (
 )
 from engine.routing.approvals import Approvals
 from engine.routing.budgets import AgentBudgets
-from engine.routing.dispatcher import CommandDispatcher
+from engine.routing.dispatcher import CommandDispatcher, CommandFailed
 from engine.routing.job_recovery import take_over_jobs
 from engine.routing.jobs import JobRunner
 from engine.routing.router import Router
@@ -69,6 +69,7 @@ from engine.store.models import (
     CreateSessionPayload,
     Job,
     Office,
+    ShipJobPayload,
     UserQuestion,
 )
 from engine.store.waiting import open_waiting
@@ -279,6 +280,7 @@ class Engine:
             bus=self.bus,
             create_session=self._create_session,
             run_job=self.jobs.run_job,
+            ship_job=self._ship_job,
             wait_for_change=self._changes.cursor().wait_for_change,
             command_timeout=settings.command_timeout,
             lease_seconds=settings.lease_seconds,
@@ -601,6 +603,16 @@ class Engine:
             _done, pending = await asyncio.wait(waits, timeout=self.pool.ready_timeout)
             for waiting in pending:
                 waiting.cancel()
+
+    async def _ship_job(self, payload: ShipJobPayload) -> dict[str, Any]:
+        """A `ship_job` command: the job's steps (engine/ship/command.py), the report back."""
+        from engine.ship.command import ship_command
+        from engine.ship.ship import ShipError
+
+        try:
+            return await ship_command(self.store, self.office_id, payload, self.config.ship)
+        except ShipError as error:
+            raise CommandFailed(str(error)) from None
 
     async def _create_session(self, payload: CreateSessionPayload) -> AgentSession:
         assert self.pool is not None

@@ -79,6 +79,7 @@ from engine.store.models import (
     SendKeysPayload,
     SendPromptPayload,
     SendTextPayload,
+    ShipJobPayload,
     validate_command,
 )
 from engine.terminal.keys import KeySpecError, parse_keys
@@ -93,6 +94,7 @@ PROMPT_GUARD_SECONDS = 1.0
 
 CreateSession = Callable[[CreateSessionPayload], Awaitable[AgentSession]]
 RunJob = Callable[[RunJobPayload], Awaitable[dict[str, Any]]]
+ShipJob = Callable[[ShipJobPayload], Awaitable[dict[str, Any]]]
 Handler = Callable[[AgentCommand, Any], Awaitable[dict[str, Any]]]
 
 
@@ -189,6 +191,7 @@ class CommandDispatcher:
         bus: EventBus | None,
         create_session: CreateSession,
         run_job: RunJob | None = None,
+        ship_job: ShipJob | None = None,
         command_timeout: float = 30.0,
         lease_seconds: float = 30.0,
         max_concurrent: int = 8,
@@ -218,6 +221,8 @@ class CommandDispatcher:
         self.bus = bus
         self.create_session = create_session
         self.run_job = run_job
+        #: ships a job's work (engine/ship via the engine); None: not on this engine
+        self.ship_job = ship_job
         self.command_timeout = command_timeout
         self.lease_seconds = lease_seconds
         #: commands other than run_job at once
@@ -239,6 +244,7 @@ class CommandDispatcher:
             "cancel": self._cancel,
             "terminate": self._terminate,
             "run_job": self._run_job,
+            "ship_job": self._ship_job,
         }
         self._in_flight: set[_InFlight] = set()
         self._input_locks: dict[str, asyncio.Lock] = {}
@@ -677,6 +683,20 @@ class CommandDispatcher:
             raise CommandFailed(f"job {payload.job_id} failed: {_message(error)}") from error
         if not isinstance(result, dict):
             raise TypeError(f"the job runner returned {type(result).__name__}, not a dict")
+        return result
+
+    async def _ship_job(self, command: AgentCommand, payload: ShipJobPayload) -> dict[str, Any]:
+        if self.ship_job is None:
+            raise CommandFailed(
+                f"shipping is not enabled on this engine: job {payload.job_id} was not shipped"
+            )
+        try:
+            result = await self.ship_job(payload)
+        except CommandFailed:
+            raise
+        except CALLBACK_ERRORS as error:
+            message = _message(error)
+            raise CommandFailed(f"job {payload.job_id} was not shipped: {message}") from error
         return result
 
     def _input_lock(self, session_id: str) -> asyncio.Lock:

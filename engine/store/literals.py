@@ -15,6 +15,7 @@ CommandType = Literal[
     "cancel",
     "terminate",
     "run_job",
+    "ship_job",
 ]
 COMMAND_TYPES: tuple[str, ...] = CommandType.__args__  # type: ignore[attr-defined]
 

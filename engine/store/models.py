@@ -10,7 +10,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.store.literals import COMMAND_TYPES, CommandType
 
@@ -28,7 +28,7 @@ EngineState = Literal["running", "stopped"]
 #: Re-run after an engine died mid-command: repeating these cannot do harm.
 SAFE_TO_REPEAT = frozenset({"get_output", "cancel", "terminate"})
 #: Types that act on an existing session and so need `session_id`.
-NEEDS_SESSION = frozenset(COMMAND_TYPES) - {"create_session", "run_job"}
+NEEDS_SESSION = frozenset(COMMAND_TYPES) - {"create_session", "run_job", "ship_job"}
 MAX_PAYLOAD_BYTES = 256 * 1024
 
 
@@ -293,6 +293,21 @@ class RunJobPayload(Payload):
     job_id: str
 
 
+class ShipJobPayload(Payload):
+    """Ship a job's work (engine/ship): the steps to run, at least one (docs/JOBS.md)."""
+
+    job_id: str = Field(min_length=1)
+    push: bool = False
+    pr: bool = False
+    merge: bool = False
+
+    @model_validator(mode="after")
+    def _some_step(self) -> ShipJobPayload:
+        if not (self.push or self.pr or self.merge):
+            raise ValueError("say what to do: push, pr and/or merge")
+        return self
+
+
 PAYLOADS: dict[str, type[Payload]] = {
     "create_session": CreateSessionPayload,
     "send_prompt": SendPromptPayload,
@@ -302,6 +317,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     "cancel": EmptyPayload,
     "terminate": EmptyPayload,
     "run_job": RunJobPayload,
+    "ship_job": ShipJobPayload,
 }
 
 

@@ -6,10 +6,10 @@
   atomic across connections and processes.
 - The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`): a new file gets `SCHEMA`,
   an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql`,
-  `0003_*.sql`, `0004_*.sql`, `0006_*.sql`, `0008_*.sql` and `0014_*.sql`; tables whose CHECK
-  changes are rebuilt, their rows copied by `AFTER_SCHEMA`). Upgrading a file from before heartbeats
-  records when (`semo_meta`): engine ids without a heartbeat row count as alive for an hour
-  after that.
+  `0003_*.sql`, `0004_*.sql`, `0006_*.sql`, `0008_*.sql`, `0014_*.sql` and `0016_*.sql`; tables
+  whose CHECK changes are rebuilt, their rows copied by `AFTER_SCHEMA`). Upgrading a file from
+  before heartbeats records when (`semo_meta`): engine ids without a heartbeat row count as alive
+  for an hour after that.
 - Heartbeats (`engines`) and claims use this machine's clock: one machine, one clock.
 - Claims and the end of a dead engine's work are each one transaction, with the same rules as
   `semo_claim_next` and `semo_end_engine` (migrations/0004).
@@ -97,7 +97,7 @@ from engine.store.models import (
     now,
 )
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: strftime format of `ts()` (fixed width, so text order is time order)
 _NOW_SQL = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now'{})"
@@ -191,7 +191,7 @@ CREATE TABLE IF NOT EXISTS agent_commands (
     session_id        TEXT,
     command_type      TEXT NOT NULL CHECK (command_type IN
                           ('create_session', 'send_prompt', 'send_text', 'send_keys',
-                           'get_output', 'cancel', 'terminate', 'run_job')),
+                           'get_output', 'cancel', 'terminate', 'run_job', 'ship_job')),
     payload           TEXT NOT NULL DEFAULT '{}' CHECK (json_type(payload) = 'object'),
     status            TEXT NOT NULL DEFAULT 'pending'
                           CHECK (status IN ('pending', 'processing', 'completed', 'failed')),
@@ -510,6 +510,21 @@ PRAGMA legacy_alter_table = OFF;
     # migrations/0013: nothing before `SCHEMA` (user_questions is rebuilt after it, once
     # version 7's merge has re-pointed its rows)
     8: "",
+    # migrations/0016: the command type 'ship_job' (agent_commands' CHECK changes: the table is
+    # rebuilt, `AFTER_SCHEMA` copies the rows; agent_command_results is rebuilt with it, since
+    # renaming a parent with foreign keys on re-points its children, and dropping the old
+    # parent would cascade to them)
+    9: """
+PRAGMA legacy_alter_table = ON;
+DROP INDEX IF EXISTS agent_commands_claim_idx;
+DROP INDEX IF EXISTS agent_commands_status_idx;
+DROP TRIGGER IF EXISTS semo_agent_commands_insert_wake;
+DROP TRIGGER IF EXISTS semo_agent_commands_requeue_wake;
+DROP TRIGGER IF EXISTS semo_agent_command_results_insert_wake;
+ALTER TABLE agent_commands RENAME TO agent_commands_v9;
+ALTER TABLE agent_command_results RENAME TO agent_command_results_v9;
+PRAGMA legacy_alter_table = OFF;
+""",
 }
 
 #: What an upgrade from version N does once `SCHEMA` has created the new tables.
@@ -563,6 +578,18 @@ SELECT id, office_id, agent_id, session_id, question_type, question, options, st
 DROP TABLE user_questions_v8;
 """
     + SCHEMA,
+    9: """
+INSERT INTO agent_commands (id, office_id, session_id, command_type, payload, status, claimed_by,
+                            lease_expires_at, attempts, created_at, updated_at)
+SELECT id, office_id, session_id, command_type, payload, status, claimed_by, lease_expires_at,
+       attempts, created_at, updated_at
+  FROM agent_commands_v9 ORDER BY rowid;
+INSERT INTO agent_command_results (id, command_id, success, result, error, created_at)
+SELECT id, command_id, success, result, error, created_at
+  FROM agent_command_results_v9 ORDER BY rowid;
+DROP TABLE agent_command_results_v9;
+DROP TABLE agent_commands_v9;
+""",
 }
 
 #: Whether engine row `e` is alive at :at (running, and its heartbeat has not run out).

@@ -121,7 +121,7 @@ async def test_a_version_6_file_is_upgraded_with_its_jobs_and_timelines(tmp_path
         assert len(await upgraded.list_job_entries(job.id)) == 2
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert {"jobs_v6", "job_events_v6"}.isdisjoint(names)
         assert {"jobs_office_id_idx", "job_events_job_idx", "jobs_running_engine_idx"} <= names

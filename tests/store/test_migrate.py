@@ -296,7 +296,7 @@ async def test_sqlite_store_upgrades_a_version_1_file(tmp_path: Path) -> None:
             await store.close()
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
     finally:
         conn.close()
 

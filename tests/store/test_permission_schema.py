@@ -67,7 +67,7 @@ async def test_a_version_8_file_is_upgraded_and_takes_permission_requests(tmp_pa
         )
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         assert {"semo_user_questions_update_wake", "user_questions_undelivered_idx"} <= names
         assert "user_questions_v8" not in names
