@@ -139,16 +139,28 @@ class SemoApp(App[None]):
         title = terminal_title(plain(office, one_line=True) if office else None, found)
         if title != self.terminal_title:
             if not self.terminal_title:
-                self._write_terminal("\x1b[22;0t")  # keep the terminal's own title
+                self.write_terminal("\x1b[22;0t")  # keep the terminal's own title
             self.terminal_title = title
-            self._write_terminal(f"\x1b]2;{title}\x07")
+            self.write_terminal(f"\x1b]2;{title}\x07")
 
-    def _write_terminal(self, sequence: str) -> None:
+    def write_terminal(self, sequence: str) -> bool:
+        """Write control sequences to the operator's terminal (the title, a desktop
+        notification); False when there is none, or it hung up."""
         driver = self._driver
-        if driver is not None and not self.is_headless:
-            with contextlib.suppress(Exception):
-                driver.write(sequence)
-                driver.flush()
+        if driver is None or self.is_headless or not self.terminal_alive():
+            return False
+        with contextlib.suppress(Exception):
+            driver.write(sequence)
+            driver.flush()
+        return True
+
+    def terminal_alive(self) -> bool:
+        """False once the terminal hung up (SIGHUP, or Textual's writer thread died on EIO): a
+        write then would wait for ever in the writer's full queue and the console never ends."""
+        if self.exit_reason == "SIGHUP":
+            return False
+        writer = getattr(self._driver, "_writer_thread", None)
+        return writer is None or writer.is_alive()
 
     def _refresh_notifications(self) -> None:
         """Toasts collapsed to one: the newest is shown; the others wait under it (each still
@@ -179,7 +191,7 @@ class SemoApp(App[None]):
 
     async def on_unmount(self) -> None:
         if self.terminal_title:
-            self._write_terminal("\x1b[23;0t")
+            self.write_terminal("\x1b[23;0t")
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):

@@ -26,12 +26,10 @@ class DesktopNotifier:
         key = f"{kind}:{ref}" if ref else ""
         if key and key in self._shown:
             return False
-        driver = getattr(self.app, "_driver", None)
-        if getattr(self.app, "is_headless", True) or driver is None:
+        # a question rang already (the main screen's own bell for it)
+        sequences = notification_sequences(headline, body, tmux=self.tmux, bell=kind != "question")
+        if not self.app.write_terminal(sequences):
             return False
         if key:
             self._shown.append(key)
-        # a question rang already (the main screen's own bell for it)
-        sequences = notification_sequences(headline, body, tmux=self.tmux, bell=kind != "question")
-        driver.write(sequences)
         return True

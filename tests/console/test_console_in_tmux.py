@@ -9,6 +9,7 @@ in the store; the background demo engine is stopped with `semo stop --demo`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -101,3 +102,56 @@ def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
         check=True,
     ).stdout
     assert [q["answer"] for q in json.loads(out)] == ["postgres"]
+
+
+def test_closing_the_terminal_with_a_title_set_ends_the_console(tmp_path: Path) -> None:
+    """The terminal goes away (tmux killed: a hang-up, as an SSH drop) while the console has set
+    the terminal's title (a question is pending): the console ends, the engine stays. Writing
+    the title back on the way out used to wait for ever in Textual's full writer queue."""
+    semo = Path(sys.executable).with_name("semo")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "SEMO_SQLITE_PATH": str(tmp_path / "semo.db"),
+        "XDG_RUNTIME_DIR": str(tmp_path),
+        "TERM": "xterm-256color",
+        # as in many containers: each write reaches the terminal at once, so the first one
+        # after the hang-up fails and ends Textual's writer thread
+        "PYTHONUNBUFFERED": "1",
+    }
+    server = TmuxServer()
+    try:
+        server.start(
+            [str(semo), "demo"], cols=100, rows=30, env=env, cwd=tmp_path, term="xterm-256color"
+        )
+        wait_title(server, lambda t: t == "semo: 1 needs you · demo", "the count in the title")
+        wait_screen(server, lambda s: "1 postgres" in s, "FE's question in the inbox")
+        console = int(server("display-message", "-p", "#{pane_pid}").strip())
+        time.sleep(3)  # the console at rest, as an operator leaves it
+        server.kill()
+        deadline = time.monotonic() + TIMEOUT
+        while os.path.exists(f"/proc/{console}") and time.monotonic() < deadline:
+            with open(f"/proc/{console}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break  # ended (a zombie until tmux's reaper is gone too)
+            time.sleep(0.1)
+        alive = os.path.exists(f"/proc/{console}")
+        if alive:
+            with open(f"/proc/{console}/stat") as stat:
+                alive = stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        assert not alive, "the console outlived its terminal"
+        listed = subprocess.run(
+            [str(semo), "sessions", "--office", "demo", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=True,
+        ).stdout
+        assert {s["role"] for s in json.loads(listed)} == {"FE", "BE", "QA"}  # still serving
+    finally:
+        with contextlib.suppress(ProcessLookupError, NameError):
+            os.kill(console, 9)
+        subprocess.run([str(semo), "stop", "--demo"], env=env, timeout=60, capture_output=True)
