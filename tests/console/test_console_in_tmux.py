@@ -24,6 +24,20 @@ from tests.support.tmux import TmuxServer
 TIMEOUT = 40.0
 
 
+def demo_env(tmp_path: Path, term: str, **extra: str) -> dict[str, str]:
+    """A `semo demo` of its own: home, state, store and runtime folder in `tmp_path`."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "SEMO_SQLITE_PATH": str(tmp_path / "semo.db"),
+        "XDG_RUNTIME_DIR": str(tmp_path),
+        "TERM": term,
+        **extra,
+    }
+
+
 def wait_screen(server: TmuxServer, predicate: object, what: str) -> str:
     deadline = time.monotonic() + TIMEOUT
     while True:
@@ -50,15 +64,7 @@ def wait_title(server: TmuxServer, predicate: object, what: str) -> str:
 @pytest.mark.parametrize("term", ["screen", "xterm-256color"])
 def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
     semo = Path(sys.executable).with_name("semo")
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "LANG": "C.UTF-8",
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "SEMO_SQLITE_PATH": str(tmp_path / "semo.db"),
-        "XDG_RUNTIME_DIR": str(tmp_path),
-        "TERM": term,
-    }
+    env = demo_env(tmp_path, term)
     server = TmuxServer()
     try:
         server.start([str(semo), "demo"], cols=80, rows=24, env=env, cwd=tmp_path, term=term)
@@ -109,18 +115,9 @@ def test_closing_the_terminal_with_a_title_set_ends_the_console(tmp_path: Path) 
     the terminal's title (a question is pending): the console ends, the engine stays. Writing
     the title back on the way out used to wait for ever in Textual's full writer queue."""
     semo = Path(sys.executable).with_name("semo")
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "LANG": "C.UTF-8",
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "SEMO_SQLITE_PATH": str(tmp_path / "semo.db"),
-        "XDG_RUNTIME_DIR": str(tmp_path),
-        "TERM": "xterm-256color",
-        # as in many containers: each write reaches the terminal at once, so the first one
-        # after the hang-up fails and ends Textual's writer thread
-        "PYTHONUNBUFFERED": "1",
-    }
+    # as in many containers: each write reaches the terminal at once, so the first one after
+    # the hang-up fails and ends Textual's writer thread
+    env = demo_env(tmp_path, "xterm-256color", PYTHONUNBUFFERED="1")
     server = TmuxServer()
     try:
         server.start(
