@@ -13,10 +13,10 @@
 -- Applied once by `semo migrate` after 0013, in one transaction. The SQLite backend makes the
 -- same change (engine/store/sqlite.py, schema version 7).
 
-alter table jobs add column branch text;
-alter table jobs add column base_branch text;
-alter table jobs add column base_commit text;
-alter table jobs add column work jsonb;
+alter table jobs add column if not exists branch text;
+alter table jobs add column if not exists base_branch text;
+alter table jobs add column if not exists base_commit text;
+alter table jobs add column if not exists work jsonb;
 
 alter table jobs drop constraint if exists jobs_status_check;
 alter table jobs add constraint jobs_status_check

@@ -135,8 +135,10 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-async def make_office(client: AsyncClient, name: str = "office") -> str:
+async def make_office(client: AsyncClient, name: str | None = None) -> str:
+    """A new office row; office names are unique (0012), so each gets its own by default."""
     office_id = new_id()
+    name = name or f"office-{office_id[:8]}"
     await client.table("offices").insert({"id": office_id, "name": name}).execute()
     return office_id
 
