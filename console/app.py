@@ -30,6 +30,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets._toast import ToastRack
 
+from console import widths as _widths  # Rich measures with the terminal model's table
 from console.attention import Attention, header_title, terminal_title
 from console.commands import SemoCommands
 from console.desktop_notify import DesktopNotifier
@@ -39,6 +40,8 @@ from console.screens.main import MainScreen
 from engine.control.client import EngineClient
 from engine.heap import thaw_heap
 from engine.plain_text import plain
+
+del _widths
 
 if TYPE_CHECKING:  # `semo console` attaches to an engine: it never imports one (issue 14)
     from engine.engine import Engine
