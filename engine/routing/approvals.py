@@ -157,19 +157,21 @@ class Approvals:
         session.permission_decided()
         return hook_decision(answer, DENIED)
 
+    def _item(self, session: AgentSession, summary: str) -> UserQuestion:
+        """The inbox item for a permission request (from the hook or read off the screen)."""
+        return UserQuestion(
+            office_id=self.office_id,
+            agent_id=session.agent_id,
+            session_id=session.session_id,
+            question_type="permission",
+            question=summary,
+            options=list(PERMISSION_OPTIONS),
+        )
+
     async def _ask(self, session: AgentSession, request: PermissionRequest) -> Answer | None:
         """A person's answer through the inbox; None when it cannot be asked or waited for."""
         try:
-            question = await self.store.create_question(
-                UserQuestion(
-                    office_id=self.office_id,
-                    agent_id=session.agent_id,
-                    session_id=session.session_id,
-                    question_type="permission",
-                    question=request.summary,
-                    options=list(PERMISSION_OPTIONS),
-                )
-            )
+            question = await self.store.create_question(self._item(session, request.summary))
         except StoreError as error:
             log.warning(
                 "permission request of session %s not stored (%s): Claude Code asks in its "
@@ -268,16 +270,7 @@ class Approvals:
         if dialog is None:
             return
         try:
-            question = await self.store.create_question(
-                UserQuestion(
-                    office_id=self.office_id,
-                    agent_id=session.agent_id,
-                    session_id=session.session_id,
-                    question_type="permission",
-                    question=dialog.summary,
-                    options=list(PERMISSION_OPTIONS),
-                )
-            )
+            question = await self.store.create_question(self._item(session, dialog.summary))
         except StoreError as error:
             log.warning("dialog of session %s not stored: %s", session.session_id, error)
             return
