@@ -52,7 +52,7 @@ sys.path[:0] = [
 
 import terminal as bench_terminal  # noqa: E402  (bench/terminal.py: streams and tmux_cat)
 
-from engine.terminal.stream import make_screen_and_stream  # noqa: E402
+from semo.engine.terminal.stream import make_screen_and_stream  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK = 65536
@@ -76,7 +76,7 @@ def screen_alone(data: bytes, cols: int, rows: int) -> Run:
 
 
 def terminal_cat(path: Path, cols: int, rows: int, stats: dict[str, float]) -> Run:
-    from engine.terminal.session import TerminalSession
+    from semo.engine.terminal.session import TerminalSession
 
     async def run() -> Run:
         session = TerminalSession(["cat", str(path)], cols=cols, rows=rows)
@@ -93,8 +93,8 @@ def terminal_cat(path: Path, cols: int, rows: int, stats: dict[str, float]) -> R
 
 
 def agent_cat(path: Path, cols: int, rows: int, stats: dict[str, float], profile: str) -> Run:
-    from engine.sessions.agent_session import AgentSession
-    from engine.sessions.profiles import profile_named
+    from semo.engine.sessions.agent_session import AgentSession
+    from semo.engine.sessions.profiles import profile_named
 
     async def run() -> Run:
         session = AgentSession(

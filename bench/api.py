@@ -51,12 +51,12 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 async def serve(folder: Path, dispatcher_poll: float | None) -> None:
     from pydantic import SecretStr
 
-    from engine.api.server import ApiServer
-    from engine.api.settings import ApiSettings
-    from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
-    from engine.engine import Engine
-    from engine.logs import configure_logging
-    from engine.store.sqlite import SqliteStore
+    from semo.engine.api.server import ApiServer
+    from semo.engine.api.settings import ApiSettings
+    from semo.engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+    from semo.engine.engine import Engine
+    from semo.engine.logs import configure_logging
+    from semo.engine.store.sqlite import SqliteStore
 
     log = (folder / "engine.log").open("w")
     configure_logging("json", stream=log)  # the claims, for the breakdown
@@ -187,7 +187,7 @@ def claims(log: Path) -> dict[str, float]:
 
 async def breakdown(db: str, log: Path, sent: list[Sent]) -> str:
     """Medians of: sent -> row inserted -> claimed -> result row -> answer received."""
-    from engine.store.sqlite import SqliteStore
+    from semo.engine.store.sqlite import SqliteStore
 
     claimed_at = claims(log)
     parts: dict[str, list[float]] = {"insert": [], "claim": [], "run": [], "answer": []}
@@ -215,8 +215,8 @@ async def breakdown(db: str, log: Path, sent: list[Sent]) -> str:
 async def store_baseline(
     db: str, log: Path, office: str, sessions: list[str], prompts: int
 ) -> list[str]:
-    from engine.store.operations import wait_for_result
-    from engine.store.sqlite import SqliteStore
+    from semo.engine.store.operations import wait_for_result
+    from semo.engine.store.sqlite import SqliteStore
 
     lines = []
     async with SqliteStore(db) as store:

@@ -45,9 +45,9 @@ from textual.strip import Strip
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from console.widgets.terminal_pane import TerminalPane
-from engine.heap import freeze_startup_heap, thaw_heap
-from engine.terminal.session import TerminalSession
+from semo.console.widgets.terminal_pane import TerminalPane
+from semo.engine.heap import freeze_startup_heap, thaw_heap
+from semo.engine.terminal.session import TerminalSession
 
 LINE_CHARS = string.ascii_letters + string.digits + "     "
 STEADY = (

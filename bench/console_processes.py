@@ -47,10 +47,10 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from engine.config import parse_config
-from engine.control.client import EngineClient
-from engine.control.paths import office_paths
-from engine.control.server import socket_answers
+from semo.engine.config import parse_config
+from semo.engine.control.client import EngineClient
+from semo.engine.control.paths import office_paths
+from semo.engine.control.server import socket_answers
 
 SEMO = Path(sys.executable).with_name("semo")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -343,7 +343,7 @@ def bench_attach(args: argparse.Namespace) -> None:
         first_frame_ms(PtyProcess(console, office.folder, office.env), complete)  # warm-up
         loads = [os.getloadavg()[0]]
         baseline_env = {**office.env, "PYTHONPATH": str(args.baseline_tree)}
-        baseline = [sys.executable, "-m", "console.cli", "console", "--config", "semo.toml"]
+        baseline = [sys.executable, "-m", "semo.console.cli", "console", "--config", "semo.toml"]
         if args.baseline_tree:
             first_frame_ms(PtyProcess(baseline, office.folder, baseline_env), complete)
         firsts, apps, clients, bare, textual, tmux_attach, before = [], [], [], [], [], [], []

@@ -48,12 +48,12 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from engine.store.base import Store, StoreUnavailable
-from engine.store.migrate import migrate
-from engine.store.models import Office
-from engine.store.postgres import PostgresStore
-from engine.store.sqlite import SqliteStore
-from engine.store.supabase import SupabaseStore
+from semo.engine.store.base import Store, StoreUnavailable
+from semo.engine.store.migrate import migrate
+from semo.engine.store.models import Office
+from semo.engine.store.postgres import PostgresStore
+from semo.engine.store.sqlite import SqliteStore
+from semo.engine.store.supabase import SupabaseStore
 
 ADMIN_DSN = os.environ.get("SEMO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ KEY_VARIABLE = "SEMO_BENCH_SUPABASE_KEY"  # the emulator's key, for the inserter
 
 INSERTER = """
 import asyncio, os, sys, time
-from engine.store.{module} import {cls}
+from semo.engine.store.{module} import {cls}
 async def main():
     store = {cls}(sys.argv[1], *([os.environ["{key}"]] if "{key}" in os.environ else []))
     async with store:
@@ -74,7 +74,7 @@ asyncio.run(main())
 
 ENGINE = """
 import asyncio, sys
-from engine.store.postgres import PostgresStore
+from semo.engine.store.postgres import PostgresStore
 async def main():
     store = PostgresStore(sys.argv[1])
     name = sys.argv[3]
@@ -94,7 +94,7 @@ asyncio.run(main())
 
 CLAIM_AND_HANG = """
 import asyncio, sys
-from engine.store.postgres import PostgresStore
+from semo.engine.store.postgres import PostgresStore
 async def main():
     store = PostgresStore(sys.argv[1])
     async with store:
@@ -343,7 +343,7 @@ async def sigkill() -> None:
 
 FAULT_INSERTER = """
 import asyncio, os, sys, time
-from engine.store.supabase import SupabaseStore
+from semo.engine.store.supabase import SupabaseStore
 async def main():
     async with SupabaseStore(sys.argv[1], os.environ["{key}"]) as store:
         for i in range(int(sys.argv[3])):

@@ -31,16 +31,16 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.protocol.observer import (
+from semo.engine.protocol.observer import (
     AgentObserver,
     MalformedMessage,
     MessageFound,
     turn_text_from_transcript,
 )
-from engine.protocol.replay import EXIT_PREFIX, HOOK_PREFIX
-from engine.protocol.state import StateChange
-from engine.terminal.asciicast import read_asciicast
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.protocol.replay import EXIT_PREFIX, HOOK_PREFIX
+from semo.engine.protocol.state import StateChange
+from semo.engine.terminal.asciicast import read_asciicast
+from semo.engine.terminal.stream import make_screen_and_stream
 from tests.corpus.check import CORPUS, Outcome, check_recording, load_expected, scenario_names
 
 

@@ -36,7 +36,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.store.migrate import migrate
+from semo.engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
 from tests.support import fleet as fleet_support
 from tests.support.fleet import (

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.sessions.agent_session import AgentSession
+    from semo.engine.sessions.agent_session import AgentSession
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -127,11 +127,11 @@ async def loop_lag(stop: asyncio.Event) -> list[float]:
 
 
 async def bench(args: argparse.Namespace, folder: Path) -> None:
-    from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
-    from engine.engine import Engine
-    from engine.heap import freeze_startup_heap
-    from engine.logs import configure_logging
-    from engine.store.sqlite import SqliteStore
+    from semo.engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+    from semo.engine.engine import Engine
+    from semo.engine.heap import freeze_startup_heap
+    from semo.engine.logs import configure_logging
+    from semo.engine.store.sqlite import SqliteStore
 
     log = (folder / "engine.log").open("w")
     configure_logging("json", stream=log)
@@ -217,7 +217,7 @@ async def bench(args: argparse.Namespace, folder: Path) -> None:
         await asyncio.sleep(0.5)
         gc.collect()
         ended = rss_mb()
-        from engine.terminal.screen import TerminalScreen
+        from semo.engine.terminal.screen import TerminalScreen
 
         screens = sum(isinstance(o, TerminalScreen) for o in gc.get_objects())
     finally:

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.terminal.session import TerminalSession
+from semo.engine.terminal.session import TerminalSession
 
 LINE_CHARS = string.ascii_letters + string.digits + "     "
 
@@ -147,8 +147,8 @@ def startup_config(root: Path) -> Path:
 
 
 async def engine_startup(root: Path) -> float:
-    from engine.config import load_config
-    from engine.engine import Engine
+    from semo.engine.config import load_config
+    from semo.engine.engine import Engine
 
     config = load_config(startup_config(root))
     started = time.perf_counter()

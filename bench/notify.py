@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.bus import EventBus
-from engine.events import RoutingStep
-from engine.notify.notifier import Notifier
-from engine.notify.settings import NotifySink
+from semo.engine.bus import EventBus
+from semo.engine.events import RoutingStep
+from semo.engine.notify.notifier import Notifier
+from semo.engine.notify.settings import NotifySink
 from tests.support.notify_servers import HttpReceiver
 
 
@@ -90,7 +90,7 @@ async def storm(count: int, url: str, hook: HttpReceiver) -> tuple[float, int, i
 
 async def hanging(url_ok: str, url_stuck: str, ok: HttpReceiver) -> tuple[float, float]:
     """(µs to publish a failed job, ms until the working sink has it) while the other hangs."""
-    from engine.events import JobEvent
+    from semo.engine.events import JobEvent
 
     bus = EventBus()
     sinks = [

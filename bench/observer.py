@@ -85,8 +85,8 @@ def streams() -> dict[str, Callable[[int, random.Random], bytes]]:
 
 def measure(data: bytes, profile: str, cols: int, rows: int) -> tuple[float, float]:
     """(screen seconds, observer seconds) for one pass over `data`."""
-    from engine.protocol.observer import AgentObserver
-    from engine.terminal.stream import make_screen_and_stream
+    from semo.engine.protocol.observer import AgentObserver
+    from semo.engine.terminal.stream import make_screen_and_stream
 
     screen, stream = make_screen_and_stream(cols, rows)
     observer = AgentObserver(profile, screen=screen if profile == "claude" else None)

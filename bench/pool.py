@@ -48,17 +48,17 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.events import EventBus
-from engine.protocol.observer import input_box_visible
-from engine.protocol.state import AgentState, StateChange
-from engine.session_events import bus_event
-from engine.sessions.agent_session import AgentSession, SessionEvent
-from engine.sessions.claude_config import ensure_trusted
-from engine.sessions.manager import SessionManager
-from engine.sessions.pool import SessionPoolManager
-from engine.sessions.profiles import paste
-from engine.store.models import Agent
-from engine.terminal.session import TerminalSession
+from semo.engine.events import EventBus
+from semo.engine.protocol.observer import input_box_visible
+from semo.engine.protocol.state import AgentState, StateChange
+from semo.engine.session_events import bus_event
+from semo.engine.sessions.agent_session import AgentSession, SessionEvent
+from semo.engine.sessions.claude_config import ensure_trusted
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.sessions.pool import SessionPoolManager
+from semo.engine.sessions.profiles import paste
+from semo.engine.store.models import Agent
+from semo.engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_env, installed_claude_version
 from tests.support.scripted_api import ScriptedMessagesAPI
 

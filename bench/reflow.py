@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import TerminalStream
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import TerminalStream
 from tests.terminal.reflow_pair import TmuxPane
 
 WIDTHS = [120, 60, 100, 47, 80, 133, 71, 90]

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import pyte
 
-from engine.terminal.session import TerminalSession
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal.session import TerminalSession
+from semo.engine.terminal.stream import make_screen_and_stream
 
 CHUNK = 65536
 WORDS = "the quick brown fox jumps over lazy dog semo agent session worktree claude".split()
@@ -258,8 +258,8 @@ def semo_cat(path: Path, cols: int, rows: int) -> float:
 
 def agent_cat(path: Path, cols: int, rows: int, profile: str = "claude") -> float:
     """Seconds for a semo agent session (screen + observer) to take in `cat path`."""
-    from engine.sessions.agent_session import AgentSession
-    from engine.sessions.profiles import profile_named
+    from semo.engine.sessions.agent_session import AgentSession
+    from semo.engine.sessions.profiles import profile_named
 
     async def run() -> float:
         session = AgentSession(
@@ -278,7 +278,7 @@ def agent_cat(path: Path, cols: int, rows: int, profile: str = "claude") -> floa
 _CPU_FEED = """
 import codecs, random, sys, time
 sys.path[:0] = [{root!r}, {repo!r}]
-import engine.terminal.stream as stream_module
+import semo.engine.terminal.stream as stream_module
 assert stream_module.__file__.startswith({root!r}), stream_module.__file__
 from bench.terminal import STREAMS, CHUNK
 data = STREAMS[{name!r}](int({mb!r} * 1e6), random.Random(7))

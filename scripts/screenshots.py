@@ -22,10 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from console.app import SemoApp  # noqa: E402
-from console.widgets.questions_panel import QuestionsPanel  # noqa: E402
-from engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig  # noqa: E402
-from engine.engine import Engine  # noqa: E402
+from semo.console.app import SemoApp  # noqa: E402
+from semo.console.widgets.questions_panel import QuestionsPanel  # noqa: E402
+from semo.engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig  # noqa: E402
+from semo.engine.engine import Engine  # noqa: E402
 from tests.support.temp_dirs import short_temp_dir  # noqa: E402
 from tests.support.waiting import eventually  # noqa: E402
 
@@ -42,7 +42,7 @@ async def save_screenshot(app: SemoApp, name: str, settle: float) -> None:
 
 
 async def demo_view(size: tuple[int, int], name: str) -> None:
-    from engine.demo.office import demo_config, prepare_demo_repository
+    from semo.engine.demo.office import demo_config, prepare_demo_repository
 
     prepare_demo_repository()
     app = SemoApp(Engine(demo_config()), demo_task=True)
@@ -76,7 +76,7 @@ async def office_view(
 
 async def jobs_view(size: tuple[int, int], name: str, folder: Path) -> None:
     """The jobs view (F5): FE's finished job and its timeline, BE's job still running."""
-    from console.screens.jobs import JobsScreen
+    from semo.console.screens.jobs import JobsScreen
     from tests.console.console_snapshot_app import console_engine
 
     scripts = {

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from wcwidth import wcwidth
 
-OUT = Path(__file__).resolve().parents[1] / "engine" / "terminal" / "width_table.py"
+OUT = Path(__file__).resolve().parents[1] / "semo" / "engine" / "terminal" / "width_table.py"
 
 
 def main() -> None:

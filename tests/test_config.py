@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
-from engine.config import (
+from semo.engine.cli import main
+from semo.engine.config import (
     EXAMPLE_CONFIG,
     AgentConfig,
     ConfigError,
@@ -25,11 +25,11 @@ from engine.config import (
     init_config,
     load_config,
 )
-from engine.engine import Engine
-from engine.protocol.observer import DEFAULT_PROMPT_PATTERN
-from engine.store import StoreConfig
-from engine.store.models import Agent
-from engine.store.sqlite import SqliteStore
+from semo.engine.engine import Engine
+from semo.engine.protocol.observer import DEFAULT_PROMPT_PATTERN
+from semo.engine.store import StoreConfig
+from semo.engine.store.models import Agent
+from semo.engine.store.sqlite import SqliteStore
 
 OFFICE = '[office]\nname = "shop"\n'
 

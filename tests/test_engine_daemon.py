@@ -22,8 +22,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from engine.store.models import AgentCommandResult, AgentSession
-from engine.store.sqlite import SqliteStore
+from semo.engine.store.models import AgentCommandResult, AgentSession
+from semo.engine.store.sqlite import SqliteStore
 from tests.support.git_repo import make_repo
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.semo_process import environment_without_semo, semo_engine

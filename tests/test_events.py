@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from engine.events import (
+from semo.engine.events import (
     BROADCAST_EVENT,
     EVENT_KINDS,
     MAX_TEXT,
@@ -34,8 +34,8 @@ from engine.events import (
     event_from_json,
     fit_output,
 )
-from engine.protocol.state import AgentState
-from engine.store.base import Store
+from semo.engine.protocol.state import AgentState
+from semo.engine.store.base import Store
 
 
 def status(office: str = "o1", session: str = "s1", new: str = "ready", **kw: Any) -> Any:
@@ -460,7 +460,7 @@ async def test_forwarder_survives_a_store_that_raises(caplog: pytest.LogCaptureF
 
 
 async def test_stores_without_a_broadcast_channel_return_false(tmp_path: Any) -> None:
-    from engine.store.sqlite import SqliteStore
+    from semo.engine.store.sqlite import SqliteStore
 
     store: Store = SqliteStore(str(tmp_path / "semo.db"))
     async with store:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from engine.heap import freeze_startup_heap, thaw_heap
+from semo.engine.heap import freeze_startup_heap, thaw_heap
 
 
 class _Node:

@@ -46,21 +46,21 @@ def test_import_linter_contract_holds():
 #: console reaches the engine through engine.control.client only
 CONSOLE_START_FORBIDDEN = (
     "pydantic",
-    "engine.config",
-    "engine.engine",
-    "engine.events",
-    "engine.store",
-    "engine.routing",
-    "engine.sessions",
-    "engine.control.server",
-    "engine.control.launcher",
-    "engine.control.paths",
+    "semo.engine.config",
+    "semo.engine.engine",
+    "semo.engine.events",
+    "semo.engine.store",
+    "semo.engine.routing",
+    "semo.engine.sessions",
+    "semo.engine.control.server",
+    "semo.engine.control.launcher",
+    "semo.engine.control.paths",
 )
 
 
 def test_the_console_imports_no_engine_store_or_pydantic():
     probe = (
-        "import sys, console.cli, console.launch, console.app, console.screens.main\n"
+        "import sys, semo.console.cli, semo.console.launch, semo.console.app, semo.console.screens.main\n"
         "print('\\n'.join(sorted(sys.modules)))\n"
     )
     result = subprocess.run(
@@ -72,7 +72,7 @@ def test_the_console_imports_no_engine_store_or_pydantic():
         for name in loaded
         if any(name == f or name.startswith(f + ".") for f in CONSOLE_START_FORBIDDEN)
     ]
-    assert "textual.app" in loaded and "engine.control.client" in loaded
+    assert "textual.app" in loaded and "semo.engine.control.client" in loaded
     assert offenders == []
 
 
@@ -80,7 +80,7 @@ def test_the_painted_first_frame_needs_neither_textual_nor_rich_nor_pyte():
     """console/first_frame.py paints before Textual loads: everything the launcher imports
     to paint it stays light (console.launch, first_frame, panel_text)."""
     probe = (
-        "import sys, console.launch, console.first_frame, console.panel_text\n"
+        "import sys, semo.console.launch, semo.console.first_frame, semo.console.panel_text\n"
         "print('\\n'.join(sorted(sys.modules)))\n"
     )
     result = subprocess.run(
@@ -88,5 +88,5 @@ def test_the_painted_first_frame_needs_neither_textual_nor_rich_nor_pyte():
     )
     heavy = ("textual", "rich", "pyte", *CONSOLE_START_FORBIDDEN)
     loaded = result.stdout.split()
-    assert "console.first_frame" in loaded
+    assert "semo.console.first_frame" in loaded
     assert [n for n in loaded if any(n == f or n.startswith(f + ".") for f in heavy)] == []

@@ -1,4 +1,4 @@
-"""engine.safe_json: bounded JSON for input from outside (size, depth, one error type)."""
+"""semo.engine.safe_json: bounded JSON for input from outside (size, depth, one error type)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.safe_json import JSONInputError, check_depth, loads
+from semo.engine.safe_json import JSONInputError, check_depth, loads
 
 
 def test_valid_json_parses_like_json_loads() -> None:

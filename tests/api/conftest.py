@@ -29,13 +29,13 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import SecretStr
 
-from engine.api.server import ApiServer
-from engine.api.settings import ApiSettings
-from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
-from engine.engine import Engine
-from engine.store.base import Store
-from engine.store.models import Office
-from engine.store.sqlite import SqliteStore
+from semo.engine.api.server import ApiServer
+from semo.engine.api.settings import ApiSettings
+from semo.engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from semo.engine.engine import Engine
+from semo.engine.store.base import Store
+from semo.engine.store.models import Office
+from semo.engine.store.sqlite import SqliteStore
 
 T = TypeVar("T")
 
@@ -109,9 +109,9 @@ async def store_maker(backend: str, folder: Path) -> AsyncIterator[Callable[[], 
     if backend == "sqlite":
         yield lambda: SqliteStore(folder / "semo.db")
         return
-    from engine.store.migrate import migrate
-    from engine.store.postgres import PostgresStore
-    from engine.store.supabase import SupabaseStore
+    from semo.engine.store.migrate import migrate
+    from semo.engine.store.postgres import PostgresStore
+    from semo.engine.store.supabase import SupabaseStore
     from tests.store.conftest import emulated_supabase, fresh_database
 
     if backend == "postgres":

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.store.models import UserQuestion
+from semo.engine.store.models import UserQuestion
 from tests.api.conftest import OTHER_TOKEN, Live, auth, wait_ready
 
 TIMEOUT = 40.0

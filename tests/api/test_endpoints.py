@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.store.models import AgentSession, UserQuestion
+from semo.engine.store.models import AgentSession, UserQuestion
 from tests.api.conftest import (
     GHOST_TOKEN,
     OFFICE,

@@ -28,7 +28,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from engine.store.models import Job, UserQuestion
+from semo.engine.store.models import Job, UserQuestion
 from tests.api.conftest import TOKEN, Live, wait_ready
 
 EXAMPLES = 15

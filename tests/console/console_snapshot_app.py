@@ -13,11 +13,11 @@ import os
 import sys
 from pathlib import Path
 
-from console.app import SemoApp
-from console.widgets.questions_panel import QuestionsPanel
-from engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig
-from engine.engine import Engine
-from engine.store.models import Agent
+from semo.console.app import SemoApp
+from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig
+from semo.engine.engine import Engine
+from semo.engine.store.models import Agent
 from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from textual.app import App, ComposeResult
 
-from console.widgets.terminal_pane import TerminalPane
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import TerminalStream
+from semo.console.widgets.terminal_pane import TerminalPane
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import TerminalStream
 
 COLS, ROWS = 78, 22  # an 80x24 app minus the pane's border
 ESC = "\x1b"

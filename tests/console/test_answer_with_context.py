@@ -9,9 +9,9 @@ from pathlib import Path
 
 from textual import events
 
-from console.app import SemoApp
-from console.panel_text import UUID
-from console.widgets.questions_panel import QuestionsPanel
+from semo.console.app import SemoApp
+from semo.console.panel_text import UUID
+from semo.console.widgets.questions_panel import QuestionsPanel
 from tests.console.console_snapshot_app import console_engine, settle_with_questions
 from tests.support.console_app import at_three_sizes, runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts

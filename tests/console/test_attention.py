@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from console.app import SemoApp
-from console.attention import (
+from semo.console.app import SemoApp
+from semo.console.attention import (
     JOB_FAILED,
     STALE,
     Attention,
@@ -23,10 +23,10 @@ from console.attention import (
     shown_state,
     terminal_title,
 )
-from console.panel_text import CommandRow, command_parts, session_names
-from console.widgets.commands_panel import CommandsPanel
-from console.widgets.questions_panel import QuestionsPanel
-from console.widgets.session_list import SessionList
+from semo.console.panel_text import CommandRow, command_parts, session_names
+from semo.console.widgets.commands_panel import CommandsPanel
+from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.console.widgets.session_list import SessionList
 from tests.console.console_snapshot_app import (
     console_engine,
     office_scripts,

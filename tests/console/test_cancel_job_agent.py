@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.app import SemoApp
-from console.confirm import Choose
-from console.widgets.session_list import SessionList
-from engine.engine import Engine
-from engine.routing.jobs import OPERATOR_INTERRUPTED
-from engine.store.models import Job
+from semo.console.app import SemoApp
+from semo.console.confirm import Choose
+from semo.console.widgets.session_list import SessionList
+from semo.engine.engine import Engine
+from semo.engine.routing.jobs import OPERATOR_INTERRUPTED
+from semo.engine.store.models import Job
 from tests.console.console_snapshot_app import console_engine
 from tests.support.console_app import at_three_sizes, runtime_dir_fixture, waiter
 from tests.support.waiting import eventually_value

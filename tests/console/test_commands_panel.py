@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from textual.app import App, ComposeResult
 
-from console.widgets.commands_panel import CommandRow, CommandsPanel
+from semo.console.widgets.commands_panel import CommandRow, CommandsPanel
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

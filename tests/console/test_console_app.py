@@ -14,11 +14,11 @@ from pathlib import Path
 
 from textual import events
 
-from console.app import SemoApp
-from console.widgets.questions_panel import QuestionsPanel
-from console.widgets.session_list import SessionList
-from console.widgets.terminal_pane import TerminalPane
-from engine.store.models import UserQuestion
+from semo.console.app import SemoApp
+from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.console.widgets.session_list import SessionList
+from semo.console.widgets.terminal_pane import TerminalPane
+from semo.engine.store.models import UserQuestion
 from tests.console.console_snapshot_app import console_engine, settle_with_questions
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts

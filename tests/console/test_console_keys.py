@@ -21,13 +21,13 @@ from textual import events
 from textual.command import CommandList, CommandPalette, SearchIcon
 from textual.widgets import Input
 
-from console.app import SemoApp
-from console.confirm import Confirm
-from console.keys_help import KeysHelp
-from console.screens.main import MainScreen
-from console.widgets.key_bar import KeyBar
-from console.widgets.session_list import SessionList
-from console.widgets.terminal_pane import TerminalPane
+from semo.console.app import SemoApp
+from semo.console.confirm import Confirm
+from semo.console.keys_help import KeysHelp
+from semo.console.screens.main import MainScreen
+from semo.console.widgets.key_bar import KeyBar
+from semo.console.widgets.session_list import SessionList
+from semo.console.widgets.terminal_pane import TerminalPane
 from tests.console.console_snapshot_app import console_engine, office_scripts
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts
@@ -329,8 +329,8 @@ async def test_every_palette_action(tmp_path: Path, runtime_dir: Path) -> None:
 
 
 def test_the_prefix_is_configured_in_semo_toml(tmp_path: Path) -> None:
-    from console.keys import prefix_key
-    from engine.config import ConfigError, load_config
+    from semo.console.keys import prefix_key
+    from semo.engine.config import ConfigError, load_config
 
     base = '[office]\nname = "keys"\n'
     path = tmp_path / "semo.toml"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.app import SemoApp
+from semo.console.app import SemoApp
 from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
 from tests.support.console_app import (
     fixed_times,  # noqa: F401 (autouse: the same picture every run)

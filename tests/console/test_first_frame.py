@@ -33,10 +33,10 @@ import pytest
 from rich.text import Text
 from textual.content import Content
 
-from console.first_frame import LEAVE_FIRST_FRAME, _wrap, paint, selected_session
-from console.panel_text import DETACH_KEY, question_answer_parts, question_text_parts
-from console.targets import CACHE_NAME
-from engine.control.client import FirstScreen, Preconnect
+from semo.console.first_frame import LEAVE_FIRST_FRAME, _wrap, paint, selected_session
+from semo.console.panel_text import DETACH_KEY, question_answer_parts, question_text_parts
+from semo.console.targets import CACHE_NAME
+from semo.engine.control.client import FirstScreen, Preconnect
 from tests.console.console_snapshot_app import LONG
 from tests.control.office import SEMO, Console, Office, consoles
 from tests.support.office_toml import sqlite_office_toml

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from console.app import SemoApp
-from console.widgets.session_list import SessionList
+from semo.console.app import SemoApp
+from semo.console.widgets.session_list import SessionList
 from tests.console.console_snapshot_app import console_engine
 from tests.hostile.test_display import CSI, UNSAFE_OUTPUT, terminal_output
 from tests.support.waiting import eventually

@@ -26,11 +26,11 @@ from textual.containers import VerticalScroll
 from textual.pilot import Pilot
 from textual.widget import Widget
 
-from console.app import SemoApp
-from console.panel_text import CommandRow, command_parts, inbox_rows
-from console.screens.main import MainScreen
-from console.widgets.commands_panel import CommandsPanel
-from console.widgets.questions_panel import QuestionsPanel
+from semo.console.app import SemoApp
+from semo.console.panel_text import CommandRow, command_parts, inbox_rows
+from semo.console.screens.main import MainScreen
+from semo.console.widgets.commands_panel import CommandsPanel
+from semo.console.widgets.questions_panel import QuestionsPanel
 from tests.console.console_snapshot_app import FOUR, LONG, ROLES, console_engine
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts

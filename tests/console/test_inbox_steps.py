@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from console.app import SemoApp
-from console.panel_text import snapshot_step_rows
-from console.widgets.commands_panel import CommandsPanel
-from engine.config import OfficeConfig, PoolConfig, SemoConfig
-from engine.control.client import EngineClient
-from engine.control.views import RECENT_STEPS
-from engine.engine import Engine
-from engine.events import RoutingStep
+from semo.console.app import SemoApp
+from semo.console.panel_text import snapshot_step_rows
+from semo.console.widgets.commands_panel import CommandsPanel
+from semo.engine.config import OfficeConfig, PoolConfig, SemoConfig
+from semo.engine.control.client import EngineClient
+from semo.engine.control.views import RECENT_STEPS
+from semo.engine.engine import Engine
+from semo.engine.events import RoutingStep
 from tests.console.console_snapshot_app import FOUR, REPO, script_agent
 from tests.support.control_engine import serving_engine
 from tests.support.waiting import eventually

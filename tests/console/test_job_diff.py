@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from textual.app import App
 from textual.widgets import RichLog, Static
 
-from console.diff_text import file_heading, patch_lines
-from console.screens.job_diff import JobDiffScreen
+from semo.console.diff_text import file_heading, patch_lines
+from semo.console.screens.job_diff import JobDiffScreen
 from tests.hostile.test_display import UNSAFE_OUTPUT, terminal_output
 
 HOSTILE_LINE = (

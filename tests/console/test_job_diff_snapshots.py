@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable
 
-import console.job_text
-import console.screens.jobs
-from console.app import SemoApp
-from console.job_text import timeline_lines
-from console.job_work_text import review_lines
-from console.screens.job_diff import JobDiffScreen
-from console.screens.jobs import JobsScreen
-from engine.protocol.state import AgentState
+import semo.console.job_text
+import semo.console.screens.jobs
+from semo.console.app import SemoApp
+from semo.console.job_text import timeline_lines
+from semo.console.job_work_text import review_lines
+from semo.console.screens.job_diff import JobDiffScreen
+from semo.console.screens.jobs import JobsScreen
+from semo.engine.protocol.state import AgentState
 from tests.console.console_snapshot_app import console_engine
 from tests.console.test_jobs_view import create, job_in
 from tests.support.console_app import runtime_dir_fixture
@@ -44,10 +44,10 @@ runtime_dir = runtime_dir_fixture("semo-jdsnap-")
 
 @pytest.fixture(autouse=True)
 def fixed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(console.job_text, "clock", lambda _at: "12:00:00")
-    monkeypatch.setattr(console.job_text, "age", lambda _since, _now=None: "3s")
-    monkeypatch.setattr(console.job_text, "job_label", lambda _id: "job-0001")
-    monkeypatch.setattr(console.screens.jobs, "job_label", lambda _id: "job-0001")
+    monkeypatch.setattr(semo.console.job_text, "clock", lambda _at: "12:00:00")
+    monkeypatch.setattr(semo.console.job_text, "age", lambda _since, _now=None: "3s")
+    monkeypatch.setattr(semo.console.job_text, "job_label", lambda _id: "job-0001")
+    monkeypatch.setattr(semo.console.screens.jobs, "job_label", lambda _id: "job-0001")
 
     def fixed_review(review: Any) -> list[str]:
         return mask(review_lines(review), review.job.id, tmp_path)
@@ -55,8 +55,8 @@ def fixed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def fixed_timeline(timeline: Any, agents: Any) -> list[str]:
         return mask(timeline_lines(timeline, agents), timeline.job.id, tmp_path)
 
-    monkeypatch.setattr(console.screens.jobs, "review_lines", fixed_review)
-    monkeypatch.setattr(console.screens.jobs, "timeline_lines", fixed_timeline)
+    monkeypatch.setattr(semo.console.screens.jobs, "review_lines", fixed_review)
+    monkeypatch.setattr(semo.console.screens.jobs, "timeline_lines", fixed_timeline)
 
 
 def mask(lines: list[str], job_id: str, folder: Path) -> list[str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from textual.app import App
 
-from console.shell import job_worktree, open_shell, shell_argv
-from engine.store.job_ops import JobView
+from semo.console.shell import job_worktree, open_shell, shell_argv
+from semo.engine.store.job_ops import JobView
 from tests.support.tmux import TmuxServer
 from tests.support.waiting import eventually_value
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input
 
-import console.job_text
-from console.app import SemoApp
-from console.job_text import age as real_age
-from console.screens.jobs import CreateJob, JobsScreen
+import semo.console.job_text
+from semo.console.app import SemoApp
+from semo.console.job_text import age as real_age
+from semo.console.screens.jobs import CreateJob, JobsScreen
 from tests.console.console_snapshot_app import console_engine
 from tests.support.waiting import eventually
 
@@ -29,9 +29,9 @@ SCRIPTS = {
 
 @pytest.fixture(autouse=True)
 def fixed_times(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(console.job_text, "clock", lambda _at: "12:00:00")
-    monkeypatch.setattr(console.job_text, "age", lambda _since, _now=None: "3s")
-    monkeypatch.setattr(console.job_text, "job_label", lambda _id: "job-0001")
+    monkeypatch.setattr(semo.console.job_text, "clock", lambda _at: "12:00:00")
+    monkeypatch.setattr(semo.console.job_text, "age", lambda _since, _now=None: "3s")
+    monkeypatch.setattr(semo.console.job_text, "job_label", lambda _id: "job-0001")
 
 
 @pytest.fixture
@@ -79,8 +79,8 @@ def test_ages_read_as_a_person_says_them() -> None:
 
 
 def test_a_timeline_names_the_agents_of_its_questions_invocations_and_results() -> None:
-    from engine.store.job_ops import JobTimeline, JobView
-    from engine.store.models import Agent, AgentInvocation, AgentResult, JobEntry, UserQuestion
+    from semo.engine.store.job_ops import JobTimeline, JobView
+    from semo.engine.store.models import Agent, AgentInvocation, AgentResult, JobEntry, UserQuestion
 
     fe = Agent(office_id="o", role="FE", name="fe")
     be = Agent(office_id="o", role="BE", name="be")
@@ -113,7 +113,7 @@ def test_a_timeline_names_the_agents_of_its_questions_invocations_and_results() 
             )
         ],
     )
-    text = "\n".join(console.job_text.timeline_lines(timeline, agents))
+    text = "\n".join(semo.console.job_text.timeline_lines(timeline, agents))
     assert "job job-0001  failed  FE  attempts 0" in text
     assert "  12:00:00  failed [FE]: x" in text
     assert "  FE asked: Which DB?\n    answer: pg" in text

@@ -19,12 +19,12 @@ from pathlib import Path
 from textual.command import CommandPalette
 from textual.widgets import DataTable, Input
 
-from console.app import SemoApp
-from console.confirm import Confirm
-from console.screens.jobs import CreateJob, JobsScreen
-from console.screens.main import MainScreen
-from engine.engine import Engine
-from engine.store.models import Job
+from semo.console.app import SemoApp
+from semo.console.confirm import Confirm
+from semo.console.screens.jobs import CreateJob, JobsScreen
+from semo.console.screens.main import MainScreen
+from semo.engine.engine import Engine
+from semo.engine.store.models import Job
 from tests.console.console_snapshot_app import console_engine
 from tests.support.console_app import runtime_dir_fixture, waiter
 

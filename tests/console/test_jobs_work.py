@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.app import SemoApp
-from console.screens.job_diff import JobDiffScreen
-from console.screens.jobs import JobsScreen
-from console.screens.main import MainScreen
-from console.widgets.terminal_pane import TerminalPane
+from semo.console.app import SemoApp
+from semo.console.screens.job_diff import JobDiffScreen
+from semo.console.screens.jobs import JobsScreen
+from semo.console.screens.main import MainScreen
+from semo.console.widgets.terminal_pane import TerminalPane
 from tests.console.console_snapshot_app import console_engine
 from tests.console.test_jobs_view import create, job_in, run_palette
 from tests.hostile.test_display import UNSAFE_OUTPUT, terminal_output

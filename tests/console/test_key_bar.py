@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from console.app import SemoApp
-from console.screens.jobs import JobsScreen
-from console.widgets.key_bar import KeyBar, fit
-from console.widgets.session_list import SessionList
-from console.widgets.terminal_pane import TerminalPane
+from semo.console.app import SemoApp
+from semo.console.screens.jobs import JobsScreen
+from semo.console.widgets.key_bar import KeyBar, fit
+from semo.console.widgets.session_list import SessionList
+from semo.console.widgets.terminal_pane import TerminalPane
 from tests.console.test_console_keys import PREFIX, ready, started_app, wait_for
 from tests.support.temp_dirs import short_temp_dir
 
@@ -83,7 +83,7 @@ async def test_a_wide_footer_shows_every_key(tmp_path: Path, runtime_dir: Path) 
 
 
 def test_fit_keeps_the_important_keys_in_their_order() -> None:
-    from console.widgets.key_bar import Hint
+    from semo.console.widgets.key_bar import Hint
 
     hints = [Hint("F1", "Keys", 1), Hint("F3", "Zoom", 8), Hint("^q", "Detach", 0)]
     assert fit(hints, 80).plain == "F1 Keys F3 Zoom ^q Detach"

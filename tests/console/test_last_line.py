@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from console.panel_text import screen_last_line
+from semo.console.panel_text import screen_last_line
 
 
 def shown(*rows: str) -> str:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from console.targets import CACHE_NAME, Target, cached_target, remember_target
-from engine.control.client import EngineClient, EngineNotRunning, Preconnect
-from engine.engine import Engine
+from semo.console.targets import CACHE_NAME, Target, cached_target, remember_target
+from semo.engine.control.client import EngineClient, EngineNotRunning, Preconnect
+from semo.engine.engine import Engine
 from tests.control.office import CONFIG, Console, Office, consoles, engine_in_process
 from tests.support.waiting import eventually
 
@@ -147,7 +147,7 @@ async def test_a_socket_served_by_another_uid_is_never_used(
 ) -> None:
     """The engine serving the socket runs as this test's uid; the client is made to believe it
     runs as another one (the only way to have a foreign peer without root)."""
-    import engine.control.client as client_module
+    import semo.engine.control.client as client_module
 
     assert engine.control is not None
     paths = engine.control.paths

@@ -17,10 +17,10 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.widgets import Input
 
-from console.keys import key_to_bytes, paste_to_bytes
-from console.widgets.terminal_pane import TerminalPane, build_strip
-from engine.terminal.scrollback import Line
-from engine.terminal.session import TerminalSession
+from semo.console.keys import key_to_bytes, paste_to_bytes
+from semo.console.widgets.terminal_pane import TerminalPane, build_strip
+from semo.engine.terminal.scrollback import Line
+from semo.engine.terminal.session import TerminalSession
 from tests.console.pane_snapshot_app import PaneSnapshotApp, ScreenFeed
 from tests.support.waiting import eventually
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from textual.widgets._toast import Toast
 
-from console.app import SemoApp
-from console.widgets.questions_panel import QuestionsPanel
-from console.widgets.session_list import SessionList
+from semo.console.app import SemoApp
+from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.console.widgets.session_list import SessionList
 from tests.console.console_snapshot_app import console_engine
 from tests.support.console_app import at_three_sizes, runtime_dir_fixture, waiter
 

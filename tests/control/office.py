@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import parse_config
-from engine.control.liveness import pid_alive
-from engine.engine import Engine
+from semo.engine.config import parse_config
+from semo.engine.control.liveness import pid_alive
+from semo.engine.engine import Engine
 from tests.support.control_engine import serving_engine
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.tmux import TmuxServer

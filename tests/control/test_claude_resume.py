@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import load_config
-from engine.engine import Engine
-from engine.sessions.agent_session import AgentSession
+from semo.engine.config import load_config
+from semo.engine.engine import Engine
+from semo.engine.sessions.agent_session import AgentSession
 from tests.control.office import SEMO, alive, start_engine, wait_until
 from tests.support.claude_home import claude_env
 from tests.support.office_toml import sqlite_office_toml

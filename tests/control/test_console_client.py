@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from textual.geometry import Region
 
-from console.app import SemoApp
-from console.confirm import Confirm
-from console.widgets.session_list import SessionList
-from console.widgets.terminal_pane import TerminalPane
-from engine.control.client import EngineClient
-from engine.engine import Engine
+from semo.console.app import SemoApp
+from semo.console.confirm import Confirm
+from semo.console.widgets.session_list import SessionList
+from semo.console.widgets.terminal_pane import TerminalPane
+from semo.engine.control.client import EngineClient
+from semo.engine.engine import Engine
 from tests.control.office import engine_in_process
 from tests.support.waiting import eventually
 

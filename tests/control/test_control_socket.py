@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.control.client import EngineClient, EngineGone, RemoteTerminal
-from engine.control.server import ControlError, socket_answers
-from engine.control.wire import MAX_STYLES, encode_frame
-from engine.engine import Engine
-from engine.terminal.pty_process import TerminalClosedError
+from semo.engine.control.client import EngineClient, EngineGone, RemoteTerminal
+from semo.engine.control.server import ControlError, socket_answers
+from semo.engine.control.wire import MAX_STYLES, encode_frame
+from semo.engine.engine import Engine
+from semo.engine.terminal.pty_process import TerminalClosedError
 from tests.control.office import engine_in_process
 from tests.support.waiting import eventually
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 from pydantic import SecretStr
 
-from engine.api.app import create_app
-from engine.api.settings import ApiSettings
-from engine.store.models import Agent, AgentSession, Office, UserQuestion
-from engine.store.sqlite import SqliteStore
+from semo.engine.api.app import create_app
+from semo.engine.api.settings import ApiSettings
+from semo.engine.store.models import Agent, AgentSession, Office, UserQuestion
+from semo.engine.store.sqlite import SqliteStore
 
 TOKEN = "dead-engine-token-0123456789abcdef"
 

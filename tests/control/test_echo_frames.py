@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.control.server import FRAME_SECONDS
-from engine.engine import Engine
+from semo.engine.control.server import FRAME_SECONDS
+from semo.engine.engine import Engine
 from tests.control.test_control_socket import attached, client_of, engine  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.control.liveness import killed_run_of_office
-from engine.control.paths import OfficePaths
+from semo.engine.control.liveness import killed_run_of_office
+from semo.engine.control.paths import OfficePaths
 from tests.control.office import Office, wait_until
 
 pytestmark = pytest.mark.timeout(180)

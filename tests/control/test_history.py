@@ -16,8 +16,8 @@ import asyncio
 import pytest
 from textual.app import App, ComposeResult
 
-from console.widgets.terminal_pane import TerminalPane
-from engine.engine import Engine
+from semo.console.widgets.terminal_pane import TerminalPane
+from semo.engine.engine import Engine
 from tests.control.test_control_socket import client_of, engine, engine_screen
 from tests.support.waiting import eventually
 

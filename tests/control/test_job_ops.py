@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine
-from engine.store.models import Job
+from semo.engine.engine import Engine
+from semo.engine.store.models import Job
 from tests.control.office import engine_in_process
 from tests.control.test_control_socket import client_of, engine  # noqa: F401 (fixture)
 from tests.support.waiting import eventually_value
@@ -75,9 +75,9 @@ async def test_bad_job_requests_are_refused_with_a_clear_message(engine: Engine)
 async def test_an_attached_console_shows_a_job_and_follows_it(engine: Engine) -> None:  # noqa: F811
     """Over the socket: F5 lists the job an engine-side caller created, with its timeline, and
     the view follows the job's cancellation from the job events the client receives."""
-    from console.app import SemoApp
-    from console.screens.jobs import JobsScreen
-    from console.widgets.terminal_pane import TerminalPane
+    from semo.console.app import SemoApp
+    from semo.console.screens.jobs import JobsScreen
+    from semo.console.widgets.terminal_pane import TerminalPane
     from tests.support.waiting import eventually
 
     client = client_of(engine)

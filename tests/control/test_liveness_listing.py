@@ -26,11 +26,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from engine.api.app import create_app
-from engine.api.settings import ApiSettings
-from engine.store.models import Agent, AgentSession
-from engine.store.models import Office as OfficeRow
-from engine.store.sqlite import SqliteStore, ts
+from semo.engine.api.app import create_app
+from semo.engine.api.settings import ApiSettings
+from semo.engine.store.models import Agent, AgentSession
+from semo.engine.store.models import Office as OfficeRow
+from semo.engine.store.sqlite import SqliteStore, ts
 from tests.control.office import Office, wait_until
 
 pytestmark = pytest.mark.timeout(240)

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from engine.engine import Engine
+from semo.engine.engine import Engine
 from tests.control.test_control_socket import engine  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(120)

@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from engine.config import load_config
-from engine.store import open_store
-from engine.store.models import AgentResult
+from semo.engine.config import load_config
+from semo.engine.store import open_store
+from semo.engine.store.models import AgentResult
 from tests.support.claude_home import claude_env
 from tests.support.office_files import kept_temp_dir, write_claude_office
 from tests.support.scripted_api import ScriptedMessagesAPI

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine
-from engine.events import BaseEvent, SessionStatusChanged
-from engine.store.models import UserQuestion
+from semo.engine.engine import Engine
+from semo.engine.events import BaseEvent, SessionStatusChanged
+from semo.engine.store.models import UserQuestion
 from tests.control.test_control_socket import client_of, engine  # noqa: F401 (fixture)
 from tests.support.waiting import eventually
 

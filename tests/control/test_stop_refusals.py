@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.store.models import Agent, AgentSession, Office
-from engine.store.sqlite import SqliteStore
+from semo.engine.store.models import Agent, AgentSession, Office
+from semo.engine.store.sqlite import SqliteStore
 from tests.control.office import office_folder, run_console, run_semo
 from tests.support.semo_process import environment_without_semo
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.control.launcher import LaunchError, stop_engine
-from engine.control.paths import OfficePaths
+from semo.engine.control.launcher import LaunchError, stop_engine
+from semo.engine.control.paths import OfficePaths
 from tests.control.office import Office, alive, office_fixture, run_semo, wait_until
 
 pytestmark = pytest.mark.timeout(180)

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.protocol.monitor import Signal
-from engine.protocol.observer import MalformedMessage, MessageFound, ObserverEvent
-from engine.protocol.replay import HOOK_PREFIX, describe_event, replay
-from engine.protocol.state import AgentState, StateChange
+from semo.engine.protocol.monitor import Signal
+from semo.engine.protocol.observer import MalformedMessage, MessageFound, ObserverEvent
+from semo.engine.protocol.replay import HOOK_PREFIX, describe_event, replay
+from semo.engine.protocol.state import AgentState, StateChange
 
 CORPUS = Path(__file__).resolve().parent
 #: Marker written by the recorder right before it shuts the agent down.

@@ -36,9 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
-from engine.protocol.replay import exit_marker, hook_marker
-from engine.terminal.session import TerminalSession
+from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
+from semo.engine.protocol.replay import exit_marker, hook_marker
+from semo.engine.terminal.session import TerminalSession
 from tests.corpus.check import END_MARKER
 from tests.corpus.scenarios import BY_NAME, SCENARIOS, Scenario
 from tests.support.claude_home import claude_argv, claude_env

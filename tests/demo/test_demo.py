@@ -13,7 +13,7 @@ import pytest
 
 def run_semo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args],
+        [sys.executable, "-m", "semo.engine.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -53,7 +53,17 @@ def test_demo_job_goes_through_question_invocations_and_results(tmp_path: Path) 
 
 def test_demo_agent_says_it_is_scripted() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "engine.demo.agent", "--role", "QA", "--steps", "1", "--delay", "0"],
+        [
+            sys.executable,
+            "-m",
+            "semo.engine.demo.agent",
+            "--role",
+            "QA",
+            "--steps",
+            "1",
+            "--delay",
+            "0",
+        ],
         input="check\nexit\n",
         capture_output=True,
         text=True,
@@ -70,8 +80,8 @@ async def test_a_demo_engine_started_again_does_not_open_a_second_demo_job(
     """A demo engine SIGKILLed while FE works leaves its job running; the next demo engine's
     recovery retries it, so no new one is made (there were two jobs and every question was
     asked twice). Once that job has ended, a new demo engine starts a new one."""
-    from engine.demo.office import demo_config, new_demo_job, prepare_demo_repository
-    from engine.engine import Engine
+    from semo.engine.demo.office import demo_config, new_demo_job, prepare_demo_repository
+    from semo.engine.engine import Engine
 
     monkeypatch.setenv("SEMO_SQLITE_PATH", str(tmp_path / "semo.db"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))

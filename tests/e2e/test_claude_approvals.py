@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.store.migrate import migrate
+from semo.engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
 from tests.support.claude_home import claude_env
 from tests.support.office_files import kept_temp_dir, write_claude_office

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from console.app import SemoApp
-from console.screens.main import MainScreen
-from console.widgets.questions_panel import QuestionsPanel
-from engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig
-from engine.engine import Engine
-from engine.store.models import Agent
+from semo.console.app import SemoApp
+from semo.console.screens.main import MainScreen
+from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig
+from semo.engine.engine import Engine
+from semo.engine.store.models import Agent
 from tests.e2e.test_claude_approvals import bash, result_text, tool_results, uses
 from tests.support.claude_home import claude_env
 from tests.support.console_app import runtime_dir_fixture, waiter

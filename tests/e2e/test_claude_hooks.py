@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
-from engine.terminal.session import TerminalSession
+from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
+from semo.engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.claude_screen import prompt_ready, wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
@@ -38,7 +38,7 @@ COLS, ROWS = 100, 30
 STARTUP_TIMEOUT = 30.0
 TURN_TIMEOUT = 30.0
 SESSION_KEY = "office-test/BE"
-MODULE_COMMAND = [sys.executable, "-m", "engine.protocol.hook_shim"]
+MODULE_COMMAND = [sys.executable, "-m", "semo.engine.protocol.hook_shim"]
 
 
 class StampedText:

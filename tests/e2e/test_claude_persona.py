@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.sessions.persona import PersonaInjector, agent_protocol_text
-from engine.sessions.worktrees import WorktreeManager
-from engine.store.models import Agent
-from engine.terminal.session import TerminalSession
+from semo.engine.sessions.persona import PersonaInjector, agent_protocol_text
+from semo.engine.sessions.worktrees import WorktreeManager
+from semo.engine.store.models import Agent
+from semo.engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.claude_screen import prompt_ready, wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI

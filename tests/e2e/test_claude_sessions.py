@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol.messages import StepComplete
-from engine.protocol.state import AgentState, StateChange
-from engine.sessions.agent_session import AgentSession
-from engine.sessions.claude_config import project_key
-from engine.sessions.manager import SessionManager
-from engine.store.models import Agent
+from semo.engine.protocol.messages import StepComplete
+from semo.engine.protocol.state import AgentState, StateChange
+from semo.engine.sessions.agent_session import AgentSession
+from semo.engine.sessions.claude_config import project_key
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.store.models import Agent
 from tests.support.claude_home import claude_env
 from tests.support.claude_screen import wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse

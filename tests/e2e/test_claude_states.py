@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
-from engine.protocol.messages import AskUser, Done
-from engine.protocol.observer import AgentObserver, MessageFound
-from engine.protocol.state import AgentState, StateChange
-from engine.terminal.session import TerminalSession
+from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
+from semo.engine.protocol.messages import AskUser, Done
+from semo.engine.protocol.observer import AgentObserver, MessageFound
+from semo.engine.protocol.state import AgentState, StateChange
+from semo.engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.scripted_api import ScriptedMessagesAPI
 

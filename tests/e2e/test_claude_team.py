@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 
-from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
-from engine.engine import Engine
-from engine.store.base import Store
-from engine.store.models import Job, UserQuestion
-from engine.store.sqlite import SqliteStore
+from semo.engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from semo.engine.engine import Engine
+from semo.engine.store.base import Store
+from semo.engine.store.models import Job, UserQuestion
+from semo.engine.store.sqlite import SqliteStore
 from tests.store.conftest import open_stores
 from tests.support.claude_home import claude_env
 from tests.support.git_repo import make_repo

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.sessions.claude_config import ensure_trusted, forget, owned_projects, project_key
-from engine.sessions.worktrees import Worktree, WorktreeManager
-from engine.terminal.session import TerminalSession
+from semo.engine.sessions.claude_config import ensure_trusted, forget, owned_projects, project_key
+from semo.engine.sessions.worktrees import Worktree, WorktreeManager
+from semo.engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.claude_screen import prompt_ready, wait_screen
 from tests.support.scripted_api import ScriptedMessagesAPI

@@ -27,10 +27,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from engine.api.server import ApiServer
-from engine.api.settings import ApiSettings
-from engine.store.models import UserQuestion
-from engine.store.sqlite import SqliteStore
+from semo.engine.api.server import ApiServer
+from semo.engine.api.settings import ApiSettings
+from semo.engine.store.models import UserQuestion
+from semo.engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
 from tests.hostile.test_routing import Office, hostile, office_config, running
 from tests.support.waiting import eventually, eventually_value

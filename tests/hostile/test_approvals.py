@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.approval_policy import (
+from semo.engine.approval_policy import (
     ApprovalRule,
     ApprovalsSection,
     PermissionRequest,
@@ -26,10 +26,10 @@ from engine.approval_policy import (
     hook_decision,
     parse_answer,
 )
-from engine.store.base import StoreConflict
-from engine.store.models import Agent, AgentSession, Office, UserQuestion
-from engine.store.operations import answer_question
-from engine.store.sqlite import SqliteStore
+from semo.engine.store.base import StoreConflict
+from semo.engine.store.models import Agent, AgentSession, Office, UserQuestion
+from semo.engine.store.operations import answer_question
+from semo.engine.store.sqlite import SqliteStore
 
 
 def request(tool: object, **tool_input: object) -> PermissionRequest:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.store.sqlite import SqliteStore
+from semo.engine.store.sqlite import SqliteStore
 from tests.hostile.test_display import (
     HOSTILE_TEXT,
     TIMEOUT,

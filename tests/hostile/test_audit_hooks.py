@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol.hooks import HookServer
+from semo.engine.protocol.hooks import HookServer
 from tests.support.temp_dirs import captured_logs, short_temp_dir
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol.state import AgentState
-from engine.sessions.agent_session import AgentSession, SessionEnded
-from engine.sessions.manager import SessionManager
-from engine.sessions.profiles import GENERIC
-from engine.store.models import Agent
+from semo.engine.protocol.state import AgentState
+from semo.engine.sessions.agent_session import AgentSession, SessionEnded
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.sessions.profiles import GENERIC
+from semo.engine.store.models import Agent
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually
 

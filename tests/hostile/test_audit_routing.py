@@ -22,10 +22,10 @@ import json
 import random
 from pathlib import Path
 
-from engine.config import AgentConfig
-from engine.store.changes import ChangeFeed
-from engine.store.models import Office
-from engine.store.sqlite import SqliteStore
+from semo.engine.config import AgentConfig
+from semo.engine.store.changes import ChangeFeed
+from semo.engine.store.models import Office
+from semo.engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
 from tests.hostile.test_routing import deliver, hostile, office_config, running, runtime_dir
 from tests.support.waiting import eventually, eventually_value

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.control.client import EngineClient
-from engine.control.wire import MAX_REQUEST_BYTES, encode_frame
+from semo.engine.control.client import EngineClient
+from semo.engine.control.wire import MAX_REQUEST_BYTES, encode_frame
 from tests.support.git_repo import make_repo
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.semo_process import semo_engine, semo_env

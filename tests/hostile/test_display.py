@@ -35,12 +35,12 @@ import pytest
 from rich.console import Console
 from textual.command import CommandList
 
-from console.app import SemoApp
-from console.widgets.commands_panel import CommandsPanel
-from console.widgets.questions_panel import QuestionsPanel
-from engine.logs import REDACTED, secret_forms
-from engine.plain_text import plain, plain_json
-from engine.store.sqlite import SqliteStore
+from semo.console.app import SemoApp
+from semo.console.widgets.commands_panel import CommandsPanel
+from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.engine.logs import REDACTED, secret_forms
+from semo.engine.plain_text import plain, plain_json
+from semo.engine.store.sqlite import SqliteStore
 from tests.console.console_snapshot_app import console_engine
 from tests.support.git_repo import make_repo
 from tests.support.office_toml import sqlite_office_toml

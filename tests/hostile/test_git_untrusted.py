@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobwork.review import job_diff, job_review
-from engine.jobwork.worktree_list import prune_worktrees
-from engine.ship.gitops import push_branch
+from semo.engine.jobwork.review import job_diff, job_review
+from semo.engine.jobwork.worktree_list import prune_worktrees
+from semo.engine.ship.gitops import push_branch
 from tests.jobwork.conftest import Office_, office_at
 from tests.support.git_repo import AUTHOR, git
 
@@ -141,7 +141,7 @@ async def test_nothing_an_agent_plants_in_the_config_runs_as_the_engine(
 async def test_a_driver_with_an_odd_name_is_defanged_too(tmp_path: Path) -> None:
     """Driver names may hold `=` and dots (git's config subsections): the overrides go through
     GIT_CONFIG_COUNT, where no name can break them (`-c filter.we=ird.name.clean=cat` would)."""
-    from engine.gitrun import git_ok
+    from semo.engine.gitrun import git_ok
     from tests.support.git_repo import make_repo
 
     repo = make_repo(tmp_path / "repo")

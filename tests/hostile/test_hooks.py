@@ -35,22 +35,22 @@ from typing import Any
 
 import pytest
 
-from engine.protocol import hooks
-from engine.protocol.hooks import (
+from semo.engine.protocol import hooks
+from semo.engine.protocol.hooks import (
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_PEER,
     HookEvent,
     HookServer,
     default_hook_command,
 )
-from engine.protocol.messages import StepComplete
-from engine.protocol.observer import MessageFound
-from engine.protocol.state import AgentState
-from engine.protocol.transcript import project_slug
-from engine.sessions.agent_session import AgentSession
-from engine.sessions.manager import SessionManager
-from engine.sessions.profiles import CLAUDE
-from engine.store.models import Agent
+from semo.engine.protocol.messages import StepComplete
+from semo.engine.protocol.observer import MessageFound
+from semo.engine.protocol.state import AgentState
+from semo.engine.protocol.transcript import project_slug
+from semo.engine.sessions.agent_session import AgentSession
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.sessions.profiles import CLAUDE
+from semo.engine.store.models import Agent
 from tests.support.temp_dirs import short_temp_dir
 from tests.support.waiting import eventually
 
@@ -432,7 +432,7 @@ async def test_forged_stop_reports_make_no_turns(
 # -- deeply nested JSON -------------------------------------------------------------------
 
 DEEP = 100_000
-SEMO = [sys.executable, "-m", "engine.cli"]
+SEMO = [sys.executable, "-m", "semo.engine.cli"]
 
 
 async def test_deeply_nested_json_over_the_socket_is_a_clear_refusal(
@@ -535,7 +535,7 @@ async def test_deeply_nested_api_bodies_are_a_client_error_and_the_api_goes_on(
 LIVE_ENGINE = textwrap.dedent(
     """
     import asyncio, sys
-    from engine.protocol.hooks import HookServer
+    from semo.engine.protocol.hooks import HookServer
 
     async def main():
         async with HookServer(runtime_dir=sys.argv[1]) as srv:

@@ -42,13 +42,13 @@ from typing import Any
 
 import pytest
 
-from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
-from engine.engine import Engine
-from engine.events import RoutingStep
-from engine.heartbeat import EngineIdInUse
-from engine.store.base import Store
-from engine.store.models import AgentInvocation, AgentResult
-from engine.store.sqlite import SqliteStore
+from semo.engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from semo.engine.engine import Engine
+from semo.engine.events import RoutingStep
+from semo.engine.heartbeat import EngineIdInUse
+from semo.engine.store.base import Store
+from semo.engine.store.models import AgentInvocation, AgentResult
+from semo.engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
 from tests.support.git_repo import make_repo
 from tests.support.office_toml import sqlite_office_toml

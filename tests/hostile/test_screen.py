@@ -27,14 +27,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.terminal.screen import (
+from semo.engine.terminal.screen import (
     MAX_CELL_CHARS,
     MAX_KITTY_FLAGS,
     MAX_NOTIFICATIONS,
     MAX_SAVEPOINTS,
 )
-from engine.terminal.session import TerminalSession
-from engine.terminal.stream import MAX_OSC, MAX_PENDING
+from semo.engine.terminal.session import TerminalSession
+from semo.engine.terminal.stream import MAX_OSC, MAX_PENDING
 
 ROOT = Path(__file__).resolve().parents[2]
 DONE = "hostile output done"

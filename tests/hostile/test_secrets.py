@@ -33,16 +33,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from engine.config import AgentConfig
-from engine.fsutil import UnsafePathError, contained_path
-from engine.fsutil import _open_folder as open_folder
-from engine.protocol.hooks import SETTINGS_RELPATH, HookSettingsError, install_hooks
-from engine.sessions.environment import agent_env_values, is_credential, scrub
-from engine.sessions.manager import SessionManager
-from engine.sessions.persona import PersonaError, PersonaInjector
-from engine.sessions.worktrees import WorktreeManager
-from engine.store.models import Agent
-from engine.store.sqlite import SqliteStore
+from semo.engine.config import AgentConfig
+from semo.engine.fsutil import UnsafePathError, contained_path
+from semo.engine.fsutil import _open_folder as open_folder
+from semo.engine.protocol.hooks import SETTINGS_RELPATH, HookSettingsError, install_hooks
+from semo.engine.sessions.environment import agent_env_values, is_credential, scrub
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.sessions.persona import PersonaError, PersonaInjector
+from semo.engine.sessions.worktrees import WorktreeManager
+from semo.engine.store.models import Agent
+from semo.engine.store.sqlite import SqliteStore
 from tests.support.git_repo import git as repo_git
 from tests.support.git_repo import make_repo as new_repo
 from tests.support.office_toml import sqlite_office_toml
@@ -452,7 +452,7 @@ async def test_a_readable_database_of_an_older_semo_is_made_private(
 
 
 def test_the_console_log_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.launch import console_log_path
+    from semo.console.launch import console_log_path
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     (tmp_path / "state" / "semo").mkdir(parents=True, mode=0o755)

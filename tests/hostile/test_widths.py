@@ -23,9 +23,9 @@ import unicodedata
 import pytest
 from rich.cells import get_character_cell_size
 
-import console.app  # noqa: F401 (the console: Rich measures with the model's table)
-from engine.terminal.stream import make_screen_and_stream
-from engine.terminal.width import char_width
+import semo.console.app  # noqa: F401 (the console: Rich measures with the model's table)
+from semo.engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal.width import char_width
 from tests.control.office import Console, consoles, office_fixture
 from tests.support.tmux import TmuxServer
 

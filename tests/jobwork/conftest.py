@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobwork.workspace import JobWorkspace
-from engine.sessions.worktrees import WorktreeManager
-from engine.store.models import Agent, Job, Office
-from engine.store.sqlite import SqliteStore
+from semo.engine.jobwork.workspace import JobWorkspace
+from semo.engine.sessions.worktrees import WorktreeManager
+from semo.engine.store.models import Agent, Job, Office
+from semo.engine.store.sqlite import SqliteStore
 from tests.support.git_repo import git, make_repo
 
 

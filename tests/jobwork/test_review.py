@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobwork.review import job_diff, job_review
-from engine.store.base import NotFound
+from semo.engine.jobwork.review import job_diff, job_review
+from semo.engine.store.base import NotFound
 from tests.jobwork.conftest import Office_
 from tests.support.git_repo import git
 
@@ -73,7 +73,7 @@ async def test_a_diff_shows_each_file_and_no_program_of_the_repository_runs(
 
 
 async def test_what_cannot_be_diffed_says_why(office: Office_) -> None:
-    from engine.store.models import Job
+    from semo.engine.store.models import Job
 
     job_id, _, _ = await _two_roles(office)
     with pytest.raises(ValueError, match=r"role 'QA' did not work on job .*roles: FE, BE"):

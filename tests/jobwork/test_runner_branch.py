@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.events import BaseEvent, EventBus, JobEvent
-from engine.jobwork.settings import GitSection
-from engine.jobwork.workspace import JobWorkspace
-from engine.routing.jobs import JobRunner
-from engine.sessions.manager import LaunchOptions, SessionManager
-from engine.sessions.pool import SessionPoolManager
-from engine.sessions.profiles import profile_named
-from engine.store.models import Agent, Job
+from semo.engine.events import BaseEvent, EventBus, JobEvent
+from semo.engine.jobwork.settings import GitSection
+from semo.engine.jobwork.workspace import JobWorkspace
+from semo.engine.routing.jobs import JobRunner
+from semo.engine.sessions.manager import LaunchOptions, SessionManager
+from semo.engine.sessions.pool import SessionPoolManager
+from semo.engine.sessions.profiles import profile_named
+from semo.engine.store.models import Agent, Job
 from tests.jobwork.conftest import Office_
 from tests.support.git_repo import git
 

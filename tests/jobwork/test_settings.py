@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from engine.config import ConfigError, load_config
-from engine.jobwork.settings import GitSection
+from semo.engine.config import ConfigError, load_config
+from semo.engine.jobwork.settings import GitSection
 
 
 def test_the_default_identity_names_the_role() -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 from pydantic import SecretStr
 
-from engine.api.app import create_app
-from engine.api.settings import ApiSettings
-from engine.jobwork.model import JobWork
-from engine.store.models import Job
+from semo.engine.api.app import create_app
+from semo.engine.api.settings import ApiSettings
+from semo.engine.jobwork.model import JobWork
+from semo.engine.store.models import Job
 from tests.jobwork.conftest import Office_
 from tests.support.git_repo import git
 from tests.support.semo_process import run_semo

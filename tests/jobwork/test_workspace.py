@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.jobwork.model import JobWork
+from semo.engine.jobwork.model import JobWork
 from tests.jobwork.conftest import Office_, log
 from tests.support.git_repo import AUTHOR, git
 

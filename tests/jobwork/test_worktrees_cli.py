@@ -9,7 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
-from engine.store.models import AgentSession
+from semo.engine.store.models import AgentSession
 from tests.jobwork.conftest import Office_
 from tests.jobwork.test_work_cli_api import config_for
 from tests.support.git_repo import AUTHOR, git

@@ -9,17 +9,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.bus import EventBus
-from engine.events import (
+from semo.engine.bus import EventBus
+from semo.engine.events import (
     JobEvent,
     Notification,
     RoutingStep,
     SessionSignal,
     SessionStatusChanged,
 )
-from engine.notify.models import Notice
-from engine.notify.notifier import Notifier
-from engine.notify.settings import NotifySink
+from semo.engine.notify.models import Notice
+from semo.engine.notify.notifier import Notifier
+from semo.engine.notify.settings import NotifySink
 from tests.support.notify_servers import SMTP_PASSWORD, HttpReceiver, SmtpReceiver, email_sink
 from tests.support.waiting import eventually
 

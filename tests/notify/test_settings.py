@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import EXAMPLE_CONFIG, ConfigError, parse_config
-from engine.notify.models import DEFAULT_EVENTS
+from semo.engine.config import EXAMPLE_CONFIG, ConfigError, parse_config
+from semo.engine.notify.models import DEFAULT_EVENTS
 from tests.support.notify_servers import HttpReceiver
 
 SEMO = Path(sys.executable).with_name("semo")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.notify.models import Notice
-from engine.notify.throttle import Throttle
+from semo.engine.notify.models import Notice
+from semo.engine.notify.throttle import Throttle
 
 
 def question(number: int, agent: str = "FE") -> Notice:

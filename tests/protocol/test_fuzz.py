@@ -10,19 +10,19 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.protocol.messages import MAX_PAYLOAD_BYTES, ProtocolError
-from engine.protocol.monitor import Signal
-from engine.protocol.observer import (
+from semo.engine.protocol.messages import MAX_PAYLOAD_BYTES, ProtocolError
+from semo.engine.protocol.monitor import Signal
+from semo.engine.protocol.observer import (
     MAX_MESSAGES_PER_TURN,
     MAX_SIGNALS_PER_TURN,
     AgentObserver,
     MalformedMessage,
     MessageFound,
 )
-from engine.protocol.parser import HEAD_CHARS, MarkerParser
-from engine.protocol.screen_text import LINE_CAP
-from engine.sessions.profiles import PASTE_END, PASTE_START, paste, sanitize_input
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.protocol.parser import HEAD_CHARS, MarkerParser
+from semo.engine.protocol.screen_text import LINE_CAP
+from semo.engine.sessions.profiles import PASTE_END, PASTE_START, paste, sanitize_input
+from semo.engine.terminal.stream import make_screen_and_stream
 
 FRAGMENTS = [
     "[ASK_USER]",
@@ -181,8 +181,8 @@ def test_sanitised_input_is_a_fixed_point_without_controls(text):
 
 @given(text=st.text())
 def test_text_width_by_runs_equals_the_sum_of_character_widths(text):
-    from engine.protocol.screen_text import text_width
-    from engine.terminal.screen import char_width
+    from semo.engine.protocol.screen_text import text_width
+    from semo.engine.terminal.screen import char_width
 
     assert text_width(text) == sum(max(char_width(char), 0) for char in text)
 
@@ -207,14 +207,14 @@ SIGNAL_BITS = [
 
 @given(line=st.lists(st.one_of(st.sampled_from(SIGNAL_BITS), st.text(max_size=5))).map("".join))
 def test_the_monitor_prefilter_never_hides_a_pattern_match(line):
-    from engine.protocol.monitor import PATTERNS, scan_line
+    from semo.engine.protocol.monitor import PATTERNS, scan_line
 
     expected = {p.kind for p in PATTERNS if p.regex.search(line)}
     assert {s.kind for s in scan_line(line, "screen", 0.0)} == expected
 
 
 def test_the_prefilter_groups_hold_every_literal_under_a_character_it_contains():
-    from engine.protocol.monitor import _GATED_LITERALS, _LITERALS
+    from semo.engine.protocol.monitor import _GATED_LITERALS, _LITERALS
 
     grouped = [literal for _, group in _GATED_LITERALS for literal in group]
     assert sorted(grouped) == sorted(_LITERALS)
@@ -240,7 +240,7 @@ CLAUDE_BITS = [
 @settings(max_examples=100, deadline=None)
 @given(parts=st.lists(st.one_of(st.sampled_from(CLAUDE_BITS), st.text(max_size=10)), max_size=80))
 def test_the_latest_turn_from_the_last_prompt_on_equals_the_one_from_every_line(parts):
-    from engine.protocol.screen_text import (
+    from semo.engine.protocol.screen_text import (
         claude_rows,
         claude_turn_text,
         latest_turn,
@@ -276,7 +276,7 @@ def test_a_prompt_index_kept_across_frames_finds_what_a_fresh_one_finds(pieces, 
     """The observer keeps one PromptIndex for the session and checks only the lines pushed
     since the last frame; after every frame it must agree with one that checks every line
     (small scrollback limits evict prompts it has seen, `\\x1b[3J` clears them)."""
-    from engine.protocol.screen_text import PromptIndex, classify
+    from semo.engine.protocol.screen_text import PromptIndex, classify
 
     def every_line(scrollback):  # what the index must answer, from a look at every line
         kinds = [classify(line, False).kind for line in scrollback]
@@ -320,7 +320,7 @@ def test_final_lines_of_line_output_are_its_lines_whatever_the_chunks_and_frames
     lost rows after its first ones read is marked cut (`FinalLines.cut`: its head, perhaps
     with rows after the gap); the unmarked lines are printed lines or their tails, in order.
     (A tail is not marked: a marker that starts it reads as a line start.)"""
-    from engine.protocol.screen_text import FinalLines
+    from semo.engine.protocol.screen_text import FinalLines
 
     screen, stream = make_screen_and_stream(columns, rows, scrollback=limit)
     reader = FinalLines()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from engine.protocol.hooks import HookEvent, HookServer, default_hook_command
+from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command
 from tests.support.temp_dirs import short_temp_dir
 
 PAYLOAD = {

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from engine.logs import ThrottledWarnings
-from engine.protocol import hook_shim
-from engine.protocol.hooks import (
+from semo.engine.logs import ThrottledWarnings
+from semo.engine.protocol import hook_shim
+from semo.engine.protocol.hooks import (
     HOOK_EVENTS,
     MAX_MESSAGE_BYTES,
     HookEvent,
@@ -38,7 +38,7 @@ from tests.support.git_repo import git
 from tests.support.git_repo import make_repo as new_repo
 from tests.support.temp_dirs import short_temp_dir
 
-MODULE_COMMAND = [sys.executable, "-m", "engine.protocol.hook_shim"]
+MODULE_COMMAND = [sys.executable, "-m", "semo.engine.protocol.hook_shim"]
 
 
 def read_json(path: Path) -> Any:
@@ -69,16 +69,16 @@ def test_install_into_a_fresh_worktree(tmp_path: Path) -> None:
         [hook] = group["hooks"]
         assert hook["type"] == "command"
         assert hook["command"] == hook_command_line(MODULE_COMMAND, event)
-        assert hook["command"].endswith(f"engine.protocol.hook_shim {event}")
+        assert hook["command"].endswith(f"semo.engine.protocol.hook_shim {event}")
         assert isinstance(hook["timeout"], int)
     assert not [p for p in path.parent.iterdir() if p.name != path.name]  # no temp file left
 
 
 def test_command_is_shell_quoted(tmp_path: Path) -> None:
-    command = ["/opt/my tools/python", "-m", "engine.protocol.hook_shim"]
+    command = ["/opt/my tools/python", "-m", "semo.engine.protocol.hook_shim"]
     settings = read_json(install_hooks(tmp_path, command, events=["Stop"]))
     [line] = our_commands(settings, "Stop")
-    assert line == "'/opt/my tools/python' -m engine.protocol.hook_shim Stop"
+    assert line == "'/opt/my tools/python' -m semo.engine.protocol.hook_shim Stop"
 
 
 def test_existing_settings_and_user_hooks_are_kept(tmp_path: Path) -> None:
@@ -189,12 +189,12 @@ def test_existing_file_mode_is_kept(tmp_path: Path) -> None:
     [
         ("semo hook Stop", True),
         ("/home/u/.local/bin/semo hook Notification", True),
-        ("'/x y/python' -m engine.protocol.hook_shim Stop", True),
+        ("'/x y/python' -m semo.engine.protocol.hook_shim Stop", True),
         ("/usr/bin/python3 -I -S /srv/semo/engine/protocol/hook_shim.py Stop", True),
         ("semo hooks-report", False),
         ("notify-send semo", False),
         ("echo 'semo hook' >> log", False),
-        ("python -m engine.protocol.hooks", False),
+        ("python -m semo.engine.protocol.hooks", False),
         (None, False),
     ],
 )

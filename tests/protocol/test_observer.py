@@ -6,17 +6,17 @@ import json
 
 import pytest
 
-from engine.protocol.messages import AskUser, Done, Invoke
-from engine.protocol.monitor import OutputMonitor, Signal, scan_line
-from engine.protocol.observer import (
+from semo.engine.protocol.messages import AskUser, Done, Invoke
+from semo.engine.protocol.monitor import OutputMonitor, Signal, scan_line
+from semo.engine.protocol.observer import (
     AgentObserver,
     MalformedMessage,
     MessageFound,
     turn_text_from_transcript,
 )
-from engine.protocol.screen_text import claude_turn_text, screen_lines
-from engine.protocol.state import AgentState, StateChange, StateTracker
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.protocol.screen_text import claude_turn_text, screen_lines
+from semo.engine.protocol.state import AgentState, StateChange, StateTracker
+from semo.engine.terminal.stream import make_screen_and_stream
 
 # -- monitor --------------------------------------------------------------------------------
 
@@ -173,7 +173,7 @@ def test_transcript_read_is_bounded_like_the_hook_servers(tmp_path):
     text that is in the tail."""
     import os
 
-    from engine.protocol.transcript import TAIL_BYTES
+    from semo.engine.protocol.transcript import TAIL_BYTES
 
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
@@ -401,7 +401,7 @@ def test_generic_drops_the_start_of_a_line_that_was_never_finished():
 
 
 def test_generic_line_longer_than_the_cap_is_an_oversize_error_with_bounded_memory():
-    from engine.protocol.screen_text import LINE_CAP
+    from semo.engine.protocol.screen_text import LINE_CAP
 
     screen, stream = make_screen_and_stream(100, 5)
     observer = AgentObserver("generic")
@@ -441,7 +441,7 @@ def test_generic_redraw_that_inserts_a_line_above_does_not_repeat_the_rows_it_mo
 
 
 def test_generic_prompts_the_agent_prints_itself_do_not_renew_the_message_budget():
-    from engine.protocol.observer import MAX_MESSAGES_PER_TURN
+    from semo.engine.protocol.observer import MAX_MESSAGES_PER_TURN
 
     screen, stream = make_screen_and_stream(40, 6)
     observer = AgentObserver("generic")

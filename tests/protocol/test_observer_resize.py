@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol.observer import MalformedMessage, MessageFound
-from engine.protocol.replay import replay
-from engine.sessions.agent_session import AgentSession, SessionEvent
-from engine.sessions.profiles import CLAUDE, GENERIC
+from semo.engine.protocol.observer import MalformedMessage, MessageFound
+from semo.engine.protocol.replay import replay
+from semo.engine.sessions.agent_session import AgentSession, SessionEvent
+from semo.engine.sessions.profiles import CLAUDE, GENERIC
 from tests.support.waiting import eventually
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -284,7 +284,7 @@ async def test_demo_agent_answer_while_two_consoles_flip_its_size(
     # audit15 #1: the demo FE, with some history, asks which database; an 80x24 and a 160x45
     # console take turns sizing its pane (46x20, 101x40) while the operator answers and FE
     # works: the question is asked once, FE invokes BE, nothing is malformed
-    argv = [sys.executable, "-m", "engine.demo.agent", "--role", "FE", "--steps", "2"]
+    argv = [sys.executable, "-m", "semo.engine.demo.agent", "--role", "FE", "--steps", "2"]
     argv += ["--delay", "0.05"]
     session = AgentSession("FE", argv, GENERIC, env=env_for(tmp_path), cols=120, rows=40)
     seen = Recorder()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-from engine.protocol.screen_text import FinalLines
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.protocol.screen_text import FinalLines
+from semo.engine.terminal.stream import make_screen_and_stream
 
 
 def styled(n: int, rng: random.Random) -> str:

@@ -12,7 +12,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 def semo(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args],
+        [sys.executable, "-m", "semo.engine.cli", *args],
         capture_output=True,
         text=True,
         input=stdin,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from engine.protocol.messages import (
+from semo.engine.protocol.messages import (
     EXCERPT_CHARS,
     MAX_PAYLOAD_BYTES,
     AskUser,
@@ -22,7 +22,7 @@ from engine.protocol.messages import (
     ProtocolMessage,
     StepComplete,
 )
-from engine.protocol.parser import HEAD_CHARS, MAX_INDENT, MarkerParser, parse_reply
+from semo.engine.protocol.parser import HEAD_CHARS, MAX_INDENT, MarkerParser, parse_reply
 
 PROTOCOL_MD = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
 

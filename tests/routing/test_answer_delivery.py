@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.routing.router import Router
-from engine.sessions.manager import LaunchOptions, SessionManager
-from engine.sessions.pool import SessionPoolManager
-from engine.sessions.profiles import profile_named
-from engine.store.base import Store
-from engine.store.models import Agent, Office, UserQuestion
+from semo.engine.routing.router import Router
+from semo.engine.sessions.manager import LaunchOptions, SessionManager
+from semo.engine.sessions.pool import SessionPoolManager
+from semo.engine.sessions.profiles import profile_named
+from semo.engine.store.base import Store
+from semo.engine.store.models import Agent, Office, UserQuestion
 from tests.routing.test_router import REPO, ask, runtime_dir  # noqa: F401 (fixture)
 from tests.store.conftest import open_stores
 from tests.support.script_agent import logged_prompts

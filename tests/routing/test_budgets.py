@@ -4,8 +4,8 @@ apart; one note per window with the count of refusals since the last one."""
 
 from __future__ import annotations
 
-from engine.config import BudgetsConfig
-from engine.routing.budgets import AgentBudgets
+from semo.engine.config import BudgetsConfig
+from semo.engine.routing.budgets import AgentBudgets
 
 
 class Clock:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from engine.config import (
+from semo.engine.config import (
     AgentConfig,
     EngineConfig,
     OfficeConfig,
@@ -27,10 +27,10 @@ from engine.config import (
     SemoConfig,
     parse_config,
 )
-from engine.engine import Engine
-from engine.store.base import Store
-from engine.store.job_ops import create_job
-from engine.store.models import AgentCommandResult, Job, RunJobPayload
+from semo.engine.engine import Engine
+from semo.engine.store.base import Store
+from semo.engine.store.job_ops import create_job
+from semo.engine.store.models import AgentCommandResult, Job, RunJobPayload
 from tests.routing.test_dispatcher import TIMEOUT, Rig, rig, stores  # noqa: F401 (fixtures)
 from tests.store.conftest import Stores
 from tests.support.waiting import eventually, eventually_value

@@ -33,13 +33,13 @@ from typing import Any
 
 import pytest
 
-from engine.events import CommandClaimed, CommandFinished, EventBus, Subscription
-from engine.routing import CommandDispatcher
-from engine.routing.dispatcher import STOPPING
-from engine.sessions.agent_session import AgentSession
-from engine.sessions.manager import SessionManager
-from engine.store.base import Store, StoreUnavailable
-from engine.store.models import (
+from semo.engine.events import CommandClaimed, CommandFinished, EventBus, Subscription
+from semo.engine.routing import CommandDispatcher
+from semo.engine.routing.dispatcher import STOPPING
+from semo.engine.sessions.agent_session import AgentSession
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.store.base import Store, StoreUnavailable
+from semo.engine.store.models import (
     Agent,
     AgentCommand,
     AgentCommandResult,

@@ -36,13 +36,13 @@ from typing import Any
 
 import pytest
 
-from engine.events import BaseEvent, EventBus
-from engine.protocol.messages import Done
-from engine.protocol.monitor import Signal, scan_line
-from engine.protocol.observer import MessageFound
-from engine.protocol.state import AgentState, StateChange
-from engine.routing import CommandDispatcher, CommandFailed
-from engine.routing.jobs import (
+from semo.engine.events import BaseEvent, EventBus
+from semo.engine.protocol.messages import Done
+from semo.engine.protocol.monitor import Signal, scan_line
+from semo.engine.protocol.observer import MessageFound
+from semo.engine.protocol.state import AgentState, StateChange
+from semo.engine.routing import CommandDispatcher, CommandFailed
+from semo.engine.routing.jobs import (
     JobEvent,
     JobNotPending,
     JobRunner,
@@ -51,14 +51,14 @@ from engine.routing.jobs import (
     _Watch,
     build_prompt,
 )
-from engine.routing.policy import MAX_ATTEMPTS, Decision, Failure, decide, kind_for_pattern
-from engine.sessions.agent_session import AgentSession
-from engine.sessions.breaker import CircuitBreaker
-from engine.sessions.manager import LaunchOptions, SessionManager
-from engine.sessions.pool import SessionPoolManager
-from engine.sessions.profiles import CLAUDE, profile_named
-from engine.store.base import Store
-from engine.store.models import Agent, Job, JobEntry, Office, RunJobPayload
+from semo.engine.routing.policy import MAX_ATTEMPTS, Decision, Failure, decide, kind_for_pattern
+from semo.engine.sessions.agent_session import AgentSession
+from semo.engine.sessions.breaker import CircuitBreaker
+from semo.engine.sessions.manager import LaunchOptions, SessionManager
+from semo.engine.sessions.pool import SessionPoolManager
+from semo.engine.sessions.profiles import CLAUDE, profile_named
+from semo.engine.store.base import Store
+from semo.engine.store.models import Agent, Job, JobEntry, Office, RunJobPayload
 from tests.store.conftest import Stores, open_stores
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.routing.jobs import _ScreenTurns
-from engine.store.models import Job
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import TerminalStream
+from semo.engine.routing.jobs import _ScreenTurns
+from semo.engine.store.models import Job
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import TerminalStream
 from tests.routing import test_jobs as base
 from tests.routing.test_jobs import TIMEOUT, Rig
 

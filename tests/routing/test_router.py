@@ -23,14 +23,14 @@ from typing import Any
 
 import pytest
 
-from engine.events import EventBus, RoutingStep
-from engine.routing.router import Router
-from engine.sessions.manager import LaunchOptions, SessionManager
-from engine.sessions.pool import SessionPoolManager
-from engine.sessions.profiles import profile_named
-from engine.store.models import Agent, AgentResult, Office, UserQuestion
-from engine.store.operations import answer_question
-from engine.store.sqlite import SqliteStore
+from semo.engine.events import EventBus, RoutingStep
+from semo.engine.routing.router import Router
+from semo.engine.sessions.manager import LaunchOptions, SessionManager
+from semo.engine.sessions.pool import SessionPoolManager
+from semo.engine.sessions.profiles import profile_named
+from semo.engine.store.models import Agent, AgentResult, Office, UserQuestion
+from semo.engine.store.operations import answer_question
+from semo.engine.store.sqlite import SqliteStore
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually, eventually_value
 

@@ -4,8 +4,8 @@ answer them: Enter where Enter goes on, the arrows to "Yes" then Enter, Escape t
 
 from __future__ import annotations
 
-from engine.approval_policy import Answer
-from engine.routing.screen_dialogs import read_dialog
+from semo.engine.approval_policy import Answer
+from semo.engine.routing.screen_dialogs import read_dialog
 
 RULE = "─" * 100
 DASH = "╌" * 100

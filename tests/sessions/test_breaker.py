@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from engine.sessions.breaker import BreakerState, BreakerTransition, CircuitBreaker
+from semo.engine.sessions.breaker import BreakerState, BreakerTransition, CircuitBreaker
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 

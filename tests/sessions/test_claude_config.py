@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from engine.sessions import claude_config
-from engine.sessions.claude_config import (
+from semo.engine.sessions import claude_config
+from semo.engine.sessions.claude_config import (
     ClaudeConfigBusy,
     ClaudeConfigError,
     claude_config_path,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.sessions.agent_session import AgentSession, PromptDelivered, SessionEvent
-from engine.sessions.manager import SessionManager
-from engine.store.models import Agent
+from semo.engine.sessions.agent_session import AgentSession, PromptDelivered, SessionEvent
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.store.models import Agent
 
 TIMEOUT = 10.0
 

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol.messages import AskUser
-from engine.protocol.monitor import Signal
-from engine.protocol.observer import MessageFound
-from engine.protocol.state import AgentState, StateChange
-from engine.sessions.agent_session import AgentSession, SessionEnded, SessionError
-from engine.sessions.manager import LaunchOptions, SessionManager, UnknownSession
-from engine.sessions.profiles import GENERIC
-from engine.store.models import Agent, Office
-from engine.store.sqlite import SqliteStore
+from semo.engine.protocol.messages import AskUser
+from semo.engine.protocol.monitor import Signal
+from semo.engine.protocol.observer import MessageFound
+from semo.engine.protocol.state import AgentState, StateChange
+from semo.engine.sessions.agent_session import AgentSession, SessionEnded, SessionError
+from semo.engine.sessions.manager import LaunchOptions, SessionManager, UnknownSession
+from semo.engine.sessions.profiles import GENERIC
+from semo.engine.store.models import Agent, Office
+from semo.engine.store.sqlite import SqliteStore
 from tests.support.claude_screen import wait_screen
 
 TIMEOUT = 10.0

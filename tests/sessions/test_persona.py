@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol.parser import parse_reply
-from engine.sessions.persona import (
+from semo.engine.protocol.parser import parse_reply
+from semo.engine.sessions.persona import (
     PERSONA_RELPATH,
     SECTION_END,
     SECTION_START,
@@ -21,8 +21,8 @@ from engine.sessions.persona import (
     protocol_file,
     remove_section,
 )
-from engine.sessions.worktrees import WorktreeManager
-from engine.store.models import Agent
+from semo.engine.sessions.worktrees import WorktreeManager
+from semo.engine.store.models import Agent
 from tests.support.git_repo import git
 from tests.support.git_repo import make_repo as new_repo
 

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import PoolConfig
-from engine.protocol.state import AgentState
-from engine.sessions.agent_session import SessionEnded
-from engine.sessions.breaker import BreakerState, CircuitBreaker
-from engine.sessions.manager import SessionManager
-from engine.sessions.pool import (
+from semo.engine.config import PoolConfig
+from semo.engine.protocol.state import AgentState
+from semo.engine.sessions.agent_session import SessionEnded
+from semo.engine.sessions.breaker import BreakerState, CircuitBreaker
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.sessions.pool import (
     BreakerOpen,
     NotInPool,
     NotLeased,
@@ -49,8 +49,8 @@ from engine.sessions.pool import (
     warm_place,
     warm_task_id,
 )
-from engine.sessions.worktrees import WorktreeManager
-from engine.store.models import Agent
+from semo.engine.sessions.worktrees import WorktreeManager
+from semo.engine.store.models import Agent
 from tests.support.waiting import eventually
 
 TIMEOUT = 10.0

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.control.reaper import is_subreaper, set_subreaper
-from engine.terminal.pty_process import TerminalProcess
+from semo.engine.control.reaper import is_subreaper, set_subreaper
+from semo.engine.terminal.pty_process import TerminalProcess
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from engine.sessions.pool import warm_place, warm_task_id
-from engine.sessions.worktrees import WorktreeManager
+from semo.engine.sessions.pool import warm_place, warm_task_id
+from semo.engine.sessions.worktrees import WorktreeManager
 from tests.support.git_repo import make_repo
 
 ROLES = [f"R{i}" for i in range(8)]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.sessions.worktrees import (
+from semo.engine.sessions.worktrees import (
     Worktree,
     WorktreeError,
     WorktreeManager,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.ship.ship import ShipTarget, target_of
-from engine.store.base import Store
-from engine.store.models import Agent, AgentResult, Job, JobEntry, Office
-from engine.store.sqlite import SqliteStore
+from semo.engine.ship.ship import ShipTarget, target_of
+from semo.engine.store.base import Store
+from semo.engine.store.models import Agent, AgentResult, Job, JobEntry, Office
+from semo.engine.store.sqlite import SqliteStore
 from tests.support.git_repo import AUTHOR, git, make_repo
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.ship.settings import ShipSection
-from engine.ship.ship import ShipRequest, ship_job
+from semo.engine.ship.settings import ShipSection
+from semo.engine.ship.ship import ShipRequest, ship_job
 from tests.ship.conftest import World
 from tests.support.github_api import GitHubApi
 

@@ -5,13 +5,13 @@ timeline keeps it as `pr_created` (ref `#N`, the address when the line has one),
 
 from __future__ import annotations
 
-from engine.protocol.monitor import Signal
-from engine.routing.jobs import _Watch, pull_request_detail
-from engine.sessions.agent_session import AgentSession
-from engine.sessions.profiles import CLAUDE
-from engine.ship.settings import ShipSection
-from engine.ship.ship import ShipRequest, ship_job
-from engine.store.models import JobEntry
+from semo.engine.protocol.monitor import Signal
+from semo.engine.routing.jobs import _Watch, pull_request_detail
+from semo.engine.sessions.agent_session import AgentSession
+from semo.engine.sessions.profiles import CLAUDE
+from semo.engine.ship.settings import ShipSection
+from semo.engine.ship.ship import ShipRequest, ship_job
+from semo.engine.store.models import JobEntry
 from tests.ship.conftest import World
 from tests.support.github_api import GitHubApi
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.ship.settings import ShipSection
-from engine.ship.ship import ShipError, ShipRequest, ship_job
-from engine.store.job_ops import job_timeline
+from semo.engine.ship.settings import ShipSection
+from semo.engine.ship.ship import ShipError, ShipRequest, ship_job
+from semo.engine.store.job_ops import job_timeline
 from tests.ship.conftest import World
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 from pydantic import SecretStr
 
-from engine.api.app import create_app
-from engine.api.settings import ApiSettings
-from engine.ship.settings import ShipSection
-from engine.store.job_ops import job_timeline
+from semo.engine.api.app import create_app
+from semo.engine.api.settings import ApiSettings
+from semo.engine.ship.settings import ShipSection
+from semo.engine.store.job_ops import job_timeline
 from tests.ship.conftest import World
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi

@@ -31,12 +31,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from engine.store._shared import HEARTBEATS_MIGRATION, LEGACY_GRACE_SECONDS
-from engine.store.base import Store
-from engine.store.migrate import migrate
-from engine.store.postgres import PostgresStore
-from engine.store.sqlite import GRACE_KEY, SqliteStore
-from engine.store.supabase import SupabaseStore
+from semo.engine.store._shared import HEARTBEATS_MIGRATION, LEGACY_GRACE_SECONDS
+from semo.engine.store.base import Store
+from semo.engine.store.migrate import migrate
+from semo.engine.store.postgres import PostgresStore
+from semo.engine.store.sqlite import GRACE_KEY, SqliteStore
+from semo.engine.store.supabase import SupabaseStore
 from tests.support.supabase_emulator import (
     SupabaseEmulator,
     temporary_database,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from engine.store.base import Store
-from engine.store.models import Office, UserQuestion
-from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
+from semo.engine.store.base import Store
+from semo.engine.store.models import Office, UserQuestion
+from semo.engine.store.sqlite import SCHEMA_VERSION, SqliteStore
 from tests.store.test_job_branch_store import downgrade_to_6
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.store.base import Store
-from engine.store.changes import ChangeFeed
-from engine.store.models import Office
+from semo.engine.store.base import Store
+from semo.engine.store.changes import ChangeFeed
+from semo.engine.store.models import Office
 
 
 async def test_every_cursor_sees_every_change(store: Store) -> None:

@@ -6,8 +6,8 @@ other types are skipped."""
 
 from __future__ import annotations
 
-from engine.store.base import Store
-from engine.store.models import AgentSession, Office
+from semo.engine.store.base import Store
+from semo.engine.store.models import AgentSession, Office
 
 
 async def test_skipped_types_stay_pending_in_their_place(store: Store) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.store.base import Store
-from engine.store.models import Agent, AgentSession, Office, UserQuestion
+from semo.engine.store.base import Store
+from semo.engine.store.models import Agent, AgentSession, Office, UserQuestion
 from tests.store.conftest import Stores, open_stores
 from tests.support.semo_process import run_semo, semo_env
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import load_config
-from engine.daemon import config_secrets
-from engine.store.base import Store
-from engine.store.models import Agent, AgentSession, Office, UserQuestion
-from engine.store.postgres import PostgresStore
+from semo.engine.config import load_config
+from semo.engine.daemon import config_secrets
+from semo.engine.store.base import Store
+from semo.engine.store.models import Agent, AgentSession, Office, UserQuestion
+from semo.engine.store.postgres import PostgresStore
 from tests.store.conftest import fresh_database
 from tests.support.semo_process import run_semo, semo_env
 

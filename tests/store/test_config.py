@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.store import StoreConfig, open_store, redact_dsn
-from engine.store.base import StoreError, StoreUnavailable
-from engine.store.postgres import PostgresStore
-from engine.store.sqlite import SqliteStore, default_sqlite_path
-from engine.store.supabase import SupabaseStore
+from semo.engine.store import StoreConfig, open_store, redact_dsn
+from semo.engine.store.base import StoreError, StoreUnavailable
+from semo.engine.store.postgres import PostgresStore
+from semo.engine.store.sqlite import SqliteStore, default_sqlite_path
+from semo.engine.store.supabase import SupabaseStore
 
 
 def test_default_is_sqlite_in_the_state_directory(

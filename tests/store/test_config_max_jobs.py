@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import ConfigError, load_config
+from semo.engine.config import ConfigError, load_config
 
 
 def write(folder: Path, engine: str) -> Path:

@@ -18,9 +18,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from engine.store._shared import LEGACY_GRACE_SECONDS, MAX_ATTEMPTS
-from engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
-from engine.store.models import (
+from semo.engine.store._shared import LEGACY_GRACE_SECONDS, MAX_ATTEMPTS
+from semo.engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
+from semo.engine.store.models import (
     MAX_PAYLOAD_BYTES,
     Agent,
     AgentCommand,
@@ -34,7 +34,7 @@ from engine.store.models import (
     Office,
     UserQuestion,
 )
-from engine.store.operations import answer_question
+from semo.engine.store.operations import answer_question
 from tests.store.conftest import ADMIN_DSN, Stores
 
 REPO = Path(__file__).resolve().parents[2]
@@ -1208,7 +1208,7 @@ async def test_sqlite_insert_from_another_process_wakes_the_waiter(sqlite_stores
     o = await office(engine)
     script = (
         "import asyncio, sys\n"
-        "from engine.store.sqlite import SqliteStore\n"
+        "from semo.engine.store.sqlite import SqliteStore\n"
         "async def main():\n"
         "    async with SqliteStore(sys.argv[1]) as store:\n"
         "        await store.insert_command(sys.argv[2], 'send_prompt', {'prompt': '안녕 🚀'},"
@@ -1295,7 +1295,7 @@ async def test_postgres_listener_keeps_listening_across_pings(postgres_stores: S
 
 
 async def test_postgres_unreachable_server_is_unavailable_quickly() -> None:
-    from engine.store.postgres import PostgresStore
+    from semo.engine.store.postgres import PostgresStore
 
     store = PostgresStore("postgresql://semo:hunter2@127.0.0.1:1/semo", connect_timeout=2)
     started = time.monotonic()

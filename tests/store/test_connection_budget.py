@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from engine.store.base import StoreBusy
-from engine.store.migrate import migrate
-from engine.store.models import Office
-from engine.store.postgres import PostgresStore
+from semo.engine.store.base import StoreBusy
+from semo.engine.store.migrate import migrate
+from semo.engine.store.models import Office
+from semo.engine.store.postgres import PostgresStore
 from tests.store.conftest import fresh_database
 from tests.support.fleet import semo_connections
 from tests.support.pgbouncer import pgbouncer

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from engine.store.base import Store
-from engine.store.migrate import migrate
-from engine.store.models import Job
+from semo.engine.store.base import Store
+from semo.engine.store.migrate import migrate
+from semo.engine.store.models import Job
 from tests.store.conftest import fresh_database
 from tests.support.fleet import (
     FLEET_TIMEOUT,

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
-from engine.engine import Engine
-from engine.heartbeat import BEATS_PER_LEASE, LEASES_UNTIL_DEAD, Heartbeat
-from engine.store.base import NotFound, StoreError, StoreUnavailable
-from engine.store.models import AgentSession, EngineHeartbeat, Office
+from semo.engine.config import AgentConfig, EngineConfig, OfficeConfig, PoolConfig, SemoConfig
+from semo.engine.engine import Engine
+from semo.engine.heartbeat import BEATS_PER_LEASE, LEASES_UNTIL_DEAD, Heartbeat
+from semo.engine.store.base import NotFound, StoreError, StoreUnavailable
+from semo.engine.store.models import AgentSession, EngineHeartbeat, Office
 from tests.store.conftest import Stores
 from tests.support.waiting import eventually, eventually_value
 
@@ -176,7 +176,7 @@ async def test_a_start_that_fails_after_the_first_beat_stops_the_heartbeat(
     async def reconcile_fails(*args: Any) -> None:
         raise StoreUnavailable("the database went away while reconciling")
 
-    monkeypatch.setattr("engine.engine.reconcile", reconcile_fails)
+    monkeypatch.setattr("semo.engine.engine.reconcile", reconcile_fails)
     with pytest.raises(StoreUnavailable, match="while reconciling"):
         await engine.start()
     assert engine.heartbeat is not None and not engine.heartbeat.running

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.config import AgentConfig
+from semo.engine.config import AgentConfig
 from tests.api import conftest as api_conftest
 from tests.api.conftest import OTHER_TOKEN, Live, auth, live_factory, wait_ready  # noqa: F401
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.store.base import Store, StoreError
-from engine.store.models import Job, JobEntry, Office
-from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
+from semo.engine.store.base import Store, StoreError
+from semo.engine.store.models import Job, JobEntry, Office
+from semo.engine.store.sqlite import SCHEMA_VERSION, SqliteStore
 
 WORK = {
     "roles": {"FE": {"branch": "semo/FE/job-1", "worktree": "/w/agent/FE/warm-fe"}},

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from engine.config import load_config
-from engine.store import open_store
-from engine.store.base import Store
-from engine.store.migrate import migrate
+from semo.engine.config import load_config
+from semo.engine.store import open_store
+from semo.engine.store.base import Store
+from semo.engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
 from tests.support.git_repo import make_repo
 from tests.support.office_files import engine_pool_toml

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from engine.reconcile import reconcile
-from engine.store.base import Store
-from engine.store.models import Job, Office
+from semo.engine.reconcile import reconcile
+from semo.engine.store.base import Store
+from semo.engine.store.models import Job, Office
 from tests.store.test_reconcile import dead_pid
 
 

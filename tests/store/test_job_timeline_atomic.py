@@ -15,8 +15,8 @@ import sqlite3
 import psycopg
 import pytest
 
-from engine.store.base import NotFound, Store, StoreConflict, StoreError
-from engine.store.models import Job, JobEntry, Office
+from semo.engine.store.base import NotFound, Store, StoreConflict, StoreError
+from semo.engine.store.models import Job, JobEntry, Office
 from tests.store.conftest import Stores
 
 REFUSED = "job_events refused by the test"

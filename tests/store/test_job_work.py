@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.store.base import NotFound, Store, StoreConflict
-from engine.store.models import (
+from semo.engine.store.base import NotFound, Store, StoreConflict
+from semo.engine.store.models import (
     Agent,
     AgentInvocation,
     AgentResult,
@@ -18,7 +18,7 @@ from engine.store.models import (
     JobEntry,
     Office,
 )
-from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
+from semo.engine.store.sqlite import SCHEMA_VERSION, SqliteStore
 from tests.store.test_answer_delivery import downgrade_to_5
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from engine.store._shared import LEGACY_GRACE_SECONDS
-from engine.store.base import Store, StoreError, StoreUnavailable
-from engine.store.migrate import migrate, migration_files, migrations_dir
-from engine.store.models import AgentSession, Job, Office, UserQuestion
-from engine.store.postgres import PostgresStore
-from engine.store.sqlite import SCHEMA_VERSION, SqliteStore
-from engine.store.supabase import SupabaseStore
+from semo.engine.store._shared import LEGACY_GRACE_SECONDS
+from semo.engine.store.base import Store, StoreError, StoreUnavailable
+from semo.engine.store.migrate import migrate, migration_files, migrations_dir
+from semo.engine.store.models import AgentSession, Job, Office, UserQuestion
+from semo.engine.store.postgres import PostgresStore
+from semo.engine.store.sqlite import SCHEMA_VERSION, SqliteStore
+from semo.engine.store.supabase import SupabaseStore
 from tests.store.conftest import ADMIN_DSN, admin_connection, fresh_database
 from tests.store.test_job_work import downgrade_to_4
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database

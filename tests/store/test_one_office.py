@@ -12,11 +12,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from engine.store.base import Store, StoreConflict
-from engine.store.migrate import migrate
-from engine.store.models import Agent, AgentSession, Job, JobEntry, Office, UserQuestion
-from engine.store.postgres import PostgresStore
-from engine.store.sqlite import SqliteStore
+from semo.engine.store.base import Store, StoreConflict
+from semo.engine.store.migrate import migrate
+from semo.engine.store.models import Agent, AgentSession, Job, JobEntry, Office, UserQuestion
+from semo.engine.store.postgres import PostgresStore
+from semo.engine.store.sqlite import SqliteStore
 from tests.store.conftest import Stores, fresh_database
 
 REPO = Path(__file__).resolve().parents[2]

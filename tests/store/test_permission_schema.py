@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from engine.store.models import Office, UserQuestion
-from engine.store.sqlite import SCHEMA, SCHEMA_VERSION, SqliteStore
+from semo.engine.store.models import Office, UserQuestion
+from semo.engine.store.sqlite import SCHEMA, SCHEMA_VERSION, SqliteStore
 
 _OLD_CHECK = "CHECK (question_type IN ('text', 'choice', 'confirm'))"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from engine.store.models import Office
-from engine.store.sqlite import SCHEMA, SCHEMA_VERSION, SqliteStore
+from semo.engine.store.models import Office
+from semo.engine.store.sqlite import SCHEMA, SCHEMA_VERSION, SqliteStore
 
 _NEW = "'get_output', 'cancel', 'terminate', 'run_job', 'ship_job')"
 _OLD = "'get_output', 'cancel', 'terminate', 'run_job')"

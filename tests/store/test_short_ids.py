@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.store.base import NotFound
-from engine.store.short_ids import pick
+from semo.engine.store.base import NotFound
+from semo.engine.store.short_ids import pick
 
 IDS = [
     "1a2b3c4d-0000-4000-8000-000000000001",

@@ -21,7 +21,7 @@ import pytest
 from realtime import RealtimeSubscribeStates
 from supabase import AsyncClient, acreate_client
 
-from engine.events import (
+from semo.engine.events import (
     BROADCAST_EVENT,
     CommandFinished,
     EventBus,
@@ -30,8 +30,8 @@ from engine.events import (
     SessionStatusChanged,
     event_from_json,
 )
-from engine.store.models import Office
-from engine.store.supabase import SupabaseStore
+from semo.engine.store.models import Office
+from semo.engine.store.supabase import SupabaseStore
 from tests.store.conftest import Stores
 from tests.support.supabase_emulator import SupabaseEmulator
 from tests.support.waiting import eventually
@@ -142,7 +142,7 @@ async def test_publish_never_raises_on_a_closed_or_dead_store(
     assert await never_opened.publish_event("o", BROADCAST_EVENT, {}) is False
 
     store, office_id = await engine_store(supabase_stores)
-    caplog.set_level(logging.DEBUG, logger="engine.store.supabase")
+    caplog.set_level(logging.DEBUG, logger="semo.engine.store.supabase")
     async with watcher(emu, office_id) as seen:
         assert await store.publish_event(office_id, BROADCAST_EVENT, {"n": 1})
         await eventually(lambda: len(seen.events()) == 1)

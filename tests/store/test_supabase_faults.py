@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from engine.store.base import StoreError, StoreUnavailable
-from engine.store.models import Office
-from engine.store.supabase import SupabaseStore
+from semo.engine.store.base import StoreError, StoreUnavailable
+from semo.engine.store.models import Office
+from semo.engine.store.supabase import SupabaseStore
 from tests.store.conftest import Stores
 from tests.support.supabase_emulator import SupabaseEmulator
 from tests.support.waiting import eventually

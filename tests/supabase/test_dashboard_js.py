@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine.store.migrate import migrate
+from semo.engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
 from tests.store.test_job_cli import FE_SCRIPT, REPO, write_config
 from tests.supabase.test_row_cap import insert_postgres as insert_old_rows

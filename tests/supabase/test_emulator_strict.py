@@ -18,7 +18,7 @@ from realtime import RealtimeSubscribeStates
 from supabase import AsyncClient
 from websockets.asyncio.client import connect as ws_connect
 
-from engine.store.migrate import migrate
+from semo.engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
 from tests.supabase.test_emulator import supabase
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from engine.store.migrate import migrate
+from semo.engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
 from tests.supabase.test_dashboard_js import run_js
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from engine.store.models import Office
+from semo.engine.store.models import Office
 from tests.store.conftest import Stores, open_stores
 from tests.store.test_cli import semo
 

@@ -27,7 +27,7 @@ import psycopg.errors
 import pytest
 from psycopg import sql
 
-from engine.store.migrate import migrate, migration_files
+from semo.engine.store.migrate import migrate, migration_files
 
 SUPABASE_ROLES = ("anon", "authenticated", "service_role")
 

@@ -30,7 +30,7 @@ import psycopg.errors
 import pytest
 from psycopg.rows import dict_row
 
-from engine.store.migrate import migrate, migration_files
+from semo.engine.store.migrate import migrate, migration_files
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
 from tests.support.supabase_emulator import default_migrations, temporary_database
 

@@ -25,8 +25,8 @@ import httpx
 import psycopg
 import pytest
 
-from engine.store.base import LIST_PAGE_ROWS
-from engine.store.models import (
+from semo.engine.store.base import LIST_PAGE_ROWS
+from semo.engine.store.models import (
     Agent,
     AgentInvocation,
     AgentResult,
@@ -297,7 +297,7 @@ async def test_more_than_1000_engines_are_all_listed(stores: Stores) -> None:
 async def test_the_engine_holding_only_the_oldest_of_10001_claims_is_found(stores: Stores) -> None:
     """Reconcile finds every engine that holds an in-flight command: one old claim of a gone
     engine behind 10,000 newer ones of another (the pass read the newest 10,000 and missed it)."""
-    from engine.reconcile import _holders
+    from semo.engine.reconcile import _holders
 
     store = await stores.new()
     office = await store.create_office(Office(name="busy claims"))
@@ -330,7 +330,7 @@ async def test_the_engine_holding_only_the_oldest_of_10001_claims_is_found(store
 async def test_open_jobs_are_listed_behind_5000_ended_ones(stores: Stores) -> None:
     """`semo jobs` (job_ops.list_jobs): the pending and running jobs, oldest first, read by
     status rather than by reading every job the office ever ran."""
-    from engine.store.job_ops import list_jobs
+    from semo.engine.store.job_ops import list_jobs
 
     store = await stores.new()
     office = await store.create_office(Office(name="many jobs"))
@@ -367,9 +367,9 @@ async def test_a_jobs_timeline_reads_its_own_work_behind_5000_other_rows(stores:
     """`semo job show` (job_ops.job_timeline): the job's invocation and result, read by job id
     (list_invocations/list_results job_id=) rather than every invocation and result of the
     office filtered afterwards."""
-    from engine.store.base import StoreError
-    from engine.store.job_ops import job_timeline
-    from engine.store.models import Job
+    from semo.engine.store.base import StoreError
+    from semo.engine.store.job_ops import job_timeline
+    from semo.engine.store.models import Job
 
     store, office, agent, _session = await _office_with_history(stores)
     job = await store.create_job(Job(office_id=office.id, agent_id=agent.id, task="build"))

@@ -6,8 +6,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from engine.protocol.observer import input_box_in
-from engine.terminal.session import TerminalSession
+from semo.engine.protocol.observer import input_box_in
+from semo.engine.terminal.session import TerminalSession
 
 
 def screen_text(session: TerminalSession) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.widgets.commands_panel import CommandsPanel
+from semo.console.widgets.commands_panel import CommandsPanel
 from tests.support.temp_dirs import short_temp_dir
 
 Waiter = Callable[[Callable[[], object], str], Awaitable[None]]

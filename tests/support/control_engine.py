@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import SemoConfig
-from engine.engine import Engine
+from semo.engine.config import SemoConfig
+from semo.engine.engine import Engine
 from tests.support.temp_dirs import short_temp_dir
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from engine.store import job_ops
-from engine.store.base import Store
-from engine.store.models import Job
-from engine.store.postgres import PostgresStore
+from semo.engine.store import job_ops
+from semo.engine.store.base import Store
+from semo.engine.store.models import Job
+from semo.engine.store.postgres import PostgresStore
 from tests.support.git_repo import make_repo
 from tests.support.office_files import engine_pool_toml
 from tests.support.semo_process import engine_in, semo_env

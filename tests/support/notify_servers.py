@@ -180,7 +180,7 @@ class SmtpReceiver:
 def email_sink(smtp: SmtpReceiver, password: str = "${SMTP_PASS}", **keys: Any) -> Any:
     """A `[[notify]]` email sink for `smtp`: STARTTLS with its certificate, login as
     SMTP_USER with `password` (a ${VAR} by default), to ops@example.com."""
-    from engine.notify.settings import NotifySink
+    from semo.engine.notify.settings import NotifySink
 
     return NotifySink(
         sink="email",

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from engine.logs import configure_logging
+from semo.engine.logs import configure_logging
 
 
 @contextlib.contextmanager

@@ -22,9 +22,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine.terminal import keys as semo_keys
-from engine.terminal.capture import FIRST_OUTPUT_SECONDS
-from engine.terminal.session import DEFAULT_TERM, child_environment
+from semo.engine.terminal import keys as semo_keys
+from semo.engine.terminal.capture import FIRST_OUTPUT_SECONDS
+from semo.engine.terminal.session import DEFAULT_TERM, child_environment
 
 __all__ = [
     "TmuxError",

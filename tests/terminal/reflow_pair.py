@@ -14,8 +14,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import TerminalStream
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import TerminalStream
 from tests.support.tmux import TmuxServer
 
 _RELAY = """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.terminal.asciicast import (
+from semo.engine.terminal.asciicast import (
     FLUSH_INTERVAL,
     AsciicastError,
     AsciicastEvent,
@@ -20,7 +20,7 @@ from engine.terminal.asciicast import (
     read_asciicast,
     replay_output,
 )
-from engine.terminal.pty_process import TerminalProcess
+from semo.engine.terminal.pty_process import TerminalProcess
 
 TIMEOUT = 10.0
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from engine.terminal.session import TerminalSession
+from semo.engine.terminal.session import TerminalSession
 
-SEMO = [sys.executable, "-m", "engine.cli"]
+SEMO = [sys.executable, "-m", "semo.engine.cli"]
 
 
 def run_semo(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -115,7 +115,7 @@ async def test_session_resize_reaches_the_child():
 
 
 async def test_session_records_an_asciicast(tmp_path):
-    from engine.terminal.asciicast import read_asciicast, replay_output
+    from semo.engine.terminal.asciicast import read_asciicast, replay_output
 
     cast = tmp_path / "s.cast"
     session = TerminalSession(["sh", "-c", "read x; echo got $x"], record=cast, cols=30, rows=5)

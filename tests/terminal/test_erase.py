@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal.stream import make_screen_and_stream
 
 
 def _wrapped_rows(text: str, columns: int = 5) -> tuple[list[str], list[bool]]:

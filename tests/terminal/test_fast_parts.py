@@ -13,8 +13,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import MAX_CALLS, TerminalStream, make_screen_and_stream
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import MAX_CALLS, TerminalStream, make_screen_and_stream
 from tests.support.random_stream import random_stream
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"

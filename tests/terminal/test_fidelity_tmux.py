@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from wcwidth import wcswidth
 
-from engine.terminal.capture import CaptureResult, StyleSpan, capture
-from engine.terminal.session import TerminalSession, child_environment
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal.capture import CaptureResult, StyleSpan, capture
+from semo.engine.terminal.session import TerminalSession, child_environment
+from semo.engine.terminal.stream import make_screen_and_stream
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.scripted_api import ScriptedMessagesAPI
 from tests.support.tmux import TmuxServer, tmux_capture, tmux_capture_styled

@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import TerminalStream
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import TerminalStream
 
 _modes = st.lists(
     st.sampled_from([1, 3, 5, 6, 7, 25, 47, 1000, 1004, 1006, 1047, 1048, 1049, 2004, 2026, 0]),

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.terminal.cell import BLANK
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal.cell import BLANK
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import make_screen_and_stream
 from tests.support.random_stream import random_stream
 
 pytestmark = pytest.mark.tmux

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal.stream import make_screen_and_stream
 
 CASES = {
     "thousands of digits (int() refuses past 4300)": "\x1b[" + "9" * 5000 + "A",

@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from engine.terminal.pty_process import intake_budget
+from semo.engine.terminal.pty_process import intake_budget
 from tests.support.waiting import eventually
 from tests.terminal.test_pty_process import Output, Spawn, python, spawn  # noqa: F401
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.terminal.keys import KeySpecError, Sleep, encode_key, parse_keys
+from semo.engine.terminal.keys import KeySpecError, Sleep, encode_key, parse_keys
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import TerminalStream
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import TerminalStream
 
 
 def _rows(data: str, columns: int, rows: int) -> list[str]:

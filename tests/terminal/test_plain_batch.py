@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.terminal.cell import BLANK
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.scrollback import (
+from semo.engine.terminal.cell import BLANK
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.scrollback import (
     WrappedSegments,
     line_from_segments,
     pack_line,
     pack_segments,
 )
-from engine.terminal.stream import TerminalStream, make_screen_and_stream
+from semo.engine.terminal.stream import TerminalStream, make_screen_and_stream
 
 _words = st.text(
     alphabet=st.one_of(

@@ -10,10 +10,10 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.terminal import plain
-from engine.terminal.cell import Cell
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal import plain
+from semo.engine.terminal.cell import Cell
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import make_screen_and_stream
 
 # equal styles reached by different parameters (31 and 38;5;1 are both "red"), resets, blanks
 _sgr = st.sampled_from(

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.terminal.pty_process import MAX_SLICE_SECONDS, TerminalProcess
-from engine.terminal.session import TerminalSession
+from semo.engine.terminal.pty_process import MAX_SLICE_SECONDS, TerminalProcess
+from semo.engine.terminal.session import TerminalSession
 from tests.support.waiting import eventually
 from tests.terminal.test_pty_process import Output, Spawn, finish, python, spawn  # noqa: F401
 

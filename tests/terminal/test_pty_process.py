@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine.terminal.pty_process import (
+from semo.engine.terminal.pty_process import (
     ExitStatus,
     TerminalClosedError,
     TerminalProcess,

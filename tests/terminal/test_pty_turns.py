@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from engine.sessions.agent_session import AgentSession, OutputChunk, SessionEvent
-from engine.sessions.profiles import profile_named
-from engine.terminal.session import TerminalSession
+from semo.engine.sessions.agent_session import AgentSession, OutputChunk, SessionEvent
+from semo.engine.sessions.profiles import profile_named
+from semo.engine.terminal.session import TerminalSession
 
 pytestmark = pytest.mark.timeout(60)
 

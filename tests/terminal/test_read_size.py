@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from engine.terminal.pty_process import intake_budget
-from engine.terminal.session import MAX_READ_SIZE, SLICE_SECONDS, TerminalSession
+from semo.engine.terminal.pty_process import intake_budget
+from semo.engine.terminal.session import MAX_READ_SIZE, SLICE_SECONDS, TerminalSession
 from tests.support.waiting import eventually
 from tests.terminal.test_pty_process import python
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import random
 
-from engine.terminal.reflow import text_width
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import TerminalStream
+from semo.engine.terminal.reflow import text_width
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import TerminalStream
 
 CRLF = "\r\n"
 

@@ -9,10 +9,10 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from engine.control.client import RemoteTerminal
-from engine.control.mirror import MirrorScreen
-from engine.engine import Engine
-from engine.terminal.screen import TerminalScreen
+from semo.engine.control.client import RemoteTerminal
+from semo.engine.control.mirror import MirrorScreen
+from semo.engine.engine import Engine
+from semo.engine.terminal.screen import TerminalScreen
 from tests.control.test_control_socket import attached, client_of, engine, engine_screen
 from tests.support.waiting import eventually
 

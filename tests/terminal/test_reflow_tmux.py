@@ -98,8 +98,8 @@ def test_coloured_long_lines_keep_their_styles(pair_factory) -> None:
 def assert_same_styles(pair: ReflowPair) -> None:
     """Every character's style in history and screen: tmux's `capture-pane -e` rows are fed
     into a fresh semo screen and read back (as test_fidelity_tmux does)."""
-    from engine.terminal.screen import TerminalScreen
-    from engine.terminal.stream import TerminalStream
+    from semo.engine.terminal.screen import TerminalScreen
+    from semo.engine.terminal.stream import TerminalStream
 
     escaped = pair.tmux.styled_rows()
     width = max(pair.semo.screen.columns, 2) * 2
@@ -412,7 +412,7 @@ async def test_bash_redraws_a_long_command_line_after_resizes_as_in_tmux(tmp_pat
     resizes (bash redraws on SIGWINCH over the reflowed rows), then Enter."""
     import asyncio
 
-    from engine.terminal.session import DEFAULT_TERM, TerminalSession, child_environment
+    from semo.engine.terminal.session import DEFAULT_TERM, TerminalSession, child_environment
     from tests.support.tmux import TmuxServer
 
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PS1": "$ ", "LANG": "C.UTF-8"}

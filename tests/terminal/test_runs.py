@@ -7,8 +7,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyte import modes
 
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import make_screen_and_stream
 
 _chars = st.sampled_from([*"ab ⏺│●中文字ｱ한✅🚀👨⚠", "\u200d", "\ufe0f", "\u0301", "🇩🇪", "e\u0301"])
 _text = st.lists(_chars, min_size=1, max_size=30).map("".join)

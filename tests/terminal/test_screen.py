@@ -7,8 +7,8 @@ import gc
 import pyte
 import pytest
 
-from engine.terminal.screen import TerminalScreen
-from engine.terminal.stream import MAX_OSC, MAX_PENDING, TerminalStream, make_screen_and_stream
+from semo.engine.terminal.screen import TerminalScreen
+from semo.engine.terminal.stream import MAX_OSC, MAX_PENDING, TerminalStream, make_screen_and_stream
 
 
 def screen_for(data: str, cols: int = 20, rows: int = 5, **kwargs) -> TerminalScreen:

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.terminal.screen import STYLED_SPLIT, TerminalScreen
-from engine.terminal.stream import make_screen_and_stream
+from semo.engine.terminal.screen import STYLED_SPLIT, TerminalScreen
+from semo.engine.terminal.stream import make_screen_and_stream
 from tests.support.random_stream import random_stream
 from tests.terminal import test_fuzz_tmux as fuzz
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.terminal.screen import TerminalScreen, char_width
-from engine.terminal.stream import TerminalStream
-from engine.terminal.width import MAX_CLUSTER_CHARS, ZWJ, clusters
+from semo.engine.terminal.screen import TerminalScreen, char_width
+from semo.engine.terminal.stream import TerminalStream
+from semo.engine.terminal.width import MAX_CLUSTER_CHARS, ZWJ, clusters
 
 
 class PerCharacter(TerminalScreen):

@@ -1,0 +1,115 @@
+"""The footer: what the keys do where the focus is, fitted to the terminal's width.
+
+Textual's Footer lists bindings left to right and cuts what does not fit: at 80 columns the
+console lost its detach key. This bar picks by importance instead: detach, the keys help and
+the palette are always there, then the rest while it fits (shown in their usual order), never
+a word cut. In a terminal pane it shows the prefix chord's commands (every other key is the
+agent's), in the pane's scrollback the scrollback keys. A focused widget (or its container)
+may name keys of its own that are no binding in `KEY_HINTS`: (key, what, priority) tuples; a
+screen may name all of its keys in `SCREEN_HINTS`. Dialogs (modal screens) have their own bar
+over the main screen's, so it always tells what the keys do on the screen in front.
+It is rewritten only when its text changes (a focus change, a pane armed or scrolling, a
+resize), never on a timer.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Input, Static
+
+from semo.console.panel_text import PANE_KEYS, PRIORITY, SCROLL_KEYS, Hint, fit_parts
+
+
+def fit(hints: list[Hint], width: int, lead: str = "") -> Text:
+    """As many hints as fit in `width` cells, the most important first, in their order."""
+    return Text.assemble(*fit_parts(hints, width, lead), no_wrap=True, end="")
+
+
+def key_display(binding: Binding, screen: Screen[object]) -> str:
+    if binding.key_display:
+        return binding.key_display
+    shown = screen.app.get_key_display(binding)
+    return shown.upper() if shown.startswith("f") and shown[1:].isdigit() else shown
+
+
+class KeyBar(Static):
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom;
+        height: 1;
+        width: 100%;
+        background: $footer-background;
+        color: $footer-foreground;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, markup=False)
+        self.text = Text()
+        """What the bar shows now (tests read it)."""
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._changed)
+        self.call_after_refresh(self.update_keys)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def on_resize(self) -> None:
+        self.update_keys()
+
+    def _changed(self, _screen: Screen[object]) -> None:
+        self.update_keys()
+
+    def update_keys(self) -> None:
+        if not self.is_attached or not self.size.width:
+            return
+        text = self.compose_text(self.size.width)
+        if text.plain != self.text.plain or text.spans != self.text.spans:
+            self.text = text
+            self.update(text)
+
+    def compose_text(self, width: int) -> Text:
+        from semo.console.widgets.prefix_catcher import PrefixCatcher
+        from semo.console.widgets.terminal_pane import TerminalPane
+
+        screen = self.screen
+        own = getattr(screen, "SCREEN_HINTS", None)
+        if own:  # a screen that says what its keys are (the palette: its bindings are hidden)
+            return fit([Hint(*hint) for hint in own], width)
+        focused = screen.focused
+        if isinstance(focused, PrefixCatcher):  # the prefix was typed outside a pane
+            hints = [Hint(*h) for h in PANE_KEYS]
+            hints.insert(2, Hint("Esc", "nothing", 1.5))
+            return fit(hints, width, "next key:")
+        if isinstance(focused, TerminalPane):
+            if focused.scrolling:
+                return fit([Hint(*h) for h in SCROLL_KEYS], width, "scrollback: ")
+            lead = "next key: " if focused.armed else f"{focused.prefix_display} then "
+            return fit([Hint(*h) for h in PANE_KEYS], width, lead)
+        hints: list[Hint] = []
+        node = focused
+        if isinstance(focused, Input):  # a line being typed: the answer or the prompt
+            hints += [Hint("Enter", "send", 0.5), Hint("Esc", "close", 0.6)]
+            node = None
+        while node is not None and node is not screen:  # keys of the focus itself
+            extra = getattr(node, "KEY_HINTS", None)
+            if extra:
+                hints += [Hint(*hint) for hint in extra]
+                break
+            node = node.parent
+        seen: set[str] = set()
+        palette = screen.app.COMMAND_PALETTE_BINDING
+        for key, (_node, binding, enabled, _tooltip) in screen.active_bindings.items():
+            shown = binding.show or (key == palette and screen.app.ENABLE_COMMAND_PALETTE)
+            action = binding.action.partition("(")[0]
+            if not shown or not enabled or action in seen:
+                continue
+            seen.add(action)
+            what = binding.description or action.replace("_", " ")
+            priority = PRIORITY.get(action, 5) + len(hints) / 100
+            hints.append(Hint(key_display(binding, screen), what, priority))
+        return fit(hints, width)

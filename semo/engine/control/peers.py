@@ -1,0 +1,146 @@
+"""Who may use the control socket: a process of our uid that this engine did not start.
+
+    refusal = refuse_peer(sock, os.getpid())   # None: a console; else why it is refused
+    refusal.kind, refusal.text                 # "descendant", "process 812, started by ..."
+
+An agent runs as the operator's uid, so the uid check (SO_PEERCRED) lets it connect; what tells
+it apart is that the engine started it: it, or what it started, descends from the engine (the
+engine is a child subreaper, so even a daemonized agent stays below it). The check fails
+closed: whatever it cannot prove, it refuses. docs/SECURITY.md ("The control socket's peer
+check") lists the shapes it holds:
+
+- a peer process that is gone by the time of the check (it connected, handed the socket to a
+  child and exited), or whose pid a newer process took (its start time is after the accept);
+- an ancestor that is gone or whose pid was reused while the chain is walked (a parent never
+  starts after its child);
+- a chain of any depth (no step limit: the walk ends at pid 1, at a process without a parent,
+  at the engine, or at a pid seen before);
+- a peer the kernel cannot name (pid 0: another pid namespace).
+
+The peer itself is pinned by a pidfd where the kernel gives one (SO_PEERPIDFD, Linux 6.5):
+what /proc said about the pid is about the peer as long as the pidfd says it has not exited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import struct
+import time
+from typing import NamedTuple
+
+from semo.engine.runtime import EXITED, stat_fields
+
+#: SO_PEERPIDFD (Linux 6.5+; Python 3.11's socket module does not name it)
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Refusal(NamedTuple):
+    """Why a peer is refused: a kind (one log line per kind at most) and the sentence."""
+
+    kind: str  # "uid", "unknown", "gone", "changed" or "descendant"
+    text: str
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
+
+
+def boot_ticks() -> int:
+    """Now, in clock ticks since boot (the unit of /proc/PID/stat's start time)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS)
+
+
+def _peer_pidfd(sock: socket.socket) -> int | None:
+    try:
+        return int(sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD))
+    except (OSError, ValueError):
+        return None
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process of `pidfd` has exited (a pidfd polls readable then)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _process(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start ticks) of a live process, None when it is gone, a zombie, or /proc
+    does not tell."""
+    fields = stat_fields(pid)
+    if not fields or fields[0] in EXITED:
+        return None
+    try:
+        return int(fields[1]), int(fields[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def descends_from(pid: int, ancestor: int) -> bool | None:
+    """Whether `ancestor` is among `pid`'s parents: True, False, or None when that cannot be
+    told (a process of the chain is gone or its pid was reused while walking). No depth limit."""
+    here = _process(pid)
+    if here is None:
+        return None
+    seen = {pid}
+    while True:
+        parent, started = here
+        if parent == ancestor:
+            return True
+        if parent <= 0 or parent in seen:
+            return False  # the root of the tree (pid 1 has parent 0), or a pid loop
+        seen.add(parent)
+        up = _process(parent)
+        if up is None or up[1] > started:
+            return None  # gone, or a newer process took the parent's pid
+        here = up
+
+
+def refuse_peer(
+    sock: socket.socket, engine_pid: int, accepted_at: int | None = None
+) -> Refusal | None:
+    """Why the peer of `sock` may not use the control socket, or None (a console).
+
+    `accepted_at` (boot ticks, :func:`boot_ticks`) is when the connection was accepted; the
+    peer had connected before, so a process at its pid that started later is another one."""
+    try:
+        pid, uid = peer_credentials(sock)
+    except OSError as error:
+        return Refusal("unknown", f"a peer whose credentials cannot be read ({error.strerror})")
+    if uid != os.getuid():
+        return Refusal("uid", f"a connection from uid {uid}")
+    if pid <= 0:
+        return Refusal("unknown", "a process the kernel does not name (another pid namespace)")
+    accepted_at = boot_ticks() if accepted_at is None else accepted_at
+    pidfd = _peer_pidfd(sock)
+    try:
+        first = _process(pid)
+        if first is None or (pidfd is None and first[1] > accepted_at):
+            return Refusal("gone", f"process {pid}, gone before it could be checked")
+        verdict = descends_from(pid, engine_pid)
+        # the pid must still be the peer's: its pidfd has not exited (else its start time is
+        # unchanged and it still runs), so what /proc said was about the peer
+        if pidfd is not None:
+            same = not _exited(pidfd)
+        else:
+            again = _process(pid)
+            same = again is not None and again[1] == first[1]
+        if not same:
+            return Refusal("gone", f"process {pid}, gone before it could be checked")
+    finally:
+        if pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(pidfd)
+    if verdict is None:
+        return Refusal("changed", f"process {pid}, whose ancestry changed while it was checked")
+    if verdict:
+        return Refusal("descendant", f"process {pid}, started by this engine")
+    return None

@@ -1,0 +1,366 @@
+"""Claude Code conversations outlive a killed engine.
+
+While an engine that serves consoles runs, `ConversationKeeper` records each live Claude Code
+session's own session id (from its hooks), folder, role and agent in
+`$XDG_STATE_HOME/semo/resume-<office>-<hash>.json` (0600). A session that ends while the engine
+runs (terminated, crashed, the engine stopped cleanly) is removed from the file: only a session
+lost with its engine (SIGKILL, a crash, a power cut) is left in it.
+
+The next engine of the office, while it starts (`Engine._start_running`, before its pool, router
+and dispatcher run):
+
+1. `take_over_jobs` (engine.routing.job_recovery), before reconcile: a job that ran in a
+   recorded session stays running, taken over with its open work;
+2. `resume_conversations`: each recorded conversation is started again with the CLI's own
+   resume (`claude ... --resume <id>`) in the same folder, and waited for until it is ready;
+   it joins the pool (the role's warm session when it ran in the warm worktree). Questions it
+   had asked that nobody answered before the engine died (cancelled when its session was ended)
+   are asked again for the new session;
+3. the router types into it what was waiting for the old session (answers, results), the job
+   runner tells it to continue its job, and a session without a job is told that it was
+   restarted (`tell_restarted`).
+
+The ids come from the agents' own hook reports, so they are untrusted: only a UUID goes on a
+command line, and only when that conversation's transcript is a regular file directly inside the
+session's own Claude projects folder (`<config dir>/projects/<escaped folder>/<id>.jsonl`): an
+id of another worktree's conversation, or a symlink planted there, is refused. A resume that
+does not get ready (the CLI exits at once, or not in `ready_timeout`) is ended and reported
+(`resume_failed`, on the bus and the job's timeline); the job then goes on in a new session and
+what waited for the conversation goes to that one. Generic agents are not recorded: they are
+restarted fresh by the pool, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import json
+import logging
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from semo.engine.control.paths import OfficePaths, private_dir
+from semo.engine.events import RoutingStep
+from semo.engine.fsutil import atomic_write
+from semo.engine.protocol.state import AgentState, StateChange
+from semo.engine.protocol.transcript import TranscriptScope
+from semo.engine.sessions.pool import warm_place, warm_task_id
+from semo.engine.store.base import StoreError
+from semo.engine.store.models import JobEntry, new_id, now
+
+if TYPE_CHECKING:
+    from semo.engine.engine import Engine
+    from semo.engine.sessions.agent_session import AgentSession, SessionEvent
+    from semo.engine.store.models import Agent
+
+log = logging.getLogger("semo.resume")
+
+#: seconds a resumed session gets to reach its prompt (without a pool: the pool's ready_timeout)
+READY_TIMEOUT = 60.0
+#: what Claude Code's session ids look like (a UUID). The id comes from the agent's own hook
+#: reports, so it is checked before it goes on a command line: "--dangerously-..." must never
+#: become a flag of the resumed CLI.
+CLAUDE_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+def valid_claude_id(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and CLAUDE_SESSION_ID.fullmatch(value) is not None
+
+
+def conversations_path(paths: OfficePaths) -> Path:
+    return paths.log.with_name(paths.log.name.replace("engine-", "resume-", 1)).with_suffix(".json")
+
+
+def load(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+def save(path: Path, entries: dict[str, dict[str, Any]]) -> None:
+    private_dir(path.parent)
+    atomic_write(path, json.dumps(entries, indent=1), mode=0o600)
+
+
+class ConversationKeeper:
+    """Keeps the file current from the engine's session events."""
+
+    def __init__(self, engine: Engine, path: Path) -> None:
+        self.engine = engine
+        self.path = path
+        self.entries = load(path)
+
+    def start(self) -> None:
+        if getattr(self.engine, "conversations", self) is not self:
+            return  # the engine keeps its own (it made it while it started)
+        assert self.engine.manager is not None
+        self.engine.manager.add_listener(self._on_event)
+
+    def _on_event(self, session: AgentSession, event: SessionEvent) -> None:
+        sid = session.session_id
+        if isinstance(event, StateChange) and event.state == AgentState.TERMINATED:
+            if self.entries.pop(sid, None) is not None:
+                self._save()
+            return
+        claude_id = session.claude_session_id
+        if not valid_claude_id(claude_id) or session.ended:
+            return
+        known = self.entries.get(sid)
+        if known is not None and known.get("claude_session_id") == claude_id:
+            return
+        self.entries[sid] = {
+            "claude_session_id": claude_id,
+            "role": session.role,
+            "agent_id": session.agent_id,
+            "folder": str(session.cwd) if session.cwd else None,
+            "engine_id": self.engine.engine_id,
+        }
+        self._save()
+
+    def _save(self) -> None:
+        try:
+            save(self.path, self.entries)
+        except OSError as error:
+            log.warning("cannot record Claude Code sessions in %s: %s", self.path, error)
+
+
+@dataclass
+class Resumed:
+    """A conversation started again: the dead engine's session it continues, and questions
+    asked again for it."""
+
+    old_id: str
+    session: AgentSession
+    asked_again: list[str]
+
+    def note(self) -> str:
+        if not self.asked_again:
+            return ""
+        asked = "; ".join(f'"{q[:200]}"' for q in self.asked_again[-3:])
+        return (
+            f"Your question(s) {asked} got no answer before the restart; they are asked again, "
+            "and the answer will be typed here."
+        )
+
+
+def transcript_of(folder: Path, env: Mapping[str, str], claude_id: str) -> Path | None:
+    """The transcript of conversation `claude_id` in `folder`'s Claude projects folder (the
+    one the CLI's `--resume` reads), if it is a regular file there (not a symlink); else None."""
+    scope = TranscriptScope.for_session(folder, env)
+    for slug in sorted(scope.slugs):
+        candidates = [scope.projects / slug]
+        if len(slug) > 200:  # Claude Code cuts long names and adds a hash
+            with contextlib.suppress(OSError):
+                candidates = sorted(scope.projects.glob(f"{glob.escape(slug[:200])}-*"))
+        for project in candidates:
+            path = project / f"{claude_id}.jsonl"
+            try:
+                if os.path.realpath(project) != os.fspath(project):
+                    continue  # a symlinked project folder
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    return path
+            except OSError:
+                continue
+    return None
+
+
+async def resume_conversations(
+    engine: Engine, keeper: ConversationKeeper, jobs: Mapping[str, str] | None = None
+) -> list[Resumed]:
+    """Start the Claude Code sessions a killed engine left again, with `--resume`, and wait
+    until each is ready or has failed (concurrently). `jobs`: old session id -> the job it
+    ran (a failed resume is written on its timeline)."""
+    if getattr(engine, "conversations", keeper) is not keeper:
+        return []  # the engine resumed its conversations itself while it started
+    manager = engine.manager
+    if manager is None:
+        return []
+    live = {s.session_id for s in engine.sessions()}
+    left = {sid: e for sid, e in keeper.entries.items() if sid not in live}
+    for old_id in left:
+        keeper.entries.pop(old_id, None)
+    keeper._save()
+    tried = await asyncio.gather(
+        *(
+            _resume_one(engine, old_id, entry, (jobs or {}).get(old_id))
+            for old_id, entry in left.items()
+        )
+    )
+    return [r for r in tried if r is not None]
+
+
+async def _resume_one(
+    engine: Engine, old_id: str, entry: dict[str, Any], job_id: str | None
+) -> Resumed | None:
+    manager = engine.manager
+    assert manager is not None
+    agent = engine.agents.get(str(entry.get("role")))
+    folder = Path(str(entry.get("folder") or ""))
+    claude_id = entry.get("claude_session_id")
+    if agent is None or agent.id != entry.get("agent_id"):
+        log.info("not resuming session %s: its agent is no longer configured", old_id)
+        return None
+    if not valid_claude_id(claude_id):
+        log.warning(
+            "not resuming session %s: %r is not a Claude Code session id", old_id, claude_id
+        )
+        return None
+    if not entry.get("folder") or not await asyncio.to_thread(folder.is_dir):
+        log.info("not resuming session %s: its folder %s is gone", old_id, folder)
+        return None
+    env = engine.agent_launch_env(agent)
+    if await asyncio.to_thread(transcript_of, folder, env, claude_id) is None:
+        why = f"no transcript of conversation {claude_id} in the projects folder of {folder}"
+        await _failed(engine, old_id, agent, job_id, why)
+        return None
+    argv = [*agent.command, "--resume", claude_id]
+    session: AgentSession | None = None
+    timeout = engine.pool.ready_timeout if engine.pool is not None else READY_TIMEOUT
+    try:
+        session = await manager.create(
+            agent.model_copy(update={"command": argv}), working_dir=folder
+        )
+        await session.wait_ready(timeout)
+    except Exception as error:
+        status = session.exit_status if session is not None else None
+        why = status.describe() if status is not None else (str(error) or type(error).__name__)
+        if session is not None:
+            with contextlib.suppress(Exception):
+                await manager.terminate(session.session_id, reason=f"resume failed: {why}")
+        await _failed(engine, old_id, agent, job_id, f"the resumed CLI did not get ready: {why}")
+        return None
+    log.info(
+        "resumed %s's Claude Code conversation %s as session %s (was %s)",
+        agent.role,
+        claude_id,
+        session.session_id,
+        old_id,
+    )
+    await _adopt(engine, session, agent, folder)
+    return Resumed(old_id, session, await _ask_again(engine, old_id, session))
+
+
+async def _failed(engine: Engine, old_id: str, agent: Agent, job_id: str | None, why: str) -> None:
+    """A conversation that is not resumed: logged, a `resume_failed` step on the bus (the
+    console) and on its job's timeline (written here: the job runner does not run yet)."""
+    detail = (
+        f"{agent.role}'s Claude Code conversation of session {old_id} not resumed: {why}; "
+        "a new session takes over"
+    )
+    log.warning("%s", detail)
+    if engine.office is None:
+        return
+    if job_id is not None:
+        entry = JobEntry(
+            job_id=job_id,
+            office_id=engine.office.id,
+            step="resume_failed",
+            session_id=old_id,
+            agent_id=agent.id,
+            detail=detail,
+        )
+        try:
+            await engine.store.add_job_entry(entry)
+        except StoreError as error:
+            log.warning("job %s: resume_failed not on its timeline: %s", job_id, error)
+    engine.bus.publish(
+        RoutingStep(
+            office_id=engine.office.id,
+            step="resume_failed",
+            session_id=old_id,
+            agent_id=agent.id,
+            job_id=job_id,
+            detail=detail,
+        )
+    )
+
+
+async def _ask_again(engine: Engine, old_id: str, session: AgentSession) -> list[str]:
+    """The questions of `old_id` cancelled because its session ended (with its engine), asked
+    again for `session`: the operator can still answer them, and the answer reaches it."""
+    ended = f"session {old_id} has ended"
+    asked: list[str] = []
+    try:
+        cancelled = await engine.store.list_questions(
+            engine.office_id, status="cancelled", session_ids=[old_id]
+        )
+        for question in cancelled:
+            if not (question.cancel_reason or "").startswith(ended):
+                continue  # cancelled by someone, not by the engine's death
+            if question.question_type == "permission":
+                continue  # its hook died with the CLI: the resumed one asks again if it must
+            again = await engine.store.create_question(
+                question.model_copy(
+                    update={
+                        "id": new_id(),
+                        "session_id": session.session_id,
+                        "status": "pending",
+                        "answer": None,
+                        "answered_at": None,
+                        "cancel_reason": None,
+                        "cancelled_at": None,
+                        "answer_delivered_at": None,
+                        "created_at": now(),
+                    }
+                )
+            )
+            asked.append(again.question)
+            engine.bus.publish(
+                RoutingStep(
+                    office_id=engine.office_id,
+                    step="question_asked",
+                    ref_id=again.id,
+                    session_id=session.session_id,
+                    agent_id=session.agent_id,
+                    detail=f"{again.question} (asked again after the restart)",
+                )
+            )
+    except StoreError as error:
+        log.warning("questions of session %s not asked again: %s", old_id, error)
+    return asked
+
+
+async def _adopt(engine: Engine, session: AgentSession, agent: Agent, folder: Path) -> None:
+    """The resumed session joins the pool: the role's warm session when it runs in the role's
+    warm worktree (the pool then starts no other one there), else a cold session (reaped when
+    idle, its worktree removed then)."""
+    pool, worktrees = engine.pool, engine.manager.worktrees if engine.manager else None
+    if pool is None:
+        return
+    worktree = None
+    if worktrees is not None:
+        with contextlib.suppress(Exception):
+            resolved = await asyncio.to_thread(folder.resolve)
+            worktree = next((w for w in await worktrees.list() if w.path == resolved), None)
+    warm = False
+    if worktree is not None and worktrees is not None:
+        place = warm_place(agent.office_id, worktrees.workspace_root)
+        # the name of this semo, or of an older one (`warm-<role>`)
+        warm = worktree.task_id in (warm_task_id(agent.role, place), warm_task_id(agent.role))
+    try:
+        pool.adopt(session, agent, None if warm else worktree, warm=warm)
+    except Exception as error:  # a pool that is closing: the session stays beside it
+        log.warning("resumed session %s not added to the pool: %s", session.session_id, error)
+
+
+def tell_restarted(resumed: Resumed) -> None:
+    """A resumed conversation that runs no job: that it was restarted (typed before anything
+    that waited for it)."""
+    note = (
+        "[semo] semo was restarted (its engine stopped) and this conversation was resumed; what "
+        "you were doing when it stopped was interrupted. Anything that was waiting for you (a "
+        "result, an answer, an invocation) is typed here next; otherwise wait for new "
+        "instructions before you continue."
+    )
+    if extra := resumed.note():
+        note += " " + extra
+    with contextlib.suppress(Exception):
+        resumed.session.post(note)

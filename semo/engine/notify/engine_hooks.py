@@ -1,0 +1,118 @@
+"""The engine's side of notifications: a `Notifier` for its office, fed with its bus, its
+reconcile reports (dead engines) and its circuit breakers.
+
+Engine death is reported by whoever ends what the dead engine left: the store ends an
+engine's sessions, commands and jobs once (one transaction, `Store.end_engine`), so exactly one
+engine's reconcile report names it, at the next engine's start or in a running engine's
+periodic pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from semo.engine.notify.models import Notice
+from semo.engine.notify.notifier import Notifier
+from semo.engine.notify.sources import breaker_open, engine_died
+from semo.engine.store.base import NotFound, StoreError
+
+if TYPE_CHECKING:
+    from semo.engine.engine import Engine
+    from semo.engine.reconcile import ReconcileReport
+    from semo.engine.sessions.breaker import BreakerTransition
+
+log = logging.getLogger("semo.notify")
+
+#: environment variables whose values never appear in a notification
+SECRET_VARIABLES = (
+    "SEMO_DATABASE_URL",
+    "SUPABASE_SERVICE_ROLE_KEY",
+    "SUPABASE_KEY",
+    "SEMO_API_TOKEN",
+    "SEMO_API_TOKENS",
+)
+
+
+class EngineNotices:
+    """The notifier of one running engine (`Engine.notices`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        config = engine.config
+        self.notifier = Notifier(
+            engine.bus,
+            config.notify_sinks(),
+            office=config.office.name,
+            office_id=engine.office_id,
+            role_of=self.role_of,
+            still_waiting=self.still_waiting,
+            secrets=engine_secrets(engine),
+        )
+
+    def start(self) -> None:
+        self.notifier.start()
+
+    async def stop(self) -> None:
+        await self.notifier.stop()
+
+    def notify(self, notice: Notice) -> None:
+        self.notifier.notify(notice)
+
+    def role_of(self, agent_id: str | None) -> str:
+        """The role of an agent id, or of a live session's id."""
+        for role, agent in self.engine.agents.items():
+            if agent.id == agent_id:
+                return role
+        manager = self.engine.manager
+        session = manager.sessions.get(agent_id or "") if manager is not None else None
+        return session.role if session is not None else "an agent"
+
+    async def still_waiting(self, notice: Notice) -> bool:
+        """Whether the question (or the permission request, kept as a question row) is still
+        pending; a request the store does not know waits until a routing step ends it."""
+        try:
+            question = await self.engine.store.get_question(notice.ref)
+        except NotFound:
+            return notice.kind != "question"
+        except StoreError as error:
+            log.warning("notify: reading question %s failed (%s); notifying", notice.ref, error)
+            return True
+        return question.status == "pending"
+
+    def engines_died(self, report: ReconcileReport, how: str) -> None:
+        """One notice per dead engine of `report` (what was done about it)."""
+        me = self.engine.engine_id
+        for engine_id in report.dead_engines:
+            who = "an earlier run of this engine" if engine_id == me else "an engine"
+            self.notify(
+                engine_died(
+                    self.engine.config.office.name,
+                    engine_id,
+                    f"{who} stopped without ending its work ({how} by {me}): {report.describe()}",
+                )
+            )
+
+    def breaker_changed(self, transition: BreakerTransition) -> None:
+        if str(transition.new) != "open":
+            return
+        pool = self.engine.config.pool
+        self.notify(
+            breaker_open(
+                self.engine.config.office.name,
+                str(transition.key),
+                transition.reason,
+                pool.restart_cooldown,
+            )
+        )
+
+
+def engine_secrets(engine: Engine) -> list[str]:
+    """The engine's secrets that could end up in text: its store's, its API tokens."""
+    found = [os.environ.get(name, "") for name in SECRET_VARIABLES]
+    store = engine.config.store
+    for secret in (store.database_url, store.supabase_key, engine.config.api.token):
+        if secret is not None:
+            found.append(secret.get_secret_value())
+    return [value for value in found if value]

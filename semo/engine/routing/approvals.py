@@ -1,0 +1,338 @@
+"""Approvals: an agent's permission request decided by a rule, an earlier "for this session",
+or a person through the inbox.
+
+Claude Code's ``PermissionRequest`` hook waits in the hook server (engine/protocol/hooks.py)
+while :meth:`Approvals.decide` runs:
+
+1. the request's summary is built (engine/approval_policy.py: bounded, inert);
+2. a request the operator allowed "for this session" (same tool, same input) is allowed;
+3. else the first ``[approvals]`` rule that matches the agent's role decides;
+4. else a question of type ``permission`` is stored (a ``permission_asked`` step on the bus:
+   notifications, the console, the job's timeline) and its answer awaited: from the console
+   (:meth:`Router.answer`), `semo answer`, the REST API or a row update (the router's sweep
+   hands answered permissions here, never types them). ``[approvals] deny_after_minutes``
+   denies it when no one answered in time.
+
+Dialogs that never call the hook (auto mode's "can't check actions in this session", its
+plain "Do you want to proceed?" and its offer) are read off the screen
+(engine/routing/screen_dialogs.py) once the observer says a dialog waits and no hook request
+came with it: the same inbox item, answered with keys in the agent's pane.
+
+Every decision is a ``permission_decided`` step (who or which rule, and what) on the bus, so
+it is in the session's events and on its job's timeline. When semo cannot decide (the store
+refuses the row, the hook went away, the engine stops) the hook gets no decision and Claude
+Code shows its own dialog: a person decides there, never a silent allow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from semo.engine.approval_policy import (
+    ALLOW_SESSION,
+    PERMISSION_OPTIONS,
+    Answer,
+    ApprovalsSection,
+    PermissionRequest,
+    hook_decision,
+    parse_answer,
+)
+from semo.engine.events import EventBus, RoutingStep
+from semo.engine.protocol.hooks import HookEvent
+from semo.engine.protocol.observer import DIALOG_REASON
+from semo.engine.protocol.state import AgentState, StateChange
+from semo.engine.routing.screen_dialogs import ScreenDialog, read_dialog
+from semo.engine.sessions.agent_session import AgentSession
+from semo.engine.sessions.manager import SessionManager
+from semo.engine.store.base import Store, StoreConflict, StoreError
+from semo.engine.store.models import UserQuestion
+
+log = logging.getLogger("semo.approvals")
+
+#: What Claude Code tells the model when the operator denied without a reason.
+DENIED = "The operator denied this tool use."
+#: Seconds a dialog on the screen waits for its hook request before it is read as one that
+#: has none (the hook starts as the dialog is drawn; see _ask_screen).
+SCREEN_GRACE = 1.5
+
+
+class Approvals:
+    """Decides the permission requests of the sessions of ``manager``."""
+
+    def __init__(
+        self,
+        store: Store,
+        manager: SessionManager,
+        *,
+        office_id: str,
+        policy: ApprovalsSection,
+        bus: EventBus | None = None,
+        job_for: Callable[[AgentSession], Awaitable[str | None]] | None = None,
+    ) -> None:
+        self.store = store
+        self.manager = manager
+        self.office_id = office_id
+        self.policy = policy
+        self.bus = bus
+        self._job_for = job_for
+        self._waiting: dict[str, asyncio.Future[UserQuestion]] = {}  # question id -> answer
+        self._granted: dict[str, set[tuple[str, str]]] = {}  # session -> allowed for it
+        self._hooked: dict[str, float] = {}  # session -> when its latest hook request came
+        self._hook_pending: dict[str, int] = {}  # session -> hook requests being decided
+        self._screen_tasks: dict[str, asyncio.Task[None]] = {}  # session -> its screen dialog
+        self._screen: dict[str, tuple[AgentSession, ScreenDialog]] = {}  # question id -> dialog
+        self._answering: set[asyncio.Task[None]] = set()
+        #: seconds a dialog on the screen waits for its hook request before the screen is read
+        self.screen_grace = SCREEN_GRACE
+
+    def start(self) -> None:
+        self.manager.hooks.decide = self.decide
+        self.manager.add_listener(self._on_session_event)
+
+    def _on_session_event(self, session: AgentSession, event: object) -> None:
+        if not isinstance(event, StateChange):
+            return
+        sid = session.session_id
+        if event.state == AgentState.TERMINATED:
+            self._granted.pop(sid, None)  # its grants end with it
+        if event.source != "screen":
+            return
+        if event.state == AgentState.WAITING_INPUT and event.reason == DIALOG_REASON:
+            self._watch_screen(session)
+        elif event.previous == AgentState.WAITING_INPUT:
+            task = self._screen_tasks.get(sid)
+            if task is not None:
+                task.cancel()  # answered in the pane, or the hook's answer closed it
+
+    def stop(self) -> None:
+        if self.manager.hooks.decide == self.decide:
+            self.manager.hooks.decide = None
+
+    # -- the hook's side ---------------------------------------------------------------------
+
+    async def decide(self, event: HookEvent) -> dict[str, Any] | None:
+        """The hook's output for Claude Code, or None: its own dialog asks."""
+        session = self.manager.sessions.get(event.session_key)
+        if session is None or session.ended:
+            return None
+        sid = session.session_id
+        self._hook_pending[sid] = self._hook_pending.get(sid, 0) + 1
+        try:
+            return await self._decide(session, event)
+        finally:
+            self._hooked[sid] = time.monotonic()
+            self._hook_pending[sid] -= 1
+            if not self._hook_pending[sid]:
+                del self._hook_pending[sid]
+
+    async def _decide(self, session: AgentSession, event: HookEvent) -> dict[str, Any] | None:
+        """An earlier grant, a rule, or a person decides (see the module's docstring)."""
+        self._hooked[session.session_id] = time.monotonic()
+        screen = self._screen_tasks.get(session.session_id)
+        if screen is not None:
+            screen.cancel()  # the hook asks for this dialog: one inbox item, not two
+        request = PermissionRequest.from_hook(event.payload)
+        granted = self._granted.setdefault(session.session_id, set())
+        if request.key() in granted:
+            answer = Answer(decision="allow")
+            await self._decided(session, f"allowed for this session earlier: {request.summary}")
+        elif (rule := self.policy.match(request, session.role, session.cwd)) is not None:
+            reason = rule.reason or f"Denied by the office's rule {rule.label()!r}."
+            answer = Answer(decision=rule.decision, reason=reason)
+            verb = "allowed" if rule.decision == "allow" else "denied"
+            await self._decided(session, f"{verb} by rule {rule.label()!r}: {request.summary}")
+        else:
+            asked = await self._ask(session, request)
+            if asked is None:
+                return None
+            answer = asked
+            if answer.decision == "allow_session":
+                granted.add(request.key())
+        session.permission_decided()
+        return hook_decision(answer, DENIED)
+
+    def _item(self, session: AgentSession, summary: str) -> UserQuestion:
+        """The inbox item for a permission request (from the hook or read off the screen)."""
+        return UserQuestion(
+            office_id=self.office_id,
+            agent_id=session.agent_id,
+            session_id=session.session_id,
+            question_type="permission",
+            question=summary,
+            options=list(PERMISSION_OPTIONS),
+        )
+
+    async def _ask(self, session: AgentSession, request: PermissionRequest) -> Answer | None:
+        """A person's answer through the inbox; None when it cannot be asked or waited for."""
+        try:
+            question = await self.store.create_question(self._item(session, request.summary))
+        except StoreError as error:
+            log.warning(
+                "permission request of session %s not stored (%s): Claude Code asks in its "
+                "own dialog",
+                session.session_id,
+                error,
+            )
+            return None
+        await self._step("permission_asked", session, request.summary, question.id)
+        waiter: asyncio.Future[UserQuestion] = asyncio.get_running_loop().create_future()
+        self._waiting[question.id] = waiter
+        minutes = self.policy.deny_after_minutes
+        try:
+            try:
+                async with asyncio.timeout(minutes * 60 if minutes else None):
+                    answered = await asyncio.shield(waiter)
+            except TimeoutError:
+                answered = await self._expire(question, minutes or 0)
+        except asyncio.CancelledError:
+            await self._withdraw(question)
+            raise
+        finally:
+            self._waiting.pop(question.id, None)
+        if answered is None:
+            answer = Answer(
+                decision="deny",
+                reason=f"No one answered within {minutes:g} minutes (semo's [approvals] policy).",
+            )
+            who = f"denied: no one answered within {minutes:g} minutes"
+        else:
+            answer = parse_answer(answered.answer)
+            who = f"{_verb(answer)} by a person"
+            with contextlib.suppress(StoreError):
+                await self.store.mark_answer_delivered(question.id)
+        reason = f" ({answer.reason})" if answer.reason and answered is not None else ""
+        await self._decided(session, f"{who}{reason}: {request.summary}", question.id)
+        if answered is not None and answer.reason:  # the agent learns who said it
+            answer = answer.model_copy(update={"reason": f"{DENIED[:-1]}: {answer.reason}"})
+        return answer
+
+    async def _expire(self, question: UserQuestion, minutes: float) -> UserQuestion | None:
+        """No answer in time: the question is cancelled (None), unless it was answered just
+        now (then that answer)."""
+        reason = f"no one answered within {minutes:g} minutes: denied by the [approvals] policy"
+        try:
+            await self.store.cancel_question(question.id, reason)
+            return None
+        except StoreConflict:
+            latest = await self.store.get_question(question.id)
+            return latest if latest.status == "answered" else None
+
+    async def _withdraw(self, question: UserQuestion) -> None:
+        """The hook went away (Claude Code stopped waiting, the engine stops)."""
+        with contextlib.suppress(StoreError):
+            await self.store.cancel_question(
+                question.id, "the agent stopped waiting for this permission"
+            )
+
+    # -- the operator's side -----------------------------------------------------------------
+
+    def answered(self, question: UserQuestion) -> bool:
+        """Hand an answered permission to the request waiting for it (False: none waits)."""
+        if question.id in self._screen:
+            session, dialog = self._screen.pop(question.id)
+            watching = self._screen_tasks.get(session.session_id)
+            if watching is not None:
+                watching.cancel()  # its item is answered: a next dialog gets a watcher again
+            task = asyncio.create_task(self._answer_screen(session, dialog, question))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+            return True
+        waiter = self._waiting.get(question.id)
+        if waiter is None or waiter.done():
+            return False
+        waiter.set_result(question)
+        return True
+
+    # -- dialogs read off the screen --------------------------------------------------------
+
+    def _watch_screen(self, session: AgentSession) -> None:
+        sid = session.session_id
+        if sid in self._screen_tasks:
+            return
+        task = asyncio.create_task(self._ask_screen(session))
+        self._screen_tasks[sid] = task
+        task.add_done_callback(lambda _t: self._screen_tasks.pop(sid, None))
+
+    async def _ask_screen(self, session: AgentSession) -> None:
+        """A dialog without a hook request: the inbox item, from what the screen shows."""
+        await asyncio.sleep(self.screen_grace)
+        hooked = self._hooked.get(session.session_id, -math.inf)
+        recent = time.monotonic() - hooked < self.screen_grace * 2
+        if recent or session.session_id in self._hook_pending or session.ended:
+            return  # the hook asks for it (the dialog shows while the hook waits)
+        dialog = read_dialog(session.screen_rows())
+        if dialog is None:
+            return
+        try:
+            question = await self.store.create_question(self._item(session, dialog.summary))
+        except StoreError as error:
+            log.warning("dialog of session %s not stored: %s", session.session_id, error)
+            return
+        self._screen[question.id] = (session, dialog)
+        await self._step("permission_asked", session, dialog.summary, question.id)
+        try:
+            await asyncio.Event().wait()  # until the dialog closes (cancelled then)
+        except asyncio.CancelledError:
+            if self._screen.pop(question.id, None) is not None:
+                with contextlib.suppress(StoreError):
+                    await self.store.cancel_question(
+                        question.id, "answered in the agent's pane (or the dialog went away)"
+                    )
+            raise
+
+    async def _answer_screen(
+        self, session: AgentSession, dialog: ScreenDialog, question: UserQuestion
+    ) -> None:
+        answer = parse_answer(question.answer)
+        with contextlib.suppress(StoreError):
+            await self.store.mark_answer_delivered(question.id)
+        if session.ended:
+            return
+        await session.send_keys(dialog.keys(answer))
+        reason = f" ({answer.reason})" if answer.reason else ""
+        await self._decided(
+            session, f"{_verb(answer)} by a person{reason}: {dialog.summary}", question.id
+        )
+        if answer.decision == "deny" and answer.reason and session.profile.reads_prompts:
+            session.post(f"[semo] {DENIED[:-1]}: {answer.reason}")
+        # the next dialog may replace this one in the same frame (auto mode's "can't check"
+        # is followed by "Do you want to proceed?"): the observer sees no change then
+        await asyncio.sleep(self.screen_grace)
+        following = None if session.ended else read_dialog(session.screen_rows())
+        if following is not None and following != dialog and session.state.value == "waiting_input":
+            self._watch_screen(session)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    async def _decided(self, session: AgentSession, detail: str, ref: str | None = None) -> None:
+        await self._step("permission_decided", session, detail, ref)
+
+    async def _step(
+        self, step: str, session: AgentSession, detail: str, ref: str | None = None
+    ) -> None:
+        job = await self._job_for(session) if self._job_for is not None else None
+        log.info("approvals %s: %s (%s)", step, detail[:300], ref or "-")
+        if self.bus is not None:
+            self.bus.publish(
+                RoutingStep(
+                    office_id=self.office_id,
+                    step=step,
+                    ref_id=ref,
+                    session_id=session.session_id,
+                    agent_id=session.agent_id,
+                    job_id=job,
+                    detail=detail,
+                )
+            )
+
+
+def _verb(answer: Answer) -> str:
+    if answer.decision == "allow_session":
+        return f"allowed ({ALLOW_SESSION})"
+    return "allowed" if answer.decision == "allow" else "denied"

@@ -1,0 +1,100 @@
+"""Claude Code dialogs that skip the PermissionRequest hook, brought to the inbox from the screen.
+
+Some of Claude Code 2.1.328's dialogs never call a hook: auto mode's "Auto mode can't check
+actions in this session" (its safety check does not get through a local endpoint or gateway),
+the plain "Do you want to proceed?" that follows it, and the offer to make auto mode the
+default. The observer sees them on the screen and puts the session in ``waiting_input``
+(engine/protocol/observer.py); this module reads the dialog off the screen and brings it to
+the inbox as a permission item, then answers it with keys:
+
+- allow: the dialog's "Yes" option (or Enter where Enter is the way on: "Enter to stay in
+  auto mode"), reached with the arrow keys from the highlighted one, then Enter;
+- deny: Escape ("Esc to cancel"); a reason is typed as the agent's next prompt.
+
+"Allow for this session" is an allow here (the dialog has no such choice). A dialog answered
+in the agent's pane before anyone answered the item cancels the item.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from semo.engine.approval_policy import Answer, bounded
+
+__all__ = ["ScreenDialog", "read_dialog"]
+
+#: the first line of a dialog that waits for a person (the observer's _DIALOG says when)
+_OPENERS = re.compile(
+    r"Do you want to (proceed|make this edit|create|allow|run)"
+    r"|Auto mode can't check actions in this session"
+    r"|Auto mode lets Claude handle permission prompts"
+)
+_ENTER_ON = re.compile(r"Enter to stay in auto mode")
+_OPTION = re.compile(r"^\s*(❯)?\s*(?:\d+\.\s+)?(\S.*?)\s*$")
+_FOOTER = re.compile(r"Esc to cancel|Enter to stay in auto mode|Enter to confirm")
+_RULE = re.compile(r"^[─╌━\s]+$")
+_SOLID = re.compile(r"^\s*─{10,}\s*$")  # the line a dialog's box starts with
+
+
+@dataclass(frozen=True)
+class ScreenDialog:
+    """A dialog read off the screen: what it says, and the keys that answer it."""
+
+    summary: str
+    options: tuple[str, ...]  # the option rows, as shown (empty: none numbered or marked)
+    highlighted: int  # index into options of the ❯ row (-1: none)
+    enter_allows: bool  # "Enter to stay in auto mode": Enter goes on
+
+    def keys(self, answer: Answer) -> str:
+        """The key spec (engine.terminal.keys) that gives ``answer``."""
+        if answer.decision == "deny":
+            return "<Esc>"
+        if self.enter_allows:
+            return "<Enter>"
+        target = next((i for i, o in enumerate(self.options) if re.match(r"Yes\b", o)), -1)
+        if target < 0 or self.highlighted < 0:
+            return "<Esc>"  # no Yes to pick: never a guess that might allow something else
+        step = "<Down>" if target > self.highlighted else "<Up>"
+        return step * abs(target - self.highlighted) + "<Enter>"
+
+
+def read_dialog(rows: list[str]) -> ScreenDialog | None:
+    """The dialog on the screen's rows (the last one that opens, down to its footer)."""
+    start = None
+    for index in range(len(rows) - 1, max(len(rows) - 30, -1), -1):
+        if _OPENERS.search(rows[index]):
+            start = index
+            break
+    if start is None:
+        return None
+    # what the dialog is about: the rows above it up to its box's top line (the tool and
+    # the command, between dashed lines)
+    head = start
+    while head > 0 and not _SOLID.match(rows[head - 1]) and start - head < 12:
+        head -= 1
+    context = [r.strip() for r in rows[head:start] if r.strip() and not _RULE.match(r)]
+    body: list[str] = []
+    options: list[str] = []
+    highlighted = -1
+    for row in rows[start:]:
+        if _FOOTER.search(row):
+            body.append(row.strip())
+            break
+        match = _OPTION.match(row)
+        if match is None or _RULE.match(row):
+            continue
+        text = match.group(2)
+        if match.group(1) or re.match(r"^\s+(?:\d+\.\s+)?(Yes|No)\b", row):
+            if match.group(1):
+                highlighted = len(options)
+            options.append(text)
+        else:
+            body.append(text)
+    words = " · ".join([*context, *body[:3]])
+    return ScreenDialog(
+        summary=f"Claude Code's dialog: {bounded(words)}",
+        options=tuple(options),
+        highlighted=highlighted,
+        enter_allows=any(_ENTER_ON.search(r) for r in rows[start:]),
+    )
