@@ -40,7 +40,7 @@ from pydantic import (
     model_validator,
 )
 
-from semo.engine.api.settings import ApiSection
+from semo.engine.api.settings import ApiSection, token_secrets
 from semo.engine.approval_policy import ApprovalsSection
 from semo.engine.fsutil import atomic_write
 from semo.engine.jobwork.settings import GitSection
@@ -511,6 +511,26 @@ class SemoConfig(_Section):
             pooler=from_env.pooler if env.get("SEMO_PG_POOLER") else store.pooler,
             wakeups=from_env.wakeups if env.get("SEMO_PG_WAKEUPS") else store.wakeups,
         )
+
+
+def config_secrets(config: SemoConfig) -> list[str]:
+    """Every secret the engine knows, so no log line ever shows one."""
+    store = config.store_config()
+    secrets = [store.supabase_key.get_secret_value()] if store.supabase_key else []
+    if store.database_url is not None:
+        # only the DSN's password is a secret: logs show the rest (host, user, database)
+        from psycopg.conninfo import conninfo_to_dict
+
+        dsn = store.database_url.get_secret_value()
+        try:
+            password = conninfo_to_dict(dsn).get("password")
+        except Exception:
+            secrets.append(dsn)  # unparsable: hide all of it rather than guess
+        else:
+            if password:
+                secrets.append(str(password))
+    github = config.ship.token()
+    return secrets + token_secrets(config.api) + ([github] if github else [])
 
 
 def _has_password(dsn: str) -> bool:

@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from semo.engine.config import ConfigError, SemoConfig, load_config
+from semo.engine.config import ConfigError, SemoConfig, config_secrets, load_config
 from semo.engine.control.server import stop_reason
 from semo.engine.engine import Engine
 from semo.engine.hardening import make_non_dumpable
@@ -25,28 +25,6 @@ log = logging.getLogger("semo.engine")
 
 #: How often the running engine logs a one-line status.
 STATUS_INTERVAL = 60.0
-
-
-def config_secrets(config: SemoConfig) -> list[str]:
-    """Every secret the engine knows, so no log line ever shows one."""
-    store = config.store_config()
-    secrets = [store.supabase_key.get_secret_value()] if store.supabase_key else []
-    if store.database_url is not None:
-        # only the DSN's password is a secret: logs show the rest (host, user, database)
-        from psycopg.conninfo import conninfo_to_dict
-
-        dsn = store.database_url.get_secret_value()
-        try:
-            password = conninfo_to_dict(dsn).get("password")
-        except Exception:
-            secrets.append(dsn)  # unparsable: hide all of it rather than guess
-        else:
-            if password:
-                secrets.append(str(password))
-    from semo.engine.api.settings import token_secrets
-
-    github = config.ship.token()
-    return secrets + token_secrets(config.api) + ([github] if github else [])
 
 
 async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) -> None:

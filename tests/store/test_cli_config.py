@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from semo.engine.config import load_config
-from semo.engine.daemon import config_secrets
+from semo.engine.config import config_secrets, load_config
 from semo.engine.store.base import Store
 from semo.engine.store.models import Agent, AgentSession, Office, UserQuestion
 from semo.engine.store.postgres import PostgresStore

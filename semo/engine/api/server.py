@@ -141,8 +141,7 @@ async def start_api(
 def main(config_path: Path, listen: str | None, log_format: str | None = None) -> int:
     """`semo api`: serve the API of the store in the config file until SIGTERM/SIGINT.
     Exit 0 after a clean stop, 1 when it cannot serve, 2 for a configuration error."""
-    from semo.engine.config import ConfigError, load_config
-    from semo.engine.daemon import config_secrets
+    from semo.engine.config import ConfigError, config_secrets, load_config
     from semo.engine.hardening import make_non_dumpable
     from semo.engine.logs import configure_logging
 
