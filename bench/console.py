@@ -15,7 +15,7 @@ sessions, as in `semo console`.
    the pane's key handler to the PTY; the tty echoes it; the time counted ends when the pane's
    `render_line` returns a strip with that character in the cursor's cell. Measured twice:
    with the other pane idle (baseline) and while it floods (`cat` of a --mb MB file, in a loop).
-   The start-up heap is frozen first, as `semo console` does (engine/heap.py); --compare-gc
+   The start-up heap is frozen first, as `semo console` does (semo/engine/heap.py); --compare-gc
    measures the same without that before it.
 2. Cost: six panes in a 200x50 app, each child printing ~20 coloured lines/s (steady agents),
    against the same six panes idle (baseline): process CPU time per wall second (this process
@@ -325,7 +325,7 @@ def main() -> None:
     parser.add_argument(
         "--compare-gc",
         action="store_true",
-        help="also measure latency without freezing the start-up heap (engine/heap.py)",
+        help="also measure latency without freezing the start-up heap (semo/engine/heap.py)",
     )
     asyncio.run(main_async(parser.parse_args()))
 

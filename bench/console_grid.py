@@ -16,7 +16,7 @@ real `semo console` runs in a pseudo-terminal this script reads and types into.
 3. idle: the console attached to 20 idle sessions, nothing typed: bytes per second written to
    its terminal and its CPU, over --idle-seconds; also with the jobs view (F5) open.
 4. ab (only with --only ab): the grid with S02 flooding, the console's echo-first scheduling
-   (console/widgets/terminal_pane.py ECHO_HOLD) off and on, interleaved, --repeat times.
+   (semo/console/widgets/terminal_pane.py ECHO_HOLD) off and on, interleaved, --repeat times.
 5. history (only with --only history): the grid with S02 flooding, the engine sending every
    console the flood's scrollback lines (SEMO_CONTROL_STREAM_HISTORY=1, as before the `history`
    request) and only the count of them (the panes show the live screen), and that with the

@@ -9,7 +9,7 @@ console writes to its terminal, with the time it arrived) and types into (keys, 
 1. attach: an office of 6 sessions, each showing a marker line. Time from starting
    `semo console` until its first complete frame is on its terminal (the selected pane's
    marker, every session in the list, the office in the sub-title): the frame the launcher
-   paints from the snapshot (console/first_frame.py). Beside it, from other starts of the same
+   paints from the snapshot (semo/console/first_frame.py). Beside it, from other starts of the same
    console, until Textual's own frame is complete (the same marks after the app turned mouse
    reporting on), and the socket's share: a bare `EngineClient` (connect, subscribe, attach 6
    sessions, all screens complete).

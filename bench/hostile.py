@@ -166,7 +166,7 @@ async def bench(args: argparse.Namespace, folder: Path) -> None:
     )
     await engine.store.open()
     await engine.start()
-    freeze_startup_heap()  # as `semo engine` (engine/daemon.py) does once it has started
+    freeze_startup_heap()  # as `semo engine` (semo/engine/daemon.py) does once it has started
     try:
         progress("engine started")
         shell = await engine.new_session("SH")

@@ -6,7 +6,7 @@ For each kind of content (plain lines of 0-200 characters, the same coloured, CJ
 a 80x24 screen with a full scrollback is resized through the same widths (narrower and wider,
 so every wrapped line is rejoined or split each time). Columns, per resize, median and max:
 
-- semo reflow: `TerminalScreen.resize` (engine/terminal/reflow.py), CPU time of this process
+- semo reflow: `TerminalScreen.resize` (semo/engine/terminal/reflow.py), CPU time of this process
   (the machine is shared: wall time would count the other processes);
 - semo cut: the same screen resized as before the reflow (rows cut, scrollback untouched), the
   baseline measured in the same run;

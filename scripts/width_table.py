@@ -1,4 +1,4 @@
-"""Write engine/terminal/width_table.py: the cells of every code point, as tmux counts them.
+"""Write semo/engine/terminal/width_table.py: the cells of every code point, as tmux counts them.
 
     python scripts/width_table.py        # on Linux with glibc and the C.UTF-8 locale
 
