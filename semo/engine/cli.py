@@ -399,8 +399,28 @@ def _print_capture(result: CaptureResult, as_json: bool) -> None:
         sys.stdout.write("".join(plain(line, one_line=True) + "\n" for line in result.lines))
 
 
+def _own_parsers(parser: argparse.ArgumentParser) -> None:
+    """Let every subcommand's parser record itself, so its own usage reports its errors."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(own_parser=sub)
+                _own_parsers(sub)
+
+
+def parse_command_line(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse argv; unknown arguments are reported with the subcommand's usage, not semo's."""
+    parser = build_parser()
+    _own_parsers(parser)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        owner: argparse.ArgumentParser = getattr(args, "own_parser", parser)
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(argv)
     try:
         return int(args.handler(args))
     except BrokenPipeError:  # `semo parse x.cast | head`: the reader left, which is fine

@@ -66,6 +66,16 @@ class EngineNotRunning(ConnectionError):
     """No engine serves the office's control socket."""
 
 
+def not_running(office: str, error: OSError) -> EngineNotRunning:
+    """The error for a control socket that is missing or refuses connections, in plain words."""
+    why = (
+        "none is running (`semo engine` or `semo demo` starts one)"
+        if isinstance(error, FileNotFoundError)
+        else "its control socket refuses connections (the engine has stopped)"
+    )
+    return EngineNotRunning(f"no engine serves office {office!r}: {why}")
+
+
 class EngineGone(ConnectionError):
     """The engine went away (stopped or killed): nothing was delivered."""
 
@@ -281,9 +291,7 @@ class EngineClient:
                 str(self.paths.socket), limit=1 << 20
             )
         except (FileNotFoundError, ConnectionRefusedError) as error:
-            raise EngineNotRunning(
-                f"no engine serves office {self.paths.office!r} ({error.strerror})"
-            ) from None
+            raise not_running(self.paths.office, error) from None
         sock: socket.socket = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
@@ -780,9 +788,7 @@ class Preconnect:
         try:
             sock.connect(str(self.socket_path))
         except (FileNotFoundError, ConnectionRefusedError) as error:
-            raise EngineNotRunning(
-                f"no engine serves office {self.office!r} ({error.strerror})"
-            ) from None
+            raise not_running(self.office, error) from None
         self._greeted.set_result(True)  # something serves the socket (check_hello says what)
         check_peer(sock, self.socket_path)
         hello = _read_frame_blocking(sock)
