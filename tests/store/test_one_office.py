@@ -12,7 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from semo.engine.store.base import Store, StoreConflict
+from semo.engine.store import sqlite as sqlite_store
+from semo.engine.store.base import Store, StoreConflict, StoreError
 from semo.engine.store.migrate import migrate
 from semo.engine.store.models import Agent, AgentSession, Job, JobEntry, Office, UserQuestion
 from semo.engine.store.postgres import PostgresStore
@@ -162,11 +163,6 @@ async def test_migration_0012_merges_split_offices_and_twin_agents(tmp_path: Pat
             await _check_merged(store, ids)
 
 
-@pytest.mark.xfail(
-    reason="known bug (issue 29, open): the SQLite upgrade 8 -> 10 "
-    "(0016: agent_commands rebuilt) loses a merged command",
-    strict=False,
-)
 async def test_sqlite_version_8_merges_split_offices_and_twin_agents(tmp_path: Path) -> None:
     """A sqlite file of schema version 7 with split offices and twin agents: opening it merges
     them as migration 0012 does."""
@@ -186,3 +182,36 @@ async def test_sqlite_version_8_merges_split_offices_and_twin_agents(tmp_path: P
         conn.close()
     async with SqliteStore(path) as store:
         await _check_merged(store, ids)
+
+
+async def test_an_upgrade_that_would_orphan_rows_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A faulty upgrade step that deletes an office (foreign keys are off during an upgrade,
+    so nothing cascades): the upgrade stops with an error naming the orphaned rows and the
+    file keeps its version, office and commands."""
+    path = tmp_path / "semo.db"
+    async with SqliteStore(path) as store:
+        ids = await _split_office(store)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA user_version = 9")
+        conn.commit()
+    finally:
+        conn.close()
+    faulty = sqlite_store.AFTER_SCHEMA[9] + f"DELETE FROM offices WHERE id = '{ids['office2']}';"
+    monkeypatch.setitem(sqlite_store.AFTER_SCHEMA, 9, faulty)
+    with pytest.raises(StoreError, match=r"orphan rows \(.*\d+ in agent_commands.*nothing"):
+        async with SqliteStore(path):
+            pass
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
+        offices = {r[0] for r in conn.execute("SELECT id FROM offices")}
+        assert offices == {ids["office1"], ids["office2"]}
+        assert conn.execute("SELECT count(*) FROM agent_commands").fetchone()[0] == 4
+    finally:
+        conn.close()
+    monkeypatch.undo()
+    async with SqliteStore(path) as store:
+        assert len(await store.list_commands(ids["office2"])) == 1

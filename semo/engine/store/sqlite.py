@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -442,13 +443,15 @@ DROP TABLE semo_agent_merge;
 """
 )
 
+
+def _table(schema: str, name: str) -> str:
+    """The CREATE TABLE statement of table `name` in `schema` (for a rebuild)."""
+    start = schema.index(f"CREATE TABLE IF NOT EXISTS {name} (")
+    return schema[start : schema.index("\n);", start) + 3] + "\n"
+
+
 #: The user_questions table as `SCHEMA` makes it (rebuilt by the upgrade from version 8).
-USER_QUESTIONS_TABLE = SCHEMA[
-    SCHEMA.index("CREATE TABLE IF NOT EXISTS user_questions") : SCHEMA.index(
-        ");", SCHEMA.index("CREATE TABLE IF NOT EXISTS user_questions")
-    )
-    + 2
-]
+USER_QUESTIONS_TABLE = _table(SCHEMA, "user_questions")
 
 #: What turns a file of schema version N into N + 1 (`SCHEMA`, all IF NOT EXISTS, runs after).
 UPGRADES: dict[int, str] = {
@@ -510,21 +513,10 @@ PRAGMA legacy_alter_table = OFF;
     # migrations/0013: nothing before `SCHEMA` (user_questions is rebuilt after it, once
     # version 7's merge has re-pointed its rows)
     8: "",
-    # migrations/0016: the command type 'ship_job' (agent_commands' CHECK changes: the table is
-    # rebuilt, `AFTER_SCHEMA` copies the rows; agent_command_results is rebuilt with it, since
-    # renaming a parent with foreign keys on re-points its children, and dropping the old
-    # parent would cascade to them)
-    9: """
-PRAGMA legacy_alter_table = ON;
-DROP INDEX IF EXISTS agent_commands_claim_idx;
-DROP INDEX IF EXISTS agent_commands_status_idx;
-DROP TRIGGER IF EXISTS semo_agent_commands_insert_wake;
-DROP TRIGGER IF EXISTS semo_agent_commands_requeue_wake;
-DROP TRIGGER IF EXISTS semo_agent_command_results_insert_wake;
-ALTER TABLE agent_commands RENAME TO agent_commands_v9;
-ALTER TABLE agent_command_results RENAME TO agent_command_results_v9;
-PRAGMA legacy_alter_table = OFF;
-""",
+    # migrations/0016: nothing before `SCHEMA` (agent_commands is rebuilt after it, once
+    # version 7's merge has re-pointed its rows: a table renamed before the merge would keep
+    # the duplicate offices' commands out of it)
+    9: "",
 }
 
 #: What an upgrade from version N does once `SCHEMA` has created the new tables.
@@ -578,7 +570,24 @@ SELECT id, office_id, agent_id, session_id, question_type, question, options, st
 DROP TABLE user_questions_v8;
 """
     + SCHEMA,
+    # migrations/0016: the command type 'ship_job': agent_commands' CHECK changes, so the table
+    # is rebuilt (its rows copied), and agent_command_results with it (renaming a parent with
+    # foreign keys on re-points its children; the legacy rename leaves them naming
+    # "agent_commands"); `SCHEMA` again makes their indexes and triggers
     9: """
+PRAGMA legacy_alter_table = ON;
+DROP INDEX IF EXISTS agent_commands_claim_idx;
+DROP INDEX IF EXISTS agent_commands_status_idx;
+DROP TRIGGER IF EXISTS semo_agent_commands_insert_wake;
+DROP TRIGGER IF EXISTS semo_agent_commands_requeue_wake;
+DROP TRIGGER IF EXISTS semo_agent_command_results_insert_wake;
+ALTER TABLE agent_commands RENAME TO agent_commands_v9;
+ALTER TABLE agent_command_results RENAME TO agent_command_results_v9;
+PRAGMA legacy_alter_table = OFF;
+"""
+    + _table(SCHEMA, "agent_commands")
+    + _table(SCHEMA, "agent_command_results")
+    + """
 INSERT INTO agent_commands (id, office_id, session_id, command_type, payload, status, claimed_by,
                             lease_expires_at, attempts, created_at, updated_at)
 SELECT id, office_id, session_id, command_type, payload, status, claimed_by, lease_expires_at,
@@ -589,8 +598,15 @@ SELECT id, command_id, success, result, error, created_at
   FROM agent_command_results_v9 ORDER BY rowid;
 DROP TABLE agent_command_results_v9;
 DROP TABLE agent_commands_v9;
-""",
+"""
+    + SCHEMA,
 }
+
+
+def _dangling_rows(conn: sqlite3.Connection) -> collections.Counter[str]:
+    """How many rows of each table name a parent row that does not exist."""
+    return collections.Counter(row[0] for row in conn.execute("PRAGMA foreign_key_check"))
+
 
 #: Whether engine row `e` is alive at :at (running, and its heartbeat has not run out).
 ALIVE_SQL = "(e.status = 'running' AND e.alive_until > :at)"
@@ -816,16 +832,34 @@ class SqliteStore(Store):
 
     @staticmethod
     def _create_schema(conn: sqlite3.Connection, version: int) -> None:
-        """Create the schema (version 0: a new file) or upgrade it from `version`."""
+        """Create the schema (version 0: a new file) or upgrade it from `version`.
+
+        An upgrade runs with foreign keys off (SQLite's recipe for rebuilding tables): no
+        row goes by cascade while tables are renamed, copied and merged. Before it commits, a
+        row that lost its parent on the way (which the cascade would have deleted) is an error
+        and the file stays as it was.
+        """
         versions = range(version, SCHEMA_VERSION) if version else range(0)
         steps = "".join(UPGRADES[v] for v in versions)
         after = "".join(AFTER_SCHEMA.get(v, "") for v in versions)
+        if version:
+            conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction
+            dangling = _dangling_rows(conn)
         try:
             # every SCHEMA statement is IF NOT EXISTS: two processes creating it at once is fine
             conn.executescript(
                 f"BEGIN IMMEDIATE;\n{steps}{SCHEMA}\n{after}{UNIQUE_INDEXES}"
-                f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
+                f"PRAGMA user_version = {SCHEMA_VERSION};\n"
             )
+            if version:
+                lost = _dangling_rows(conn) - dangling
+                if lost:
+                    raise StoreError(
+                        "upgrading the sqlite file would orphan rows ("
+                        + ", ".join(f"{n} in {table}" for table, n in sorted(lost.items()))
+                        + "); nothing was changed"
+                    )
+            conn.execute("COMMIT")
         except sqlite3.OperationalError:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -837,6 +871,8 @@ class SqliteStore(Store):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            conn.execute("PRAGMA foreign_keys = ON")
 
     # -- plumbing ----------------------------------------------------------------------------
 
