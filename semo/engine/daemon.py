@@ -50,7 +50,8 @@ async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) ->
                 await asyncio.wait_for(stop.wait(), STATUS_INTERVAL)
             if not stop.is_set() and engine.pool is not None:
                 status = engine.pool.status()
-                log.info("status: %s", status.model_dump_json())
+                # text logs get one short line; JSON logs carry the whole status as `pool`
+                log.info("status: %s", status.summary(), extra={"pool": status.model_dump(mode="json")})
     finally:
         thaw_heap()
         if api is not None:

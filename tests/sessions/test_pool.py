@@ -200,6 +200,10 @@ async def test_warm_sessions_are_ready_after_start(make_pool: MakePool) -> None:
     assert (status.total, status.warm, status.cold, status.idle) == (3, 3, 0, 3)
     assert status.down == {}
     assert status.breakers["FE"].state == BreakerState.CLOSED
+    assert status.summary() == (  # the engine's minute status line in a text log
+        f"3/{status.max_sessions} sessions (warm 3, cold 0; leased 0, idle 3, starting 0); "
+        "0 waiting"
+    )
     pids = [s.pid for s in status.sessions.values()]
     assert len(set(pids)) == 3
     assert all(pid is not None and alive(pid) for pid in pids)
@@ -532,6 +536,7 @@ async def test_repeated_kills_open_the_breaker_and_stop_the_restarts(
     )
     assert status.down["FE"] == "crashed: process ended (signal 9)"
     assert status.starting == 0
+    assert status.summary().endswith("; down: FE; breakers: FE open (5 s)")
     with pytest.raises(BreakerOpen):
         await pool.acquire(role="FE")
     clock.advance(5)  # the cooldown is over: the housekeeping loop's trial brings FE back

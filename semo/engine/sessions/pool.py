@@ -263,6 +263,24 @@ class PoolStatus(BaseModel):
     breakers: dict[str, RoleBreakerStatus]  # per known role
     closed: bool
 
+    def summary(self) -> str:
+        """One short line for a text log: counts, then what is down or broken, by role."""
+        parts = [
+            f"{self.total}/{self.max_sessions} sessions (warm {self.warm}, cold {self.cold}; "
+            f"leased {self.leased}, idle {self.idle}, starting {self.starting})",
+            f"{self.waiting} waiting",
+        ]
+        if self.down:
+            parts.append("down: " + ", ".join(sorted(self.down)))
+        broken = sorted(
+            f"{role} {breaker.state.value} ({breaker.retry_after_s:.0f} s)"
+            for role, breaker in self.breakers.items()
+            if breaker.state is not BreakerState.CLOSED
+        )
+        if broken:
+            parts.append("breakers: " + ", ".join(broken))
+        return "; ".join(parts)
+
 
 # -- the pool -------------------------------------------------------------------------------------
 
