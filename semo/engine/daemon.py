@@ -51,7 +51,9 @@ async def serve(engine: Engine, stop: asyncio.Event, http: str | None = None) ->
             if not stop.is_set() and engine.pool is not None:
                 status = engine.pool.status()
                 # text logs get one short line; JSON logs carry the whole status as `pool`
-                log.info("status: %s", status.summary(), extra={"pool": status.model_dump(mode="json")})
+                log.info(
+                    "status: %s", status.summary(), extra={"pool": status.model_dump(mode="json")}
+                )
     finally:
         thaw_heap()
         if api is not None:
