@@ -30,7 +30,7 @@ _ENV_NAMES = ("HOME", "TMPDIR", "TEMP", "TMP")
 _ENV_IGNORED = ("SEMO_FIRST_FRAME",)
 _ROOT = Path(__file__).resolve().parents[1]
 #: the code that turns a config into a socket path: a change to it forgets every entry
-_CODE = ("engine/config.py", "engine/control/paths.py", "engine/store/factory.py")
+_CODE = ("engine/config.py", "engine/control/paths.py", "engine/store/settings.py")
 
 
 @dataclass(frozen=True)

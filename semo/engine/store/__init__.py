@@ -22,7 +22,8 @@ if TYPE_CHECKING:
         StoreError,
         StoreUnavailable,
     )
-    from semo.engine.store.factory import StoreConfig, open_store
+    from semo.engine.store.factory import open_store
+    from semo.engine.store.settings import StoreConfig
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -36,7 +37,7 @@ __all__ = [
     "redact_dsn",
 ]
 
-_HOME = {"StoreConfig": "factory", "open_store": "factory", "redact_dsn": "_shared"}
+_HOME = {"StoreConfig": "settings", "open_store": "factory", "redact_dsn": "_shared"}
 
 
 def __getattr__(name: str) -> Any:

@@ -121,7 +121,7 @@ from semo.engine.store.models import (
 )
 
 if TYPE_CHECKING:
-    from semo.engine.store import StoreConfig
+    from semo.engine.store.settings import StoreConfig
 
 log = logging.getLogger(__name__)
 
