@@ -574,6 +574,39 @@ async def test_patterns_in_the_task_and_in_quotes_decide_nothing_across_turns(ri
     assert len(setup.prompts()) == 2
 
 
+async def test_a_generic_agents_pull_request_is_the_jobs_as_for_claude(rig: Rig) -> None:
+    """A generic agent's "Created pull request #N" is on the timeline as `pr_created` (ref `#N`,
+    the address), once, as a Claude Code session's is; another completion line ("All tests
+    passed", a commit line) in a turn that ends without [SEMO:DONE] fails nothing."""
+    url = "https://github.com/acme/shop/pull/7"
+    setup = await rig.runner(
+        [
+            {"text": f"All tests passed\nCreated pull request #7: {url}\nWaiting for QA."},
+            {"match": "RESULT", "text": f"Created pull request #7: {url}\n[SEMO:DONE] PR #7"},
+        ]
+    )
+    job = await setup.job()
+    running = asyncio.create_task(setup.runner.execute_job(job.id))
+    await eventually(lambda: "turn" in setup.steps(job), TIMEOUT)
+    assert not running.done()
+    session = rig.manager.get((await rig.store.get_job(job.id)).session_id or "")
+    await session.deliver("RESULT from QA: fine", timeout=TIMEOUT)
+    job = await asyncio.wait_for(running, TIMEOUT)
+    assert (job.status, job.failure_reason) == ("done", None)
+    prs = [e for e in rig.events if e.job_id == job.id and e.step == "pr_created"]
+    assert [e.detail for e in prs] == [url]
+    entries = await rig.store.list_job_entries(job.id)
+    assert [(e.ref_id, e.detail) for e in entries if e.step == "pr_created"] == [("#7", url)]
+
+
+async def test_a_generic_agents_pull_request_in_its_last_turn_is_recorded(rig: Rig) -> None:
+    setup = await rig.runner(["Created pull request #12\n[SEMO:DONE] opened #12"])
+    job = await setup.run()
+    assert job.status == "done"
+    entries = await rig.store.list_job_entries(job.id)
+    assert [e.ref_id for e in entries if e.step == "pr_created"] == ["#12"]
+
+
 async def test_unknown_and_not_pending_jobs_are_refused(rig: Rig) -> None:
     setup = await rig.runner(["[SEMO:DONE]"])
     with pytest.raises(UnknownJob, match="no job 'nope'"):

@@ -34,7 +34,9 @@ echo of the prompt typed at the agent's prompt and lines inside code fences. For
 the runner re-reads each turn's lines itself when the turn ends, skipping the line the prompt was
 typed on and everything inside ````` / ``~~~`` fences, so neither a task that mentions
 ``Error:`` nor a quoted marker decides a job. (Claude Code sessions' signals come from the
-model's own text, fence-aware, and are used as they are.)
+model's own text, fence-aware, and are used as they are.) Whatever the profile, an agent's own
+"Created pull request #N" is the job's pull request (``pr_created`` on the timeline, once per
+number; `semo job ship --pr` opens no other); other completion lines only inform.
 
 **A job owns its work.** The session a job runs in is known to the router
 (`Router.job_of_session`), so the invocations it causes, and those the invoked agents cause in
@@ -342,12 +344,14 @@ class _Watch:
             return
         if isinstance(event, MessageFound):
             if isinstance(event.message, Done):
+                if self.screen is not None:  # its turn's lines so far: a pull request in them
+                    self._read_screen(event.at)
                 summary = event.message.text
                 self._finish(_Outcome(True, detail=summary))
         elif isinstance(event, Signal):
             if self.screen is not None or not event.decisive:
                 return  # generic: read again at the turn's end; tool output: informs only
-            if event.pattern == "pull_request":
+            if event.kind == "completion":
                 self._pull_request(event.text)
             if event.kind == "completion" and event.pattern == "semo_done":
                 self._finish(_Outcome(True, detail=event.text))
@@ -355,6 +359,17 @@ class _Watch:
                 self.errors.append(event)
         elif isinstance(event, StateChange):
             self._on_state(event)
+
+    def _read_screen(self, at: float) -> None:
+        """A generic session's new lines: their errors judge the turn when it ends, their
+        "Created pull request #N" is the job's pull request (as in a Claude Code session);
+        other completion lines ("All tests passed") only inform."""
+        assert self.screen is not None
+        for signal in self.screen.read(at):
+            if signal.kind == "error":
+                self.errors.append(signal)
+            else:
+                self._pull_request(signal.text)
 
     def _pull_request(self, line: str) -> None:
         match = PULL_REQUEST.search(line)
@@ -378,7 +393,7 @@ class _Watch:
             return
         if change.state == AgentState.EXECUTING:
             if self.screen is not None:
-                self.errors.extend(self.screen.read(change.at))
+                self._read_screen(change.at)
                 self.screen.prompt_typed()
             return
         turn_ended = change.previous == AgentState.EXECUTING and change.state in (
@@ -403,7 +418,7 @@ class _Watch:
 
     def _turn_ended(self, change: StateChange) -> None:
         if self.screen is not None:
-            self.errors.extend(self.screen.read(change.at))
+            self._read_screen(change.at)
         errors, self.errors = self.errors, []
         if errors:
             worst = max(errors, key=lambda signal: signal.priority)
