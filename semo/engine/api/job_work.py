@@ -15,6 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from semo.engine.api.deps import _AUTH, _BODY, PREFIX, OfficeDep, _errors
 from semo.engine.api.errors import ApiError
 from semo.engine.api.jobs import JobId, _job
 from semo.engine.jobwork.resolve import MAX_PROMPT_CHARS, combine_again, hand_conflict
@@ -35,8 +36,6 @@ class ResolveBody(BaseModel):
 
 def build_job_work_router(store: Store, settings: GitSection) -> APIRouter:
     """The job-work routes for the app over `store` (engine/api/app.py includes them)."""
-    from semo.engine.api.app import _AUTH, _BODY, PREFIX, OfficeDep, _errors
-
     router = APIRouter(tags=["jobs"])
 
     @router.get(

@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
 
+from semo.engine.api.deps import _AUTH, _BODY, PREFIX, OfficeDep, _errors
 from semo.engine.api.errors import ApiError
 from semo.engine.store.base import NotFound, Store
 from semo.engine.store.job_ops import (
@@ -51,8 +52,6 @@ class CancelJob(BaseModel):
 
 def build_jobs_router(store: Store) -> APIRouter:
     """The jobs routes for the app over `store` (engine/api/app.py includes them)."""
-    from semo.engine.api.app import _AUTH, _BODY, PREFIX, OfficeDep, _errors
-
     router = APIRouter(tags=["jobs"])
 
     @router.post(

@@ -8,6 +8,7 @@ message says which and why: a job not done, a conflicting merge, GitHub's refusa
 
 from fastapi import APIRouter
 
+from semo.engine.api.deps import _AUTH, _BODY, PREFIX, OfficeDep, _errors
 from semo.engine.api.errors import ApiError
 from semo.engine.api.jobs import JobId, _job
 from semo.engine.ship.settings import ShipSection
@@ -17,8 +18,6 @@ from semo.engine.store.base import Store
 
 def build_ship_router(store: Store, settings: ShipSection) -> APIRouter:
     """The ship route for the app over `store` (engine/api/app.py includes it)."""
-    from semo.engine.api.app import _AUTH, _BODY, PREFIX, OfficeDep, _errors
-
     router = APIRouter(tags=["jobs"])
 
     @router.post(
