@@ -7,6 +7,8 @@
   moves (base, branch, the checkout's files and its uncommitted change).
 - a job that is not done is refused; a PR without a token says how to give one; a refused
   token is reported without the token.
+- the GitHub repository comes from the remote's URL; a local path or file:// remote (or `..` in
+  the URL) has none, and a PR then asks for `[ship] github_repo` and sends nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.ship.github import GitHubError, repo_slug
 from semo.engine.ship.settings import ShipSection
 from semo.engine.ship.ship import ShipError, ShipRequest, ship_job
 from semo.engine.store.job_ops import job_timeline
@@ -178,3 +181,58 @@ async def test_auto_without_gh_uses_the_api(world: World, monkeypatch: pytest.Mo
         )
     assert report.pr is not None
     assert api.pulls[0]["repo"] == "acme/shop"
+
+
+@pytest.mark.parametrize(
+    ("url", "slug"),
+    [
+        ("git@github.com:acme/shop.git", "acme/shop"),
+        ("https://github.com/acme/shop", "acme/shop"),
+        ("https://ghe.example/acme/shop.git/", "acme/shop"),
+        ("ssh://git@github.com/acme/shop.git", "acme/shop"),
+        ("github.com:acme/shop", "acme/shop"),
+    ],
+)
+def test_the_repository_comes_from_the_remotes_url(url: str, slug: str) -> None:
+    assert repo_slug(url) == slug
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "../origin.git",  # a local path: no GitHub repository
+        "/srv/git/shop.git",
+        "file:///srv/git/acme/shop.git",
+        "https://github.com/acme/..",
+        "git@github.com:../shop.git",
+        "https://github.com/shop",
+    ],
+)
+def test_a_remote_without_a_github_repository_says_to_name_it(url: str) -> None:
+    with pytest.raises(GitHubError, match=r'set \[ship\] github_repo = "owner/name"'):
+        repo_slug(url)
+
+
+def test_github_repo_is_owner_and_name() -> None:
+    assert ShipSection(github_repo="acme/shop.js").github_repo == "acme/shop.js"
+    for bad in ("../shop", "acme/..", "acme", "acme/shop/x"):
+        with pytest.raises(ValueError, match="is not"):
+            ShipSection(github_repo=bad)
+
+
+async def test_a_pr_to_a_local_remote_asks_for_the_repository(world: World) -> None:
+    """The world's origin is a local bare repository: no PR goes to a made-up repository."""
+    with GitHubApi(token=TOKEN) as api:
+        settings = ShipSection(pr_tool="api", github_api_url=api.url)
+        with pytest.raises(ShipError, match=r"set \[ship\] github_repo"):
+            await ship_job(
+                world.store,
+                world.job.id,
+                ShipRequest(pr=True),
+                settings,
+                world.target,
+                env={"GITHUB_TOKEN": TOKEN},
+            )
+    assert api.requests == []
+    assert head(world.origin, world.target.branch) == head(world.repo, world.target.branch)
+    assert [step for step, _ in await steps(world)][-2:] == ["pushed", "ship_failed"]

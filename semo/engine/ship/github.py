@@ -27,11 +27,12 @@ from pydantic import BaseModel
 
 from semo.engine.gitsafe import git_environment
 
-__all__ = ["GitHubError", "PullRequest", "open_pull_request", "repo_slug"]
+__all__ = ["GitHubError", "PullRequest", "is_slug", "open_pull_request", "repo_slug"]
 
 DEFAULT_API_URL = "https://api.github.com"
 _SLUG = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 _PR_URL = re.compile(r"https?://\S+/pull/(\d+)")
+_SCP = re.compile(r"^[^/:]+:")
 #: Seconds a request to GitHub (or a gh run) may take.
 TIMEOUT = 60.0
 
@@ -49,19 +50,27 @@ class PullRequest(BaseModel):
     url: str
 
 
+def is_slug(slug: str) -> bool:
+    """Whether ``slug`` is a GitHub repository's ``owner/name`` (neither part ``.`` or ``..``:
+    it goes into the API's URL path)."""
+    return _SLUG.fullmatch(slug) is not None and not {".", ".."} & set(slug.split("/"))
+
+
 def repo_slug(url: str) -> str:
     """``owner/name`` from a remote's URL (``git@host:owner/name.git``, ``https://host/owner/
-    name``, ``ssh://git@host/owner/name.git``); :class:`GitHubError` when there is none."""
+    name``, ``ssh://git@host/owner/name.git``); :class:`GitHubError` when there is none (a
+    local path or ``file://`` remote has no GitHub repository)."""
     text = url.strip()
+    path = ""
     if "://" in text:
-        path = urlsplit(text).path
-    elif ":" in text:
+        parts = urlsplit(text)
+        if parts.scheme != "file" and parts.hostname:
+            path = parts.path
+    elif _SCP.match(text):  # git's scp-like syntax: no slash before the first colon
         path = text.split(":", 1)[1]
-    else:
-        path = text
-    path = path.strip("/").removesuffix(".git")
-    slug = "/".join(path.split("/")[-2:])
-    if not _SLUG.fullmatch(slug):
+    segments = path.strip("/").removesuffix(".git").split("/")
+    slug = "/".join(segments[-2:])
+    if len(segments) < 2 or not is_slug(slug):
         raise GitHubError(
             f"cannot tell the GitHub repository from the remote {url!r}: set [ship] github_repo "
             '= "owner/name"'
@@ -188,7 +197,7 @@ async def open_pull_request(
     gh: str = "gh",
 ) -> PullRequest:
     """Open the pull request ``head`` -> ``base`` on ``slug`` (see the module docstring)."""
-    if not _SLUG.fullmatch(slug):
+    if not is_slug(slug):
         raise GitHubError(f"{slug!r} is not a GitHub repository (owner/name)")
     gh_path = await gh_ready(api_url, token, gh) if tool in ("auto", "gh") else None
     if gh_path is not None:
@@ -221,7 +230,8 @@ async def open_pull_request(
     if not token:
         raise GitHubError(
             "no GitHub token: log in with gh (gh auth login), or set GITHUB_TOKEN (or GH_TOKEN) "
-            "in the engine's environment or [ship] github_token in semo.toml"
+            "in the environment of semo (the engine's, for a job the engine ships) or [ship] "
+            "github_token in semo.toml"
         )
     fields = {"title": title, "head": head, "base": base, "body": body}
     return await _via_api(api_url, token, slug, fields)

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from semo.engine.ship.github import DEFAULT_API_URL, PrTool
+from semo.engine.ship.github import DEFAULT_API_URL, PrTool, is_slug
 
 __all__ = ["SHIP_STEPS", "ShipSection", "ShipStep"]
 
@@ -30,7 +30,6 @@ TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
 
 
 _API_URL = re.compile(r"^https?://[^\s]+$")
-_REPO = re.compile(r"^([A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100})?$")
 
 
 class ShipSection(BaseModel):
@@ -55,7 +54,7 @@ class ShipSection(BaseModel):
     @field_validator("github_repo")
     @classmethod
     def _repo(cls, value: str) -> str:
-        if not _REPO.match(value):
+        if value and not is_slug(value):
             raise ValueError(f'{value!r} is not "owner/name" (or "": from the remote\'s URL)')
         return value
 
