@@ -20,44 +20,19 @@ import re
 import socket
 import stat
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from semo.engine.control.client import EngineClient, EngineGone, RemoteTerminal
+from semo.engine.control.client import EngineGone
 from semo.engine.control.server import ControlError, socket_answers
 from semo.engine.control.wire import MAX_STYLES, encode_frame
 from semo.engine.engine import Engine
 from semo.engine.terminal.pty_process import TerminalClosedError
-from tests.control.office import engine_in_process
+from tests.support.control_engine import attached, client_of, engine_screen
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-async def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Engine]:
-    async with engine_in_process(tmp_path, monkeypatch, PS1="$ ") as engine:
-        yield engine
-
-
-def client_of(engine: Engine) -> EngineClient:
-    assert engine.control is not None
-    return EngineClient(engine.control.paths)
-
-
-async def attached(client: EngineClient, role: str) -> RemoteTerminal:
-    await client.start()
-    session = next(s for s in client.sessions() if s.role == role)
-    terminal = session.terminal
-    terminal.add_listener(lambda _chunk: None)
-    await eventually(lambda: terminal.screen.complete, 10)
-    return terminal
-
-
-def engine_screen(engine: Engine, role: str):  # type: ignore[no-untyped-def]
-    return next(s for s in engine.sessions() if s.role == role).terminal.screen
 
 
 async def test_a_console_mirrors_rows_styles_cursor_and_scrollback(engine: Engine) -> None:

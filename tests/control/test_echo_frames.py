@@ -8,12 +8,12 @@ import pytest
 
 from semo.engine.control.server import FRAME_SECONDS
 from semo.engine.engine import Engine
-from tests.control.test_control_socket import attached, client_of, engine  # noqa: F401
+from tests.support.control_engine import attached, client_of
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_typed_output_is_framed_at_once_other_output_waits(engine: Engine) -> None:  # noqa: F811
+async def test_typed_output_is_framed_at_once_other_output_waits(engine: Engine) -> None:
     server = engine.control
     assert server is not None
     client = client_of(engine)

@@ -18,11 +18,10 @@ from textual.app import App, ComposeResult
 
 from semo.console.widgets.terminal_pane import TerminalPane
 from semo.engine.engine import Engine
-from tests.control.test_control_socket import client_of, engine, engine_screen
+from tests.support.control_engine import client_of, engine_screen
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
-__all__ = ["engine"]  # the fixture, used by name
 
 
 def texts(scrollback) -> list[str]:  # type: ignore[no-untyped-def]

@@ -18,13 +18,13 @@ import pytest
 from semo.engine.engine import Engine
 from semo.engine.store.models import Job
 from tests.control.office import engine_in_process
-from tests.control.test_control_socket import client_of, engine  # noqa: F401 (fixture)
+from tests.support.control_engine import client_of
 from tests.support.waiting import eventually_value
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_a_console_creates_follows_and_cancels_a_job(engine: Engine) -> None:  # noqa: F811
+async def test_a_console_creates_follows_and_cancels_a_job(engine: Engine) -> None:
     client = client_of(engine)
     await client.start()
     try:
@@ -55,7 +55,7 @@ async def test_a_console_creates_follows_and_cancels_a_job(engine: Engine) -> No
         await client.close()
 
 
-async def test_bad_job_requests_are_refused_with_a_clear_message(engine: Engine) -> None:  # noqa: F811
+async def test_bad_job_requests_are_refused_with_a_clear_message(engine: Engine) -> None:
     client = client_of(engine)
     await client.start()
     try:
@@ -72,7 +72,7 @@ async def test_bad_job_requests_are_refused_with_a_clear_message(engine: Engine)
         await client.close()
 
 
-async def test_an_attached_console_shows_a_job_and_follows_it(engine: Engine) -> None:  # noqa: F811
+async def test_an_attached_console_shows_a_job_and_follows_it(engine: Engine) -> None:
     """Over the socket: F5 lists the job an engine-side caller created, with its timeline, and
     the view follows the job's cancellation from the job events the client receives."""
     from semo.console.app import SemoApp

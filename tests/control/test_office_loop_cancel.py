@@ -9,12 +9,11 @@ import asyncio
 import pytest
 
 from semo.engine.engine import Engine
-from tests.control.test_control_socket import engine  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_a_cancel_that_meets_an_office_change_ends_the_office_loop(engine: Engine) -> None:  # noqa: F811
+async def test_a_cancel_that_meets_an_office_change_ends_the_office_loop(engine: Engine) -> None:
     server = engine.control
     assert server is not None
     # Every interleaving of "the office changed" and "cancel" a few loop turns apart, so that

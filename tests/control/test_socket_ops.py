@@ -20,13 +20,13 @@ import pytest
 from semo.engine.engine import Engine
 from semo.engine.events import BaseEvent, SessionStatusChanged
 from semo.engine.store.models import UserQuestion
-from tests.control.test_control_socket import client_of, engine  # noqa: F401 (fixture)
+from tests.support.control_engine import client_of
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_console_operations_reach_the_engine(engine: Engine) -> None:  # noqa: F811
+async def test_console_operations_reach_the_engine(engine: Engine) -> None:
     client = client_of(engine)
     seen: list[BaseEvent] = []
     client.bus.add_listener(seen.append)

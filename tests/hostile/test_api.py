@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from pydantic import SecretStr
 
 from semo.engine.api.server import ApiServer
@@ -41,13 +38,6 @@ ESCAPES = (
     "\x1b]52;c;aGVsbG8=\x07\x1b]2;pwned\x07 [/x] [@click=app.quit]click[/]"
     " \x9b2J \u202ecba \u2028 \x7f"  # 8-bit CSI, bidi override, line separator, DEL
 )
-
-
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-rt-"))  # short: Unix socket paths
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @asynccontextmanager

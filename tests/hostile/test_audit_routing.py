@@ -27,10 +27,8 @@ from semo.engine.store.changes import ChangeFeed
 from semo.engine.store.models import Office
 from semo.engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
-from tests.hostile.test_routing import deliver, hostile, office_config, running, runtime_dir
+from tests.hostile.test_routing import deliver, hostile, office_config, running
 from tests.support.waiting import eventually, eventually_value
-
-__all__ = ["runtime_dir"]  # a fixture, used by name
 
 
 async def test_a_cancelled_change_wait_always_ends_even_when_a_change_comes_with_it(

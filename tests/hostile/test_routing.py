@@ -34,7 +34,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,13 +69,6 @@ def deliver(recipient: str, summary: str, invocation_id: str | None = None) -> s
 
 def invoke(target: str, task: str) -> str:
     return f"[INVOKE:{target}]\n{json.dumps({'task': task})}\n[/INVOKE]"
-
-
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-rt-"))  # short: Unix socket paths
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def hostile(folder: Path, role: str, script: list[Any], reads_prompts: bool | None) -> AgentConfig:

@@ -24,7 +24,7 @@ from semo.engine.sessions.pool import SessionPoolManager
 from semo.engine.sessions.profiles import profile_named
 from semo.engine.store.base import Store
 from semo.engine.store.models import Agent, Office, UserQuestion
-from tests.routing.test_router import REPO, ask, runtime_dir  # noqa: F401 (fixture)
+from tests.routing.test_router import REPO, ask
 from tests.store.conftest import open_stores
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually, eventually_value
@@ -99,7 +99,7 @@ def answers_typed(folder: Path) -> int:
 async def test_an_answer_typed_before_a_restart_is_not_typed_again(
     store: Store,
     tmp_path: Path,
-    runtime_dir: Path,  # noqa: F811
+    runtime_dir: Path,
 ) -> None:
     async with fe_session(store, tmp_path, runtime_dir) as (office, agent, manager, pool):
         router = router_for(store, office, agent, manager, pool)
@@ -127,7 +127,7 @@ async def test_an_answer_typed_before_a_restart_is_not_typed_again(
 async def test_an_answer_not_typed_before_a_restart_is_typed_once_after(
     store: Store,
     tmp_path: Path,
-    runtime_dir: Path,  # noqa: F811
+    runtime_dir: Path,
 ) -> None:
     async with fe_session(store, tmp_path, runtime_dir) as (office, agent, manager, pool):
         router = router_for(store, office, agent, manager, pool)

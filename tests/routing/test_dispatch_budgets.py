@@ -31,12 +31,12 @@ from semo.engine.engine import Engine
 from semo.engine.store.base import Store
 from semo.engine.store.job_ops import create_job
 from semo.engine.store.models import AgentCommandResult, Job, RunJobPayload
-from tests.routing.test_dispatcher import TIMEOUT, Rig, rig, stores  # noqa: F401 (fixtures)
 from tests.store.conftest import Stores
+from tests.support.dispatch_rig import TIMEOUT, Rig
 from tests.support.waiting import eventually, eventually_value
 
 
-async def test_terminate_is_never_queued_behind_waiting_jobs(rig: Rig) -> None:  # noqa: F811
+async def test_terminate_is_never_queued_behind_waiting_jobs(rig: Rig) -> None:
     room = asyncio.Event()  # the pool has a free session
     started: list[str] = []
 
@@ -66,7 +66,7 @@ async def test_terminate_is_never_queued_behind_waiting_jobs(rig: Rig) -> None: 
     assert sorted(started) == ["job-0", "job-1", "job-2"]  # each once
 
 
-async def test_jobs_do_not_take_the_slots_of_other_commands(rig: Rig) -> None:  # noqa: F811
+async def test_jobs_do_not_take_the_slots_of_other_commands(rig: Rig) -> None:
     room = asyncio.Event()
 
     async def run_job(payload: RunJobPayload) -> dict[str, Any]:
@@ -86,7 +86,7 @@ async def test_jobs_do_not_take_the_slots_of_other_commands(rig: Rig) -> None:  
 
 
 async def test_a_real_engine_terminates_behind_eight_jobs_waiting_for_its_pool(
-    stores: Stores,  # noqa: F811
+    stores: Stores,
     tmp_path: Path,
 ) -> None:
     """A real engine, pool of one bash session held by an operator's create_session: eight jobs

@@ -25,135 +25,25 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from semo.engine.events import CommandClaimed, CommandFinished, EventBus, Subscription
+from semo.engine.events import CommandClaimed, CommandFinished, Subscription
 from semo.engine.routing import CommandDispatcher
 from semo.engine.routing.dispatcher import STOPPING
-from semo.engine.sessions.agent_session import AgentSession
 from semo.engine.sessions.manager import SessionManager
-from semo.engine.store.base import Store, StoreUnavailable
+from semo.engine.store.base import StoreUnavailable
 from semo.engine.store.models import (
     Agent,
     AgentCommand,
     AgentCommandResult,
     CreateSessionPayload,
-    Office,
 )
-from tests.store.conftest import Stores, open_stores
-
-TIMEOUT = 15.0
-BASH = ["bash", "--norc", "--noprofile", "-i"]
-#: the dispatchers poll once an hour: what they run promptly came through a wake-up
-NO_POLL = 3600.0
-
-
-def bash_env() -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PS1": "$ ",
-        "HOME": os.environ.get("HOME", "/tmp"),
-    }
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    async with open_stores(request.param, tmp_path) as factory:
-        yield factory
-
-
-@dataclass
-class Rig:
-    stores: Stores
-    store: Store
-    office: Office
-    manager: SessionManager
-    bus: EventBus
-    folder: Path
-    dispatchers: list[CommandDispatcher] = field(default_factory=list)
-
-    def dispatcher(
-        self, *, store: Store | None = None, engine_id: str = "engine-1", **options: Any
-    ) -> CommandDispatcher:
-        options.setdefault("poll_interval", NO_POLL)
-        dispatcher = CommandDispatcher(
-            store or self.store,
-            self.manager,
-            office_id=self.office.id,
-            engine_id=engine_id,
-            bus=self.bus,
-            create_session=self.create,
-            **options,
-        )
-        self.dispatchers.append(dispatcher)
-        return dispatcher
-
-    async def create(self, payload: CreateSessionPayload) -> AgentSession:
-        """The test's create_session (the engine's goes through the pool)."""
-        if payload.role == "BOOM":
-            raise RuntimeError("boom")
-        if payload.role not in (None, "SH"):
-            raise LookupError(f"no agent with role {payload.role!r}")
-        agent = Agent(office_id=self.office.id, name="shell", role="SH", command=BASH)
-        session = await self.manager.create(agent, working_dir=self.folder, cols=80, rows=24)
-        await session.wait_ready(TIMEOUT)
-        return session
-
-    async def insert(
-        self, command_type: str, payload: dict[str, Any] | None = None, session: str | None = None
-    ) -> str:
-        command = await self.store.insert_command(
-            self.office.id, command_type, payload, session_id=session
-        )
-        return command.id
-
-    async def result(self, command_id: str, timeout: float = TIMEOUT) -> AgentCommandResult:
-        deadline = time.monotonic() + timeout
-        while (result := await self.store.get_result(command_id)) is None:
-            if time.monotonic() > deadline:
-                command = await self.store.get_command(command_id)
-                raise AssertionError(f"no result for {command} after {timeout} s")
-            await asyncio.sleep(0.02)
-        return result
-
-    async def run(
-        self, command_type: str, payload: dict[str, Any] | None = None, session: str | None = None
-    ) -> AgentCommandResult:
-        return await self.result(await self.insert(command_type, payload, session))
-
-    async def output_until(self, session: str, predicate: Callable[[list[str]], bool]) -> None:
-        """get_output commands until the screen satisfies `predicate`."""
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            result = await self.run("get_output", {}, session)
-            assert result.success, result.error
-            assert result.result is not None
-            if predicate(result.result["lines"]):
-                return
-            assert time.monotonic() < deadline, f"screen never matched: {result.result['lines']}"
-            await asyncio.sleep(0.05)
-
-
-@pytest.fixture
-async def rig(stores: Stores, tmp_path: Path) -> AsyncIterator[Rig]:
-    store = await stores.new()
-    office = await store.create_office(Office(name="routing"))
-    folder = tmp_path / "work"
-    folder.mkdir()
-    manager = SessionManager(agent_env=bash_env(), runtime_dir=tmp_path / "run")
-    async with manager:
-        rig = Rig(stores, store, office, manager, EventBus(), folder)
-        try:
-            yield rig
-        finally:
-            for dispatcher in rig.dispatchers:
-                await dispatcher.stop(grace=0)
+from tests.support.dispatch_rig import BASH, NO_POLL, TIMEOUT, Rig, bash_env
 
 
 def events_by_command(subscription: Subscription) -> dict[str, list[str]]:

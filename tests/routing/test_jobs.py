@@ -23,29 +23,18 @@ command with the job's status.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import shutil
-import sys
-import tempfile
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from semo.engine.events import BaseEvent, EventBus
 from semo.engine.protocol.messages import Done
 from semo.engine.protocol.monitor import Signal, scan_line
 from semo.engine.protocol.observer import MessageFound
 from semo.engine.protocol.state import AgentState, StateChange
 from semo.engine.routing import CommandDispatcher, CommandFailed
 from semo.engine.routing.jobs import (
-    JobEvent,
     JobNotPending,
-    JobRunner,
     UnknownJob,
     _Outcome,
     _Watch,
@@ -54,33 +43,14 @@ from semo.engine.routing.jobs import (
 from semo.engine.routing.policy import MAX_ATTEMPTS, Decision, Failure, decide, kind_for_pattern
 from semo.engine.sessions.agent_session import AgentSession
 from semo.engine.sessions.breaker import CircuitBreaker
-from semo.engine.sessions.manager import LaunchOptions, SessionManager
-from semo.engine.sessions.pool import SessionPoolManager
-from semo.engine.sessions.profiles import CLAUDE, profile_named
+from semo.engine.sessions.profiles import CLAUDE
 from semo.engine.store.base import Store
 from semo.engine.store.models import Agent, Job, JobEntry, Office, RunJobPayload
-from tests.store.conftest import Stores, open_stores
-from tests.support.script_agent import logged_prompts
+from tests.support.job_rig import TIMEOUT, JobRig
 from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 20.0
 #: a job_timeout short enough for tests that wait for a timeout
 SHORT = 1.5
-
-
-def agent_env() -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "PYTHONPATH": str(ROOT),  # the child runs `-m tests.support.script_agent` in its folder
-    }
-
-
-def launch_options(agent: Agent) -> LaunchOptions:
-    """The rig's BE script agent stands in for a model (it reads prompts: semo's reminder and
-    retry notes are typed into it); any other role is a plain program that does not."""
-    return LaunchOptions(profile=profile_named("generic", reads_prompts=agent.role == "BE"))
 
 
 # -- the policy -------------------------------------------------------------------------------
@@ -224,134 +194,8 @@ async def test_claude_session_ending_is_a_crash_unless_the_engine_ended_it() -> 
 # -- JobRunner on real sessions ---------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    async with open_stores(request.param, tmp_path) as factory:
-        yield factory
-
-
-@dataclass
-class Rig:
-    store: Store
-    office: Office
-    manager: SessionManager
-    bus: EventBus
-    tmp: Path
-    events: list[JobEvent] = field(default_factory=list)
-    pools: list[SessionPoolManager] = field(default_factory=list)
-
-    async def runner(
-        self,
-        replies: list[Any],
-        *,
-        breaker: CircuitBreaker | None = None,
-        role: str = "BE",
-        command: list[str] | None = None,
-        max_sessions: int = 6,
-        hold: Path | None = None,
-        **options: Any,
-    ) -> Setup:
-        """A BE agent running `replies` (or `command`), its pool (no warm sessions, at most
-        `max_sessions`) and a JobRunner. `hold`: each agent starts only once that file exists
-        (until then its session is starting, not at its prompt)."""
-        script = self.tmp / f"script-{len(self.pools)}.json"
-        script.write_text(json.dumps(replies))
-        log = self.tmp / f"prompts-{len(self.pools)}.jsonl"
-        folder = self.tmp / f"work-{len(self.pools)}"
-        folder.mkdir()
-        command = command or [
-            sys.executable,
-            "-m",
-            "tests.support.script_agent",
-            "--script",
-            str(script),
-            "--log",
-            str(log),
-        ]
-        if hold is not None:
-            wait = f'while [ ! -e "{hold}" ]; do sleep 0.05; done; exec "$@"'
-            command = ["sh", "-c", wait, "sh", *command]
-        agent = await self.store.upsert_agent(
-            Agent(office_id=self.office.id, name=role.lower(), role=role, command=command)
-        )
-        pool = SessionPoolManager(
-            self.manager,
-            {role: agent},
-            warm_roles=(),
-            max_sessions=max_sessions,
-            breaker=breaker,
-            folder_for=lambda _agent, _task: folder,
-        )
-        self.pools.append(pool)
-        await pool.start()
-        options.setdefault("job_timeout", TIMEOUT)
-        options.setdefault("cancel_grace", 5.0)
-        runner = JobRunner(
-            self.store,
-            pool,
-            office_id=self.office.id,
-            agents_by_id={agent.id: agent},
-            bus=self.bus,
-            **options,
-        )
-        return Setup(self, runner, pool, agent, log)
-
-
-@dataclass
-class Setup:
-    rig: Rig
-    runner: JobRunner
-    pool: SessionPoolManager
-    agent: Agent
-    log: Path
-
-    async def job(self, task: str = "Add a GET /health endpoint", **fields: Any) -> Job:
-        job = Job(office_id=self.rig.office.id, agent_id=self.agent.id, task=task, **fields)
-        return await self.rig.store.create_job(job)
-
-    async def run(self, task: str = "Add a GET /health endpoint", **fields: Any) -> Job:
-        job = await self.job(task, **fields)
-        return await asyncio.wait_for(self.runner.execute_job(job.id), 3 * TIMEOUT)
-
-    def prompts(self) -> list[str]:
-        return logged_prompts(self.log)
-
-    def steps(self, job: Job) -> list[str]:
-        return [event.step for event in self.rig.events if event.job_id == job.id]
-
-    async def released(self) -> None:
-        await eventually(lambda: self.pool.status().leased == 0, TIMEOUT)
-
-
-@pytest.fixture
-async def rig(stores: Stores) -> AsyncIterator[Rig]:
-    store = await stores.new()
-    office = await store.create_office(Office(name="jobs"))
-    tmp = Path(tempfile.mkdtemp(prefix="semo-jobs-"))  # short: the hook socket lives there
-    bus = EventBus()
-    rig: Rig | None = None
-    try:
-        async with SessionManager(
-            agent_env=agent_env(), runtime_dir=tmp / "run", launch_options=launch_options
-        ) as manager:
-            rig = Rig(store, office, manager, bus, tmp)
-
-            def collect(event: BaseEvent) -> None:
-                if isinstance(event, JobEvent):
-                    rig.events.append(event)  # type: ignore[union-attr]
-
-            bus.add_listener(collect)
-            try:
-                yield rig
-            finally:
-                for pool in rig.pools:
-                    await pool.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-async def test_a_job_is_done_when_the_agent_says_done(rig: Rig) -> None:
-    setup = await rig.runner(
+async def test_a_job_is_done_when_the_agent_says_done(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(
         ["Looking at api/routes.py\n[STEP_COMPLETE] route added\n[SEMO:DONE] /health added"]
     )
     job = await setup.run(context={"file": "api/routes.py"})
@@ -359,28 +203,30 @@ async def test_a_job_is_done_when_the_agent_says_done(rig: Rig) -> None:
     assert job.attempts == 1
     assert job.failure_reason is None and not job.needs_human
     assert job.session_id is not None
-    assert job.engine_id == rig.manager.engine_id  # so that reconcile knows whose job it was
-    assert await rig.store.get_job(job.id) == job
+    assert job.engine_id == job_rig.manager.engine_id  # so that reconcile knows whose job it was
+    assert await job_rig.store.get_job(job.id) == job
     [prompt] = setup.prompts()
     assert prompt.startswith("Add a GET /health endpoint")
     assert 'Context (JSON): {"file": "api/routes.py"}' in prompt
     assert "You are be, the BE agent" in prompt and "[SEMO:DONE]" in prompt
     assert setup.steps(job) == ["started", "session", "delivered", "done"]
-    done = rig.events[-1]
+    done = job_rig.events[-1]
     assert done.status == "done" and done.session_id == job.session_id
     assert done.detail == "/health added"
     await setup.released()
     assert job.session_id in setup.pool.status().sessions  # back in the pool, idle
 
 
-async def test_done_outranks_an_error_line_in_the_same_turn(rig: Rig) -> None:
-    setup = await rig.runner(["Error: the first run was flaky\nran it again\n[SEMO:DONE] green"])
+async def test_done_outranks_an_error_line_in_the_same_turn(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(
+        ["Error: the first run was flaky\nran it again\n[SEMO:DONE] green"]
+    )
     job = await setup.run()
     assert (job.status, job.attempts, job.failure_reason) == ("done", 1, None)
 
 
-async def test_enoent_fails_the_job_without_retry(rig: Rig) -> None:
-    setup = await rig.runner(
+async def test_enoent_fails_the_job_without_retry(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(
         ["Reading the config\nENOENT: no such file or directory, open 'semo.toml'", "again"]
     )
     job = await setup.run()
@@ -394,17 +240,17 @@ async def test_enoent_fails_the_job_without_retry(rig: Rig) -> None:
     await setup.released()
 
 
-async def test_permission_denied_fails_the_job_and_needs_a_human(rig: Rig) -> None:
-    setup = await rig.runner(["Writing the unit file\nbash: /etc/systemd/x: Permission denied"])
+async def test_permission_denied_fails_the_job_and_needs_a_human(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(["Writing the unit file\nbash: /etc/systemd/x: Permission denied"])
     job = await setup.run()
     assert (job.status, job.attempts, job.needs_human) == ("failed", 1, True)
     assert job.failure_reason is not None and "/etc/systemd/x" in job.failure_reason
-    assert rig.events[-1].needs_human
+    assert job_rig.events[-1].needs_human
     assert len(setup.prompts()) == 1
 
 
-async def test_another_error_fails_the_job_without_retry(rig: Rig) -> None:
-    setup = await rig.runner(["fatal: not a git repository (or any parent)"])
+async def test_another_error_fails_the_job_without_retry(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(["fatal: not a git repository (or any parent)"])
     job = await setup.run()
     assert (job.status, job.attempts, job.needs_human) == ("failed", 1, False)
     assert job.failure_reason is not None
@@ -412,8 +258,8 @@ async def test_another_error_fails_the_job_without_retry(rig: Rig) -> None:
     assert len(setup.prompts()) == 1
 
 
-async def test_a_timeout_is_retried_once_in_the_same_session_then_fails(rig: Rig) -> None:
-    setup = await rig.runner(["Thinking about it", "Still thinking"], job_timeout=SHORT)
+async def test_a_timeout_is_retried_once_in_the_same_session_then_fails(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(["Thinking about it", "Still thinking"], job_timeout=SHORT)
     job = await setup.run()
     assert (job.status, job.attempts, job.needs_human) == ("failed", 2, False)
     assert job.failure_reason is not None
@@ -433,15 +279,15 @@ async def test_a_timeout_is_retried_once_in_the_same_session_then_fails(rig: Rig
         "turn",
         "failed",
     ]
-    sessions = {e.session_id for e in rig.events if e.job_id == job.id and e.step == "session"}
+    sessions = {e.session_id for e in job_rig.events if e.job_id == job.id and e.step == "session"}
     assert sessions == {job.session_id}  # the agent was back at its prompt: same session
     await setup.released()
 
 
 async def test_a_busy_turn_that_times_out_is_interrupted_and_the_retry_succeeds(
-    rig: Rig,
+    job_rig: JobRig,
 ) -> None:
-    setup = await rig.runner(
+    setup = await job_rig.runner(
         [
             {"match": "Retry", "text": "[SEMO:DONE] done on the second try"},
             {"text": "a very slow reply", "delay": 60},
@@ -451,14 +297,14 @@ async def test_a_busy_turn_that_times_out_is_interrupted_and_the_retry_succeeds(
     job = await setup.run()
     assert (job.status, job.attempts, job.failure_reason) == ("done", 2, None)
     assert len(setup.prompts()) == 2
-    sessions = [e.session_id for e in rig.events if e.job_id == job.id and e.step == "session"]
+    sessions = [e.session_id for e in job_rig.events if e.job_id == job.id and e.step == "session"]
     assert len(set(sessions)) == 2  # Ctrl+C ended this agent: the retry got a new session
     assert sessions[-1] == job.session_id
     await setup.released()
 
 
-async def test_a_crash_recreates_the_session_and_the_retry_succeeds(rig: Rig) -> None:
-    setup = await rig.runner(
+async def test_a_crash_recreates_the_session_and_the_retry_succeeds(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(
         [
             {"match": "Retry", "text": "[SEMO:DONE] recovered"},
             {"text": "about to fall over", "exit": 1},
@@ -471,17 +317,17 @@ async def test_a_crash_recreates_the_session_and_the_retry_succeeds(rig: Rig) ->
     assert "Retry (attempt 2): the previous attempt's session ended unexpectedly" in second
     steps = setup.steps(job)
     assert steps == ["started", "session", "delivered", "retry", "session", "delivered", "done"]
-    retry = next(e for e in rig.events if e.job_id == job.id and e.step == "retry")
+    retry = next(e for e in job_rig.events if e.job_id == job.id and e.step == "retry")
     assert "crashed: exited with code 1" in retry.detail
-    sessions = [e.session_id for e in rig.events if e.job_id == job.id and e.step == "session"]
+    sessions = [e.session_id for e in job_rig.events if e.job_id == job.id and e.step == "session"]
     assert len(set(sessions)) == 2 and sessions[0] not in setup.pool.status().sessions
     await setup.released()
 
 
-async def test_a_program_that_does_not_read_prompts_gets_the_task_alone(rig: Rig) -> None:
+async def test_a_program_that_does_not_read_prompts_gets_the_task_alone(job_rig: JobRig) -> None:
     """SH does not read prompts (a generic profile): the operator's task is typed as it is, on
     the retry too, without the context line, semo's reminder or the retry note."""
-    setup = await rig.runner(
+    setup = await job_rig.runner(
         ["Thinking about it", "[SEMO:DONE] done on the second try"],
         role="SH",
         job_timeout=SHORT,
@@ -492,15 +338,15 @@ async def test_a_program_that_does_not_read_prompts_gets_the_task_alone(rig: Rig
     await setup.released()
 
 
-async def test_a_shell_runs_its_job_and_none_of_semos_words(rig: Rig) -> None:
+async def test_a_shell_runs_its_job_and_none_of_semos_words(job_rig: JobRig) -> None:
     """A real bash as a job's agent: it runs the operator's task (which prints the done marker)
     and nothing else; semo's reminder typed after the task was run as a command before."""
     bash = ["env", "PS1=$ ", "bash", "--norc", "--noprofile", "-i"]
-    setup = await rig.runner([], role="SH", command=bash)
+    setup = await job_rig.runner([], role="SH", command=bash)
     job = await setup.run("echo '[SEMO:DONE]' shell-done")
     assert (job.status, job.attempts) == ("done", 1)
     await setup.released()
-    session = rig.manager.get(job.session_id or "")
+    session = job_rig.manager.get(job.session_id or "")
     # bash runs what it was given in order: once this is printed, all of it has run
     await session.deliver("echo barrier-$((40 + 2))", timeout=TIMEOUT)
     await eventually(lambda: "barrier-42" in "\n".join(session.last_lines(40)), TIMEOUT)
@@ -508,8 +354,8 @@ async def test_a_shell_runs_its_job_and_none_of_semos_words(rig: Rig) -> None:
     assert "command not found" not in screen and "You are" not in screen
 
 
-async def test_a_second_crash_fails_the_job(rig: Rig) -> None:
-    setup = await rig.runner([{"text": "falling over", "exit": 3}])
+async def test_a_second_crash_fails_the_job(job_rig: JobRig) -> None:
+    setup = await job_rig.runner([{"text": "falling over", "exit": 3}])
     job = await setup.run()
     assert (job.status, job.attempts) == ("failed", 2)
     assert job.failure_reason is not None
@@ -520,9 +366,9 @@ async def test_a_second_crash_fails_the_job(rig: Rig) -> None:
     await setup.released()
 
 
-async def test_an_open_circuit_breaker_stops_the_retry(rig: Rig) -> None:
+async def test_an_open_circuit_breaker_stops_the_retry(job_rig: JobRig) -> None:
     breaker = CircuitBreaker(failure_threshold=1, window_seconds=60.0, reset_timeout=60.0)
-    setup = await rig.runner(
+    setup = await job_rig.runner(
         [
             {"match": "Retry", "text": "[SEMO:DONE] never reached"},
             {"text": "falling over", "exit": 1},
@@ -538,7 +384,9 @@ async def test_an_open_circuit_breaker_stops_the_retry(rig: Rig) -> None:
     assert setup.steps(job)[-2:] == ["retry", "failed"]
 
 
-async def test_patterns_in_the_task_and_in_quotes_decide_nothing_across_turns(rig: Rig) -> None:
+async def test_patterns_in_the_task_and_in_quotes_decide_nothing_across_turns(
+    job_rig: JobRig,
+) -> None:
     quoted = "\n".join(
         [
             "Here is what the log showed:",
@@ -554,7 +402,7 @@ async def test_patterns_in_the_task_and_in_quotes_decide_nothing_across_turns(ri
             "It mentions [SEMO:DONE] in a sentence. Now I wait for QA.",
         ]
     )
-    setup = await rig.runner(
+    setup = await job_rig.runner(
         [
             {"match": "RESULT", "text": "QA agrees.\n[SEMO:DONE] TypeError fixed"},
             {"text": quoted},
@@ -564,9 +412,9 @@ async def test_patterns_in_the_task_and_in_quotes_decide_nothing_across_turns(ri
     running = asyncio.create_task(setup.runner.execute_job(job.id))
     await eventually(lambda: "turn" in setup.steps(job), TIMEOUT)
     assert not running.done()  # the first turn ended: neither done nor failed
-    session_id = (await rig.store.get_job(job.id)).session_id
+    session_id = (await job_rig.store.get_job(job.id)).session_id
     assert session_id is not None
-    session = rig.manager.get(session_id)
+    session = job_rig.manager.get(session_id)
     await session.deliver("RESULT from QA: all tests pass", timeout=TIMEOUT)
     job = await asyncio.wait_for(running, TIMEOUT)
     assert (job.status, job.attempts, job.failure_reason) == ("done", 1, None)
@@ -574,12 +422,12 @@ async def test_patterns_in_the_task_and_in_quotes_decide_nothing_across_turns(ri
     assert len(setup.prompts()) == 2
 
 
-async def test_a_generic_agents_pull_request_is_the_jobs_as_for_claude(rig: Rig) -> None:
+async def test_a_generic_agents_pull_request_is_the_jobs_as_for_claude(job_rig: JobRig) -> None:
     """A generic agent's "Created pull request #N" is on the timeline as `pr_created` (ref `#N`,
     the address), once, as a Claude Code session's is; another completion line ("All tests
     passed", a commit line) in a turn that ends without [SEMO:DONE] fails nothing."""
     url = "https://github.com/acme/shop/pull/7"
-    setup = await rig.runner(
+    setup = await job_rig.runner(
         [
             {"text": f"All tests passed\nCreated pull request #7: {url}\nWaiting for QA."},
             {"match": "RESULT", "text": f"Created pull request #7: {url}\n[SEMO:DONE] PR #7"},
@@ -589,26 +437,26 @@ async def test_a_generic_agents_pull_request_is_the_jobs_as_for_claude(rig: Rig)
     running = asyncio.create_task(setup.runner.execute_job(job.id))
     await eventually(lambda: "turn" in setup.steps(job), TIMEOUT)
     assert not running.done()
-    session = rig.manager.get((await rig.store.get_job(job.id)).session_id or "")
+    session = job_rig.manager.get((await job_rig.store.get_job(job.id)).session_id or "")
     await session.deliver("RESULT from QA: fine", timeout=TIMEOUT)
     job = await asyncio.wait_for(running, TIMEOUT)
     assert (job.status, job.failure_reason) == ("done", None)
-    prs = [e for e in rig.events if e.job_id == job.id and e.step == "pr_created"]
+    prs = [e for e in job_rig.events if e.job_id == job.id and e.step == "pr_created"]
     assert [e.detail for e in prs] == [url]
-    entries = await rig.store.list_job_entries(job.id)
+    entries = await job_rig.store.list_job_entries(job.id)
     assert [(e.ref_id, e.detail) for e in entries if e.step == "pr_created"] == [("#7", url)]
 
 
-async def test_a_generic_agents_pull_request_in_its_last_turn_is_recorded(rig: Rig) -> None:
-    setup = await rig.runner(["Created pull request #12\n[SEMO:DONE] opened #12"])
+async def test_a_generic_agents_pull_request_in_its_last_turn_is_recorded(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(["Created pull request #12\n[SEMO:DONE] opened #12"])
     job = await setup.run()
     assert job.status == "done"
-    entries = await rig.store.list_job_entries(job.id)
+    entries = await job_rig.store.list_job_entries(job.id)
     assert [e.ref_id for e in entries if e.step == "pr_created"] == ["#12"]
 
 
-async def test_unknown_and_not_pending_jobs_are_refused(rig: Rig) -> None:
-    setup = await rig.runner(["[SEMO:DONE]"])
+async def test_unknown_and_not_pending_jobs_are_refused(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(["[SEMO:DONE]"])
     with pytest.raises(UnknownJob, match="no job 'nope'"):
         await setup.runner.execute_job("nope")
     with pytest.raises(CommandFailed, match="no job 'nope'"):
@@ -618,41 +466,43 @@ async def test_unknown_and_not_pending_jobs_are_refused(rig: Rig) -> None:
         await setup.runner.execute_job(done.id)
     with pytest.raises(CommandFailed, match="is done"):
         await setup.runner.run_job(RunJobPayload(job_id=done.id))
-    other = await rig.store.create_office(Office(name="elsewhere"))
-    foreign = await rig.store.create_job(
+    other = await job_rig.store.create_office(Office(name="elsewhere"))
+    foreign = await job_rig.store.create_job(
         Job(office_id=other.id, agent_id=setup.agent.id, task="not ours")
     )
     with pytest.raises(UnknownJob, match="another office"):
         await setup.runner.execute_job(foreign.id)
     assert setup.prompts() == []
-    assert (await rig.store.get_job(done.id)).status == "done"
+    assert (await job_rig.store.get_job(done.id)).status == "done"
 
 
-async def test_a_job_of_an_unknown_agent_fails(rig: Rig) -> None:
-    setup = await rig.runner(["[SEMO:DONE]"])
-    job = await rig.store.create_job(Job(office_id=rig.office.id, agent_id="ghost", task="x"))
+async def test_a_job_of_an_unknown_agent_fails(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(["[SEMO:DONE]"])
+    job = await job_rig.store.create_job(
+        Job(office_id=job_rig.office.id, agent_id="ghost", task="x")
+    )
     job = await setup.runner.execute_job(job.id)
     assert (job.status, job.attempts) == ("failed", 0)
     assert job.failure_reason is not None and "no agent 'ghost'" in job.failure_reason
 
 
-async def test_a_cancelled_run_fails_the_job_and_releases_the_session(rig: Rig) -> None:
-    setup = await rig.runner(["Working on it, slowly"])
+async def test_a_cancelled_run_fails_the_job_and_releases_the_session(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(["Working on it, slowly"])
     job = await setup.job()
     running = asyncio.create_task(setup.runner.execute_job(job.id))
     await eventually(lambda: "turn" in setup.steps(job), TIMEOUT)
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
-    row = await rig.store.get_job(job.id)
+    row = await job_rig.store.get_job(job.id)
     assert (row.status, row.attempts) == ("failed", 1)
     assert row.failure_reason is not None and "interrupted" in row.failure_reason
     await setup.released()
     assert setup.runner.running == frozenset()
 
 
-async def test_run_job_through_the_command_dispatcher(rig: Rig) -> None:
-    setup = await rig.runner(
+async def test_run_job_through_the_command_dispatcher(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(
         [
             {"match": "Fail", "text": "fatal: bad object HEAD"},
             {"text": "[SEMO:DONE] shipped"},
@@ -663,11 +513,11 @@ async def test_run_job_through_the_command_dispatcher(rig: Rig) -> None:
         raise CommandFailed("not in this test")
 
     dispatcher = CommandDispatcher(
-        rig.store,
-        rig.manager,
-        office_id=rig.office.id,
+        job_rig.store,
+        job_rig.manager,
+        office_id=job_rig.office.id,
         engine_id="engine-1",
-        bus=rig.bus,
+        bus=job_rig.bus,
         create_session=no_sessions,
         run_job=setup.runner.run_job,
         poll_interval=0.1,
@@ -678,8 +528,10 @@ async def test_run_job_through_the_command_dispatcher(rig: Rig) -> None:
         bad = await setup.job("Fail on purpose")
         results = {}
         for job_id in (ok.id, bad.id, "missing"):
-            command = await rig.store.insert_command(rig.office.id, "run_job", {"job_id": job_id})
-            results[job_id] = await wait_result(rig.store, command.id)
+            command = await job_rig.store.insert_command(
+                job_rig.office.id, "run_job", {"job_id": job_id}
+            )
+            results[job_id] = await wait_result(job_rig.store, command.id)
     finally:
         await dispatcher.stop(grace=5)
     assert results[ok.id].success
@@ -696,7 +548,7 @@ async def test_run_job_through_the_command_dispatcher(rig: Rig) -> None:
     assert "fatal: bad object HEAD" in failed.result["failure_reason"]
     assert not results["missing"].success
     assert results["missing"].error == "no job 'missing'"
-    assert (await rig.store.get_job(ok.id)).status == "done"
+    assert (await job_rig.store.get_job(ok.id)).status == "done"
 
 
 async def wait_result(store: Store, command_id: str) -> Any:
@@ -708,16 +560,16 @@ async def wait_result(store: Store, command_id: str) -> Any:
 
 
 async def test_a_timeline_row_after_close_starts_no_writer_that_outlives_the_runner(
-    rig: Rig,
+    job_rig: JobRig,
 ) -> None:
     """A session event that comes in while the engine stops (after `close`) is logged, not
     queued: a writer started then would be destroyed pending with the event loop."""
-    setup = await rig.runner(["ok"])
-    job = await rig.store.create_job(
-        Job(office_id=rig.office.id, agent_id=setup.agent.id, task="after close")
+    setup = await job_rig.runner(["ok"])
+    job = await job_rig.store.create_job(
+        Job(office_id=job_rig.office.id, agent_id=setup.agent.id, task="after close")
     )
-    setup.runner._record(JobEntry(job_id=job.id, office_id=rig.office.id, step="before"))
+    setup.runner._record(JobEntry(job_id=job.id, office_id=job_rig.office.id, step="before"))
     await setup.runner.close()
-    assert [e.step for e in await rig.store.list_job_entries(job.id)] == ["before"]
-    setup.runner._record(JobEntry(job_id=job.id, office_id=rig.office.id, step="after"))
+    assert [e.step for e in await job_rig.store.list_job_entries(job.id)] == ["before"]
+    setup.runner._record(JobEntry(job_id=job.id, office_id=job_rig.office.id, step="after"))
     assert not [t for t in asyncio.all_tasks() if t.get_name() == "job timeline"]

@@ -19,29 +19,24 @@ from semo.engine.routing.jobs import _ScreenTurns
 from semo.engine.store.models import Job
 from semo.engine.terminal.screen import TerminalScreen
 from semo.engine.terminal.stream import TerminalStream
-from tests.routing import test_jobs as base
-from tests.routing.test_jobs import TIMEOUT, Rig
-
-stores = base.stores  # the fixtures of tests/routing/test_jobs.py
-rigged = base.rig
+from tests.support.job_rig import TIMEOUT, JobRig
 
 
-async def _taken_over(rig: Rig, agent_id: str, task: str) -> Job:
-    job = Job(office_id=rig.office.id, agent_id=agent_id, task=task)
-    job = await rig.store.create_job(job)
-    return await rig.store.update_job(
+async def _taken_over(job_rig: JobRig, agent_id: str, task: str) -> Job:
+    job = Job(office_id=job_rig.office.id, agent_id=agent_id, task=task)
+    job = await job_rig.store.create_job(job)
+    return await job_rig.store.update_job(
         job.id, status="running", engine_id="dead+resuming", attempts=1, session_id="old-session"
     )
 
 
-async def test_a_continued_job_goes_on_in_its_resumed_session(rigged: Rig) -> None:
-    rig = rigged
-    setup = await rig.runner(
+async def test_a_continued_job_goes_on_in_its_resumed_session(job_rig: JobRig) -> None:
+    setup = await job_rig.runner(
         [{"match": "You were working on job", "text": "[SEMO:DONE] went on where I was"}]
     )
     lease = await setup.pool.acquire(agent_id=setup.agent.id)
     setup.pool.release(lease.session_id)  # the resumed session, idle in the pool
-    job = await _taken_over(rig, setup.agent.id, "Add a GET /health endpoint")
+    job = await _taken_over(job_rig, setup.agent.id, "Add a GET /health endpoint")
     task, queued = setup.runner.continue_job(
         job, resumed=lease.session_id, note="Your question was asked again."
     )
@@ -49,23 +44,26 @@ async def test_a_continued_job_goes_on_in_its_resumed_session(rigged: Rig) -> No
     assert lease.session.queued == 1 or setup.prompts()  # its prompt is in the queue
     done = await asyncio.wait_for(task, 3 * TIMEOUT)
     assert (done.status, done.attempts, done.session_id) == ("done", 2, lease.session_id)
-    assert done.engine_id == rig.manager.engine_id  # no longer the take-over's mark
+    assert done.engine_id == job_rig.manager.engine_id  # no longer the take-over's mark
     [prompt] = setup.prompts()
     assert "semo was restarted" in prompt and f"You were working on job {job.id}" in prompt
     assert "Add a GET /health endpoint" in prompt and "Your question was asked again." in prompt
     assert "You are be, the BE agent" not in prompt  # not the task prompt again
     assert setup.steps(job) == ["started", "session", "delivered", "done"]
-    session_step = next(e for e in rig.events if e.job_id == job.id and e.step == "session")
+    session_step = next(e for e in job_rig.events if e.job_id == job.id and e.step == "session")
     assert "resumed Claude Code conversation" in session_step.detail
     await setup.released()
 
 
-async def test_a_continued_job_whose_conversation_is_gone_gets_a_new_session(rigged: Rig) -> None:
-    rig = rigged
-    setup = await rig.runner([{"match": "Retry (attempt 2)", "text": "[SEMO:DONE] from scratch"}])
+async def test_a_continued_job_whose_conversation_is_gone_gets_a_new_session(
+    job_rig: JobRig,
+) -> None:
+    setup = await job_rig.runner(
+        [{"match": "Retry (attempt 2)", "text": "[SEMO:DONE] from scratch"}]
+    )
     lease = await setup.pool.acquire(agent_id=setup.agent.id)
     await setup.pool.manager.terminate(lease.session_id, reason="the resume failed")
-    job = await _taken_over(rig, setup.agent.id, "Add a GET /health endpoint")
+    job = await _taken_over(job_rig, setup.agent.id, "Add a GET /health endpoint")
     task, queued = setup.runner.continue_job(job, resumed=lease.session_id)
     done = await asyncio.wait_for(task, 3 * TIMEOUT)
     assert queued.is_set()
@@ -77,9 +75,8 @@ async def test_a_continued_job_whose_conversation_is_gone_gets_a_new_session(rig
     assert "You were working on job" not in prompt
 
 
-async def test_a_preferred_session_leased_to_someone_else_is_not_taken(rigged: Rig) -> None:
-    rig = rigged
-    setup = await rig.runner([])
+async def test_a_preferred_session_leased_to_someone_else_is_not_taken(job_rig: JobRig) -> None:
+    setup = await job_rig.runner([])
     held = await setup.pool.acquire(agent_id=setup.agent.id)
     other = await setup.pool.acquire(agent_id=setup.agent.id, prefer=held.session_id)
     assert other.session_id != held.session_id

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from semo.engine.events import EventBus, RoutingStep
 from semo.engine.routing.router import Router
@@ -53,13 +49,6 @@ def invoke(target: str, task: str, **context: Any) -> str:
 
 def deliver(recipient: str, summary: str) -> str:
     return f"[DELIVER_RESULT:{recipient}]\n{json.dumps({'summary': summary})}\n[/DELIVER_RESULT]"
-
-
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="semo-rt-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass

@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 
 from semo.engine.terminal.pty_process import intake_budget
+from tests.support.pty_children import Output, Spawn, python
 from tests.support.waiting import eventually
-from tests.terminal.test_pty_process import Output, Spawn, python, spawn  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,7 +24,7 @@ FLOOD = python("import sys\nwhile True: sys.stdout.write('x' * 200 + '\\n')")
 
 
 async def test_a_flooder_gets_one_slice_per_window_and_a_typed_session_is_served(
-    spawn: Spawn,  # noqa: F811
+    spawn: Spawn,
 ) -> None:
     budget = intake_budget(asyncio.get_running_loop())
     budget.session_share = budget.share = 1e-9  # one slice spends a terminal's and the loop's
@@ -53,7 +53,7 @@ async def test_a_flooder_gets_one_slice_per_window_and_a_typed_session_is_served
 
 
 async def test_a_terminal_not_typed_into_is_still_read_between_a_flooders_slices(
-    spawn: Spawn,  # noqa: F811
+    spawn: Spawn,
 ) -> None:
     """Output of a terminal nobody typed into waits for the next window at most, never longer:
     it is read between the flooder's slices."""
@@ -68,7 +68,7 @@ async def test_a_terminal_not_typed_into_is_still_read_between_a_flooders_slices
 
 
 async def test_a_flooder_is_held_to_its_share_only_while_another_terminal_is_typed_into(
-    spawn: Spawn,  # noqa: F811
+    spawn: Spawn,
 ) -> None:
     """Nobody typing: no budget at all, a flood is read at full speed (here: many slices in one
     window although the shares are tiny). A key into another terminal: the flooder is held to

@@ -21,8 +21,8 @@ import pytest
 
 from semo.engine.terminal.pty_process import MAX_SLICE_SECONDS, TerminalProcess
 from semo.engine.terminal.session import TerminalSession
+from tests.support.pty_children import Output, Spawn, python
 from tests.support.waiting import eventually
-from tests.terminal.test_pty_process import Output, Spawn, finish, python, spawn  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def numbered_text() -> str:
     return "".join(f"{n:06d} é中🚀 {'x' * (n % 97)}\r\n" for n in range(60000))
 
 
-async def test_a_large_output_arrives_whole_and_in_order(spawn: Spawn) -> None:  # noqa: F811
+async def test_a_large_output_arrives_whole_and_in_order(spawn: Spawn) -> None:
     out = Output()
     process = spawn(NUMBERED, on_output=out, read_size=65536)
     await asyncio.wait_for(process.wait(), 30)
@@ -52,7 +52,7 @@ async def test_a_large_output_arrives_whole_and_in_order(spawn: Spawn) -> None: 
     assert "\ufffd" not in out.text  # no character was split between two pieces
 
 
-async def test_each_turn_reports_what_it_took(spawn: Spawn) -> None:  # noqa: F811
+async def test_each_turn_reports_what_it_took(spawn: Spawn) -> None:
     out = Output()
     turns: list[tuple[float, int]] = []
     process = spawn(NUMBERED, on_output=out, on_slice=lambda s, n: turns.append((s, n)))
@@ -64,7 +64,7 @@ async def test_each_turn_reports_what_it_took(spawn: Spawn) -> None:  # noqa: F8
 
 
 async def test_a_turn_ends_after_a_piece_that_took_past_the_slice_time(
-    spawn: Spawn,  # noqa: F811
+    spawn: Spawn,
 ) -> None:
     """Each piece here takes longer than MAX_SLICE_SECONDS to handle: a turn is one piece,
     so the loop gets its turn back after every piece, whatever `read_size` allows."""
@@ -125,7 +125,7 @@ async def test_the_loop_and_another_terminal_are_served_during_a_hostile_flood(
         await other.close(grace=0.5)
 
 
-async def test_a_binary_flood_is_delivered_byte_for_byte(spawn: Spawn) -> None:  # noqa: F811
+async def test_a_binary_flood_is_delivered_byte_for_byte(spawn: Spawn) -> None:
     """Every byte value the child writes (invalid UTF-8 included) comes out as the decoder
     says, the same as decoding the whole output at once."""
     code = (
@@ -156,7 +156,7 @@ async def finish_long(process: TerminalProcess) -> None:
 
 
 async def test_pieces_can_be_turned_off_for_a_bench(
-    spawn: Spawn,  # noqa: F811
+    spawn: Spawn,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """SEMO_PTY_PIECES=0: a turn goes on in one piece (the output is the same)."""

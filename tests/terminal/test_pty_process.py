@@ -9,9 +9,7 @@ import re
 import signal
 import stat
 import sys
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,57 +19,7 @@ from semo.engine.terminal.pty_process import (
     TerminalProcess,
     TerminalSpawnError,
 )
-
-TIMEOUT = 5.0
-
-
-class Output:
-    """Collects on_output chunks and lets a test wait for some text to appear."""
-
-    def __init__(self) -> None:
-        self.chunks: list[str] = []
-        self._changed = asyncio.Event()
-
-    def __call__(self, text: str) -> None:
-        self.chunks.append(text)
-        self._changed.set()
-
-    @property
-    def text(self) -> str:
-        return "".join(self.chunks)
-
-    async def wait_for(self, needle: str) -> str:
-        async with asyncio.timeout(TIMEOUT):
-            while needle not in self.text:
-                self._changed.clear()
-                await self._changed.wait()
-        return self.text
-
-
-Spawn = Callable[..., TerminalProcess]
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawn]:
-    """TerminalProcess.spawn that terminates whatever the test left running."""
-    started: list[TerminalProcess] = []
-
-    def _spawn(argv: list[str], **kwargs: Any) -> TerminalProcess:
-        process = TerminalProcess.spawn(argv, **kwargs)
-        started.append(process)
-        return process
-
-    yield _spawn
-    for process in started:
-        await asyncio.wait_for(process.terminate(grace=0.5), TIMEOUT)
-
-
-def python(code: str) -> list[str]:
-    return [sys.executable, "-c", code]
-
-
-async def finish(process: TerminalProcess) -> ExitStatus:
-    return await asyncio.wait_for(process.wait(), TIMEOUT)
+from tests.support.pty_children import TIMEOUT, Output, Spawn, finish, python
 
 
 def process_state(pid: int) -> str | None:

@@ -14,8 +14,8 @@ import pytest
 
 from semo.engine.terminal.pty_process import intake_budget
 from semo.engine.terminal.session import MAX_READ_SIZE, SLICE_SECONDS, TerminalSession
+from tests.support.pty_children import python
 from tests.support.waiting import eventually
-from tests.terminal.test_pty_process import python
 
 pytestmark = pytest.mark.timeout(60)
 

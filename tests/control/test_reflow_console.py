@@ -13,11 +13,10 @@ from semo.engine.control.client import RemoteTerminal
 from semo.engine.control.mirror import MirrorScreen
 from semo.engine.engine import Engine
 from semo.engine.terminal.screen import TerminalScreen
-from tests.control.test_control_socket import attached, client_of, engine, engine_screen
+from tests.support.control_engine import attached, client_of, engine_screen
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
-__all__ = ["engine"]  # the fixture, used by name
 
 #: the engine's screen of a session, or a console's mirror of it
 Screen = TerminalScreen | MirrorScreen

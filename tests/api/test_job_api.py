@@ -16,7 +16,7 @@ import pytest
 
 from semo.engine.config import AgentConfig
 from tests.api import conftest as api_conftest
-from tests.api.conftest import OTHER_TOKEN, Live, auth, live_factory, wait_ready  # noqa: F401
+from tests.api.conftest import OTHER_TOKEN, Live, auth, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 30.0
@@ -39,7 +39,7 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def live(live_factory: Any, scripts: Path) -> Live:  # noqa: F811
+def live(live_factory: Any, scripts: Path) -> Live:
     return live_factory(["FE", "ECHO"], ["FE", "ECHO"])
 
 
