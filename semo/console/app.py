@@ -32,6 +32,7 @@ from textual.widgets._toast import ToastRack
 
 from semo.console import widths as _widths  # Rich measures with the terminal model's table
 from semo.console.attention import Attention, header_title, terminal_title
+from semo.console.colours import Colours, theme_for
 from semo.console.commands import SemoCommands
 from semo.console.desktop_notify import DesktopNotifier
 from semo.console.keys import prefix_key
@@ -73,10 +74,12 @@ class SemoApp(App[None]):
         prefix: str = "ctrl+]",
         hold_input: bool = False,
         sort: str = "attention",
+        colours: Colours = "auto",
     ):
         """`prefix`: the pane's prefix chord as semo.toml's `[console] prefix` writes it.
         `hold_input`: keys, clicks and pastes wait until the main screen shows the office (the
-        launcher painted the office before the app ran: the operator may act on it already)."""
+        launcher painted the office before the app ran: the operator may act on it already).
+        `colours`: "16" for the ANSI theme, "auto" to choose it on a 16-colour terminal."""
         super().__init__()
         self._held_input: list[events.InputEvent] | None = [] if hold_input else None
         self.prefix = prefix_key(prefix)
@@ -95,8 +98,13 @@ class SemoApp(App[None]):
         self.exit_reason = "detached"
         #: desktop notifications on this terminal (OSC 9 / 777, engine.notify's console sink)
         self.desktop = DesktopNotifier(self)
+        self.colours = colours
 
     def on_mount(self) -> None:
+        detected = None if self.is_headless else self.console.color_system
+        theme = theme_for(self.colours, detected)
+        if theme is not None:
+            self.theme = theme
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):

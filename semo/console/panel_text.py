@@ -370,6 +370,8 @@ SCROLL_KEYS = [
     ("q", "live view", 0),
 ]
 KEY_STYLE = "bold #ffa62b"
+#: the same on a 16-colour terminal, where #ffa62b comes out bright red (console.colours)
+KEY_STYLE_16 = "bold yellow"
 DETACH_KEY = "ctrl+q"
 #: the main screen's keys the key bar shows (the screen's bindings are made from these):
 #: key, action, description

@@ -355,6 +355,7 @@ class MainScreen(Screen[None]):
         size = next(n for n in LAYOUTS if n >= min(max(len(visible), 1), self.layout_size))
         for layout in LAYOUTS:
             grid.set_class(layout == size, f"layout-{layout}")
+        grid.set_class(size > 1, "grid")  # app.tcss: the selected pane's own border
         for session_id, pane in self.panes.items():
             pane.display = session_id in visible
             pane.set_class(session_id == self.selected, "selected")

@@ -19,12 +19,30 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
-from semo.console.panel_text import PANE_KEYS, PRIORITY, SCROLL_KEYS, Hint, fit_parts
+from semo.console.panel_text import (
+    KEY_STYLE,
+    KEY_STYLE_16,
+    PANE_KEYS,
+    PRIORITY,
+    SCROLL_KEYS,
+    Hint,
+    fit_parts,
+)
 
 
 def fit(hints: list[Hint], width: int, lead: str = "") -> Text:
     """As many hints as fit in `width` cells, the most important first, in their order."""
     return Text.assemble(*fit_parts(hints, width, lead), no_wrap=True, end="")
+
+
+def in_ansi_colours(text: Text) -> Text:
+    """`text` with its keys in the 16-colour key style."""
+    recoloured = text.copy()
+    recoloured.spans = [
+        span._replace(style=KEY_STYLE_16) if span.style == KEY_STYLE else span
+        for span in text.spans
+    ]
+    return recoloured
 
 
 def key_display(binding: Binding, screen: Screen[object]) -> str:
@@ -68,6 +86,8 @@ class KeyBar(Static):
         if not self.is_attached or not self.size.width:
             return
         text = self.compose_text(self.size.width)
+        if self.app.current_theme.ansi:
+            text = in_ansi_colours(text)
         if text.plain != self.text.plain or text.spans != self.text.spans:
             self.text = text
             self.update(text)
