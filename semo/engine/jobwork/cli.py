@@ -12,8 +12,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from semo.engine.commands.options import _run, add_config_option, load_cli_config
 from semo.engine.plain_text import plain, plain_json
-from semo.engine.store.cli import _run, add_config_option, load_cli_config
 
 if TYPE_CHECKING:
     from semo.engine.jobwork.review import JobDiff, JobReview

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from semo.engine.commands.options import _run, add_config_option, load_cli_config, office_for
 from semo.engine.plain_text import plain, plain_json
-from semo.engine.store.cli import _run, add_config_option, load_cli_config, office_for
 
 if TYPE_CHECKING:
     from semo.engine.store.base import Store

@@ -1,6 +1,6 @@
 """`semo job ship ID --push/--pr/--merge`: ship a job's work from the command line.
 
-Exit codes as the other job commands (engine/store/job_cli.py): 0 shipped, 1 a step failed (the
+Exit codes as the other job commands (engine/commands/jobs.py): 0 shipped, 1 a step failed (the
 message says which and why; the timeline has it too), 2 bad input, 3 the store is unreachable.
 """
 
@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from semo.engine.commands.options import _run, add_config_option, load_cli_config
 from semo.engine.plain_text import plain, plain_json
-from semo.engine.store.cli import _run, add_config_option, load_cli_config
 
 if TYPE_CHECKING:
     from semo.engine.store.base import Store

@@ -41,7 +41,7 @@ _HOME = {"StoreConfig": "settings", "open_store": "factory", "redact_dsn": "_sha
 
 
 def __getattr__(name: str) -> Any:
-    """Names load on first use: importing engine.store.cli (for `semo --help`) runs this package's
+    """Names load on first use: the store commands (imported for `semo --help`) run this package's
     __init__, which must not import pydantic and the models."""
     if name not in __all__:
         raise AttributeError(f"module 'semo.engine.store' has no attribute {name!r}")

@@ -20,7 +20,7 @@ COLUMNS = ["user_id", "email", "role", "created_at"]
 
 
 def add_office_commands(commands: Any, run: Any, add_config_option: Any) -> None:
-    """Register `semo office ...`; `run` and `add_config_option` are engine.store.cli's."""
+    """Register `semo office ...`; `run` and `add_config_option` are engine.commands.options'."""
     office = commands.add_parser("office", help="the office's members (Supabase Auth users)")
     sub = office.add_subparsers(dest="office_command", metavar="SUBCOMMAND", required=True)
     members = sub.add_parser(
@@ -44,10 +44,10 @@ def add_office_commands(commands: Any, run: Any, add_config_option: Any) -> None
     add_config_option(members)
 
     async def handle(store: Store, args: argparse.Namespace) -> int:
-        from semo.engine.store.cli import office_for
+        from semo.engine.commands.options import office_for
+        from semo.engine.commands.views import emit
         from semo.engine.store.members import add_member, list_members, remove_member
         from semo.engine.store.operations import resolve_office
-        from semo.engine.store.views import emit
 
         office_row = await resolve_office(store, office_for(args))
         if args.action == "list":

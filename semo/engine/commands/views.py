@@ -1,4 +1,4 @@
-"""Rows as the store commands print them (engine/store/cli.py, job_cli.py, member_cli.py): a
+"""Rows as the store commands print them (engine/commands/office.py, jobs.py, members.py): a
 table, or JSON with --json; and the rows `semo sessions` and `semo engines` print.
 
 Imported when a command runs (it loads the models), never for `semo --help`.
@@ -86,7 +86,7 @@ async def office_table(
 ) -> int:
     """A listing command: the office of --office / SEMO_OFFICE / --config, its `rows(office)`
     printed (`emit`); exit code 0."""
-    from semo.engine.store.cli import office_for
+    from semo.engine.commands.options import office_for
     from semo.engine.store.operations import resolve_office
 
     office = await resolve_office(store, office_for(args))

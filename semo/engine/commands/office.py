@@ -1,5 +1,5 @@
 """Store commands of `semo`: migrate, command, sessions, engines, end-session, questions,
-answer (and the job commands of engine/store/job_cli.py).
+answer (and the job commands of engine/commands/jobs.py).
 
 Each handler opens the configured store, does one thing, prints a row or a table (or JSON with
 --json) and returns an exit code: 0 done, 2 bad input (or a bad config file), 3 the store is
@@ -15,69 +15,23 @@ alone decides, as before.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semo.engine import safe_json
-from semo.engine.plain_text import plain
+from semo.engine.commands.options import (
+    OFFICE_HELP,
+    _run,
+    add_config_option,
+    add_listing,
+    office_for,
+    store_config_for,
+)
 from semo.engine.store.literals import COMMAND_TYPES
 
 if TYPE_CHECKING:  # the store, pydantic and the models load when a command runs, not for --help
-    from semo.engine.store import StoreConfig
     from semo.engine.store.base import Store
     from semo.engine.store.models import Office
-
-Handler = Callable[["Store", argparse.Namespace], Awaitable[int]]
-OFFICE_HELP = "office name or id (default: $SEMO_OFFICE, the config's office, or the only one)"
-
-
-class ConfigFileError(ValueError):
-    """The --config file cannot be used (missing when named, invalid): exit code 2."""
-
-
-def add_config_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="semo.toml whose [store] and [office] to use (default ./semo.toml when present; "
-        "the environment overrides each store setting)",
-    )
-
-
-def load_cli_config(args: argparse.Namespace) -> Any:
-    """The SemoConfig of `--config` (or of ./semo.toml when it exists), else None."""
-    from semo.engine.config import ConfigError, default_config_path, load_config
-
-    path: Path | None = getattr(args, "config", None)
-    if path is None:
-        path = default_config_path()
-        if not path.is_file():
-            return None
-    try:
-        return load_config(path)
-    except ConfigError as error:
-        raise ConfigFileError(str(error)) from None
-
-
-def store_config_for(args: argparse.Namespace) -> StoreConfig:
-    """The store of `--config` with the environment's overrides, or the environment's alone."""
-    from semo.engine.store import StoreConfig
-
-    config = load_cli_config(args)
-    return StoreConfig.from_env() if config is None else config.store_config()
-
-
-def office_for(args: argparse.Namespace) -> str | None:
-    """The office asked for: --office, else SEMO_OFFICE, else the config file's office name."""
-    wanted = getattr(args, "office", None) or os.environ.get("SEMO_OFFICE")
-    if wanted:
-        return str(wanted)
-    config = load_cli_config(args)
-    return None if config is None else str(config.office.name)
 
 
 def add_store_commands(commands: Any) -> None:
@@ -151,54 +105,9 @@ def add_store_commands(commands: Any) -> None:
     add_config_option(answer)
     answer.set_defaults(handler=_run(_answer))
 
-    from semo.engine.store.member_cli import add_office_commands
+    from semo.engine.commands.members import add_office_commands
 
     add_office_commands(commands, _run, add_config_option)
-
-
-def add_listing(
-    commands: Any, name: str, help: str, handler: Handler, *, include: str | None = None
-) -> argparse.ArgumentParser:
-    """A command that lists an office's rows (`views.office_table`): --office, --json,
-    --config, and --all when `include` says what it adds."""
-    listing = commands.add_parser(name, help=help)
-    listing.add_argument("--office", help=OFFICE_HELP)
-    if include is not None:
-        listing.add_argument("--all", action="store_true", help=include)
-    listing.add_argument("--json", action="store_true", help="print JSON")
-    add_config_option(listing)
-    listing.set_defaults(handler=_run(handler))
-    return listing
-
-
-def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        import asyncio
-
-        from semo.engine.store.base import StoreError, StoreUnavailable
-        from semo.engine.store.models import InvalidCommand
-
-        try:
-            return asyncio.run(_with_store(handler, args) if needs_store else handler(None, args))  # type: ignore[arg-type]
-        except ConfigFileError as error:
-            print(f"semo {args.command}: {plain(str(error))}", file=sys.stderr)
-            return 2
-        except StoreUnavailable as error:
-            print(f"semo {args.command}: store unavailable: {plain(str(error))}", file=sys.stderr)
-            return 3
-        except (StoreError, InvalidCommand, ValueError) as error:
-            print(f"semo {args.command}: {plain(str(error))}", file=sys.stderr)
-            return 2
-
-    return run
-
-
-async def _with_store(handler: Handler, args: argparse.Namespace) -> int:
-    from semo.engine.store import open_store
-
-    store = open_store(store_config_for(args))
-    async with store:
-        return await handler(store, args)
 
 
 async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
@@ -214,8 +123,8 @@ async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
 
 
 async def _command(store: Store, args: argparse.Namespace) -> int:
+    from semo.engine.commands.views import emit
     from semo.engine.store.operations import check_input_reaches, resolve_office, wait_for_result
-    from semo.engine.store.views import emit
 
     try:
         payload = safe_json.loads(args.payload)
@@ -245,8 +154,8 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _sessions(store: Store, args: argparse.Namespace) -> int:
+    from semo.engine.commands.views import SessionView, office_table
     from semo.engine.store.operations import LOST, lost_sessions
-    from semo.engine.store.views import SessionView, office_table
 
     async def rows(office: Office) -> list[SessionView]:
         agents = {agent.id: agent for agent in await store.list_agents(office.id)}
@@ -268,9 +177,9 @@ async def _sessions(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _engines(store: Store, args: argparse.Namespace) -> int:
+    from semo.engine.commands.views import EngineView, office_table
     from semo.engine.control.liveness import engine_pid
     from semo.engine.store.operations import engine_gone
-    from semo.engine.store.views import EngineView, office_table
 
     async def rows(office: Office) -> list[EngineView]:
         views = []
@@ -298,8 +207,8 @@ def engine_state(status: str, alive: bool) -> str:
 
 
 async def _end_session(store: Store, args: argparse.Namespace) -> int:
+    from semo.engine.commands.views import emit
     from semo.engine.store.operations import end_session
-    from semo.engine.store.views import emit
 
     session = await end_session(store, args.session_id, args.reason)
     emit(session, args.json, ["session_id", "status", "engine_id", "end_reason"])
@@ -307,7 +216,7 @@ async def _end_session(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _questions(store: Store, args: argparse.Namespace) -> int:
-    from semo.engine.store.views import QuestionView, office_table
+    from semo.engine.commands.views import QuestionView, office_table
 
     status = None if args.all else "pending"
 
@@ -323,9 +232,9 @@ async def _questions(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _answer(store: Store, args: argparse.Namespace) -> int:
+    from semo.engine.commands.views import emit
     from semo.engine.store.operations import answer_question
     from semo.engine.store.short_ids import resolve_question_id
-    from semo.engine.store.views import emit
 
     question_id = await resolve_question_id(store, args.question_id)
     question = await answer_question(store, question_id, text=args.text, option=args.option)

@@ -1,7 +1,7 @@
 """`semo job create|show|cancel` and `semo jobs`: jobs from the command line (docs/JOBS.md).
 
-Like the other store commands (engine/store/cli.py): `--config` picks the store and the office,
-exit codes 0 done, 2 bad input, 3 store unreachable, 4 a --wait that timed out; and for
+Like the other store commands (engine/commands/office.py): `--config` picks the store and the
+office, exit codes 0 done, 2 bad input, 3 store unreachable, 4 a --wait that timed out; and for
 `job create --wait`, 1 when the job failed.
 """
 
@@ -12,8 +12,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from semo.engine import safe_json
+from semo.engine.commands.options import _run, add_config_option, add_listing, office_for
 from semo.engine.plain_text import plain, plain_json
-from semo.engine.store.cli import _run, add_config_option, add_listing, office_for
 
 if TYPE_CHECKING:  # the store and its models load when a command runs, not for --help
     from semo.engine.store.base import Store
@@ -196,9 +196,9 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _cancel(store: Store, args: argparse.Namespace) -> int:
+    from semo.engine.commands.views import emit
     from semo.engine.store.job_ops import cancel_job
     from semo.engine.store.short_ids import resolve_job_id
-    from semo.engine.store.views import emit
 
     job = await cancel_job(store, await resolve_job_id(store, args.job_id), args.reason)
     emit(job, args.json, ["id", "status", "cancel_reason", "failure_reason"])
@@ -206,8 +206,8 @@ async def _cancel(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _jobs(store: Store, args: argparse.Namespace) -> int:
+    from semo.engine.commands.views import office_table
     from semo.engine.store.job_ops import list_jobs
-    from semo.engine.store.views import office_table
 
     columns = ["id", "role", "status", "attempts", "task", "failure_reason", "updated_at"]
     return await office_table(

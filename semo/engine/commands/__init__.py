@@ -1,0 +1,1 @@
+"""The `semo` commands over an office's store: sessions, engines, questions, jobs, members."""
