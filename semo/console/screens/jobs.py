@@ -15,7 +15,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Header, Input, Static
+from textual.suggester import SuggestFromList
+from textual.widgets import DataTable, Header, Input, Label, Static
 
 from semo.console.attention import Attention, header_title
 from semo.console.confirm import Confirm
@@ -35,7 +36,7 @@ AGE_WIDTH = 3  # <1m, 59m, 23h
 
 
 class CreateJob(ModalScreen[tuple[str, str] | None]):
-    """The role and the task of a new job; Enter in the task creates it, Escape gives up."""
+    """The role and the task of a new job, in that order; Enter in the task creates it."""
 
     DEFAULT_CSS = """
     CreateJob { align: center middle; }
@@ -43,6 +44,7 @@ class CreateJob(ModalScreen[tuple[str, str] | None]):
         width: 70; max-width: 100%; height: auto;
         border: round $accent; background: $surface; padding: 0 1;
     }
+    CreateJob Label { margin: 1 0 0 0; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close")]
 
@@ -52,28 +54,49 @@ class CreateJob(ModalScreen[tuple[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(content(f"Create a job (roles: {', '.join(self.roles) or 'none'})"))
+            yield Static(content("Create a job"))
+            yield Label("Role", id="job-role-label")
             yield Input(
-                placeholder="role", id="job-role", value=self.roles[0] if self.roles else ""
+                placeholder=", ".join(self.roles) or "no agents configured",
+                id="job-role",
+                suggester=SuggestFromList(self.roles, case_sensitive=False),
             )
-            yield Input(placeholder="task; Enter creates the job", id="job-task")
+            yield Label("Task (Enter creates the job)", id="job-task-label")
+            yield Input(placeholder="what the agent should do", id="job-task")
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#job-task", Input).focus()
+        self.query_one("#job-role", Input).focus()  # the fields in the order they are shown
+
+    def role(self) -> str | None:
+        """The role typed, as configured (`fe` is FE); None when no agent has it."""
+        typed = self.query_one("#job-role", Input).value.strip()
+        return next((role for role in self.roles if role.casefold() == typed.casefold()), None)
 
     @on(Input.Submitted, "#job-role")
     def _role_done(self) -> None:
-        self.query_one("#job-task", Input).focus()
+        if self.role() is None:
+            self._say_which_roles()
+        else:
+            self.query_one("#job-task", Input).focus()
+
+    def _say_which_roles(self) -> None:
+        typed = self.query_one("#job-role", Input).value.strip()
+        why = f"no agent has the role {typed!r}" if typed else "a job needs a role"
+        roles = ", ".join(self.roles) or "none"
+        self.notify(f"{why} (roles: {roles})", severity="warning", markup=False)
+        self.query_one("#job-role", Input).focus()
 
     @on(Input.Submitted, "#job-task")
     def _task_done(self) -> None:
-        role = self.query_one("#job-role", Input).value.strip()
+        role = self.role()
         task = self.query_one("#job-task", Input).value
-        if not role or not task.strip():
-            self.notify("a job needs a role and a task", severity="warning", markup=False)
-            return
-        self.dismiss((role, task))
+        if role is None:
+            self._say_which_roles()
+        elif not task.strip():
+            self.notify("a job needs a task", severity="warning", markup=False)
+        else:
+            self.dismiss((role, task))
 
     def action_close(self) -> None:
         self.dismiss(None)
