@@ -236,3 +236,15 @@ async def test_a_pr_to_a_local_remote_asks_for_the_repository(world: World) -> N
     assert api.requests == []
     assert head(world.origin, world.target.branch) == head(world.repo, world.target.branch)
     assert [step for step, _ in await steps(world)][-2:] == ["pushed", "ship_failed"]
+
+
+async def test_a_push_to_a_relative_remote_is_recorded_as_gits_own(world: World) -> None:
+    """origin as a path relative to the repository (as `git remote add origin ../origin.git`
+    writes it); after the push its tracking branch names the commit, so `semo worktrees` calls
+    the work shipped."""
+    git(world.repo, "remote", "set-url", "origin", "../origin.git")
+    report = await ship_job(
+        world.store, world.job.id, ShipRequest(push=True), ShipSection(), world.target, env={}
+    )
+    assert report.pushed == head(world.origin, world.target.branch)
+    assert head(world.repo, f"refs/remotes/origin/{world.target.branch}") == report.pushed

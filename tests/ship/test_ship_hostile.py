@@ -7,16 +7,23 @@
 - a repository whose config (written by an agent through its worktree) sets a pre-push hook,
   core.hooksPath, core.sshCommand, a credential helper, remote.origin.receivepack, core.askPass
   and core.fsmonitor: pushing and merging run none of them.
+- the same config's http settings (a proxy, TLS checks off, a CA, extra headers, a cookie
+  file, also for the remote's URL alone) do not apply to semo's push: it goes to the remote
+  itself, as the user's own git settings say.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
 
 from semo.engine.ship.pr_text import pr_body, pr_title
 from semo.engine.ship.settings import ShipSection
-from semo.engine.ship.ship import ShipRequest, ship_job
+from semo.engine.ship.ship import ShipError, ShipRequest, ship_job
 from semo.engine.store.job_ops import job_timeline
 from tests.ship.conftest import make_world
 from tests.support.git_repo import git
@@ -123,5 +130,76 @@ async def test_a_hostile_repository_config_runs_nothing_when_semo_ships(tmp_path
         assert not marker.exists(), marker.read_text()
         timeline = await job_timeline(world.store, world.job.id)
         assert [e.step for e in timeline.entries][-2:] == ["pushed", "merged"]
+    finally:
+        await world.store.close()
+
+
+class _Recorder:
+    """A loopback HTTP server that records each request's first line and headers and answers
+    401 (a git server that wants credentials, or a proxy that is never meant to be used)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args: object) -> None:
+                pass
+
+            def _answer(self) -> None:
+                recorder.requests.append((self.requestline, dict(self.headers)))
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="git"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_CONNECT = _answer
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _Recorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join()
+
+
+async def test_a_push_takes_no_http_setting_from_the_repositorys_config(tmp_path: Path) -> None:
+    """An agent's http.proxy (with TLS checks off, its own CA, extra headers) in the shared
+    config would route semo's push, and the user's credentials with it, through its server:
+    the push uses the user's own (global) git settings only."""
+    world = await make_world(tmp_path)
+    try:
+        with _Recorder() as remote, _Recorder() as proxy:
+            url = f"{remote.url}/acme/shop.git"
+            git(world.repo, "remote", "set-url", "origin", url)
+            for key, value in (
+                ("http.proxy", proxy.url),
+                (f"http.{remote.url}/.proxy", proxy.url),
+                ("http.sslVerify", "false"),
+                ("http.sslCAInfo", str(tmp_path / "agent-ca.pem")),
+                ("http.extraHeader", "X-Planted: by the agent"),
+                ("http.cookieFile", str(tmp_path / "cookies")),
+            ):
+                git(world.repo, "config", key, value)
+            with pytest.raises(ShipError, match="pushing"):
+                await ship_job(
+                    world.store,
+                    world.job.id,
+                    ShipRequest(push=True),
+                    ShipSection(),
+                    world.target,
+                    env={},
+                )
+        assert proxy.requests == []
+        assert remote.requests, "the push went to the remote itself"
+        for line, headers in remote.requests:
+            assert "/acme/shop.git/info/refs" in line
+            assert "X-Planted" not in headers
     finally:
         await world.store.close()

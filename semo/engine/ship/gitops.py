@@ -4,11 +4,15 @@
     merged = await merge_branch(repo, "semo/job-1a2b3c4d", "main")   # Merged(kind, commit, ...)
 
 Every command goes through engine/gitrun.py (engine/gitsafe.py: no hooks, no fsmonitor, a
-minimal environment). A push also overrides, on the command line (which wins over the
-repository's config, which agents can write through their worktrees), every setting that
-would run a program or send credentials elsewhere: ``core.sshCommand``, ``core.askPass``,
-``core.gitProxy``, the credential helpers (only the user's global ones are kept), the
-``receive-pack`` program, the ``ext`` and ``fd`` transports, signed pushes, submodule pushes.
+minimal environment). A push does not read the repository's config at all (agents can write it
+through their worktrees: an ``http.proxy`` with ``http.sslVerify`` off would take the user's
+credentials, a ``url.*.insteadOf`` the work): the remote's URL is read from it, then the commit
+is pushed to that URL from a throwaway bare repository of semo's own that borrows the
+repository's objects (``objects/info/alternates``), so only the user's global and system git
+settings apply. It also overrides on the command line every setting that would run a program
+or send credentials elsewhere: ``core.sshCommand``, ``core.askPass``, ``core.gitProxy``, the
+credential helpers (only the user's global ones are kept), the ``receive-pack`` program, the
+``ext`` and ``fd`` transports, signed pushes, submodule pushes.
 
 A merge never touches a working tree it does not have to: the merge is computed with
 ``git merge-tree --write-tree`` (no checkout), a conflict refuses it with the files named and
@@ -19,13 +23,23 @@ when the base branch is checked out somewhere, with ``git merge --ff-only`` in t
 
 from __future__ import annotations
 
+import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from semo.engine.gitrun import GitError, git_ok, run_git
 
-__all__ = ["MergeConflict", "Merged", "diffstat", "merge_branch", "push_branch", "remote_url"]
+__all__ = [
+    "MergeConflict",
+    "Merged",
+    "diffstat",
+    "merge_branch",
+    "push_branch",
+    "push_url",
+    "remote_url",
+]
 
 #: -c settings of every push (see the module's docstring).
 PUSH_CONFIG = (
@@ -38,6 +52,8 @@ PUSH_CONFIG = (
     "push.gpgSign=false",
     "push.recurseSubmodules=no",
 )
+#: git's scp-like remote syntax (``host:path``): no slash before the first colon.
+_SCP = re.compile(r"^[^/:]+:")
 #: Used for a merge commit when git has no identity for the user.
 FALLBACK_IDENTITY = {
     "GIT_AUTHOR_NAME": "semo",
@@ -82,6 +98,19 @@ async def remote_url(repo: Path, remote: str) -> str:
     return (await git_ok(repo, "remote", "get-url", remote, what=f"remote {remote!r}")).strip()
 
 
+async def push_url(repo: Path, remote: str, *, what: str = "") -> str:
+    """The URL a push to ``remote`` goes to (its ``pushurl`` when it has one)."""
+    if "/" in remote or ":" in remote:
+        return remote
+    what = what or f"remote {remote!r}"
+    return (await git_ok(repo, "remote", "get-url", "--push", remote, what=what)).strip()
+
+
+def _local_path(url: str) -> bool:
+    """Whether git takes ``url`` for a path (no ``scheme://``, not ``host:path``)."""
+    return "://" not in url and not _SCP.match(url)
+
+
 async def push_branch(
     repo: Path, remote: str, branch: str, *, env: dict[str, str] | None = None
 ) -> str:
@@ -96,18 +125,45 @@ async def push_branch(
             what=f"branch {branch}",
         )
     ).strip()
-    config = [*PUSH_CONFIG, *(f"credential.helper={h}" for h in await _global_helpers(repo))]
-    await git_ok(
-        repo,
-        "push",
-        "--porcelain",
-        "--receive-pack=git-receive-pack",
-        remote,
-        f"refs/heads/{branch}:refs/heads/{branch}",
-        what=f"pushing {branch} to {remote}",
-        config=config,
-        env=env or {},
+    url = await push_url(repo, remote, what=f"pushing {branch} to {remote}")
+    if _local_path(url):
+        url = str((repo / url).absolute())  # git reads a path from the repository's folder
+    objects = Path(
+        (
+            await git_ok(
+                repo,
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-common-dir",
+                what="the repository's git folder",
+            )
+        ).strip(),
+        "objects",
     )
+    config = [*PUSH_CONFIG, *(f"credential.helper={h}" for h in await _global_helpers(repo))]
+    with tempfile.TemporaryDirectory(prefix="semo-push-") as folder:
+        shim = Path(folder, "push.git")
+        await git_ok(folder, "init", "-q", "--bare", str(shim), what="a folder to push from")
+        (shim / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+        await git_ok(
+            shim,
+            "push",
+            "--porcelain",
+            "--receive-pack=git-receive-pack",
+            url,
+            f"{commit}:refs/heads/{branch}",
+            what=f"pushing {branch} to {remote}",
+            config=config,
+            env=env or {},
+        )
+    if not ("/" in remote or ":" in remote):  # a named remote: its tracking branch, as git's
+        await git_ok(
+            repo,
+            "update-ref",
+            f"refs/remotes/{remote}/{branch}",
+            commit,
+            what=f"recording the push of {branch} (refs/remotes/{remote}/{branch})",
+        )
     return commit
 
 
