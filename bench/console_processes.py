@@ -50,7 +50,7 @@ if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 from semo.engine.config import parse_config
 from semo.engine.control.client import EngineClient
 from semo.engine.control.paths import office_paths
-from semo.engine.control.server import socket_answers
+from semo.engine.runtime import socket_answers
 
 SEMO = Path(sys.executable).with_name("semo")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semo.engine.config import AgentConfig, SemoConfig
-from semo.engine.control.liveness import killed_run_of_office
 from semo.engine.control.paths import office_paths
 from semo.engine.control.resume import (
     ConversationKeeper,
@@ -33,6 +32,7 @@ from semo.engine.control.server import ControlServer
 from semo.engine.events import EngineStatus, EventBus, EventForwarder
 from semo.engine.heartbeat import BEATS_PER_LIMIT, Heartbeat
 from semo.engine.jobwork.workspace import JobWorkspace
+from semo.engine.liveness import killed_run_of_office
 from semo.engine.notify.engine_hooks import EngineNotices
 from semo.engine.reconcile import (
     ReconcileReport,

@@ -51,8 +51,8 @@ import sys
 
 from pydantic import BaseModel
 
-from semo.engine.control.liveness import pid_alive
 from semo.engine.routing.job_recovery import recover_jobs, running_jobs_of
+from semo.engine.runtime import pid_alive
 from semo.engine.store._shared import FORGET_ENGINES_AFTER, engine_silence, session_ended
 from semo.engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
 from semo.engine.store.models import AgentSession, EngineHeartbeat, Job, JobEntry

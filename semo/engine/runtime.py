@@ -1,4 +1,4 @@
-"""This user's runtime folder (sockets, locks, an engine's pid) and whether a process lives.
+"""This user's runtime folder, whether a process lives (and whose child), a socket probe.
 
 Standard library only: the hook server (engine/protocol/hooks.py), the control socket's paths
 (engine/control/paths.py) and the engine's liveness checks share it, and the `semo hook` path
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import stat
 import tempfile
 from pathlib import Path
@@ -111,3 +112,48 @@ def start_ticks(pid: int, *, running: bool = False) -> int | None:
         return int(fields[19])
     except (ValueError, IndexError):
         return None
+
+
+def process_parent(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start ticks) of a live process, None when it is gone, a zombie, or /proc
+    does not tell."""
+    fields = stat_fields(pid)
+    if not fields or fields[0] in EXITED:
+        return None
+    try:
+        return int(fields[1]), int(fields[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def descends_from(pid: int, ancestor: int) -> bool | None:
+    """Whether `ancestor` is among `pid`'s parents: True, False, or None when that cannot be
+    told (a process of the chain is gone or its pid was reused while walking). No depth limit."""
+    here = process_parent(pid)
+    if here is None:
+        return None
+    seen = {pid}
+    while True:
+        parent, started = here
+        if parent == ancestor:
+            return True
+        if parent <= 0 or parent in seen:
+            return False  # the root of the tree (pid 1 has parent 0), or a pid loop
+        seen.add(parent)
+        up = process_parent(parent)
+        if up is None or up[1] > started:
+            return None  # gone, or a newer process took the parent's pid
+        here = up
+
+
+def socket_answers(path: os.PathLike[str] | str, timeout: float = 1.0) -> bool:
+    """Whether something accepts connections on the Unix socket at `path`."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(os.fspath(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True

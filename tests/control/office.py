@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from semo.engine.config import parse_config
-from semo.engine.control.liveness import pid_alive
 from semo.engine.engine import Engine
+from semo.engine.runtime import pid_alive
 from tests.support.control_engine import serving_engine
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.tmux import TmuxServer

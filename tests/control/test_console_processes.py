@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from semo.engine.control.server import socket_answers
+from semo.engine.runtime import socket_answers
 from tests.control.office import (
     Console,
     Office,

@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 
 from semo.engine.control.client import EngineGone
-from semo.engine.control.server import ControlError, socket_answers
+from semo.engine.control.server import ControlError
 from semo.engine.control.wire import MAX_STYLES, encode_frame
 from semo.engine.engine import Engine
+from semo.engine.runtime import socket_answers
 from semo.engine.terminal.pty_process import TerminalClosedError
 from tests.support.control_engine import attached, client_of, engine_screen
 from tests.support.waiting import eventually

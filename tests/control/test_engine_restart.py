@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from semo.engine.control.liveness import killed_run_of_office
 from semo.engine.control.paths import OfficePaths
+from semo.engine.liveness import killed_run_of_office
 from tests.control.office import Office, wait_until
 
 pytestmark = pytest.mark.timeout(180)

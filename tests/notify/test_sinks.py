@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from semo.engine.control.liveness import pid_alive
 from semo.engine.notify.models import Notice
 from semo.engine.notify.notifier import deliver
 from semo.engine.notify.osc import notification_sequences
 from semo.engine.notify.settings import NotifySink
 from semo.engine.notify.sinks import SinkError, build_sink
+from semo.engine.runtime import pid_alive
 from tests.support.notify_servers import (
     SMTP_PASSWORD,
     SMTP_USER,

@@ -178,7 +178,7 @@ async def _sessions(store: Store, args: argparse.Namespace) -> int:
 
 async def _engines(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import EngineView, office_table
-    from semo.engine.control.liveness import engine_pid
+    from semo.engine.liveness import engine_pid
     from semo.engine.store.operations import engine_gone
 
     async def rows(office: Office) -> list[EngineView]:

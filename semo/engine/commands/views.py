@@ -48,7 +48,7 @@ class EngineView(EngineHeartbeat):
     #: running, stopped, or dead (not alive, not stopped cleanly): never running for a dead one
     status: str  # type: ignore[assignment]
     state: str
-    #: the engine's process id when this machine can tell (engine/control/liveness.py)
+    #: the engine's process id when this machine can tell (engine/liveness.py)
     pid: int | None = None
     dead_reason: str | None = None
 

@@ -23,12 +23,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from semo.engine.control.info_file import read_info
-from semo.engine.control.liveness import pid_alive
 from semo.engine.control.paths import ControlPathError, OfficePaths, private_dir
-from semo.engine.control.server import socket_answers
+from semo.engine.info_file import read_info
 from semo.engine.pycommand import python_module
-from semo.engine.runtime import start_ticks
+from semo.engine.runtime import pid_alive, socket_answers, start_ticks
 
 #: seconds to wait for a background engine's socket
 START_TIMEOUT = 60.0

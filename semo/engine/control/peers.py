@@ -31,7 +31,7 @@ import struct
 import time
 from typing import NamedTuple
 
-from semo.engine.runtime import EXITED, stat_fields
+from semo.engine.runtime import descends_from, process_parent
 
 #: SO_PEERPIDFD (Linux 6.5+; Python 3.11's socket module does not name it)
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
@@ -72,38 +72,6 @@ def _exited(pidfd: int) -> bool:
     return bool(poller.poll(0))
 
 
-def _process(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start ticks) of a live process, None when it is gone, a zombie, or /proc
-    does not tell."""
-    fields = stat_fields(pid)
-    if not fields or fields[0] in EXITED:
-        return None
-    try:
-        return int(fields[1]), int(fields[19])
-    except (ValueError, IndexError):
-        return None
-
-
-def descends_from(pid: int, ancestor: int) -> bool | None:
-    """Whether `ancestor` is among `pid`'s parents: True, False, or None when that cannot be
-    told (a process of the chain is gone or its pid was reused while walking). No depth limit."""
-    here = _process(pid)
-    if here is None:
-        return None
-    seen = {pid}
-    while True:
-        parent, started = here
-        if parent == ancestor:
-            return True
-        if parent <= 0 or parent in seen:
-            return False  # the root of the tree (pid 1 has parent 0), or a pid loop
-        seen.add(parent)
-        up = _process(parent)
-        if up is None or up[1] > started:
-            return None  # gone, or a newer process took the parent's pid
-        here = up
-
-
 def refuse_peer(
     sock: socket.socket, engine_pid: int, accepted_at: int | None = None
 ) -> Refusal | None:
@@ -122,7 +90,7 @@ def refuse_peer(
     accepted_at = boot_ticks() if accepted_at is None else accepted_at
     pidfd = _peer_pidfd(sock)
     try:
-        first = _process(pid)
+        first = process_parent(pid)
         if first is None or (pidfd is None and first[1] > accepted_at):
             return Refusal("gone", f"process {pid}, gone before it could be checked")
         verdict = descends_from(pid, engine_pid)
@@ -131,7 +99,7 @@ def refuse_peer(
         if pidfd is not None:
             same = not _exited(pidfd)
         else:
-            again = _process(pid)
+            again = process_parent(pid)
             same = again is not None and again[1] == first[1]
         if not same:
             return Refusal("gone", f"process {pid}, gone before it could be checked")

@@ -30,14 +30,12 @@ import json
 import logging
 import os
 import signal
-import socket
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from semo.engine.control.info_file import read_info
 from semo.engine.control.paths import OfficePaths, private_dir
 from semo.engine.control.peers import boot_ticks, refuse_peer
 from semo.engine.control.reaper import OrphanReaper, is_subreaper, set_subreaper
@@ -55,7 +53,9 @@ from semo.engine.control.wire import (
 )
 from semo.engine.events import SessionOutput
 from semo.engine.fsutil import atomic_write
+from semo.engine.info_file import read_info
 from semo.engine.logs import ThrottledWarnings
+from semo.engine.runtime import socket_answers
 
 if TYPE_CHECKING:
     from semo.engine.engine import Engine
@@ -114,19 +114,6 @@ def _heartbeat_start(engine: Engine) -> str | None:
     heartbeat = getattr(engine, "heartbeat", None)
     last = heartbeat.last if heartbeat is not None else None
     return last.started_at.isoformat() if last is not None else None
-
-
-def socket_answers(path: os.PathLike[str] | str, timeout: float = 1.0) -> bool:
-    """Whether something accepts connections on the Unix socket at `path`."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(timeout)
-    try:
-        probe.connect(os.fspath(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 @dataclass

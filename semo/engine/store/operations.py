@@ -164,9 +164,9 @@ async def _engine_gone(store: Store, office_id: str, engine_id: str | None) -> s
 def engine_gone(engine_id: str, row: EngineHeartbeat | None) -> str | None:
     """Why engine `engine_id` (heartbeat row `row`, None when it has none) is not running, or
     None: a process of this machine that has exited, or whose pid is another process now, is
-    known at once (engine/control/liveness.py); otherwise its heartbeat decides (stopped, or
+    known at once (engine/liveness.py); otherwise its heartbeat decides (stopped, or
     it ran out). The one judgement of `semo answer`, prompts, and the listings."""
-    from semo.engine.control.liveness import local_engine_gone
+    from semo.engine.liveness import local_engine_gone
 
     local = local_engine_gone(engine_id, row)
     if local is not None:

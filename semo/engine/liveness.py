@@ -10,17 +10,24 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from semo.engine.control.info_file import live_engine_ids, read_info
-from semo.engine.control.paths import OfficePaths, runtime_dir
-from semo.engine.control.server import socket_answers
-from semo.engine.runtime import own_folder, pid_alive, start_ticks
+from semo.engine.info_file import live_engine_ids, read_info
+from semo.engine.runtime import own_folder, pid_alive, runtime_dir, socket_answers, start_ticks
 
 if TYPE_CHECKING:
     from semo.engine.store.models import EngineHeartbeat
 
-__all__ = ["engine_pid", "local_engine_gone", "pid_alive", "process_age"]
+
+class OfficeFiles(Protocol):
+    """An office's control info file and socket (control.paths.OfficePaths has them)."""
+
+    @property
+    def info(self) -> Path: ...
+
+    @property
+    def socket(self) -> Path: ...
+
 
 #: seconds of slack in the process-start comparisons (clock ticks, the store's rounding)
 START_SLACK = 2.0
@@ -118,7 +125,7 @@ def process_age(pid: int) -> float | None:
     return age if age >= 0 else None
 
 
-def killed_run_of_office(paths: OfficePaths, engine_id: str, started_at: str) -> str | None:
+def killed_run_of_office(paths: OfficeFiles, engine_id: str, started_at: str) -> str | None:
     """Why the run of `engine_id` whose heartbeat row started at `started_at` (ISO, the store's
     own value) is known to be gone on this machine, or None. It is when the office's control
     info file, which only a killed engine leaves behind, names that very run (engine id and
