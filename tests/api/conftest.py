@@ -36,6 +36,7 @@ from semo.engine.engine import Engine
 from semo.engine.store.base import Store
 from semo.engine.store.models import Office
 from semo.engine.store.sqlite import SqliteStore
+from tests.support.waiting import eventually_value
 
 T = TypeVar("T")
 
@@ -235,11 +236,4 @@ async def wait_ready(live: Live, role: str, timeout: float = 20.0) -> str:
                 return session.session_id
         return None
 
-    loop_deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        found = await live.run(probe())
-        if found is not None:
-            return found
-        if asyncio.get_running_loop().time() > loop_deadline:
-            raise AssertionError(f"no ready {role} session within {timeout} s")
-        await asyncio.sleep(0.05)
+    return await eventually_value(lambda: live.run(probe()), f"a ready {role} session", timeout)

@@ -4,7 +4,6 @@ offices' jobs."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 from semo.engine.config import AgentConfig
 from tests.api import conftest as api_conftest
 from tests.api.conftest import OTHER_TOKEN, Live, auth, wait_ready
+from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 30.0
@@ -44,12 +44,15 @@ def live(live_factory: Any, scripts: Path) -> Live:
 
 
 async def until(client: httpx.AsyncClient, url: str, done: Any) -> dict[str, Any]:
-    async with asyncio.timeout(TIMEOUT):
-        while True:
-            body = (await client.get(url)).json()
-            if done(body):
-                return body
-            await asyncio.sleep(0.1)
+    """The JSON body of GET `url`, once `done(body)` holds."""
+
+    async def body() -> dict[str, Any]:
+        return (await client.get(url)).json()
+
+    found: dict[str, Any] = await eventually(
+        body, TIMEOUT, what=f"GET {url}", until=done, interval=0.1
+    )
+    return found
 
 
 async def test_a_job_created_on_the_api_runs_to_its_end(live: Live) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.waiting import eventually
 from tests.test_engine_daemon import make_office
 
 TOKEN = "serve-test-token-0123456789abcdef"
@@ -99,15 +100,14 @@ async def stop(served: Served) -> int:
 
 
 async def ready_session(client: httpx.AsyncClient, url: str) -> str:
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while True:
+
+    async def ready() -> list[str]:
         listed = await client.get(f"{url}/api/offices/daemon-test/sessions")
         assert listed.status_code == 200, listed.text
-        ready = [s["session_id"] for s in listed.json() if s["status"] == "ready"]
-        if ready:
-            return ready[0]
-        assert asyncio.get_running_loop().time() < deadline, "no ready session"
-        await asyncio.sleep(0.1)
+        return [s["session_id"] for s in listed.json() if s["status"] == "ready"]
+
+    sessions: list[str] = await eventually(ready, TIMEOUT, what="a ready session", interval=0.1)
+    return sessions[0]
 
 
 async def test_engine_http_and_semo_api_serve_the_office(tmp_path: Path) -> None:

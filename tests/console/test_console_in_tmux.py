@@ -15,11 +15,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.support.tmux import TmuxServer
+from tests.support.waiting import wait_until
 
 TIMEOUT = 40.0
 
@@ -38,27 +40,18 @@ def demo_env(tmp_path: Path, term: str, **extra: str) -> dict[str, str]:
     }
 
 
-def wait_screen(server: TmuxServer, predicate: object, what: str) -> str:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        text = "\n".join(server.state()[0])
-        if predicate(text):  # type: ignore[operator]
-            return text
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
-        time.sleep(0.1)
+def wait_screen(server: TmuxServer, predicate: Callable[[str], object], what: str) -> str:
+    """The pane's text once `predicate` holds for it."""
+    return wait_until(lambda: "\n".join(server.state()[0]), what, TIMEOUT, until=predicate)
 
 
-def wait_title(server: TmuxServer, predicate: object, what: str) -> str:
+def wait_title(server: TmuxServer, predicate: Callable[[str], object], what: str) -> str:
     """The pane's title (what the program set with OSC 2) once `predicate` holds."""
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        title = server("display-message", "-p", "#{pane_title}").strip()
-        if predicate(title):  # type: ignore[operator]
-            return title
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; title: {title!r}")
-        time.sleep(0.1)
+
+    def title() -> str:
+        return server("display-message", "-p", "#{pane_title}").strip()
+
+    return wait_until(title, what, TIMEOUT, until=predicate)
 
 
 @pytest.mark.parametrize("term", ["screen", "xterm-256color"])

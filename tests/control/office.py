@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from semo.engine.config import parse_config
 from semo.engine.engine import Engine
 from semo.engine.runtime import pid_alive
+from tests.support import waiting
 from tests.support.control_engine import serving_engine
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.tmux import TmuxServer
@@ -241,14 +241,7 @@ class Console:
         return "\n".join(self.tmux.state()[0])
 
     def wait(self, predicate: Callable[[str], bool], what: str, timeout: float = TIMEOUT) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.text()
-            if predicate(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
-            time.sleep(0.1)
+        return waiting.wait_until(self.text, what, timeout, until=predicate)
 
     def wait_for(self, needle: str, timeout: float = TIMEOUT) -> str:
         return self.wait(lambda text: needle in text, repr(needle), timeout)
@@ -272,11 +265,9 @@ class Console:
         return self.tmux.dead()
 
     def wait_dead(self, timeout: float = TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.dead():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the console did not exit; screen:\n{self.text()}")
-            time.sleep(0.1)
+        waiting.wait_until(
+            self.dead, "the console to exit", timeout, detail=lambda: f"screen:\n{self.text()}"
+        )
 
     def kill(self) -> None:
         self.tmux.kill()
@@ -304,8 +295,5 @@ def ready(screen: str, role: str) -> bool:
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    """`tests.support.waiting.wait_until` with the office tests' TIMEOUT."""
+    waiting.wait_until(condition, what, timeout)

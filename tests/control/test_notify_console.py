@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from tests.control.office import (
     ready,
 )
 from tests.support.tmux import TmuxClient
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -43,16 +45,10 @@ def notifications(path: Path) -> list[tuple[str, str]]:
 
 
 def wait_for(
-    path: Path, predicate: object, what: str, timeout: float = 60
+    path: Path, predicate: Callable[[list[tuple[str, str]]], object], what: str, timeout: float = 60
 ) -> list[tuple[str, str]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = notifications(path)
-        if predicate(found):  # type: ignore[operator]
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; got {found}")
-        time.sleep(0.1)
+    """The notifications `path` has recorded, once `predicate` holds for them."""
+    return wait_until(lambda: notifications(path), what, timeout, until=predicate)
 
 
 def _ask_on_first_prompt(folder: Path) -> str:

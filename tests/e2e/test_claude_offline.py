@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ import pytest
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.claude_screen import prompt_ready
 from tests.support.scripted_api import ScriptedMessagesAPI, ScriptedReply, ToolUse
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.claude
 
@@ -62,16 +62,7 @@ class Tmux:
         self("send-keys", "-t", "0", *keys)
 
     def wait_screen(self, predicate: Callable[[str], bool], timeout: float, what: str) -> str:
-        deadline = time.monotonic() + timeout
-        screen = self.screen()
-        while not predicate(screen):
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"timed out after {timeout}s waiting for {what}; screen:\n{screen}"
-                )
-            time.sleep(0.05)
-            screen = self.screen()
-        return screen
+        return wait_until(self.screen, what, timeout, until=predicate, interval=0.05)
 
 
 @contextmanager

@@ -8,8 +8,8 @@ as the engine will; the screen feeds it too (permission dialogs, tool output).
 
 from __future__ import annotations
 
-import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from semo.engine.protocol.state import AgentState, StateChange
 from semo.engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.scripted_api import ScriptedMessagesAPI
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.claude
 
@@ -33,12 +34,12 @@ ASK_REPLY = (
 DONE_REPLY = "Using postgres as you chose.\n\n[SEMO:DONE]"
 
 
-async def wait_for(predicate, timeout: float, what: str, observer: AgentObserver) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; events: {observer.events}")
-        await asyncio.sleep(0.02)
+async def wait_for(
+    predicate: Callable[[], object], timeout: float, what: str, observer: AgentObserver
+) -> None:
+    await eventually(
+        predicate, timeout, what=what, interval=0.02, detail=lambda: f"events: {observer.events}"
+    )
 
 
 async def type_prompt(session: TerminalSession, text: str, observer: AgentObserver) -> None:

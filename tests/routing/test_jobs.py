@@ -23,7 +23,6 @@ command with the job's status.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -47,7 +46,7 @@ from semo.engine.sessions.profiles import CLAUDE
 from semo.engine.store.base import Store
 from semo.engine.store.models import Agent, Job, JobEntry, Office, RunJobPayload
 from tests.support.job_rig import TIMEOUT, JobRig
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_value
 
 #: a job_timeout short enough for tests that wait for a timeout
 SHORT = 1.5
@@ -552,11 +551,9 @@ async def test_run_job_through_the_command_dispatcher(job_rig: JobRig) -> None:
 
 
 async def wait_result(store: Store, command_id: str) -> Any:
-    deadline = time.monotonic() + 2 * TIMEOUT
-    while (result := await store.get_result(command_id)) is None:
-        assert time.monotonic() < deadline, f"no result for command {command_id}"
-        await asyncio.sleep(0.05)
-    return result
+    return await eventually_value(
+        lambda: store.get_result(command_id), f"the result of command {command_id}", 2 * TIMEOUT
+    )
 
 
 async def test_a_timeline_row_after_close_starts_no_writer_that_outlives_the_runner(

@@ -29,6 +29,7 @@ from semo.engine.sessions.profiles import GENERIC
 from semo.engine.store.models import Agent, Office
 from semo.engine.store.sqlite import SqliteStore
 from tests.support.claude_screen import wait_screen
+from tests.support.waiting import eventually
 
 TIMEOUT = 10.0
 BASH = ["bash", "--norc", "--noprofile", "-i"]
@@ -66,10 +67,7 @@ def has_child(pid: int, name: str) -> bool:
 
 async def wait_for_child(pid: int | None, name: str) -> None:
     assert pid is not None
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while not has_child(pid, name):
-        assert asyncio.get_running_loop().time() < deadline, f"no {name} under pid {pid}"
-        await asyncio.sleep(0.01)
+    await eventually(lambda: has_child(pid, name), TIMEOUT, what=f"{name} under pid {pid}")
 
 
 async def start(manager: SessionManager, folder: Path, agent: Agent | None = None) -> AgentSession:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 
 from semo.engine.protocol.observer import input_box_in
 from semo.engine.terminal.session import TerminalSession
+from tests.support.waiting import eventually
 
 
 def screen_text(session: TerminalSession) -> str:
@@ -25,9 +24,11 @@ async def wait_screen(
 ) -> str:
     """Poll the screen until `predicate` holds; AssertionError with the screen on timeout or
     when the program exited first."""
-    deadline = time.monotonic() + timeout
-    while not predicate(text := screen_text(session)):
-        if time.monotonic() > deadline or session.exit_status is not None:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; screen:\n{text}")
-        await asyncio.sleep(0.03)
+
+    def screen() -> str:
+        if session.exit_status is not None:
+            raise AssertionError(f"the program exited waiting for {what}: {session.exit_status}")
+        return screen_text(session)
+
+    text: str = await eventually(screen, timeout, what=what, until=predicate, interval=0.03)
     return text

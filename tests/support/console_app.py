@@ -3,7 +3,6 @@ runtime folder, the wait for a condition while agents print, and fixed command-p
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 from semo.console.widgets.commands_panel import CommandsPanel
 from tests.support.temp_dirs import short_temp_dir
+from tests.support.waiting import eventually
 
 Waiter = Callable[[Callable[[], object], str], Awaitable[None]]
 
@@ -37,11 +37,8 @@ def waiter(timeout: float) -> Waiter:
     AssertionError naming `what` after `timeout` seconds."""
 
     async def wait_for(condition: Callable[[], object], what: str) -> None:
-        for _ in range(int(timeout / 0.05)):
-            if condition():
-                return
-            await asyncio.sleep(0.05)  # not pilot.pause: the app is never idle while agents print
-        raise AssertionError(f"timed out waiting for {what}")
+        # not pilot.pause: the app is never idle while agents print
+        await eventually(condition, timeout, what=what, interval=0.05)
 
     return wait_for
 

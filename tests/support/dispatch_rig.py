@@ -5,9 +5,7 @@ The `stores` and `rig` fixtures that build it are in tests/routing/conftest.py.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +18,7 @@ from semo.engine.sessions.manager import SessionManager
 from semo.engine.store.base import Store
 from semo.engine.store.models import Agent, AgentCommandResult, CreateSessionPayload, Office
 from tests.store.conftest import Stores
+from tests.support.waiting import eventually
 
 TIMEOUT = 15.0
 BASH = ["bash", "--norc", "--noprofile", "-i"]
@@ -81,12 +80,13 @@ class Rig:
         return command.id
 
     async def result(self, command_id: str, timeout: float = TIMEOUT) -> AgentCommandResult:
-        deadline = time.monotonic() + timeout
-        while (result := await self.store.get_result(command_id)) is None:
-            if time.monotonic() > deadline:
-                command = await self.store.get_command(command_id)
-                raise AssertionError(f"no result for {command} after {timeout} s")
-            await asyncio.sleep(0.02)
+        result: AgentCommandResult = await eventually(
+            lambda: self.store.get_result(command_id),
+            timeout,
+            what=f"the result of command {command_id}",
+            until=lambda found: found is not None,
+            interval=0.02,
+        )
         return result
 
     async def run(
@@ -96,12 +96,11 @@ class Rig:
 
     async def output_until(self, session: str, predicate: Callable[[list[str]], bool]) -> None:
         """get_output commands until the screen satisfies `predicate`."""
-        deadline = time.monotonic() + TIMEOUT
-        while True:
+
+        async def lines() -> list[str]:
             result = await self.run("get_output", {}, session)
             assert result.success, result.error
             assert result.result is not None
-            if predicate(result.result["lines"]):
-                return
-            assert time.monotonic() < deadline, f"screen never matched: {result.result['lines']}"
-            await asyncio.sleep(0.05)
+            return result.result["lines"]
+
+        await eventually(lines, TIMEOUT, what="the screen", until=predicate, interval=0.05)

@@ -17,7 +17,6 @@ import difflib
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from semo.engine.terminal.stream import make_screen_and_stream
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.scripted_api import ScriptedMessagesAPI
 from tests.support.tmux import TmuxServer, tmux_capture, tmux_capture_styled
+from tests.support.waiting import eventually, wait_until
 
 pytestmark = pytest.mark.tmux
 
@@ -561,14 +561,6 @@ async def test_cursor_position_query_and_private_sequences(world: Path) -> None:
     assert_same_screen(semo.lines, tmux, "cursor position query + ignored sequences")
 
 
-async def _until(done: Callable[[], bool], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while not done():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def semo_type_each_key(
     argv: Sequence[str], keys: Sequence[str], *, rows: int, env: Mapping[str, str], cwd: Path
 ) -> list[str]:
@@ -576,10 +568,14 @@ async def semo_type_each_key(
     session = TerminalSession(argv, cols=80, rows=rows, cwd=cwd, env=env, term=TERM)
     session.start()
     try:
-        await _until(lambda: session.screen.title == "0", "the key echo program to start")
+        await eventually(
+            lambda: session.screen.title == "0", TIMEOUT, what="the key echo program to start"
+        )
         for count, spec in enumerate(keys, 1):
             await session.send_keys(spec)
-            await _until(lambda n=count: session.screen.title == str(n), f"the echo of {spec}")
+            await eventually(
+                lambda n=count: session.screen.title == str(n), TIMEOUT, what=f"the echo of {spec}"
+            )
         return session.screen.text_rows()
     finally:
         await session.close(grace=1.0)
@@ -593,10 +589,12 @@ def tmux_type_each_key(
     child_env = child_environment(env, term=TERM, cols=80, rows=rows)
 
     def wait_title(title: str) -> None:
-        deadline = time.monotonic() + TIMEOUT
-        while server("display-message", "-p", "#{pane_title}").strip() != title:
-            assert time.monotonic() < deadline, f"tmux: timed out waiting for title {title}"
-            time.sleep(0.01)
+        wait_until(
+            lambda: server("display-message", "-p", "#{pane_title}").strip() == title,
+            f"tmux: the title {title}",
+            TIMEOUT,
+            interval=0.01,
+        )
 
     try:
         server.start(argv, cols=80, rows=rows, env=child_env, cwd=cwd, term=TERM)

@@ -20,6 +20,7 @@ from semo.engine.terminal.pty_process import (
     TerminalSpawnError,
 )
 from tests.support.pty_children import TIMEOUT, Output, Spawn, finish, python
+from tests.support.waiting import eventually
 
 
 def process_state(pid: int) -> str | None:
@@ -57,11 +58,7 @@ def is_dead(pid: int) -> bool:
 
 
 async def wait_until_dead(pid: int) -> None:
-    async with asyncio.timeout(TIMEOUT):
-        while True:
-            if is_dead(pid):
-                return
-            await asyncio.sleep(0.02)
+    await eventually(lambda: is_dead(pid), TIMEOUT, what=f"pid {pid} to end", interval=0.02)
 
 
 # -- output ------------------------------------------------------------------------------------
