@@ -29,18 +29,12 @@ from tests.supabase.test_dashboard_js import TIMEOUT, env_for, office, semo
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi
 from tests.support.semo_process import engine_in, start_semo
+from tests.support.ship_office import FE_WRITES_THE_PAGE, with_origin
 from tests.support.supabase_emulator import SupabaseEmulator
 from tests.support.waiting import eventually_value
 
 PASSWORD = "an operator's password"
 EMAIL = "operator@team.test"
-FE_WRITES_THE_PAGE = [
-    {
-        "match": "Build the login page",
-        "files": {"login.html": "<form>login</form>\n"},
-        "text": "[SEMO:DONE] login page built",
-    }
-]
 
 
 async def operator_token(emulator: SupabaseEmulator) -> str:
@@ -93,10 +87,7 @@ async def test_an_operator_ships_a_done_job_through_supabase(tmp_path: Path) -> 
     async with office() as (emulator, _dsn):
         store = f'[store]\nbackend = "supabase"\nsupabase_url = "{emulator.url}"'
         config = write_config(tmp_path, store, FE_WRITES_THE_PAGE)
-        repo, origin = tmp_path / "repo", tmp_path / "origin.git"
-        git(tmp_path, "init", "-q", "--bare", str(origin))
-        git(repo, "remote", "add", "origin", str(origin))
-        git(repo, "push", "-q", "origin", "main")
+        repo, origin = with_origin(tmp_path)
         with GitHubApi() as github:
             with config.open("a") as toml:
                 toml.write(
