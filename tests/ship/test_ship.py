@@ -137,6 +137,20 @@ async def test_only_a_done_job_ships(world: World) -> None:
     assert git(world.origin, "branch", "--list", world.target.branch) == ""
 
 
+async def test_a_job_that_needs_review_is_refused_until_resolved(world: World) -> None:
+    await world.store.update_job(world.job.id, status="needs_review", needs_human=True)
+    with pytest.raises(ShipError, match=r"needs review: .* resolve it first"):
+        await ship_job(
+            world.store,
+            world.job.id,
+            ShipRequest(push=True, merge=True),
+            ShipSection(),
+            world.target,
+        )
+    assert git(world.origin, "branch", "--list", world.target.branch) == ""
+    assert head(world.repo, "main") != head(world.repo, world.target.branch)
+
+
 async def test_a_pr_without_a_token_says_how_to_give_one(world: World) -> None:
     with GitHubApi(token=TOKEN) as api:
         with pytest.raises(ShipError, match=r"no GitHub token: .*GITHUB_TOKEN"):
