@@ -2,8 +2,8 @@
 a stand-in `gh` program (a script that records how it was run, as a loopback server records
 requests) answers `auth status` and `pr create`. semo passes the repository, head, base and
 title as arguments and the body on stdin, runs gh in an empty folder (no repository config),
-gives it GH_HOST for GitHub Enterprise, and records the PR gh printed. A gh that is not logged in
-is skipped for the API."""
+gives it GH_HOST for GitHub Enterprise and the user's GH_CONFIG_DIR (where its login is), and
+records the PR gh printed. A gh that is not logged in is skipped for the API."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ log = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gh.jsonl")
 stdin = sys.stdin.read() if sys.argv[1:3] == ["pr", "create"] else ""
 with open(log, "a") as f:
     f.write(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "stdin": stdin,
-                        "host": os.environ.get("GH_HOST"), "files": os.listdir(".")}) + "\\n")
+                        "host": os.environ.get("GH_HOST"), "files": os.listdir("."),
+                        "config_dir": os.environ.get("GH_CONFIG_DIR")}) + "\\n")
 if sys.argv[1:3] == ["auth", "status"]:
     sys.exit(LOGGED)
 print("https://ghe.example/acme/shop/pull/77")
@@ -48,6 +49,7 @@ async def test_a_logged_in_gh_opens_the_pr(
 ) -> None:
     log = install_gh(tmp_path / "bin", logged_in=True)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("GH_CONFIG_DIR", str(tmp_path / "gh-config"))  # where gh's login is
     settings = ShipSection(github_api_url="https://ghe.example/api/v3", github_repo="acme/shop")
     report = await ship_job(
         world.store, world.job.id, ShipRequest(pr=True), settings, world.target, env={}
@@ -63,6 +65,7 @@ async def test_a_logged_in_gh_opens_the_pr(
     assert argv[argv.index("--body-file") + 1] == "-"
     assert world.job.id in str(create["stdin"])
     assert create["host"] == "ghe.example" and create["files"] == []
+    assert auth["config_dir"] == create["config_dir"] == str(tmp_path / "gh-config")
     assert str(create["cwd"]) != str(world.repo)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -176,6 +177,8 @@ async def gh_ready(api_url: str, token: str | None, gh: str = "gh") -> str | Non
 
 def _gh_env(api_url: str, token: str | None) -> dict[str, str]:
     env = git_environment(GH_PROMPT_DISABLED="1", NO_COLOR="1", GH_NO_UPDATE_NOTIFIER="1")
+    if os.environ.get("GH_CONFIG_DIR"):  # where the user's gh keeps its login
+        env["GH_CONFIG_DIR"] = os.environ["GH_CONFIG_DIR"]
     host = _host(api_url)
     if host != "github.com":
         env["GH_HOST"] = host
