@@ -215,7 +215,7 @@ async def breakdown(db: str, log: Path, sent: list[Sent]) -> str:
 async def store_baseline(
     db: str, log: Path, office: str, sessions: list[str], prompts: int
 ) -> list[str]:
-    from semo.engine.store.operations import wait_for_result
+    from semo.engine.office.operations import wait_for_result
     from semo.engine.store.sqlite import SqliteStore
 
     lines = []

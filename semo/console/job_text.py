@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from semo.engine.store.job_ops import JobTimeline, JobView
+from semo.engine.office.job_ops import JobTimeline, JobView
 from semo.engine.store.models import Agent, JobEntry
 
 #: The task's first line in the list is cut to this many characters (the timeline has it all).

@@ -34,6 +34,8 @@ from semo.engine.heartbeat import BEATS_PER_LIMIT, Heartbeat
 from semo.engine.jobwork.workspace import JobWorkspace
 from semo.engine.liveness import killed_run_of_office
 from semo.engine.notify.engine_hooks import EngineNotices
+from semo.engine.office import job_ops
+from semo.engine.office.job_ops import JobTimeline, JobView
 from semo.engine.reconcile import (
     ReconcileReport,
     end_silent_engines,
@@ -56,10 +58,9 @@ from semo.engine.sessions.pool import SessionPoolManager
 from semo.engine.sessions.profiles import profile_for_command, profile_named
 from semo.engine.sessions.worktrees import WorktreeManager
 from semo.engine.ship.auto import AutoShip
-from semo.engine.store import job_ops, open_store
+from semo.engine.store import open_store
 from semo.engine.store.base import NotFound, Store, StoreError
 from semo.engine.store.changes import ChangeFeed
-from semo.engine.store.job_ops import JobTimeline, JobView
 
 if TYPE_CHECKING:
     from semo.engine.jobwork.review import JobDiff, JobReview

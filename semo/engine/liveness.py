@@ -2,7 +2,7 @@
 heartbeat to run out (which takes 3 x lease_seconds after a SIGKILL).
 
 `local_engine_gone` is the one judgement `semo answer`, prompts to a session, and the listings
-(`semo sessions`, `semo engines`, the REST API's sessions) use (engine/store/operations.py)."""
+(`semo sessions`, `semo engines`, the REST API's sessions) use (engine/office/operations.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from textual.app import App
 
 from semo.console.shell import job_worktree, open_shell, shell_argv
-from semo.engine.store.job_ops import JobView
+from semo.engine.office.job_ops import JobView
 from tests.support.tmux import TmuxServer
 from tests.support.waiting import eventually_value
 

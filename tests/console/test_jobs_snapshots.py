@@ -79,7 +79,7 @@ def test_ages_read_as_a_person_says_them() -> None:
 
 
 def test_a_timeline_names_the_agents_of_its_questions_invocations_and_results() -> None:
-    from semo.engine.store.job_ops import JobTimeline, JobView
+    from semo.engine.office.job_ops import JobTimeline, JobView
     from semo.engine.store.models import Agent, AgentInvocation, AgentResult, JobEntry, UserQuestion
 
     fe = Agent(office_id="o", role="FE", name="fe")

@@ -26,9 +26,9 @@ from semo.engine.approval_policy import (
     hook_decision,
     parse_answer,
 )
+from semo.engine.office.operations import answer_question
 from semo.engine.store.base import StoreConflict
 from semo.engine.store.models import Agent, AgentSession, Office, UserQuestion
-from semo.engine.store.operations import answer_question
 from semo.engine.store.sqlite import SqliteStore
 
 

@@ -17,8 +17,8 @@ import pytest
 from semo.engine.config import parse_config
 from semo.engine.engine import Engine
 from semo.engine.notify.sources import probe_notice
+from semo.engine.office.operations import answer_question
 from semo.engine.store.models import UserQuestion
-from semo.engine.store.operations import answer_question
 from tests.support.control_engine import serving_engine
 from tests.support.notify_servers import HttpReceiver
 from tests.support.office_toml import sqlite_office_toml

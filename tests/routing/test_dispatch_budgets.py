@@ -28,8 +28,8 @@ from semo.engine.config import (
     parse_config,
 )
 from semo.engine.engine import Engine
+from semo.engine.office.job_ops import create_job
 from semo.engine.store.base import Store
-from semo.engine.store.job_ops import create_job
 from semo.engine.store.models import AgentCommandResult, Job, RunJobPayload
 from tests.store.conftest import Stores
 from tests.support.dispatch_rig import TIMEOUT, Rig

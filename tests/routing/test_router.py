@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from semo.engine.events import EventBus, RoutingStep
+from semo.engine.office.operations import answer_question
 from semo.engine.routing.router import Router
 from semo.engine.sessions.manager import LaunchOptions, SessionManager
 from semo.engine.sessions.pool import SessionPoolManager
 from semo.engine.sessions.profiles import profile_named
 from semo.engine.store.models import Agent, AgentResult, Office, UserQuestion
-from semo.engine.store.operations import answer_question
 from semo.engine.store.sqlite import SqliteStore
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually, eventually_value

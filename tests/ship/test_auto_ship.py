@@ -5,9 +5,9 @@ alone; a step that fails is on the timeline, and the engine goes on."""
 from __future__ import annotations
 
 from semo.engine.events import EventBus, JobEvent
+from semo.engine.office.job_ops import job_timeline
 from semo.engine.ship.auto import AutoShip
 from semo.engine.ship.settings import ShipSection
-from semo.engine.store.job_ops import job_timeline
 from tests.ship.conftest import World
 from tests.support.git_repo import git
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.office.job_ops import job_timeline
 from semo.engine.ship.github import GitHubError, repo_slug
 from semo.engine.ship.settings import ShipSection
 from semo.engine.ship.ship import ShipError, ShipRequest, ship_job
-from semo.engine.store.job_ops import job_timeline
 from tests.ship.conftest import World
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi

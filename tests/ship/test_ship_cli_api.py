@@ -13,8 +13,8 @@ from pydantic import SecretStr
 
 from semo.engine.api.app import create_app
 from semo.engine.api.settings import ApiSettings
+from semo.engine.office.job_ops import job_timeline
 from semo.engine.ship.settings import ShipSection
-from semo.engine.store.job_ops import job_timeline
 from tests.ship.conftest import World
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi

@@ -15,12 +15,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from semo.engine.office.job_ops import job_timeline
 from semo.engine.routing.dispatcher import CommandDispatcher
 from semo.engine.sessions.manager import SessionManager
 from semo.engine.ship.command import ship_command
 from semo.engine.ship.settings import ShipSection
 from semo.engine.store.base import Store
-from semo.engine.store.job_ops import job_timeline
 from semo.engine.store.models import Agent, AgentCommandResult, Job, Office, ShipJobPayload
 from tests.store.conftest import open_stores
 from tests.support.git_repo import AUTHOR, git, make_repo

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.office.job_ops import job_timeline
 from semo.engine.ship.pr_text import pr_body, pr_title
 from semo.engine.ship.settings import ShipSection
 from semo.engine.ship.ship import ShipError, ShipRequest, ship_job
-from semo.engine.store.job_ops import job_timeline
 from tests.ship.conftest import make_world
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi
@@ -88,7 +88,7 @@ async def test_an_agents_markdown_tricks_stay_inert_in_the_pr(tmp_path: Path) ->
 
 
 async def test_the_fence_outgrows_any_backtick_run() -> None:
-    from semo.engine.store.job_ops import JobTimeline, JobView
+    from semo.engine.office.job_ops import JobTimeline, JobView
 
     job = JobView(office_id="o", agent_id="a", task="x" + "`" * 9 + "\n@a", status="done")
     body = pr_body(JobTimeline(job=job, entries=[], questions=[], invocations=[], results=[]), "")

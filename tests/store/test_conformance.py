@@ -18,6 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from semo.engine.office.operations import answer_question
 from semo.engine.store._shared import LEGACY_GRACE_SECONDS, MAX_ATTEMPTS
 from semo.engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
 from semo.engine.store.models import (
@@ -34,7 +35,6 @@ from semo.engine.store.models import (
     Office,
     UserQuestion,
 )
-from semo.engine.store.operations import answer_question
 from tests.store.conftest import ADMIN_DSN, Stores
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from semo.engine.office.operations import answer_question
 from semo.engine.reconcile import end_silent_engines, is_dead_run, reconcile, requeue_jobs
 from semo.engine.store._shared import FORGET_ENGINES_AFTER
 from semo.engine.store.base import Store, StoreConflict
 from semo.engine.store.models import Agent, AgentSession, EngineHeartbeat, Job, Office, UserQuestion
-from semo.engine.store.operations import answer_question
 from tests.store.conftest import Stores
 
 

@@ -330,7 +330,7 @@ async def test_the_engine_holding_only_the_oldest_of_10001_claims_is_found(store
 async def test_open_jobs_are_listed_behind_5000_ended_ones(stores: Stores) -> None:
     """`semo jobs` (job_ops.list_jobs): the pending and running jobs, oldest first, read by
     status rather than by reading every job the office ever ran."""
-    from semo.engine.store.job_ops import list_jobs
+    from semo.engine.office.job_ops import list_jobs
 
     store = await stores.new()
     office = await store.create_office(Office(name="many jobs"))
@@ -367,8 +367,8 @@ async def test_a_jobs_timeline_reads_its_own_work_behind_5000_other_rows(stores:
     """`semo job show` (job_ops.job_timeline): the job's invocation and result, read by job id
     (list_invocations/list_results job_id=) rather than every invocation and result of the
     office filtered afterwards."""
+    from semo.engine.office.job_ops import job_timeline
     from semo.engine.store.base import StoreError
-    from semo.engine.store.job_ops import job_timeline
     from semo.engine.store.models import Job
 
     store, office, agent, _session = await _office_with_history(stores)

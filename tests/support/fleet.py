@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from semo.engine.store import job_ops
+from semo.engine.office import job_ops
 from semo.engine.store.base import Store
 from semo.engine.store.models import Job
 from semo.engine.store.postgres import PostgresStore

@@ -1,5 +1,5 @@
 """The jobs view (F5, or the prefix then j): the office's jobs (state, role, the task's first
-line, age) and the selected job's timeline (engine.store.job_ops). It reloads on the engine's
+line, age) and the selected job's timeline (engine.office.job_ops). It reloads on the engine's
 job events, changing only the cells that changed (the cursor stays), and the ages tick: once a
 second the age cells whose text changed (the session list's granularity: <1m, 5m, 3h, 2d) are
 repainted, nothing else. Keys: c create a job (role and task), x cancel the selected one (asks
@@ -28,8 +28,8 @@ from semo.console.text import content, rich_text
 from semo.console.widgets.cells import set_cell
 from semo.console.widgets.key_bar import KeyBar
 from semo.engine.events import Event, JobEvent
+from semo.engine.office.job_ops import JobView
 from semo.engine.plain_text import plain
-from semo.engine.store.job_ops import JobView
 
 COLUMNS = ("state", "role", "task", "age")
 AGE_WIDTH = 3  # <1m, 59m, 23h

@@ -38,6 +38,7 @@ from semo.engine.api.schemas import (
 from semo.engine.api.settings import ApiSettings
 from semo.engine.api.ship import build_ship_router
 from semo.engine.api.waiter import ResultWaiter
+from semo.engine.office.operations import LOST, answer_question, check_input_reaches, lost_sessions
 from semo.engine.store.base import NotFound, Store
 from semo.engine.store.models import (
     AgentCommandResult,
@@ -45,7 +46,6 @@ from semo.engine.store.models import (
     Office,
     UserQuestion,
 )
-from semo.engine.store.operations import LOST, answer_question, check_input_reaches, lost_sessions
 
 API_VERSION = "1"
 #: seconds a command gets beyond its own limit (send_prompt's `timeout`, else the engines'

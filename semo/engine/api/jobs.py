@@ -1,4 +1,4 @@
-"""The jobs routes of the REST API (docs/API.md, docs/JOBS.md), over engine/store/job_ops.py:
+"""The jobs routes of the REST API (docs/API.md, docs/JOBS.md), over engine/office/job_ops.py:
 
     POST /api/offices/{office}/jobs                 create a job (201): the row and its command
     GET  /api/offices/{office}/jobs[?all=true]      pending, running, needs_review jobs (all: all)
@@ -16,8 +16,7 @@ from pydantic import BaseModel, Field
 
 from semo.engine.api.deps import _AUTH, _BODY, PREFIX, OfficeDep, _errors
 from semo.engine.api.errors import ApiError
-from semo.engine.store.base import NotFound, Store
-from semo.engine.store.job_ops import (
+from semo.engine.office.job_ops import (
     JobRequest,
     JobTimeline,
     JobView,
@@ -28,6 +27,7 @@ from semo.engine.store.job_ops import (
     list_jobs,
     view,
 )
+from semo.engine.store.base import NotFound, Store
 from semo.engine.store.models import Job
 
 JobId = Annotated[str, Path(min_length=1, max_length=200, description="the job's id")]

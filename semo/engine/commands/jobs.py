@@ -96,8 +96,8 @@ def _context(text: str | None) -> dict[str, Any] | None:
 
 
 async def _create(store: Store, args: argparse.Namespace) -> int:
-    from semo.engine.store.job_ops import agents_of, create_job, follow_job, job_timeline
-    from semo.engine.store.operations import resolve_office
+    from semo.engine.office.job_ops import agents_of, create_job, follow_job, job_timeline
+    from semo.engine.office.operations import resolve_office
 
     context = _context(args.context)
     office = await resolve_office(store, office_for(args))
@@ -131,7 +131,7 @@ async def _create(store: Store, args: argparse.Namespace) -> int:
 
 
 def _print_step(entry: JobEntry, agents: dict[str, Agent]) -> None:
-    from semo.engine.store.job_ops import describe_entry
+    from semo.engine.office.job_ops import describe_entry
 
     print(plain(describe_entry(entry, agents), one_line=True), flush=True)
     if entry.step == "question_asked" and entry.ref_id:
@@ -146,7 +146,7 @@ def _print_step(entry: JobEntry, agents: dict[str, Agent]) -> None:
 
 async def _show(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.jobwork.cli import print_review, review_lines
-    from semo.engine.store.job_ops import agents_of, describe_entry, job_timeline
+    from semo.engine.office.job_ops import agents_of, describe_entry, job_timeline
     from semo.engine.store.short_ids import resolve_job_id
 
     args.job_id = await resolve_job_id(store, args.job_id)
@@ -197,7 +197,7 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
 
 async def _cancel(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import emit
-    from semo.engine.store.job_ops import cancel_job
+    from semo.engine.office.job_ops import cancel_job
     from semo.engine.store.short_ids import resolve_job_id
 
     job = await cancel_job(store, await resolve_job_id(store, args.job_id), args.reason)
@@ -207,7 +207,7 @@ async def _cancel(store: Store, args: argparse.Namespace) -> int:
 
 async def _jobs(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import office_table
-    from semo.engine.store.job_ops import list_jobs
+    from semo.engine.office.job_ops import list_jobs
 
     columns = ["id", "role", "status", "attempts", "task", "failure_reason", "updated_at"]
     return await office_table(

@@ -46,8 +46,8 @@ def add_office_commands(commands: Any, run: Any, add_config_option: Any) -> None
     async def handle(store: Store, args: argparse.Namespace) -> int:
         from semo.engine.commands.options import office_for
         from semo.engine.commands.views import emit
+        from semo.engine.office.operations import resolve_office
         from semo.engine.store.members import add_member, list_members, remove_member
-        from semo.engine.store.operations import resolve_office
 
         office_row = await resolve_office(store, office_for(args))
         if args.action == "list":

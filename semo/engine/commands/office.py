@@ -124,7 +124,7 @@ async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
 
 async def _command(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import emit
-    from semo.engine.store.operations import check_input_reaches, resolve_office, wait_for_result
+    from semo.engine.office.operations import check_input_reaches, resolve_office, wait_for_result
 
     try:
         payload = safe_json.loads(args.payload)
@@ -155,7 +155,7 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
 
 async def _sessions(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import SessionView, office_table
-    from semo.engine.store.operations import LOST, lost_sessions
+    from semo.engine.office.operations import LOST, lost_sessions
 
     async def rows(office: Office) -> list[SessionView]:
         agents = {agent.id: agent for agent in await store.list_agents(office.id)}
@@ -179,7 +179,7 @@ async def _sessions(store: Store, args: argparse.Namespace) -> int:
 async def _engines(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import EngineView, office_table
     from semo.engine.liveness import engine_pid
-    from semo.engine.store.operations import engine_gone
+    from semo.engine.office.operations import engine_gone
 
     async def rows(office: Office) -> list[EngineView]:
         views = []
@@ -200,7 +200,7 @@ async def _engines(store: Store, args: argparse.Namespace) -> int:
 def engine_state(status: str, alive: bool) -> str:
     """alive; stopped (a clean stop); dead (its heartbeat ran out, another engine ended what
     it left, which makes it run out at once, or it was a process of this machine that has
-    exited: engine/store/operations.py `engine_gone`)."""
+    exited: engine/office/operations.py `engine_gone`)."""
     if alive:
         return "alive"
     return "stopped" if status == "stopped" else "dead"
@@ -208,7 +208,7 @@ def engine_state(status: str, alive: bool) -> str:
 
 async def _end_session(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import emit
-    from semo.engine.store.operations import end_session
+    from semo.engine.office.operations import end_session
 
     session = await end_session(store, args.session_id, args.reason)
     emit(session, args.json, ["session_id", "status", "engine_id", "end_reason"])
@@ -233,7 +233,7 @@ async def _questions(store: Store, args: argparse.Namespace) -> int:
 
 async def _answer(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import emit
-    from semo.engine.store.operations import answer_question
+    from semo.engine.office.operations import answer_question
     from semo.engine.store.short_ids import resolve_question_id
 
     question_id = await resolve_question_id(store, args.question_id)

@@ -25,7 +25,7 @@ CELL_CHARS = 60
 class SessionView(AgentSession):
     """A session row with its agent's role and name (None when the agent row is gone), and its
     state for people: its `status`, or "lost" when it has not ended but its engine is not
-    running (`lost_reason` says why: engine/store/operations.py `lost_sessions`)."""
+    running (`lost_reason` says why: engine/office/operations.py `lost_sessions`)."""
 
     role: str | None = None
     name: str | None = None
@@ -87,7 +87,7 @@ async def office_table(
     """A listing command: the office of --office / SEMO_OFFICE / --config, its `rows(office)`
     printed (`emit`); exit code 0."""
     from semo.engine.commands.options import office_for
-    from semo.engine.store.operations import resolve_office
+    from semo.engine.office.operations import resolve_office
 
     office = await resolve_office(store, office_for(args))
     emit(await rows(office), args.json, columns)

@@ -51,7 +51,7 @@ from semo.engine.protocol.state import AgentState
 
 if TYPE_CHECKING:  # pydantic and the store's models load when a reply needs them (views.py)
     from semo.engine.jobwork.review import JobDiff, JobReview
-    from semo.engine.store.job_ops import JobTimeline, JobView
+    from semo.engine.office.job_ops import JobTimeline, JobView
     from semo.engine.store.models import Job, UserQuestion
 
 log = logging.getLogger("semo.control.client")
@@ -469,13 +469,13 @@ class EngineClient:
         return session
 
     async def list_jobs(self, *, include_ended: bool = True) -> list[JobView]:
-        from semo.engine.store.job_ops import JobView
+        from semo.engine.office.job_ops import JobView
 
         result = await self.request({"op": "jobs", "all": include_ended})
         return [JobView.model_validate(job) for job in result]
 
     async def job_timeline(self, job_id: str) -> JobTimeline:
-        from semo.engine.store.job_ops import JobTimeline
+        from semo.engine.office.job_ops import JobTimeline
 
         return JobTimeline.model_validate(await self.request({"op": "job", "job": job_id}))
 

@@ -48,7 +48,7 @@ def _age(seconds: float | None) -> str:
 
 async def _worktrees(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.jobwork.worktree_list import list_worktrees, prune_worktrees
-    from semo.engine.store.operations import resolve_office
+    from semo.engine.office.operations import resolve_office
 
     if args.force and args.action != "prune":
         raise ValueError("--force goes with prune")

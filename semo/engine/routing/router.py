@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from semo.engine.events import EventBus, RoutingStep
+from semo.engine.office.operations import answer_question
 from semo.engine.protocol.messages import MAX_PAYLOAD_BYTES, AskUser, DeliverResult, Done, Invoke
 from semo.engine.protocol.observer import MalformedMessage, MessageFound
 from semo.engine.protocol.state import AgentState, StateChange
@@ -69,7 +70,6 @@ from semo.engine.store.models import (
     JobWorkCancelled,
     UserQuestion,
 )
-from semo.engine.store.operations import answer_question
 
 if TYPE_CHECKING:
     from semo.engine.routing.approvals import Approvals

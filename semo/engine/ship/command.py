@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from semo.engine.office import job_ops
 from semo.engine.ship.settings import ShipSection
 from semo.engine.ship.ship import ShipError, ShipRequest, ship_stored_job
-from semo.engine.store import job_ops
 from semo.engine.store.base import NotFound, Store
 from semo.engine.store.models import ShipJobPayload
 

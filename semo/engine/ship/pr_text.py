@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from semo.engine.office.job_ops import JobTimeline
 from semo.engine.plain_text import plain
-from semo.engine.store.job_ops import JobTimeline
 
 __all__ = ["fenced", "pr_body", "pr_title", "redact"]
 

@@ -21,12 +21,12 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from semo.engine.gitrun import GitError
+from semo.engine.office.job_ops import JobTimeline, agents_of, job_timeline
 from semo.engine.ship.github import GitHubError, PullRequest, open_pull_request, repo_slug
 from semo.engine.ship.gitops import diffstat, merge_branch, push_branch, remote_url
 from semo.engine.ship.pr_text import pr_body, pr_title
 from semo.engine.ship.settings import ShipSection
 from semo.engine.store.base import Store
-from semo.engine.store.job_ops import JobTimeline, agents_of, job_timeline
 from semo.engine.store.models import JobEntry
 
 __all__ = [
