@@ -55,7 +55,7 @@ from semo.engine.routing.job_recovery import recover_jobs, running_jobs_of
 from semo.engine.runtime import pid_alive
 from semo.engine.store._shared import FORGET_ENGINES_AFTER, engine_silence, session_ended
 from semo.engine.store.base import NotFound, Store, StoreConflict, StoreError, StoreUnavailable
-from semo.engine.store.models import AgentSession, EngineHeartbeat, Job, JobEntry
+from semo.engine.store.models import AgentSession, EngineHeartbeat, Job
 
 log = logging.getLogger("semo.engine")
 
@@ -270,30 +270,20 @@ async def _claimed_jobs(store: Store, office_id: str, engine_id: str) -> list[st
 async def requeue_jobs(store: Store, office_id: str, job_ids: list[str], reason: str) -> int:
     """A new `run_job` command (and a `requeued` step) for each of `job_ids` still pending
     whose command the dead engine's end failed, unless another is pending or running: so no
-    job is left pending without a command to run it. Returns how many were requeued."""
-    if not job_ids:
-        return 0
-    live = await store.list_commands(office_id, status="pending", limit=sys.maxsize)
-    live += await store.list_commands(office_id, status="processing", limit=sys.maxsize)
-    queued = {c.payload.get("job_id") for c in live if c.command_type == "run_job"}
+    job is left pending without a command to run it. Each is one compare-and-set in the store
+    (`Store.requeue_job`): engines ending one dead engine at once requeue a job once. Returns
+    how many were requeued (`office_id` names the office in the logs)."""
     requeued = 0
     for job_id in job_ids:
         try:
-            job = await store.get_job(job_id)
-            if job.status != "pending" or job_id in queued:
-                continue
-            command = await store.insert_command(office_id, "run_job", {"job_id": job_id})
-            entry = JobEntry(job_id=job_id, office_id=office_id, step="requeued", status="pending")
-            await store.add_job_entry(
-                entry.model_copy(update={"detail": reason, "ref_id": command.id})
-            )
-        except NotFound:
-            continue
+            command = await store.requeue_job(job_id, reason=reason)
         except StoreUnavailable:
             raise
         except StoreError as error:
-            log.warning("requeueing job %s failed: %s", job_id, error)
+            log.warning("requeueing job %s of office %s failed: %s", job_id, office_id, error)
             continue
+        if command is None:
+            continue  # not pending, or a command runs it already
         requeued += 1
         log.info("job %s, claimed by a dead engine before it ran, requeued", job_id)
     return requeued

@@ -32,6 +32,7 @@ from semo.engine.store.models import (
     EngineHeartbeat,
     InvalidCommand,
     Job,
+    JobEntry,
     Office,
     UserQuestion,
 )
@@ -1133,6 +1134,82 @@ async def test_list_jobs(store: Store) -> None:
     assert await store.list_jobs("no-such-office") == []
     with pytest.raises(StoreError, match="unknown job status"):
         await store.list_jobs(o.id, status="exploded")  # type: ignore[arg-type]
+
+
+async def test_of_engines_starting_one_job_at_once_one_starts_it(stores: Stores) -> None:
+    """Four engines hold a run_job command for one pending job (one requeued while another
+    was slow) and start it at the same instant: one gets it, running on that engine with its
+    `started` step; the others get None and change nothing."""
+    engines = [await stores.new() for _ in range(4)]
+    o = await office(engines[0])
+    for round_ in range(3):
+        job = await engines[0].create_job(Job(office_id=o.id, agent_id="a", task=f"t{round_}"))
+
+        async def start(store: Store, n: int, job: Job = job) -> Job | None:
+            step = JobEntry(job_id=job.id, office_id=o.id, step="started", detail=f"e{n}")
+            return await store.start_job(job.id, engine_id=f"engine-{n}", entry=step)
+
+        won = await asyncio.gather(*(start(s, n) for n, s in enumerate(engines)))
+        winners = [w for w in won if w is not None]
+        assert len(winners) == 1, won
+        row = await engines[0].get_job(job.id)
+        assert (row.status, row.engine_id) == ("running", winners[0].engine_id)
+        [step] = await engines[0].list_job_entries(job.id)
+        assert (step.step, step.status, step.detail) == (
+            "started",
+            "running",
+            f"e{winners[0].engine_id.removeprefix('engine-')}",
+        )
+    # a job that is not pending is not started again; an unknown one neither
+    assert await engines[1].start_job(job.id, engine_id="late") is None
+    assert (await engines[0].get_job(job.id)).engine_id == winners[0].engine_id
+    assert await engines[1].start_job("no-such-job", engine_id="late") is None
+    retried = await engines[0].update_job(
+        job.id, status="pending", engine_id=None, failure_reason="x", needs_human=True
+    )
+    started = await engines[1].start_job(retried.id, engine_id="again")
+    assert started is not None and (started.failure_reason, started.needs_human) == (None, False)
+
+
+async def test_engines_requeueing_one_job_at_once_insert_one_command(stores: Stores) -> None:
+    """Four engines that ended one dead engine requeue its claimed, not started job at once:
+    one run_job command and one `requeued` step naming it; none while a run_job command for
+    the job is pending or processing, or once it is not pending."""
+    engines = [await stores.new() for _ in range(4)]
+    o = await office(engines[0])
+    for round_ in range(3):
+        job = await engines[0].create_job(Job(office_id=o.id, agent_id="a", task=f"t{round_}"))
+        requeued = await asyncio.gather(
+            *(s.requeue_job(job.id, reason=f"engine {n}") for n, s in enumerate(engines))
+        )
+        commands = [c for c in requeued if c is not None]
+        assert len(commands) == 1, requeued
+        command = commands[0]
+        assert (command.command_type, command.payload, command.status, command.office_id) == (
+            "run_job",
+            {"job_id": job.id},
+            "pending",
+            o.id,
+        )
+        live = await engines[0].list_commands(o.id, status="pending")
+        assert [c.id for c in live if c.payload.get("job_id") == job.id] == [command.id]
+        [step] = await engines[0].list_job_entries(job.id)
+        assert (step.step, step.status, step.ref_id) == ("requeued", "pending", command.id)
+        assert step.detail.startswith("engine ")
+    # claimed (processing): still none
+    claimed = await engines[1].claim_next_command(o.id, "engine-1")
+    assert claimed is not None
+    job_id = claimed.payload["job_id"]
+    assert await engines[2].requeue_job(job_id, reason="again") is None
+    # its command failed (a dead engine's end): requeued once more
+    await engines[1].complete_command(claimed.id, "engine-1", success=False, error="died")
+    again = await engines[2].requeue_job(job_id, reason="again")
+    assert again is not None and again.id != claimed.id
+    # not pending (started), or unknown: nothing
+    assert await engines[3].start_job(job.id, engine_id="engine-3") is not None
+    assert await engines[0].requeue_job(job.id, reason="late") is None
+    assert await engines[0].requeue_job("no-such-job", reason="late") is None
+    assert [e.step for e in await engines[0].list_job_entries(job.id)] == ["requeued"]
 
 
 # -- wake-ups ----------------------------------------------------------------------------------

@@ -74,11 +74,6 @@ async def test_engines_started_at_once_share_one_office_and_serve_a_burst_once(
             await eventually_value(idle_budget, f"at most {count} connections", 30)
 
 
-@pytest.mark.xfail(
-    reason="known race (issue 29, open): two engines requeue one job at once and both "
-    "run it (check-then-insert in requeue_jobs, check-then-set in execute_job)",
-    strict=False,
-)
 async def test_a_third_of_the_engines_killed_mid_burst_are_taken_over(tmp_path: Path) -> None:
     """Six engines, twelve jobs of 4 s; two engines SIGKILLed while they run jobs: their jobs
     are retried by the others (the same machine: the process check, not the heartbeat) within

@@ -142,7 +142,8 @@ async def test_migration_0012_merges_split_offices_and_twin_agents(tmp_path: Pat
     older = tmp_path / "upto_0011"
     older.mkdir()
     for path in sorted((REPO / "migrations").glob("*.sql")):
-        if path.name < "0012":
+        # and 0017's functions, which the store's schema check asks for
+        if path.name < "0012" or path.name.startswith("0017"):
             shutil.copy(path, older / path.name)
     async with fresh_database() as dsn:
         await migrate(dsn, folder=older)

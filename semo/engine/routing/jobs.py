@@ -548,7 +548,17 @@ class JobRunner:
             raise JobNotPending(f"job {job_id} is {job.status}; only a pending job can be run")
         self._running.add(job_id)
         try:
-            return await self._run(job)
+            # a compare-and-set on the job's status: of two engines holding a run_job command
+            # for it (one requeued while the other's was slow), one starts it
+            started = await self.store.start_job(
+                job_id,
+                engine_id=self.engine_id,
+                entry=job_entry(job, "started", detail=job.task[:200]),
+            )
+            if started is None:
+                now = await self.store.get_job(job_id)
+                raise JobNotPending(f"job {job_id} is {now.status}; only a pending job can be run")
+            return await self._run(started, started=True)
         finally:
             self._running.discard(job_id)
 
@@ -597,16 +607,20 @@ class JobRunner:
         note: str = "",
         queued: asyncio.Event | None = None,
         taken_over: bool = False,
+        started: bool = False,
     ) -> Job:
+        """Run `job` to its end; `started`: the store marked it running on this engine, with
+        its `started` step (`Store.start_job`), else it is marked so here."""
         earlier = job.attempts  # > 0: retried after its engine died (job_recovery)
-        job = await self.store.update_job(
-            job.id,
-            status="running",
-            engine_id=self.engine_id,
-            failure_reason=None,
-            needs_human=False,
-        )
-        self._publish(job, "started", detail=job.task[:200])
+        if not started:
+            job = await self.store.update_job(
+                job.id,
+                status="running",
+                engine_id=self.engine_id,
+                failure_reason=None,
+                needs_human=False,
+            )
+        self._publish(job, "started", detail=job.task[:200], record=not started)
         job = await self._start_branch(job)
         work = JobWork.of(job)
         resolve = work.resolve

@@ -67,6 +67,7 @@ from semo.engine.store.models import (
     Row,
     SessionStatus,
     UserQuestion,
+    new_id,
 )
 
 M = TypeVar("M", bound=Row)
@@ -516,6 +517,32 @@ class Store(ABC):
         job's timeline in the same transaction, with the updated job's status and attempts
         (and its session and agent unless the entry names others): a reader never sees the
         status without the step that says why. NotFound, StoreError for a bad change."""
+
+    async def start_job(
+        self, job_id: str, *, engine_id: str, entry: JobEntry | None = None
+    ) -> Job | None:
+        """A pending job becomes running on `engine_id` (its failure reason and needs_human
+        cleared), in one transaction with `entry` on its timeline (as `update_job(entry=)`).
+        The job then; None when it is not pending (another engine started it, it was
+        cancelled, it ended): a compare-and-set on its status, so that of the engines holding
+        a `run_job` command for one job, one runs it."""
+        check_entry_of(job_id, entry)
+        return await self._start_job(job_id, engine_id, entry)
+
+    @abstractmethod
+    async def _start_job(self, job_id: str, engine_id: str, entry: JobEntry | None) -> Job | None:
+        """`start_job` on this backend."""
+
+    async def requeue_job(self, job_id: str, *, reason: str) -> AgentCommand | None:
+        """In one transaction, a pending job with no `run_job` command pending or processing
+        gets a new one and a `requeued` step (`reason`, naming the command in `ref_id`); the
+        command. None when the job is not pending (or unknown), or a `run_job` command for it
+        is pending or processing: engines requeueing one job at once insert one command."""
+        return await self._requeue_job(job_id, new_id(), no_nul(reason))
+
+    @abstractmethod
+    async def _requeue_job(self, job_id: str, command_id: str, reason: str) -> AgentCommand | None:
+        """`requeue_job` on this backend (the new command's id `command_id`)."""
 
     async def get_job(self, job_id: str) -> Job:
         return await self._get(Job, "jobs", "id", job_id, "job")

@@ -485,8 +485,10 @@ class PostgresStore(Store):
                 " and to_regproc('semo_claim_command') is not null as ready,"
                 " to_regproc('semo_renew_command_leases') is not null"
                 " and to_regproc('semo_submit_job') is not null"  # 0011
-                # the latest migration (0012): one agent a role, which upserts rely on
-                " and to_regclass('agents_office_role_key') is not null as current"
+                # 0012: one agent a role, which upserts rely on
+                " and to_regclass('agents_office_role_key') is not null"
+                # the latest migration (0017): a job started and requeued once
+                " and to_regproc('semo_requeue_job') is not null as current"
             )
             if not row or not row["ready"]:
                 raise StoreError(f"{self.where} has no semo schema yet: run `semo migrate`")
@@ -1175,6 +1177,19 @@ class PostgresStore(Store):
             (takeover.job_id, takeover.from_engine, takeover.attempts, takeover.to_engine, step),
         )
         return None if row is None else Job.model_validate(row)
+
+    async def _start_job(self, job_id: str, engine_id: str, entry: JobEntry | None) -> Job | None:
+        step = None if entry is None else Jsonb(no_nul(entry.model_dump(mode="json")))
+        row = await self._one(
+            "select * from semo_start_job(%s, %s, %s)", (job_id, engine_id, step)
+        )  # 0017
+        return None if row is None else Job.model_validate(row)
+
+    async def _requeue_job(self, job_id: str, command_id: str, reason: str) -> AgentCommand | None:
+        row = await self._one(
+            "select * from semo_requeue_job(%s, %s, %s)", (job_id, command_id, reason)
+        )  # 0017
+        return None if row is None else AgentCommand.model_validate(row)
 
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
         async def add(conn: Conn) -> dict[str, Any]:

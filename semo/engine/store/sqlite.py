@@ -1678,6 +1678,58 @@ class SqliteStore(Store):
 
         return _model(Job, await self._run(take, write=True))
 
+    async def _start_job(self, job_id: str, engine_id: str, entry: JobEntry | None) -> Job | None:
+        def start(c: sqlite3.Connection) -> sqlite3.Row | None:
+            row = c.execute(
+                "UPDATE jobs SET status = 'running', engine_id = ?, failure_reason = NULL,"
+                " needs_human = 0, updated_at = ? WHERE id = ? AND status = 'pending'"
+                " RETURNING *",
+                (engine_id, ts(now()), job_id),
+            ).fetchone()
+            if row is not None and entry is not None:
+                _write_entry(c, entry_of_update(Job.model_validate(_decode(row)), entry))
+            return row
+
+        return _model(Job, await self._run(start, write=True))
+
+    async def _requeue_job(self, job_id: str, command_id: str, reason: str) -> AgentCommand | None:
+        def requeue(c: sqlite3.Connection) -> sqlite3.Row | None:
+            row = c.execute(
+                "SELECT * FROM jobs WHERE id = ? AND status = 'pending'", (job_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            job = Job.model_validate(_decode(row))
+            live = c.execute(
+                "SELECT 1 FROM agent_commands WHERE office_id = ? AND command_type = 'run_job'"
+                " AND status IN ('pending', 'processing')"
+                " AND json_extract(payload, '$.job_id') = ?",
+                (job.office_id, job_id),
+            ).fetchone()
+            if live is not None:
+                return None
+            command = AgentCommand(
+                id=command_id,
+                office_id=job.office_id,
+                command_type="run_job",
+                payload={"job_id": job_id},
+            )
+            data = _to_db(command)
+            written = c.execute(
+                _insert_sql("agent_commands", list(data)) + " RETURNING *", data
+            ).fetchone()
+            step = JobEntry(
+                job_id=job_id,
+                office_id=job.office_id,
+                step="requeued",
+                detail=reason,
+                ref_id=command_id,
+            )
+            _write_entry(c, entry_of_update(job, step))
+            return written
+
+        return _model(AgentCommand, await self._run(requeue, write=True))
+
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
         row = await self._run(
             lambda c: _write_entry(c, entry),

@@ -541,6 +541,8 @@ class SupabaseStore(Store):
             await self._run(lambda c: c.rpc("semo_update_job", job))  # 0010
             submit = {"p_job": None, "p_command_id": "", "p_entry": None}
             await self._run(lambda c: c.rpc("semo_submit_job", submit))  # 0011
+            requeue = {"p_job_id": "", "p_command_id": "", "p_reason": ""}
+            await self._run(lambda c: c.rpc("semo_requeue_job", requeue))  # 0017
         except StoreUnavailable:
             raise
         except StoreError as error:
@@ -1579,6 +1581,23 @@ class SupabaseStore(Store):
         }
         rows = await self._rows(lambda c: c.rpc("semo_take_over_job", args))
         return Job.model_validate(rows[0]) if rows else None
+
+    async def _start_job(self, job_id: str, engine_id: str, entry: JobEntry | None) -> Job | None:
+        args = {
+            "p_job_id": job_id,
+            "p_engine_id": engine_id,
+            "p_entry": None if entry is None else _json(entry, skip=("id",)),
+        }
+        rows = await self._rows(lambda c: c.rpc("semo_start_job", args))  # 0017
+        return Job.model_validate(rows[0]) if rows else None
+
+    async def _requeue_job(self, job_id: str, command_id: str, reason: str) -> AgentCommand | None:
+        args = {"p_job_id": job_id, "p_command_id": command_id, "p_reason": reason}
+        rows = await self._rows(lambda c: c.rpc("semo_requeue_job", args))  # 0017
+        if not rows:
+            return None
+        self._remember(rows[0].get("id"), rows[0].get("office_id"))
+        return AgentCommand.model_validate(rows[0])
 
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
         rows = await self._rows(
