@@ -43,7 +43,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from semo.engine.control.paths import OfficePaths, private_dir
 from semo.engine.events import RoutingStep
@@ -55,9 +55,36 @@ from semo.engine.store.base import StoreError
 from semo.engine.store.models import JobEntry, new_id, now
 
 if TYPE_CHECKING:
-    from semo.engine.engine import Engine
+    from semo.engine.bus import EventBus
     from semo.engine.sessions.agent_session import AgentSession, SessionEvent
-    from semo.engine.store.models import Agent
+    from semo.engine.sessions.manager import SessionManager
+    from semo.engine.sessions.pool import SessionPoolManager
+    from semo.engine.store.base import Store
+    from semo.engine.store.models import Agent, Office
+
+
+class ResumingEngine(Protocol):
+    """What resuming reads and calls of the engine it runs in (engine.Engine has it)."""
+
+    @property
+    def engine_id(self) -> str: ...
+    @property
+    def office(self) -> Office | None: ...
+    @property
+    def office_id(self) -> str: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def bus(self) -> EventBus: ...
+    @property
+    def agents(self) -> Mapping[str, Agent]: ...
+    @property
+    def manager(self) -> SessionManager | None: ...
+    @property
+    def pool(self) -> SessionPoolManager | None: ...
+    def sessions(self) -> list[AgentSession]: ...
+    def agent_launch_env(self, agent: Agent) -> dict[str, str]: ...
+
 
 log = logging.getLogger("semo.resume")
 
@@ -93,7 +120,7 @@ def save(path: Path, entries: dict[str, dict[str, Any]]) -> None:
 class ConversationKeeper:
     """Keeps the file current from the engine's session events."""
 
-    def __init__(self, engine: Engine, path: Path) -> None:
+    def __init__(self, engine: ResumingEngine, path: Path) -> None:
         self.engine = engine
         self.path = path
         self.entries = load(path)
@@ -173,7 +200,7 @@ def transcript_of(folder: Path, env: Mapping[str, str], claude_id: str) -> Path 
 
 
 async def resume_conversations(
-    engine: Engine, keeper: ConversationKeeper, jobs: Mapping[str, str] | None = None
+    engine: ResumingEngine, keeper: ConversationKeeper, jobs: Mapping[str, str] | None = None
 ) -> list[Resumed]:
     """Start the Claude Code sessions a killed engine left again, with `--resume`, and wait
     until each is ready or has failed (concurrently). `jobs`: old session id -> the job it
@@ -198,7 +225,7 @@ async def resume_conversations(
 
 
 async def _resume_one(
-    engine: Engine, old_id: str, entry: dict[str, Any], job_id: str | None
+    engine: ResumingEngine, old_id: str, entry: dict[str, Any], job_id: str | None
 ) -> Resumed | None:
     manager = engine.manager
     assert manager is not None
@@ -248,7 +275,9 @@ async def _resume_one(
     return Resumed(old_id, session, await _ask_again(engine, old_id, session))
 
 
-async def _failed(engine: Engine, old_id: str, agent: Agent, job_id: str | None, why: str) -> None:
+async def _failed(
+    engine: ResumingEngine, old_id: str, agent: Agent, job_id: str | None, why: str
+) -> None:
     """A conversation that is not resumed: logged, a `resume_failed` step on the bus (the
     console) and on its job's timeline (written here: the job runner does not run yet)."""
     detail = (
@@ -283,7 +312,7 @@ async def _failed(engine: Engine, old_id: str, agent: Agent, job_id: str | None,
     )
 
 
-async def _ask_again(engine: Engine, old_id: str, session: AgentSession) -> list[str]:
+async def _ask_again(engine: ResumingEngine, old_id: str, session: AgentSession) -> list[str]:
     """The questions of `old_id` cancelled because its session ended (with its engine), asked
     again for `session`: the operator can still answer them, and the answer reaches it."""
     ended = f"session {old_id} has ended"
@@ -328,7 +357,7 @@ async def _ask_again(engine: Engine, old_id: str, session: AgentSession) -> list
     return asked
 
 
-async def _adopt(engine: Engine, session: AgentSession, agent: Agent, folder: Path) -> None:
+async def _adopt(engine: ResumingEngine, session: AgentSession, agent: Agent, folder: Path) -> None:
     """The resumed session joins the pool: the role's warm session when it runs in the role's
     warm worktree (the pool then starts no other one there), else a cold session (reaped when
     idle, its worktree removed then)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from semo.engine.notify.models import Notice
 from semo.engine.notify.notifier import Notifier
@@ -19,9 +20,13 @@ from semo.engine.notify.sources import breaker_open, engine_died
 from semo.engine.store.base import NotFound, StoreError
 
 if TYPE_CHECKING:
-    from semo.engine.engine import Engine
+    from semo.engine.bus import EventBus
+    from semo.engine.config import SemoConfig
     from semo.engine.reconcile import ReconcileReport
     from semo.engine.sessions.breaker import BreakerTransition
+    from semo.engine.sessions.manager import SessionManager
+    from semo.engine.store.base import Store
+    from semo.engine.store.models import Agent
 
 log = logging.getLogger("semo.notify")
 
@@ -35,10 +40,29 @@ SECRET_VARIABLES = (
 )
 
 
+class NoticesEngine(Protocol):
+    """What the notifier reads of its engine (engine.Engine has it; read-only)."""
+
+    @property
+    def config(self) -> SemoConfig: ...
+    @property
+    def engine_id(self) -> str: ...
+    @property
+    def office_id(self) -> str: ...
+    @property
+    def bus(self) -> EventBus: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def agents(self) -> Mapping[str, Agent]: ...
+    @property
+    def manager(self) -> SessionManager | None: ...
+
+
 class EngineNotices:
     """The notifier of one running engine (`Engine.notices`)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: NoticesEngine) -> None:
         self.engine = engine
         config = engine.config
         self.notifier = Notifier(
@@ -108,7 +132,7 @@ class EngineNotices:
         )
 
 
-def engine_secrets(engine: Engine) -> list[str]:
+def engine_secrets(engine: NoticesEngine) -> list[str]:
     """The engine's secrets that could end up in text: its store's, its API tokens."""
     found = [os.environ.get(name, "") for name in SECRET_VARIABLES]
     store = engine.config.store
