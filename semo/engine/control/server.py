@@ -58,7 +58,7 @@ from semo.engine.logs import ThrottledWarnings
 from semo.engine.runtime import socket_answers
 
 if TYPE_CHECKING:
-    from semo.engine.engine import Engine
+    from semo.engine.control.served import ServedEngine
     from semo.engine.sessions.agent_session import AgentSession
     from semo.engine.terminal.screen import TerminalScreen
 
@@ -110,7 +110,7 @@ class OpError(Exception):
     """A request that cannot be done: the message goes back to the console."""
 
 
-def _heartbeat_start(engine: Engine) -> str | None:
+def _heartbeat_start(engine: ServedEngine) -> str | None:
     heartbeat = getattr(engine, "heartbeat", None)
     last = heartbeat.last if heartbeat is not None else None
     return last.started_at.isoformat() if last is not None else None
@@ -267,7 +267,7 @@ class _Connection:
 class ControlServer:
     def __init__(
         self,
-        engine: Engine,
+        engine: ServedEngine,
         paths: OfficePaths,
         *,
         request_stop: Callable[[], None] | None = None,
@@ -980,7 +980,7 @@ def _without_ages(snapshot: dict[str, Any]) -> dict[str, Any]:
     return {**snapshot, "pool": {**pool, "sessions": sessions, "breakers": breakers}}
 
 
-def stop_reason(engine: Engine, default: str) -> str:
+def stop_reason(engine: ServedEngine, default: str) -> str:
     """Why `engine` stops: what a console or `semo stop` said (the op), else `default`."""
     control = engine.control
     return control.stop_reason if control is not None and control.stop_reason else default
