@@ -22,6 +22,7 @@ from semo.engine import safe_json
 from semo.engine.commands.options import (
     OFFICE_HELP,
     _run,
+    _run_main,
     add_config_option,
     add_listing,
     office_for,
@@ -31,7 +32,7 @@ from semo.engine.store.literals import COMMAND_TYPES
 
 if TYPE_CHECKING:  # the store, pydantic and the models load when a command runs, not for --help
     from semo.engine.store.base import Store
-    from semo.engine.store.models import Office
+    from semo.engine.store.models import Office, QuestionStatus
 
 
 def add_store_commands(commands: Any) -> None:
@@ -39,7 +40,7 @@ def add_store_commands(commands: Any) -> None:
         "migrate", help="apply migrations/*.sql to the Postgres/Supabase database (idempotent)"
     )
     add_config_option(migrate)
-    migrate.set_defaults(handler=_run(_migrate, needs_store=False))
+    migrate.set_defaults(handler=_run_main(_migrate))
 
     command = commands.add_parser(
         "command",
@@ -110,7 +111,7 @@ def add_store_commands(commands: Any) -> None:
     add_office_commands(commands, _run, add_config_option)
 
 
-async def _migrate(_: Store | None, args: argparse.Namespace) -> int:
+async def _migrate(args: argparse.Namespace) -> int:
     from semo.engine.store.migrate import migrate
 
     config = store_config_for(args)
@@ -218,7 +219,7 @@ async def _end_session(store: Store, args: argparse.Namespace) -> int:
 async def _questions(store: Store, args: argparse.Namespace) -> int:
     from semo.engine.commands.views import QuestionView, office_table
 
-    status = None if args.all else "pending"
+    status: QuestionStatus | None = None if args.all else "pending"
 
     async def rows(office: Office) -> list[QuestionView]:
         roles = {agent.id: agent.role for agent in await store.list_agents(office.id)}

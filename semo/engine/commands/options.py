@@ -5,9 +5,10 @@ store is unreachable)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,9 @@ if TYPE_CHECKING:  # the store, pydantic and the models load when a command runs
     from semo.engine.store import StoreConfig
     from semo.engine.store.base import Store
 
-Handler = Callable[["Store", argparse.Namespace], Awaitable[int]]
+Handler = Callable[["Store", argparse.Namespace], Coroutine[Any, Any, int]]
+#: a command that opens no store itself
+Main = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 OFFICE_HELP = "office name or id (default: $SEMO_OFFICE, the config's office, or the only one)"
 
 
@@ -82,7 +85,12 @@ def add_listing(
     return listing
 
 
-def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Namespace], int]:
+def _run(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    """`handler` run with the store the arguments name, its errors told as `_run_main`."""
+    return _run_main(functools.partial(_with_store, handler))
+
+
+def _run_main(main: Main) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         import asyncio
 
@@ -90,7 +98,7 @@ def _run(handler: Handler, *, needs_store: bool = True) -> Callable[[argparse.Na
         from semo.engine.store.models import InvalidCommand
 
         try:
-            return asyncio.run(_with_store(handler, args) if needs_store else handler(None, args))  # type: ignore[arg-type]
+            return asyncio.run(main(args))
         except ConfigFileError as error:
             print(f"semo {args.command}: {plain(str(error))}", file=sys.stderr)
             return 2

@@ -46,7 +46,7 @@ class EngineView(EngineHeartbeat):
     says."""
 
     #: running, stopped, or dead (not alive, not stopped cleanly): never running for a dead one
-    status: str  # type: ignore[assignment]
+    status: str  # type: ignore[assignment]  # the row's EngineState, and "dead"
     state: str
     #: the engine's process id when this machine can tell (engine/liveness.py)
     pid: int | None = None

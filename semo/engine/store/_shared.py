@@ -6,16 +6,19 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, get_args
 
 from pydantic import ValidationError
 
 from semo.engine.store.base import StoreError, check_entry_of
+from semo.engine.store.literals import is_command_type
 from semo.engine.store.models import (
     MAX_PAYLOAD_BYTES,
+    AgentCommand,
     InvalidCommand,
     Job,
     JobEntry,
+    JobStatus,
     SessionStatus,
     validate_command,
     validation_problems,
@@ -36,7 +39,9 @@ HEARTBEATS_MIGRATION = "0003_engine_heartbeats.sql"
 #: heartbeat rows of engines dead for this long are deleted (on an engine's start)
 FORGET_ENGINES_AFTER = 7 * 86_400.0
 
-SESSION_STATUSES: tuple[str, ...] = SessionStatus.__args__  # type: ignore[attr-defined]
+RowT = TypeVar("RowT", bound=Mapping[str, Any])
+
+SESSION_STATUSES: tuple[str, ...] = get_args(SessionStatus)
 #: Fields `update_job` may change (id, office_id and created_at are fixed; updated_at is set).
 JOB_FIELDS = frozenset(Job.model_fields) - {"id", "office_id", "created_at", "updated_at"}
 
@@ -48,10 +53,10 @@ def utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-def check_new_command(
-    command_type: str, payload: dict[str, Any] | None, session_id: str | None
-) -> dict[str, Any]:
-    """The payload to store, or InvalidCommand saying what is wrong."""
+def new_command(
+    office_id: str, command_type: str, payload: dict[str, Any] | None, session_id: str | None
+) -> AgentCommand:
+    """The command to store, or InvalidCommand saying what is wrong."""
     if payload is None:
         payload = {}
     if not isinstance(payload, dict):
@@ -63,7 +68,11 @@ def check_new_command(
         raise InvalidCommand(f"the payload is not JSON-serialisable: {error}") from None
     if size > MAX_PAYLOAD_BYTES:
         raise InvalidCommand(f"the payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes")
-    return payload
+    if not is_command_type(command_type):  # validate_command refused it already
+        raise InvalidCommand(f"unknown command type {command_type!r}")
+    return AgentCommand(
+        office_id=office_id, command_type=command_type, payload=payload, session_id=session_id
+    )
 
 
 def claimed_row_problem(row: dict[str, Any]) -> str | None:
@@ -98,9 +107,10 @@ def when(value: datetime | str | None) -> str:
         return "?"
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value)
+            parsed = datetime.fromisoformat(value)
         except ValueError:
             return value
+        return utc(parsed).isoformat()
     return utc(value).isoformat()
 
 
@@ -159,9 +169,9 @@ def session_claim_problem(
 
 
 async def claim_runnable(
-    claim_one: Callable[[], Awaitable[Mapping[str, Any] | None]],
-    reject: Callable[[Mapping[str, Any], str], Awaitable[object]],
-) -> Mapping[str, Any] | None:
+    claim_one: Callable[[], Awaitable[RowT | None]],
+    reject: Callable[[RowT, str], Awaitable[object]],
+) -> RowT | None:
     """The claim loop of the backends whose claims run in the database (`semo_claim_next`):
     `claim_one()` claims the next command the engine may take (the database has already failed
     those of ended sessions and of engines that are not alive), or returns None when there is
@@ -258,7 +268,9 @@ def job_not_cancellable(job: Job) -> str:
     return f"job {job.id} has ended ({job.status}{why}); there is nothing to cancel"
 
 
-def job_step(job: Job, step: str, detail: str | None, *, status: str | None = None) -> JobEntry:
+def job_step(
+    job: Job, step: str, detail: str | None, *, status: JobStatus | None = None
+) -> JobEntry:
     """A timeline entry about `job` as it is now (its status unless `status` is given)."""
     return JobEntry(
         job_id=job.id,

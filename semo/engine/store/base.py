@@ -45,7 +45,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast, get_args
 
 from semo.engine.store.models import (
     Agent,
@@ -79,9 +79,9 @@ LIST_PAGE_ROWS = 500
 #: what makes an agent one: its role in its office (unique, migrations/0012)
 AGENT_KEY = ("office_id", "role")
 
-INVOCATION_STATUSES: tuple[str, ...] = InvocationStatus.__args__  # type: ignore[attr-defined]
+INVOCATION_STATUSES: tuple[str, ...] = get_args(InvocationStatus)
 RESULT_STATUSES = ("pending", "delivered", "cancelled")
-JOB_STATUSES: tuple[str, ...] = JobStatus.__args__  # type: ignore[attr-defined]
+JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 
 
 def narrow_by(
@@ -110,12 +110,18 @@ def upsert_columns(columns: Sequence[str], key: str | tuple[str, ...]) -> list[s
 def no_nul(value: T) -> T:
     """`value` with NUL characters in its strings (and nested dict/list strings) replaced by
     U+FFFD: Postgres text and jsonb cannot hold NUL, and every backend stores the same thing."""
+    # _no_nul keeps each value's type (str, dict, list, tuple or as it came), which mypy
+    # cannot follow through the isinstance branches
+    return cast(T, _no_nul(value))
+
+
+def _no_nul(value: object) -> object:
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value  # type: ignore[return-value]
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
     if isinstance(value, dict):
-        return {no_nul(k): no_nul(v) for k, v in value.items()}  # type: ignore[return-value]
+        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(no_nul(v) for v in value)  # type: ignore[return-value]
+        return type(value)(_no_nul(v) for v in value)
     return value
 
 

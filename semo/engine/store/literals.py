@@ -4,7 +4,7 @@ take their literals from here)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeGuard, get_args
 
 CommandType = Literal[
     "create_session",
@@ -17,7 +17,13 @@ CommandType = Literal[
     "run_job",
     "ship_job",
 ]
-COMMAND_TYPES: tuple[str, ...] = CommandType.__args__  # type: ignore[attr-defined]
+COMMAND_TYPES: tuple[CommandType, ...] = get_args(CommandType)
+
+
+def is_command_type(value: str) -> TypeGuard[CommandType]:
+    """True when `value` names a command type."""
+    return value in COMMAND_TYPES
+
 
 MemberRole = Literal["operator", "viewer"]
 ROLES: tuple[MemberRole, ...] = ("operator", "viewer")

@@ -85,7 +85,7 @@ async def migrate(
                     " applied_at timestamptz not null default now())"
                 )
                 cur = await conn.execute("select name, checksum from semo_migrations")
-                done = dict(await cur.fetchall())
+                done: dict[str, str] = dict(await cur.fetchall())
                 for path in files:
                     text = path.read_text(encoding="utf-8")
                     checksum = hashlib.sha256(text.encode()).hexdigest()

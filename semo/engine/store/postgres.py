@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -36,12 +37,12 @@ from semo.engine.store._shared import (
     check_dead_for,
     check_heartbeat,
     check_lease,
-    check_new_command,
     check_session_status,
     claim_runnable,
     entry_of_update,
     invocation_cancelled,
     job_not_cancellable,
+    new_command,
     no_heartbeat,
     question_not_pending,
     redact_dsn,
@@ -129,7 +130,16 @@ async def _write_entry(conn: Conn, entry: JobEntry) -> dict[str, Any]:
     data = _params(entry)
     del data["id"]
     cur = await conn.execute(_insert_sql("job_events", list(data)) + " returning *", data)
-    return await cur.fetchone()  # type: ignore[return-value]
+    return await _returned_row(cur)
+
+
+async def _returned_row(cur: psycopg.AsyncCursor[dict[str, Any]]) -> dict[str, Any]:
+    """The row of a statement `returning *` that always returns one (an insert, or an update
+    of a row locked before)."""
+    row = await cur.fetchone()
+    if row is None:
+        raise StoreError("the database returned no row for a write that returns one")
+    return row
 
 
 class PostgresStore(Store):
@@ -206,6 +216,7 @@ class PostgresStore(Store):
         #: connections open now (pooled and listening) and the most at once, for the budget
         self.connections = 0
         self.peak_connections = 0
+        self._counted_out: weakref.WeakSet[Conn] = weakref.WeakSet()  # gone, counted once
         # polled wake-ups: the sequence's last value each office saw, a second look pending
         self._poll_base: int | None = None
         self._poll_seen: dict[str, int] = {}
@@ -344,8 +355,8 @@ class PostgresStore(Store):
 
     def _closed(self, conn: Conn) -> None:
         """Count `conn` as gone (once)."""
-        if not getattr(conn, "_semo_counted_out", False):
-            conn._semo_counted_out = True  # type: ignore[attr-defined]
+        if conn not in self._counted_out:
+            self._counted_out.add(conn)
             self.connections -= 1
 
     def _spawn_close(self, conn: Conn) -> None:
@@ -760,7 +771,7 @@ class PostgresStore(Store):
                         where session_id = %(id)s returning *""",
                     {"status": status, "reason": no_nul(reason), "id": session_id},
                 )
-                changed: dict[str, Any] = await cur.fetchone()  # type: ignore[assignment]
+                changed = await _returned_row(cur)
                 if status == "terminated":
                     why = session_ended(session_id, changed["end_reason"])
                     await conn.execute(
@@ -782,18 +793,12 @@ class PostgresStore(Store):
         *,
         session_id: str | None = None,
     ) -> AgentCommand:
-        payload = check_new_command(command_type, payload, session_id)
-        command = AgentCommand(
-            office_id=office_id,
-            command_type=command_type,  # type: ignore[arg-type]
-            payload=payload,
-            session_id=session_id,
-        )
+        command = new_command(office_id, command_type, payload, session_id)
         # created_at / updated_at come from the database clock, like the leases
         row = await self._one(
             "insert into agent_commands (id, office_id, session_id, command_type, payload)"
             " values (%s, %s, %s, %s, %s) returning *",
-            (command.id, office_id, session_id, command_type, Jsonb(no_nul(payload))),
+            (command.id, office_id, session_id, command_type, Jsonb(no_nul(command.payload))),
             missing=f"office {office_id} not found",
             duplicate=f"command {command.id} already exists",
         )
@@ -837,7 +842,7 @@ class PostgresStore(Store):
                 )
 
             async with conn.transaction():
-                return await claim_runnable(claim_one, reject)  # type: ignore[return-value]
+                return await claim_runnable(claim_one, reject)
 
         row = await self._op(claim)
         return None if row is None else AgentCommand.model_validate(row)
@@ -849,6 +854,7 @@ class PostgresStore(Store):
         command_ids: Sequence[str] | None = None,
     ) -> int:
         lease = check_lease(lease_seconds)
+        args: tuple[object, ...]
         if command_ids is None:
             query, args = "select semo_renew_leases(%s, %s) as renewed", (engine_id, lease)
         else:
@@ -1104,10 +1110,10 @@ class PostgresStore(Store):
                 cur = await conn.execute(
                     f"update jobs set {sets} where id = %(id)s returning *", data
                 )
-                written = await cur.fetchone()
+                written = await _returned_row(cur)
                 if entry is not None:
                     await _write_entry(conn, entry_of_update(job, entry))
-                return written  # type: ignore[return-value]
+                return written
 
         return Job.model_validate(await self._op(update))
 

@@ -52,13 +52,16 @@ class StoreConfig(BaseModel):
         if env.get("SEMO_PG_WAKEUPS"):
             tuning["wakeups"] = env["SEMO_PG_WAKEUPS"].strip().lower()
         try:
-            return cls(
-                backend=backend,  # type: ignore[arg-type]
-                database_url=env.get("SEMO_DATABASE_URL") or None,
-                sqlite_path=env.get("SEMO_SQLITE_PATH") or None,
-                supabase_url=env.get("SUPABASE_URL") or None,
-                supabase_key=env.get("SUPABASE_SERVICE_ROLE_KEY") or None,
-                **tuning,  # type: ignore[arg-type]
+            # the variables' text, parsed and checked by the model
+            return cls.model_validate(
+                {
+                    "backend": backend,
+                    "database_url": env.get("SEMO_DATABASE_URL") or None,
+                    "sqlite_path": env.get("SEMO_SQLITE_PATH") or None,
+                    "supabase_url": env.get("SUPABASE_URL") or None,
+                    "supabase_key": env.get("SUPABASE_SERVICE_ROLE_KEY") or None,
+                    **tuning,
+                }
             )
         except ValidationError as error:
             if any(e["loc"] and e["loc"][0] in tuning for e in error.errors()):

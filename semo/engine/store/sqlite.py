@@ -47,12 +47,12 @@ from semo.engine.store._shared import (
     check_dead_for,
     check_heartbeat,
     check_lease,
-    check_new_command,
     check_session_status,
     claimed_row_problem,
     entry_of_update,
     invocation_cancelled,
     job_not_cancellable,
+    new_command,
     no_heartbeat,
     question_not_pending,
     recovery_reason,
@@ -716,8 +716,16 @@ def _decode(row: sqlite3.Row) -> dict[str, Any]:
     return data
 
 
-def _model(cls: type[M], row: sqlite3.Row | None) -> M | None:
-    return None if row is None else cls.model_validate(_decode(row))
+def _model(cls: type[M], row: sqlite3.Row) -> M:
+    return cls.model_validate(_decode(row))
+
+
+def _model_or_none(cls: type[M], row: sqlite3.Row | None) -> M | None:
+    return None if row is None else _model(cls, row)
+
+
+def _fetch_all(c: sqlite3.Connection, sql: str, args: dict[str, Any]) -> list[sqlite3.Row]:
+    return c.execute(sql, args).fetchall()
 
 
 def _insert_sql(table: str, columns: list[str]) -> str:
@@ -925,7 +933,7 @@ class SqliteStore(Store):
             missing=f"office {getattr(model, 'office_id', '?')} not found",
             duplicate=duplicate,
         )
-        return _model(type(model), row)  # type: ignore[return-value]
+        return _model(type(model), row)
 
     async def _upsert(self, table: str, key: str | tuple[str, ...], model: M) -> M:
         data = _to_db(model)
@@ -935,7 +943,7 @@ class SqliteStore(Store):
             write=True,
             missing=f"office {getattr(model, 'office_id', '?')} not found",
         )
-        return _model(type(model), row)  # type: ignore[return-value]
+        return _model(type(model), row)
 
     async def _get(self, cls: type[M], table: str, key: str, value: str, what: str) -> M:
         row = await self._run(
@@ -943,7 +951,7 @@ class SqliteStore(Store):
         )
         if row is None:
             raise NotFound(f"no {what} {value}")
-        return _model(cls, row)  # type: ignore[return-value]
+        return _model(cls, row)
 
     async def _list(
         self, cls: type[M], sql: str, params: tuple[Any, ...] | dict[str, Any]
@@ -982,7 +990,7 @@ class SqliteStore(Store):
                 sql += after_sql
                 args.update(after)
             sql += f" ORDER BY {order} LIMIT :_size"
-            rows = await self._run(lambda c, sql=sql, args=args: c.execute(sql, args).fetchall())
+            rows = await self._run(functools.partial(_fetch_all, sql=sql, args=args))
             for row in rows:
                 data = _decode(row)
                 for name in names:
@@ -1044,7 +1052,7 @@ class SqliteStore(Store):
                 )
             return changed
 
-        return _model(AgentSession, await self._run(change, write=True))  # type: ignore[return-value]
+        return _model(AgentSession, await self._run(change, write=True))
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -1056,13 +1064,7 @@ class SqliteStore(Store):
         *,
         session_id: str | None = None,
     ) -> AgentCommand:
-        payload = check_new_command(command_type, payload, session_id)
-        command = AgentCommand(
-            office_id=office_id,
-            command_type=command_type,  # type: ignore[arg-type]
-            payload=payload,
-            session_id=session_id,
-        )
+        command = new_command(office_id, command_type, payload, session_id)
         return await self._insert("agent_commands", command, f"command {command.id} exists")
 
     async def list_commands(
@@ -1121,7 +1123,7 @@ class SqliteStore(Store):
                 # insert_command: fail it, and claim the next
                 self._finish(c, row["id"], success=False, result=None, error=problem)
 
-        return _model(AgentCommand, await self._run(claim, write=True))
+        return _model_or_none(AgentCommand, await self._run(claim, write=True))
 
     async def renew_leases(
         self,
@@ -1189,7 +1191,7 @@ class SqliteStore(Store):
         row = await self._run(
             complete, write=True, duplicate=f"command {command_id} already has a result"
         )
-        return _model(AgentCommandResult, row)  # type: ignore[return-value]
+        return _model(AgentCommandResult, row)
 
     async def recover_expired(self) -> list[AgentCommand]:
         def recover(c: sqlite3.Connection) -> list[sqlite3.Row]:
@@ -1238,7 +1240,7 @@ class SqliteStore(Store):
                 raise NotFound(f"command {command_id} not found")
             return row
 
-        return _model(AgentCommandResult, await self._run(read))
+        return _model_or_none(AgentCommandResult, await self._run(read))
 
     # -- engines -----------------------------------------------------------------------------
 
@@ -1265,10 +1267,13 @@ class SqliteStore(Store):
                     "starting": int(starting),
                 },
             )
-            return self._engine_row(c, office_id, engine_id, at)
+            row = self._engine_row(c, office_id, engine_id, at)
+            if row is None:  # not after the upsert above, in the same transaction
+                raise NotFound(no_heartbeat(office_id, engine_id))
+            return row
 
         row = await self._run(beat, write=True, missing=f"office {office_id} not found")
-        return _model(EngineHeartbeat, row)  # type: ignore[return-value]
+        return _model(EngineHeartbeat, row)
 
     @staticmethod
     def _engine_row(
@@ -1304,7 +1309,7 @@ class SqliteStore(Store):
         row = await self._run(stop, write=True)
         if row is None:
             raise NotFound(no_heartbeat(office_id, engine_id))
-        return _model(EngineHeartbeat, row)  # type: ignore[return-value]
+        return _model(EngineHeartbeat, row)
 
     async def end_engine(
         self,
@@ -1454,7 +1459,7 @@ class SqliteStore(Store):
                 {**changes, "id": question_id},
             ).fetchone()
 
-        return _model(UserQuestion, await self._run(close, write=True))  # type: ignore[return-value]
+        return _model(UserQuestion, await self._run(close, write=True))
 
     async def answer_question(self, question_id: str, answer: str) -> UserQuestion:
         changes = {"status": "answered", "answer": no_nul(answer), "answered_at": ts(now())}
@@ -1490,7 +1495,7 @@ class SqliteStore(Store):
                 raise StoreConflict(invocation_cancelled(invocation_id, old["error"]))
             return row
 
-        return _model(AgentInvocation, await self._run(update, write=True))  # type: ignore[return-value]
+        return _model(AgentInvocation, await self._run(update, write=True))
 
     async def mark_result_delivered(self, result_id: str) -> AgentResult:
         def deliver(c: sqlite3.Connection) -> sqlite3.Row:
@@ -1507,7 +1512,7 @@ class SqliteStore(Store):
                 (ts(now()), result_id),
             ).fetchone()
 
-        return _model(AgentResult, await self._run(deliver, write=True))  # type: ignore[return-value]
+        return _model(AgentResult, await self._run(deliver, write=True))
 
     async def _submit_job(self, job: Job, command: AgentCommand, entry: JobEntry) -> AgentCommand:
         def submit(c: sqlite3.Connection) -> sqlite3.Row:
@@ -1525,7 +1530,7 @@ class SqliteStore(Store):
             missing=f"office {job.office_id} not found",
             duplicate=f"job {job.id} already exists",
         )
-        return _model(AgentCommand, row)  # type: ignore[return-value]
+        return _model(AgentCommand, row)
 
     async def update_job(
         self, job_id: str, *, entry: JobEntry | None = None, **changes: Any
@@ -1542,7 +1547,7 @@ class SqliteStore(Store):
                 _write_entry(c, entry_of_update(job, entry))
             return row
 
-        return _model(Job, await self._run(update, write=True))  # type: ignore[return-value]
+        return _model(Job, await self._run(update, write=True))
 
     async def request_job_cancel(self, job_id: str, reason: str) -> Job:
         def cancel(c: sqlite3.Connection) -> sqlite3.Row:
@@ -1563,7 +1568,7 @@ class SqliteStore(Store):
             _write_entry(c, cancel_step(Job.model_validate(_decode(row)), no_nul(reason)))
             return row
 
-        return _model(Job, await self._run(cancel, write=True))  # type: ignore[return-value]
+        return _model(Job, await self._run(cancel, write=True))
 
     async def cancel_job_work(self, job_id: str, reason: str) -> JobWorkCancelled:
         def cancel(c: sqlite3.Connection) -> JobWorkCancelled:
@@ -1607,7 +1612,7 @@ class SqliteStore(Store):
                 _insert_sql("agent_commands", list(data)) + " RETURNING *", data
             ).fetchone()
 
-        return _model(AgentCommand, await self._run(retry, write=True))
+        return _model_or_none(AgentCommand, await self._run(retry, write=True))
 
     async def _recover_job(self, recovery: JobRecovery) -> Job | None:
         job_id, engine_id, attempts = recovery.job_id, recovery.engine_id, recovery.attempts
@@ -1660,7 +1665,7 @@ class SqliteStore(Store):
                     _write_entry(c, step)
             return row
 
-        return _model(Job, await self._run(recover_and_record, write=True))  # type: ignore[return-value]
+        return _model_or_none(Job, await self._run(recover_and_record, write=True))
 
     async def _take_over_job(self, takeover: JobTakeover) -> Job | None:
         job_id, entry = takeover.job_id, takeover.entry
@@ -1676,7 +1681,7 @@ class SqliteStore(Store):
                 _write_entry(c, entry_of_update(Job.model_validate(_decode(row)), entry))
             return row
 
-        return _model(Job, await self._run(take, write=True))
+        return _model_or_none(Job, await self._run(take, write=True))
 
     async def _start_job(self, job_id: str, engine_id: str, entry: JobEntry | None) -> Job | None:
         def start(c: sqlite3.Connection) -> sqlite3.Row | None:
@@ -1736,7 +1741,7 @@ class SqliteStore(Store):
             write=True,
             missing=f"no job {entry.job_id} in office {entry.office_id}",
         )
-        return _model(JobEntry, row)  # type: ignore[return-value]
+        return _model(JobEntry, row)
 
     async def list_job_entries(self, job_id: str, *, after: int = 0) -> list[JobEntry]:
         return await self._pages(

@@ -56,7 +56,7 @@ import contextvars
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from postgrest.exceptions import APIError
 from realtime import AsyncRealtimeChannel, AsyncRealtimeClient, RealtimeSubscribeStates
+from realtime.types import RealtimePostgresChangesListenEvent as ListenEvent
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from semo.engine.store._shared import (
@@ -72,12 +73,12 @@ from semo.engine.store._shared import (
     check_dead_for,
     check_heartbeat,
     check_lease,
-    check_new_command,
     check_session_status,
     claim_runnable,
     entry_of_update,
     invocation_cancelled,
     job_not_cancellable,
+    new_command,
     no_heartbeat,
     question_not_pending,
     session_ended,
@@ -757,8 +758,8 @@ class SupabaseStore(Store):
 
     # -- the watchdog --------------------------------------------------------------------------
 
-    def _spawn(self, coro: Awaitable[Any], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -895,15 +896,16 @@ class SupabaseStore(Store):
         channel = rt.channel(f"office:{office}", _PRIVATE_CHANNEL)
         watch.channel = channel
         watch.state, watch.ready = None, False
-        changes: list[tuple[str, str, str | None, Callable[..., Any]]] = [
-            ("INSERT", "agent_commands", f"office_id=eq.{office}", self._on_command),
-            ("UPDATE", "agent_commands", "status=eq.pending", self._on_requeue),
-            ("UPDATE", "user_questions", f"office_id=eq.{office}", self._on_question),
-            ("INSERT", "agent_command_results", None, self._on_result),
+        insert, update = ListenEvent.Insert, ListenEvent.Update
+        changes: list[tuple[ListenEvent, str, str | None, Callable[..., Any]]] = [
+            (insert, "agent_commands", f"office_id=eq.{office}", self._on_command),
+            (update, "agent_commands", "status=eq.pending", self._on_requeue),
+            (update, "user_questions", f"office_id=eq.{office}", self._on_question),
+            (insert, "agent_command_results", None, self._on_result),
         ]
         for event, table, row_filter, on_change in changes:
             channel.on_postgres_changes(
-                event,  # type: ignore[arg-type]
+                event,
                 schema="public",
                 table=table,
                 filter=row_filter,
@@ -913,7 +915,7 @@ class SupabaseStore(Store):
         state_callback = self._guard(self._on_state, watch, generation)
         try:
             async with asyncio.timeout(self.connect_timeout + 1.0):
-                await channel.subscribe(state_callback)  # type: ignore[arg-type]
+                await channel.subscribe(state_callback)
         except TimeoutError:
             raise _RealtimeProblem(f"channel office:{office} was not joined in time") from None
         if watch.state != RealtimeSubscribeStates.SUBSCRIBED.value:
@@ -1107,15 +1109,19 @@ class SupabaseStore(Store):
                 changes["end_reason"] = no_nul(reason)
             if status == "terminated" and current.ended_at is None:
                 changes["ended_at"] = at.isoformat()
-            rows = await self._rows(
-                lambda c, changes=changes, current=current: (
+
+            def change(
+                c: AsyncClient, changes: dict[str, Any] = changes, current: AgentSession = current
+            ) -> Any:
+                return (
                     c.table("agent_sessions")
                     .update(changes)
                     .eq("session_id", session_id)
                     .eq("status", current.status)
                     .eq("last_activity_at", _stamp(current.last_activity_at))
                 )
-            )
+
+            rows = await self._rows(change)
             if rows:
                 session = AgentSession.model_validate(rows[0])
                 if status == "terminated":
@@ -1157,20 +1163,14 @@ class SupabaseStore(Store):
         *,
         session_id: str | None = None,
     ) -> AgentCommand:
-        payload = check_new_command(command_type, payload, session_id)
-        command = AgentCommand(
-            office_id=office_id,
-            command_type=command_type,  # type: ignore[arg-type]
-            payload=payload,
-            session_id=session_id,
-        )
+        command = new_command(office_id, command_type, payload, session_id)
         # created_at / updated_at come from the database clock, like the leases
         row = {
             "id": command.id,
             "office_id": office_id,
             "session_id": session_id,
             "command_type": command_type,
-            "payload": no_nul(payload),
+            "payload": no_nul(command.payload),
         }
         rows = await self._rows(
             lambda c: c.table("agent_commands").insert(row),
@@ -1395,6 +1395,7 @@ class SupabaseStore(Store):
         for start in range(0, len(values), IN_IDS):
             chunk = (column, values[start : start + IN_IDS])
             found += await self._office_rows(replace(query, narrow=chunk))
+        # every office listing's model has created_at and id; the Row bound of M does not say so
         return sorted(found, key=lambda row: (row.created_at, row.id))  # type: ignore[attr-defined]
 
     async def _transition(
@@ -1506,7 +1507,11 @@ class SupabaseStore(Store):
                 "p_entry": None if step is None else _json(step, skip=("id",)),
             }
             # one request: the row only if nobody changed it meanwhile, and its step with it
-            rows = await self._rows(lambda c, args=args: c.rpc("semo_update_job", args))
+
+            def update(c: AsyncClient, args: dict[str, Any] = args) -> Any:
+                return c.rpc("semo_update_job", args)
+
+            rows = await self._rows(update)
             if rows:
                 return Job.model_validate(rows[0])
         raise StoreConflict(f"job {job_id} kept changing; try again")
