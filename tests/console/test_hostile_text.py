@@ -17,7 +17,7 @@ import pytest
 from semo.console.app import SemoApp
 from semo.console.widgets.session_list import SessionList
 from tests.console.console_snapshot_app import console_engine
-from tests.hostile.test_display import CSI, UNSAFE_OUTPUT, terminal_output
+from tests.support.hostile_display import CSI, UNSAFE_OUTPUT, terminal_output
 from tests.support.waiting import eventually
 
 MARKUP = "[/x] [@click=app.quit]click[/]"

@@ -12,7 +12,7 @@ from textual.widgets import RichLog, Static
 
 from semo.console.diff_text import file_heading, patch_lines
 from semo.console.screens.job_diff import JobDiffScreen
-from tests.hostile.test_display import UNSAFE_OUTPUT, terminal_output
+from tests.support.hostile_display import UNSAFE_OUTPUT, terminal_output
 
 HOSTILE_LINE = (
     "+x = '\x1b]52;c;aGFja2Vk\x07 \x1b[2J \x9b2J [bold red]loud[/] [@click=app.quit]q[/] \u202eab'"

@@ -20,9 +20,9 @@ from semo.console.screens.main import MainScreen
 from semo.console.widgets.terminal_pane import TerminalPane
 from tests.console.console_snapshot_app import console_engine
 from tests.console.test_jobs_view import create, job_in, run_palette
-from tests.hostile.test_display import UNSAFE_OUTPUT, terminal_output
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.git_repo import make_repo
+from tests.support.hostile_display import UNSAFE_OUTPUT, terminal_output
 
 HOSTILE = "x = '\x1b]52;c;aGFja2Vk\x07 [bold red]loud[/] 名前\u202eab'\n"
 FILES = {"web/login.html": "<form>\n  <input name=user>\n</form>\n", "web/evil.py": HOSTILE}

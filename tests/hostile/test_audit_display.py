@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from semo.engine.store.sqlite import SqliteStore
-from tests.hostile.test_display import (
+from tests.support.hostile_display import (
     HOSTILE_TEXT,
     TIMEOUT,
     assert_no_control_bytes,

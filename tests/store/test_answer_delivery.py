@@ -15,7 +15,7 @@ from pathlib import Path
 from semo.engine.store.base import Store
 from semo.engine.store.models import Office, UserQuestion
 from semo.engine.store.sqlite import SCHEMA_VERSION, SqliteStore
-from tests.store.test_job_branch_store import downgrade_to_6
+from tests.support.sqlite_downgrades import downgrade_to_5
 
 
 async def _answered(store: Store, office_id: str, session_id: str, answer: str) -> UserQuestion:
@@ -69,20 +69,6 @@ async def test_an_answer_is_marked_delivered_once(store: Store) -> None:
     await store.cancel_question(cancelled.id, "session ended")
     assert await store.mark_answer_delivered(cancelled.id) is False
     assert await store.mark_answer_delivered("no-such-question") is False
-
-
-def downgrade_to_5(path: Path) -> None:
-    """Turn a current sqlite file back into what schema version 5 had."""
-    downgrade_to_6(path)
-    conn = sqlite3.connect(path)
-    try:
-        conn.executescript(
-            "DROP INDEX user_questions_undelivered_idx;"
-            "ALTER TABLE user_questions DROP COLUMN answer_delivered_at;"
-            "PRAGMA user_version = 5;"
-        )
-    finally:
-        conn.close()
 
 
 async def test_a_version_5_file_is_upgraded_with_its_answers_undelivered(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 from semo.engine.store.base import Store, StoreError
 from semo.engine.store.models import Job, JobEntry, Office
 from semo.engine.store.sqlite import SCHEMA_VERSION, SqliteStore
+from tests.support.sqlite_downgrades import downgrade_to_6
 
 WORK = {
     "roles": {"FE": {"branch": "semo/FE/job-1", "worktree": "/w/agent/FE/warm-fe"}},
@@ -42,56 +43,6 @@ async def test_a_job_keeps_its_branch_base_and_work(store: Store) -> None:
     assert done.work == {**WORK, "conflict": None} and done.branch == "semo/job/x"
     with pytest.raises(StoreError, match="status"):
         await store.update_job(job.id, status="reviewing")
-
-
-def downgrade_to_6(path: Path) -> None:
-    """Turn a current sqlite file back into what schema version 6 had (jobs and job_events
-    without the branch columns and the status needs_review)."""
-    conn = sqlite3.connect(path)
-    try:
-        conn.executescript(
-            """
-            BEGIN;
-            PRAGMA legacy_alter_table = ON;
-            DROP INDEX jobs_office_id_idx;
-            DROP INDEX jobs_running_engine_idx;
-            DROP INDEX job_events_job_idx;
-            ALTER TABLE jobs RENAME TO j7;
-            ALTER TABLE job_events RENAME TO e7;
-            CREATE TABLE jobs (
-                id TEXT PRIMARY KEY,
-                office_id TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
-                agent_id TEXT NOT NULL, task TEXT NOT NULL, context TEXT,
-                status TEXT NOT NULL DEFAULT 'pending'
-                    CHECK (status IN ('pending', 'running', 'done', 'failed')),
-                session_id TEXT, attempts INTEGER NOT NULL DEFAULT 0, failure_reason TEXT,
-                needs_human INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL,
-                updated_at TEXT NOT NULL, engine_id TEXT, cancel_reason TEXT);
-            INSERT INTO jobs SELECT id, office_id, agent_id, task, context, status, session_id,
-                attempts, failure_reason, needs_human, created_at, updated_at, engine_id,
-                cancel_reason FROM j7;
-            CREATE TABLE job_events (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
-                job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
-                office_id TEXT NOT NULL REFERENCES offices (id) ON DELETE CASCADE,
-                step TEXT NOT NULL CHECK (length(step) BETWEEN 1 AND 64),
-                status TEXT CHECK (status IN ('pending', 'running', 'done', 'failed')),
-                attempts INTEGER NOT NULL DEFAULT 0, session_id TEXT, agent_id TEXT,
-                ref_id TEXT, detail TEXT NOT NULL DEFAULT '', at TEXT NOT NULL);
-            INSERT INTO job_events SELECT * FROM e7;
-            DROP TABLE e7;
-            DROP TABLE j7;
-            CREATE INDEX jobs_office_id_idx ON jobs (office_id, status, created_at);
-            CREATE INDEX jobs_running_engine_idx
-                ON jobs (office_id, engine_id) WHERE status = 'running';
-            CREATE INDEX job_events_job_idx ON job_events (job_id, id);
-            PRAGMA legacy_alter_table = OFF;
-            PRAGMA user_version = 6;
-            COMMIT;
-            """
-        )
-    finally:
-        conn.close()
 
 
 async def test_a_version_6_file_is_upgraded_with_its_jobs_and_timelines(tmp_path: Path) -> None:

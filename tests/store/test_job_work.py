@@ -19,7 +19,7 @@ from semo.engine.store.models import (
     Office,
 )
 from semo.engine.store.sqlite import SCHEMA_VERSION, SqliteStore
-from tests.store.test_answer_delivery import downgrade_to_5
+from tests.support.sqlite_downgrades import downgrade_to_4
 
 
 async def setup(store: Store) -> tuple[Office, Agent, Agent, Job]:
@@ -225,52 +225,6 @@ async def test_sqlite_schema_4_upgrades_keeping_invocations_and_results(tmp_path
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert "agent_invocations_office_id_idx" in names and "agent_results_v4" not in names
-    finally:
-        conn.close()
-
-
-def downgrade_to_4(path: Path) -> None:
-    """Turn a current file back into what schema version 4 had (the tables as they were)."""
-    downgrade_to_5(path)
-    conn = sqlite3.connect(path)
-    try:
-        conn.executescript(
-            """
-            BEGIN;
-            CREATE TABLE inv_old AS SELECT id, office_id, caller_agent_id, caller_session_id,
-                target_agent_id, task, context, status, error, created_at, updated_at
-                FROM agent_invocations;
-            DROP TABLE agent_invocations;
-            CREATE TABLE agent_invocations (
-                id TEXT PRIMARY KEY, office_id TEXT NOT NULL, caller_agent_id TEXT NOT NULL,
-                caller_session_id TEXT, target_agent_id TEXT NOT NULL, task TEXT NOT NULL,
-                context TEXT, status TEXT NOT NULL DEFAULT 'pending'
-                CHECK (status IN ('pending', 'running', 'delivered', 'failed')),
-                error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
-            CREATE INDEX agent_invocations_office_id_idx
-                ON agent_invocations (office_id, created_at);
-            INSERT INTO agent_invocations SELECT * FROM inv_old;
-            DROP TABLE inv_old;
-            CREATE TABLE res_old AS SELECT id, office_id, invocation_id, sender_agent_id,
-                recipient_agent_id, summary, payload, status, created_at, delivered_at
-                FROM agent_results;
-            DROP TABLE agent_results;
-            CREATE TABLE agent_results (
-                id TEXT PRIMARY KEY, office_id TEXT NOT NULL, invocation_id TEXT,
-                sender_agent_id TEXT NOT NULL, recipient_agent_id TEXT NOT NULL,
-                summary TEXT NOT NULL DEFAULT '', payload TEXT,
-                status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered')),
-                created_at TEXT NOT NULL, delivered_at TEXT);
-            CREATE INDEX agent_results_office_id_idx
-                ON agent_results (office_id, status, created_at);
-            INSERT INTO agent_results SELECT * FROM res_old;
-            DROP TABLE res_old;
-            DROP TABLE job_events;
-            ALTER TABLE jobs DROP COLUMN cancel_reason;
-            PRAGMA user_version = 4;
-            COMMIT;
-            """
-        )
     finally:
         conn.close()
 

@@ -23,7 +23,7 @@ from semo.engine.store.postgres import PostgresStore
 from semo.engine.store.sqlite import SCHEMA_VERSION, SqliteStore
 from semo.engine.store.supabase import SupabaseStore
 from tests.store.conftest import ADMIN_DSN, admin_connection, fresh_database
-from tests.store.test_job_work import downgrade_to_4
+from tests.support.sqlite_downgrades import downgrade_to_4
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 
 REPO = Path(__file__).resolve().parents[2]
