@@ -63,3 +63,29 @@ async def test_an_agents_pull_request_is_the_jobs_and_ship_opens_no_other(world:
     assert api.pulls == []
     assert report.pr is not None and report.pr_existed
     assert (report.pr.number, report.pr.url) == (42, "https://github.com/acme/shop/pull/42")
+
+
+async def test_an_agents_pull_request_without_an_address_has_none(world: World) -> None:
+    """A generic agent's "Created pull request #3" with no address: the job's PR is #3, and
+    its url is empty rather than the agent's line."""
+    await world.store.add_job_entry(
+        JobEntry(
+            job_id=world.job.id,
+            office_id=world.job.office_id,
+            step="pr_created",
+            ref_id="#3",
+            detail=pull_request_detail("Created pull request #3"),
+        )
+    )
+    with GitHubApi() as api:
+        settings = ShipSection(pr_tool="api", github_api_url=api.url, github_repo="acme/shop")
+        report = await ship_job(
+            world.store,
+            world.job.id,
+            ShipRequest(pr=True),
+            settings,
+            world.target,
+            env={"GITHUB_TOKEN": api.token},
+        )
+    assert api.pulls == []
+    assert report.pr is not None and (report.pr.number, report.pr.url) == (3, "")

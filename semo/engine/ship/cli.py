@@ -61,7 +61,8 @@ async def _ship(store: Store, args: argparse.Namespace) -> int:
         print(plain(f"pushed {report.branch} to {report.remote} ({report.pushed[:12]})"))
     if report.pr is not None:
         already = " (the job's pull request already)" if report.pr_existed else ""
-        print(plain(f"pull request #{report.pr.number}: {report.pr.url}{already}"))
+        url = f": {report.pr.url}" if report.pr.url else ""
+        print(plain(f"pull request #{report.pr.number}{url}{already}"))
     if report.merged:
         what = f"{report.merge_kind} ({report.merged[:12]})"
         print(plain(f"merged {report.branch} into {report.base}: {what}"))

@@ -45,7 +45,8 @@ class GitHubError(Exception):
 
 
 class PullRequest(BaseModel):
-    """An opened pull request: its number and its web address."""
+    """An opened pull request: its number and its web address ("" when an agent's own
+    "Created pull request #N" named none)."""
 
     number: int
     url: str

@@ -101,8 +101,9 @@ def existing_pr(entries: list[JobEntry]) -> PullRequest | None:
     for entry in entries:
         if entry.step in PR_STEPS and entry.ref_id and entry.ref_id.startswith("#"):
             number = entry.ref_id[1:]
-            if number.isdigit():
-                return PullRequest(number=int(number), url=entry.detail)
+            if number.isdigit():  # an agent's line without an address: no url
+                url = entry.detail if entry.detail.startswith(("https://", "http://")) else ""
+                return PullRequest(number=int(number), url=url)
     return None
 
 
