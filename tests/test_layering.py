@@ -1,4 +1,5 @@
-"""DESIGN.md section 1: engine/ never imports the console or textual."""
+"""The package's layers (docs/DESIGN.md): the engine never imports the console or textual,
+no module imports itself back through others, and the import-linter contracts hold."""
 
 from __future__ import annotations
 
@@ -9,27 +10,122 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = ("console", "textual")
+PACKAGE = ROOT / "semo"
+FORBIDDEN = ("semo.console", "textual")
 
 
-def _imported_modules(path: Path) -> list[str]:
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, modules: frozenset[str] = frozenset()) -> list[str]:
+    """Every module `path` imports, wherever the statement is: at the top, inside a function,
+    under `if TYPE_CHECKING:`; relative imports resolved. `from package import name` is an
+    import of the submodule when `name` is one of `modules`, else of the package."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     tree = ast.parse(path.read_text(), filename=str(path))
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                names.append(submodule if submodule in modules else base)
     return names
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """semo's modules and, for each, the semo modules it imports."""
+    paths = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    modules = frozenset(paths)
+    return {
+        name: {imported for imported in _imports(path, modules) if imported in modules} - {name}
+        for name, path in paths.items()
+    }
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def _describe(graph: dict[str, set[str]], circle: list[str]) -> str:
+    members = set(circle)
+    return "; ".join(f"{m} -> {', '.join(sorted(graph[m] & members))}" for m in circle)
+
+
+def test_no_module_imports_itself_back():
+    graph = _import_graph()
+    assert len(graph) > 150  # the walk found the package
+    assert [_describe(graph, c) for c in _circles(graph)] == []
+
+
+def test_the_circle_finder_finds_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _circles(graph) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_function_level_and_type_checking_imports_are_walked():
+    server = _imports(PACKAGE / "engine" / "control" / "server.py")
+    operations = _imports(PACKAGE / "engine" / "office" / "operations.py")
+    assert "semo.engine.control.served" in server  # under `if TYPE_CHECKING:`
+    assert "semo.engine.liveness" in operations  # inside a function
+    assert _circles({**_import_graph(), "semo.engine.liveness": {"semo.engine.office.operations"}})
 
 
 def test_engine_sources_never_import_the_ui():
     offenders = [
         f"{path.relative_to(ROOT)}: {name}"
-        for path in sorted((ROOT / "engine").rglob("*.py"))
-        for name in _imported_modules(path)
-        if name.split(".")[0] in FORBIDDEN
+        for path in sorted((PACKAGE / "engine").rglob("*.py"))
+        for name in _imports(path)
+        if any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
     ]
+    assert len(list((PACKAGE / "engine").rglob("*.py"))) > 120
     assert offenders == []
 
 
