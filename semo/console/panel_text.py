@@ -317,6 +317,21 @@ def question_answer_parts(question_type: str, options: list[str]) -> list[Part]:
     return parts
 
 
+def question_key_hints(question_type: str | None, options: int) -> list[tuple[str, str, float]]:
+    """The key bar's hints for the selected question: none without one, else its own keys."""
+    if question_type is None:
+        return []
+    typed = ("Enter", "type answer", 2.5)
+    if question_type == "text":
+        return [("Enter", "type answer", 0.5)]
+    if question_type == "confirm":
+        return [("y/n", "answer", 0.5), typed]
+    numbers = "1" if options == 1 else f"1-{min(options, 9)}"
+    if question_type == "permission":
+        return [(numbers, "decide", 0.5), ("Enter", "deny with reason", 2.5)]
+    return [(numbers, "answer", 0.5), typed]
+
+
 #: the inbox lists at most this many questions at once (the list scrolls)
 INBOX_LIST_ROWS = 4
 

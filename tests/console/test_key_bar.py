@@ -48,7 +48,13 @@ async def test_the_footer_follows_the_focus_at_80x24(tmp_path: Path, runtime_dir
         await pilot.press("escape")
         await wait_for(lambda: isinstance(app.focused, SessionList), "back on the list")
         await pilot.press("f4")
-        seen.append(await shows(app, "^q Detach", "1-9 answer"))
+        await wait_for(lambda: app.focused is not None and app.focused.id == "question-list", "")
+        await pilot.pause()
+        seen.append(await shows(app, "^q Detach"))
+        assert "answer" not in bar(app)  # no question: no keys to answer one
+        fe = next(s for s in app.engine.sessions() if s.role == "FE")
+        app.engine.send_prompt(fe.session_id, "go")  # FE asks its 4-option question
+        seen.append(await shows(app, "^q Detach", "1-4 answer"))
         await pilot.press("f6")
         seen.append(await shows(app, "Enter send", "Esc close"))
         await pilot.press("escape", "enter")  # into the selected session's pane

@@ -43,9 +43,11 @@ from semo.console.panel_text import (
     NO_QUESTIONS,
     inbox_rows,
     question_answer_parts,
+    question_key_hints,
     question_line_parts,
     question_text_parts,
 )
+from semo.console.widgets.key_bar import KeyBar
 
 if TYPE_CHECKING:
     from semo.engine.store.models import UserQuestion
@@ -69,10 +71,6 @@ class QuestionList(OptionList):
 
 
 class QuestionsPanel(Vertical, can_focus=False):
-    KEY_HINTS: ClassVar[list[tuple[str, str, float]]] = [
-        ("1-9", "answer", 0.5),
-        ("Enter", "type answer", 2.5),
-    ]
     BORDER_TITLE = "Questions"
     BINDINGS: ClassVar[list[BindingType]] = [
         *(Binding(str(n), f"pick({n})", show=False) for n in range(1, 10)),
@@ -124,6 +122,15 @@ class QuestionsPanel(Vertical, can_focus=False):
         if index is None or index >= len(self.questions):
             return None
         return self.questions[index]
+
+    @property
+    def KEY_HINTS(self) -> list[tuple[str, str, float]]:
+        """The selected question's keys for the key bar; none while nothing waits."""
+        question = self.selected
+        if question is None:
+            return []
+        options = len(question.options or ["yes", "no"])
+        return question_key_hints(question.question_type, options)
 
     def show(self, questions: list[UserQuestion], agent_roles: dict[str, str]) -> None:
         """The pending questions (the store's list), less those answered from here."""
@@ -204,6 +211,8 @@ class QuestionsPanel(Vertical, can_focus=False):
                 self.post_message(self.Showing(question))
         self._fitted = None
         self._fit()
+        for bar in self.screen.query(KeyBar):  # the keys follow the question shown
+            bar.update_keys()
 
     def _fit(self) -> None:
         """The list's and the text's rows for the room the sidebar leaves the inbox: the room
