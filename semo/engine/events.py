@@ -164,6 +164,7 @@ class RoutingStep(BaseEvent):
 JobStep = Literal[
     "created",
     "started",
+    "queued",
     "session",
     "delivered",
     "turn",
@@ -185,9 +186,10 @@ JobStep = Literal[
 
 
 class JobEvent(BaseEvent):
-    """A step of a job: created (by a person: CLI, API), started (an engine took it), session
-    (leased), delivered (the prompt), turn (a turn ended without an outcome), retry,
-    cancel_requested (by a person), cancelling (its engine ends it), done, failed."""
+    """A step of a job: created (by a person: CLI, API), started (an engine took it), queued
+    (waiting for a session: the pool is full), session (leased), delivered (the prompt), turn
+    (a turn ended without an outcome), retry, cancel_requested (by a person), cancelling (its
+    engine ends it), done, failed."""
 
     kind: Literal["job"] = "job"
     job_id: str

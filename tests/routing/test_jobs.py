@@ -34,6 +34,7 @@ from semo.engine.protocol.state import AgentState, StateChange
 from semo.engine.routing import CommandDispatcher, CommandFailed
 from semo.engine.routing.jobs import (
     JobNotPending,
+    JobRunner,
     UnknownJob,
     _Outcome,
     _Watch,
@@ -473,6 +474,68 @@ async def test_unknown_and_not_pending_jobs_are_refused(job_rig: JobRig) -> None
         await setup.runner.execute_job(foreign.id)
     assert setup.prompts() == []
     assert (await job_rig.store.get_job(done.id)).status == "done"
+
+
+async def test_two_engines_running_one_job_at_once_run_it_once(job_rig: JobRig) -> None:
+    """Two engines' runners get a run_job command for one pending job (one requeued it while
+    the other's was slow) and start it at the same time: one runs it (one prompt typed), the
+    other is refused as not pending; the job is done once."""
+    setup = await job_rig.runner(["[SEMO:DONE] once", "[SEMO:DONE] twice"])
+    other = JobRunner(
+        job_rig.store,
+        setup.pool,
+        office_id=job_rig.office.id,
+        agents_by_id={setup.agent.id: setup.agent},
+        engine_id="engine-b",
+        job_timeout=TIMEOUT,
+    )
+    job = await setup.job()
+    ran = await asyncio.wait_for(
+        asyncio.gather(
+            setup.runner.execute_job(job.id), other.execute_job(job.id), return_exceptions=True
+        ),
+        3 * TIMEOUT,
+    )
+    [done] = [r for r in ran if isinstance(r, Job)]
+    [refused] = [r for r in ran if isinstance(r, JobNotPending)]
+    assert done.status == "done" and "is running" in str(refused)
+    assert len(setup.prompts()) == 1
+    steps = [e.step for e in await job_rig.store.list_job_entries(job.id)]
+    assert steps.count("started") == 1 and steps.count("done") == 1
+    await other.close()
+    await setup.released()
+
+
+async def test_a_burst_beyond_max_sessions_queues_for_the_sessions(job_rig: JobRig) -> None:
+    """Three jobs at once on a pool of one session that is busy (an engine's max_jobs above
+    max_sessions): none fails for want of a session; each waits (a `queued` step saying the
+    pool is full) and takes the session in turn as it frees, and all end done in it."""
+    setup = await job_rig.runner(
+        ["[SEMO:DONE] one", "[SEMO:DONE] two", "[SEMO:DONE] three"], max_sessions=1
+    )
+    held = await setup.pool.acquire(agent_id=setup.agent.id, wait=TIMEOUT)  # the only one
+    jobs = [await setup.job(f"task {n}") for n in range(3)]
+    running = [asyncio.create_task(setup.runner.execute_job(j.id)) for j in jobs]
+    await eventually(lambda: setup.pool.status().waiting == 3, TIMEOUT)
+    await eventually(lambda: all("queued" in setup.steps(j) for j in jobs), TIMEOUT)
+    queued = [e for e in job_rig.events if e.step == "queued"]
+    assert all(
+        "waiting for a session: office has 1/1 sessions, all busy" in e.detail for e in queued
+    )
+    assert not any(t.done() for t in running)
+    setup.pool.release(held.session_id)
+    done = await asyncio.wait_for(asyncio.gather(*running), 3 * TIMEOUT)
+    assert [(j.status, j.attempts) for j in done] == [("done", 1)] * 3
+    assert {j.session_id for j in done} == {held.session_id}
+    assert len(setup.prompts()) == 3
+
+    async def on_timeline() -> list[str] | None:
+        steps = [e.step for e in await job_rig.store.list_job_entries(jobs[2].id)]
+        return steps if "done" in steps else None
+
+    steps = await eventually_value(on_timeline, "the timeline written", TIMEOUT)
+    assert steps[:3] == ["started", "queued", "session"]
+    await setup.released()
 
 
 async def test_a_job_of_an_unknown_agent_fails(job_rig: JobRig) -> None:

@@ -25,9 +25,11 @@ Permission denied -> failed and ``needs_human``; another error -> failed; timeou
 prompt within ``cancel_grace``, else it is ended and a new one acquired); crash -> one retry in
 a new session (the pool replaces crashed sessions). The retry's prompt says it is a retry. A
 circuit breaker that is open (``BreakerOpen`` from the pool), like any other failure to get a
-session, fails the job with the pool's message. The row records ``attempts`` (attempts that
-got a session), ``session_id`` (the latest), ``failure_reason`` and ``needs_human``; the session
-is released to the pool at the end, whatever happened.
+session, fails the job with the pool's message. A full pool is no failure: the job waits for a
+session as long as it takes (``queued`` on its timeline, with what the sessions are doing), so
+a burst beyond ``[pool] max_sessions`` queues; a cancel ends the wait. The row records
+``attempts`` (attempts that got a session), ``session_id`` (the latest), ``failure_reason`` and
+``needs_human``; the session is released to the pool at the end, whatever happened.
 
 **Generic agents** (screen only): the screen reader's signals see every line, including the
 echo of the prompt typed at the agent's prompt and lines inside code fences. For those sessions
@@ -66,6 +68,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -456,7 +459,7 @@ class JobRunner:
         agents_by_id: Mapping[str, Agent],
         bus: EventBus | None = None,
         job_timeout: float = 1800.0,
-        acquire_wait: float = 30.0,
+        acquire_wait: float | None = None,
         cancel_grace: float = 10.0,
         engine_id: str | None = None,
         router: Router | None = None,
@@ -465,7 +468,7 @@ class JobRunner:
     ) -> None:
         if not job_timeout > 0:
             raise ValueError(f"job_timeout must be positive, not {job_timeout!r}")
-        if acquire_wait < 0 or cancel_grace < 0:
+        if (acquire_wait is not None and acquire_wait < 0) or cancel_grace < 0:
             raise ValueError("acquire_wait and cancel_grace must not be negative")
         self.store = store
         self.pool = pool
@@ -477,8 +480,9 @@ class JobRunner:
         self.engine_id = engine_id if engine_id is not None else pool.manager.engine_id
         #: seconds one attempt may take, from its prompt to its outcome
         self.job_timeout = float(job_timeout)
-        #: seconds to wait for a session when the pool is full
-        self.acquire_wait = float(acquire_wait)
+        #: seconds a job waits for a session when the pool is full; None (the default): as
+        #: long as it takes, so a burst beyond max_sessions queues (a cancel ends the wait)
+        self.acquire_wait = None if acquire_wait is None else float(acquire_wait)
         #: seconds an interrupted turn gets to return to the prompt after a timeout
         self.cancel_grace = float(cancel_grace)
         #: seconds between reads of a running job's row (an operator's cancel)
@@ -658,6 +662,7 @@ class JobRunner:
                                 task_id=_task_id(job),
                                 wait=self.acquire_wait,
                                 prefer=resumed,
+                                on_wait=functools.partial(self._queued, job),
                             ),
                             undo=self._release,
                         )
@@ -986,6 +991,10 @@ class JobRunner:
                 )
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
+
+    def _queued(self, job: Job, occupancy: str) -> None:
+        """The job waits for a session: the pool is full (`occupancy` says how)."""
+        self._publish(job, "queued", detail=f"waiting for a session: {occupancy}")
 
     def _publish(
         self,

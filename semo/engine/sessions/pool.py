@@ -24,8 +24,9 @@ starting, not at their prompt), ``acquire(wait=0)`` (the default) raises :class:
 at once: "office has 6/6 sessions, all busy; release one or raise [pool] max_sessions". With
 ``wait=N`` it waits up to N seconds for a session of the role to be released or a slot to free
 (a reap, a crash, a session terminated) and takes it; at the deadline it raises PoolExhausted
-("... (waited N s) ..."). Waiting requests are counted in :attr:`PoolStatus.waiting` and served
-in no particular order.
+("... (waited N s) ..."). With ``wait=None`` it waits as long as it takes (the job runner's
+way: a burst of jobs beyond ``max_sessions`` queues, each taking a session as one frees).
+Waiting requests are counted in :attr:`PoolStatus.waiting` and served in no particular order.
 
 **Crashes and the breaker.** A session that ends without the pool or the manager ending it (its
 process died: kill -9, a crash, even an exit the pool did not ask for) is a failure of its role
@@ -441,14 +442,19 @@ class SessionPoolManager:
         role: str | None = None,
         agent_id: str | None = None,
         task_id: str | None = None,
-        wait: float = 0.0,
+        wait: float | None = 0.0,
         prefer: str | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> PooledSession:
         """A ready session of the role (or agent), leased to the caller until :meth:`release`.
 
         `prefer`: a session id to lease first, if it is the pool's, of the agent, alive and not
         leased, whatever its state (a resumed Claude Code conversation that is still starting
         or busy: the caller's delivery waits for its prompt); else the usual choice.
+        `wait`: seconds to wait for a session when none is free; None: as long as it takes
+        (the caller cancels the call to stop waiting). `on_wait`: told once, with what the
+        office's sessions are doing ("office has 2/2 sessions, all busy"), when the request
+        starts waiting.
 
         Raises UnknownRole, BreakerOpen, PoolExhausted (at once, or after `wait` seconds),
         SessionStartFailed (a new session did not reach its prompt) or PoolClosed.
@@ -468,7 +474,7 @@ class SessionPoolManager:
             self._lease(preferred, task_id)
             return preferred
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, wait)
+        deadline = None if wait is None else loop.time() + max(0.0, wait)
         waiting = False
         try:
             while True:
@@ -480,13 +486,15 @@ class SessionPoolManager:
                 start = self._reserve_start(agent)
                 if start is not None:
                     return await self._start_leased(agent, task_id, start)
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise PoolExhausted(self._exhausted_message(agent.role, wait))
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    raise PoolExhausted(self._exhausted_message(agent.role, wait or 0.0))
                 if not waiting:  # report the waiter, then look again: the report may free one
                     waiting = True
                     self._waiting += 1
                     self._emit()
+                    if on_wait is not None:
+                        on_wait(self._occupancy(agent.role))
                     continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), remaining)
@@ -757,11 +765,16 @@ class SessionPoolManager:
             self.release(entry.session_id)
 
     def _exhausted_message(self, role: str, wait: float) -> str:
+        waited = f" (waited {wait:g} s)" if wait > 0 else ""
+        return f"{self._occupancy(role)}{waited}; release one or raise [pool] max_sessions"
+
+    def _occupancy(self, role: str) -> str:
+        """What the office's sessions are doing, for a request of `role` that found none free:
+        "office has 6/6 sessions, all busy"."""
         entries = self._entries.values()
         leased = sum(e.leased for e in entries)
         starting = sum(self._pending.values())
         total = self._live()
-        waited = f" (waited {wait:g} s)" if wait > 0 else ""
         if leased + starting == total:
             what = "all busy"
         else:
@@ -775,10 +788,7 @@ class SessionPoolManager:
             if other:
                 parts.append(f"{other} not ready")
             what = f"none free for {role} ({', '.join(parts)})"
-        return (
-            f"office has {total}/{self.max_sessions} sessions, {what}{waited}; "
-            "release one or raise [pool] max_sessions"
-        )
+        return f"office has {total}/{self.max_sessions} sessions, {what}"
 
     # -- starting sessions ---------------------------------------------------------------------
 
