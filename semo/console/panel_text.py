@@ -65,11 +65,13 @@ def opening_selection(
 ) -> str | None:
     """The session a console selects when it opens (or when its selected session ends): the
     one that asked the inbox's oldest question (`asker`, the inbox drives the pane), else the
-    first in `order` that needs the operator, else the first."""
+    first in `order` that needs the operator, else the first at work (the demo's FE with its
+    job, not BE idle first by role), else the first."""
     if asker in order:
         return asker
     needing = [sid for sid in order if needs_operator(states.get(sid, ""))]
-    return (needing or order or [None])[0]
+    working = [sid for sid in order if states.get(sid) == "executing"]
+    return (needing or working or order or [None])[0]
 
 
 def session_names(

@@ -23,7 +23,12 @@ from semo.console.attention import (
     shown_state,
     terminal_title,
 )
-from semo.console.panel_text import CommandRow, command_parts, session_names
+from semo.console.panel_text import (
+    CommandRow,
+    command_parts,
+    opening_selection,
+    session_names,
+)
 from semo.console.widgets.commands_panel import CommandsPanel
 from semo.console.widgets.questions_panel import QuestionsPanel
 from semo.console.widgets.session_list import SessionList
@@ -63,6 +68,16 @@ def test_the_order_and_the_attention_key() -> None:
     assert next_need(order, states, "a") == "b"
     assert next_need(order, states, "d") == "b"  # round
     assert next_need(order, {"a": "ready"}, "a") is None
+
+
+def test_a_console_opens_on_the_asker_then_a_need_then_the_agent_at_work() -> None:
+    order = ["be", "fe", "qa"]  # by role: BE first
+    working = {"be": "ready", "fe": "executing", "qa": "ready"}  # the demo: FE has the job
+    assert opening_selection(order, working) == "fe"
+    assert opening_selection(order, working | {"qa": "waiting_input"}) == "qa"
+    assert opening_selection(order, working | {"qa": "waiting_input"}, asker="be") == "be"
+    assert opening_selection(order, dict.fromkeys(order, "ready")) == "be"
+    assert opening_selection([], {}) is None
 
 
 def test_session_numbers_are_stable() -> None:
