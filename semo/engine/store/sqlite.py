@@ -1695,7 +1695,7 @@ class SqliteStore(Store):
                 _write_entry(c, entry_of_update(Job.model_validate(_decode(row)), entry))
             return row
 
-        return _model(Job, await self._run(start, write=True))
+        return _model_or_none(Job, await self._run(start, write=True))
 
     async def _requeue_job(self, job_id: str, command_id: str, reason: str) -> AgentCommand | None:
         def requeue(c: sqlite3.Connection) -> sqlite3.Row | None:
@@ -1733,7 +1733,7 @@ class SqliteStore(Store):
             _write_entry(c, entry_of_update(job, step))
             return written
 
-        return _model(AgentCommand, await self._run(requeue, write=True))
+        return _model_or_none(AgentCommand, await self._run(requeue, write=True))
 
     async def add_job_entry(self, entry: JobEntry) -> JobEntry:
         row = await self._run(
