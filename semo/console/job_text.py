@@ -48,10 +48,25 @@ def entry_line(entry: JobEntry, agents: dict[str, Agent]) -> str:
     return f"{clock(entry.at)}  {entry.step}{who}{': ' + detail if detail else ''}"
 
 
-def job_row(job: JobView, now: datetime | None = None) -> tuple[str, str, str, str]:
-    """State, role, the task's first line, age."""
-    task = cut(first_line(job.task), TASK_CHARS)
-    return job.status, job.role or "?", task, age(job.created_at, now)
+def task_room(width: int, states: list[str], roles: list[str], age_width: int) -> int:
+    """Characters of task that fit a job list `width` cells wide beside its other columns
+    (each with a cell of padding either side), between 8 and TASK_CHARS."""
+    others = [max(map(len, column), default=0) for column in (states, roles)] + [age_width]
+    return max(8, min(TASK_CHARS, width - sum(w + 2 for w in others) - 2))
+
+
+#: a running job whose agent waits for the operator (a question or a permission)
+ASKING = "asks you"
+
+
+def job_row(
+    job: JobView, now: datetime | None = None, asking: bool = False, task_chars: int = TASK_CHARS
+) -> tuple[str, str, str, str]:
+    """State (`asks you` for a running job whose agent waits for the operator), role, the
+    task's first line (cut to `task_chars`), age."""
+    task = cut(first_line(job.task), task_chars)
+    status = ASKING if asking and job.status == "running" else job.status
+    return status, job.role or "?", task, age(job.created_at, now)
 
 
 def timeline_lines(timeline: JobTimeline, agents: dict[str, Agent]) -> list[str]:

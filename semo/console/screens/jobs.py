@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Header, Input, Label, Static
 
 from semo.console.attention import Attention, header_title
 from semo.console.confirm import Confirm
-from semo.console.job_text import job_label, job_row, timeline_lines
+from semo.console.job_text import job_label, job_row, task_room, timeline_lines
 from semo.console.job_work_text import review_lines
 from semo.console.screens.job_diff import JobDiffScreen
 from semo.console.shell import job_worktree, open_shell
@@ -113,7 +113,8 @@ class JobsScreen(Screen[None]):
     ]
     DEFAULT_CSS = """
     JobsScreen #jobs-body { height: 1fr; }
-    JobsScreen #job-list { width: 48; height: 1fr; overflow-x: hidden; }
+    JobsScreen #job-list { width: 40%; min-width: 30; max-width: 48; height: 1fr; }
+    JobsScreen #job-list { overflow-x: hidden; }
     JobsScreen #job-timeline-box { width: 1fr; height: 1fr; border-left: solid $accent; }
     """
 
@@ -180,7 +181,7 @@ class JobsScreen(Screen[None]):
         """The list: rebuilt when jobs came or went, else only the changed cells."""
         table = self.query_one("#job-list", DataTable)
         ids = [job.id for job in jobs]
-        rows = {job.id: job_row(job, now) for job in jobs}
+        rows = self._rows_of(jobs, now)
         if ids != [job.id for job in self.jobs]:
             self.rebuilds += 1
             table.clear()
@@ -207,8 +208,23 @@ class JobsScreen(Screen[None]):
 
     def tick_ages(self, now: datetime | None = None) -> None:
         """The age cells whose text changed since they were drawn, and only them."""
-        for job in self.jobs:
-            self._set_cells(job.id, job_row(job, now))
+        for job_id, row in self._rows_of(self.jobs, now).items():
+            self._set_cells(job_id, row)
+
+    def _rows_of(self, jobs: list[JobView], now: datetime | None) -> dict[str, tuple[str, ...]]:
+        """What each job's row shows, its task cut to the room the list has."""
+        asking = self._asking()
+        width = self.query_one("#job-list", DataTable).size.width or 48
+        states = ["asks you" if j.session_id in asking else j.status for j in jobs]
+        room = task_room(width - 1, states, [j.role or "?" for j in jobs], AGE_WIDTH)
+        return {j.id: job_row(j, now, j.session_id in asking, room) for j in jobs}
+
+    def on_resize(self) -> None:
+        self.tick_ages()  # the task column fits the new width
+
+    def _asking(self) -> set[str]:
+        """The sessions waiting for the operator (their running jobs read `asks you`)."""
+        return {s.session_id for s in self.engine.sessions() if s.state == "waiting_input"}
 
     async def show_timeline(self) -> None:
         box = self.query_one("#job-timeline", Static)
