@@ -50,7 +50,7 @@ def engine_running(paths: OfficePaths) -> bool:
 def engine_command(config: Path | None) -> list[str]:
     """`semo engine --config PATH`, or the demo engine for None."""
     if config is None:
-        return python_module("semo.engine.control.background")
+        return python_module("semo.engine.demo.background")
     return python_module("semo.engine.cli", "engine", "--config", str(config.absolute()))
 
 

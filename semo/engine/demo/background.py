@@ -1,6 +1,6 @@
 """The demo engine `semo demo` starts in the background.
 
-Started as `python -m semo.engine.control.background`.
+Started as `python -m semo.engine.demo.background`.
 
 It runs the demo office (engine.demo.office) with its control socket until SIGTERM or SIGINT
 (`semo stop --demo`, or the console's confirmed "Stop the office"), and gives FE the demo job
