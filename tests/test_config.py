@@ -26,7 +26,7 @@ from semo.engine.config import (
     load_config,
 )
 from semo.engine.engine import Engine
-from semo.engine.protocol.observer import DEFAULT_PROMPT_PATTERN
+from semo.engine.protocol.monitor import DEFAULT_PROMPT_PATTERN
 from semo.engine.store import StoreConfig
 from semo.engine.store.models import Agent
 from semo.engine.store.sqlite import SqliteStore

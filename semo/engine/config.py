@@ -46,8 +46,7 @@ from semo.engine.fsutil import atomic_write
 from semo.engine.jobwork.settings import GitSection
 from semo.engine.notify.settings import KeyProblem as _KeyProblem
 from semo.engine.notify.settings import NotifySink, console_default
-from semo.engine.protocol.monitor import DEFAULT_STALE_AFTER
-from semo.engine.protocol.observer import DEFAULT_PROMPT_PATTERN
+from semo.engine.protocol.monitor import DEFAULT_PROMPT_PATTERN, DEFAULT_STALE_AFTER
 from semo.engine.ship.settings import ShipSection
 from semo.engine.store import StoreConfig
 from semo.engine.store.models import Agent, Office

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 
 from semo.engine.approval_policy import PERMISSION_OPTIONS, canonical_answer
-from semo.engine.control.peers import descends_from
+from semo.engine.runtime import descends_from
 from semo.engine.store._shared import question_not_pending
 from semo.engine.store.base import NotFound, Store, StoreConflict, StoreError
 from semo.engine.store.models import (

@@ -13,6 +13,9 @@ from typing import Literal
 
 SignalKind = Literal["completion", "error", "stale"]
 Source = Literal["model_text", "tool_output", "screen"]
+DEFAULT_PROMPT_PATTERN = r"(^|\s)([\w.]+-\d+(\.\d+)*|[\w.-]+@[\w.-]+:\S*)?[❯$#>%]$"
+"""Matched against the cursor row, right-trimmed: `$`, `>`, `❯` after a blank or alone, bash's
+default `bash-5.2#` / `sh-5.2$` and Debian's `user@host:~/dir$` (glued to the sign)."""
 DEFAULT_STALE_AFTER = 30.0
 """Seconds a busy agent may print nothing before it is reported `stale`."""
 

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from semo.engine.protocol.messages import AskUser, ProtocolError, ProtocolMessage
-from semo.engine.protocol.monitor import DEFAULT_STALE_AFTER, OutputMonitor, Signal, Source
+from semo.engine.protocol.monitor import (
+    DEFAULT_PROMPT_PATTERN,
+    DEFAULT_STALE_AFTER,
+    OutputMonitor,
+    Signal,
+    Source,
+)
 from semo.engine.protocol.parser import MarkerParser, parse_reply
 from semo.engine.protocol.screen_text import (
     FinalLines,
@@ -47,9 +53,6 @@ MAX_MESSAGES_PER_TURN = 100
 rest of the turn's markers are dropped (a marker flood must not flood the office)."""
 MAX_SIGNALS_PER_TURN = 100
 """Completion/error signals reported per turn; later ones only inform and are dropped."""
-DEFAULT_PROMPT_PATTERN = r"(^|\s)([\w.]+-\d+(\.\d+)*|[\w.-]+@[\w.-]+:\S*)?[❯$#>%]$"
-"""Matched against the cursor row, right-trimmed: `$`, `>`, `❯` after a blank or alone, bash's
-default `bash-5.2#` / `sh-5.2$` and Debian's `user@host:~/dir$` (glued to the sign)."""
 #: Claude Code dialogs that wait for a person: permission prompts, auto mode's "can't check
 #: actions in this session" (its safety check does not get through a local endpoint) and its
 #: offer to make auto mode the default

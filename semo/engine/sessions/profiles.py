@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from semo.engine.protocol.observer import DEFAULT_PROMPT_PATTERN
+from semo.engine.protocol.monitor import DEFAULT_PROMPT_PATTERN
 
 ProfileName = Literal["claude", "generic"]
 
