@@ -26,6 +26,7 @@ from semo.console.app import SemoApp  # noqa: E402
 from semo.console.widgets.questions_panel import QuestionsPanel  # noqa: E402
 from semo.engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig  # noqa: E402
 from semo.engine.engine import Engine  # noqa: E402
+from semo.engine.in_process import InProcessEngine  # noqa: E402
 from tests.support.temp_dirs import short_temp_dir  # noqa: E402
 from tests.support.waiting import eventually  # noqa: E402
 
@@ -45,7 +46,7 @@ async def demo_view(size: tuple[int, int], name: str) -> None:
     from semo.engine.demo.office import demo_config, prepare_demo_repository
 
     prepare_demo_repository()
-    app = SemoApp(Engine(demo_config()), demo_task=True)
+    app = SemoApp(InProcessEngine(Engine(demo_config())), demo_task=True)
     async with app.run_test(size=size):
         await eventually(lambda: getattr(app.screen, "started", False), 30)
         panel = app.screen.query_one(QuestionsPanel)
@@ -65,7 +66,7 @@ async def office_view(
         engine = console_engine(
             office, runtime, scripts=office_scripts(sessions), max_sessions=sessions
         )
-        app = SemoApp(engine)
+        app = SemoApp(InProcessEngine(engine))
         async with app.run_test(size=size) as pilot:
             await settle_office(app, sessions)
             for _ in range(layout_presses):  # F2: 1 -> 2 -> 4 -> 6 panes
@@ -87,7 +88,7 @@ async def jobs_view(size: tuple[int, int], name: str, folder: Path) -> None:
     office.mkdir()
     with short_temp_dir("semo-shot-") as runtime:
         engine = console_engine(office, runtime, scripts=scripts)
-        app = SemoApp(engine)
+        app = SemoApp(InProcessEngine(engine))
         async with app.run_test(size=size) as pilot:
             await eventually(lambda: getattr(app.screen, "started", False), 30)
             await engine.create_job("BE", "Add a GET /health endpoint")
@@ -127,7 +128,7 @@ async def claude_view(size: tuple[int, int], name: str, folder: Path) -> None:
             runtime_dir=runtime,
             folder_for=lambda _agent, _task: work,
         )
-        app = SemoApp(engine)
+        app = SemoApp(InProcessEngine(engine))
         async with app.run_test(size=size) as pilot:
             await eventually(lambda: getattr(app.screen, "started", False), 60)
             (session,) = engine.sessions()

@@ -10,8 +10,9 @@ through `semo stop` or the palette's "Stop the office" (after a confirmation). W
 goes away under the console, the console says so and the palette (and ctrl+r) offers to start
 it again.
 
-Tests and scripts may still hand the app an in-process `Engine`; the app then starts it when it
-mounts and stops it when it exits, as before.
+The app knows the engine only as engine/interface.py's `EngineInterface`: tests and scripts
+hand it an `InProcessEngine` instead, which the app starts when it mounts and stops when it
+exits.
 """
 
 from __future__ import annotations
@@ -38,14 +39,13 @@ from semo.console.desktop_notify import DesktopNotifier
 from semo.console.keys import prefix_key
 from semo.console.panel_text import DETACH_KEY
 from semo.console.screens.main import MainScreen
-from semo.engine.control.client import EngineClient
 from semo.engine.heap import thaw_heap
 from semo.engine.plain_text import plain
 
 del _widths
 
-if TYPE_CHECKING:  # `semo console` attaches to an engine: it never imports one (issue 14)
-    from semo.engine.engine import Engine
+if TYPE_CHECKING:
+    from semo.engine.interface import EngineInterface
 
 
 #: the longest keys and clicks wait for the main screen after a painted first frame
@@ -66,7 +66,7 @@ class SemoApp(App[None]):
 
     def __init__(
         self,
-        engine: Engine | EngineClient,
+        engine: EngineInterface,
         *,
         demo_task: bool = False,
         start_engine: bool = True,
@@ -86,7 +86,6 @@ class SemoApp(App[None]):
         self.engine = engine
         self.demo_task = demo_task
         self.start_engine = start_engine
-        self.remote = isinstance(engine, EngineClient)
         self._restart = restart
         self._restarting = False
         self.sort = sort
@@ -109,13 +108,10 @@ class SemoApp(App[None]):
         for signum in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.add_signal_handler(signum, self._signalled, signum)
-        if isinstance(self.engine, EngineClient):
-            self.engine.on_gone(self._engine_gone)
-            self.engine.on_office(self._office_changed)
+        self.engine.on_gone(self._engine_gone)
+        self.engine.on_office(self._office_changed)
         self.push_screen(
-            MainScreen(  # type: ignore[arg-type]
-                self.engine, demo_task=self.demo_task, prefix=self.prefix, sort=self.sort
-            )
+            MainScreen(self.engine, demo_task=self.demo_task, prefix=self.prefix, sort=self.sort)
         )
         if self._held_input is not None:  # whatever happens to the engine, input is not lost
             self.set_timer(HOLD_INPUT_SECONDS, self.release_input)
@@ -249,9 +245,8 @@ class SemoApp(App[None]):
     def _engine_died(self, reason: str) -> None:
         """The terminal's desktop notification for the engine's death (once: the next
         engine's report of it is not shown again)."""
-        client = self.engine
-        engine_id = getattr(client, "engine_id", None) or ""
-        office = getattr(getattr(client, "paths", None), "office", "")
+        engine_id = self.engine.engine_id or ""
+        office = self.engine.office.name if self.engine.office is not None else ""
         self.desktop.show(
             "engine_died",
             f"semo {office}: engine {engine_id} died",
@@ -261,15 +256,14 @@ class SemoApp(App[None]):
 
     def _office_changed(self) -> None:
         main = self._main()
-        if main is None or not getattr(main, "started", False):
+        if main is None or not main.started:
             return
         live = {s.session_id for s in self.engine.sessions() if not s.ended}
         if live != set(main.panes):
             main.sync_panes()
 
     def action_restart_engine(self) -> None:
-        client = self.engine
-        if not isinstance(client, EngineClient) or client.gone is None or self._restarting:
+        if self.engine.gone is None or self._restarting:
             return
         if self._restart is None:
             self.notify("start the engine again with `semo engine`", severity="warning")
@@ -280,11 +274,10 @@ class SemoApp(App[None]):
 
     @work(group="restart", exclusive=True)
     async def _restart_worker(self) -> None:
-        client = self.engine
-        assert isinstance(client, EngineClient) and self._restart is not None
+        assert self._restart is not None
         try:
             await asyncio.to_thread(self._restart)
-            await client.start()
+            await self.engine.start()
         except Exception as error:
             message = plain(f"the engine did not start: {error}")
             self.notify(message, severity="error", markup=False)
@@ -314,16 +307,12 @@ class SemoApp(App[None]):
     async def _stop_confirmed(self, confirmed: bool | None) -> None:
         if not confirmed:
             return
-        client = self.engine
-        if isinstance(client, EngineClient):
-            try:
-                await client.stop_engine()
-            except Exception as error:
-                self.notify(plain(str(error)), title="Not stopped", severity="error", markup=False)
-                return
-            self.notify("the engine is stopping", title="Engine")
-        else:
-            await self.engine.stop("stopped by the operator")
+        try:
+            await self.engine.stop_office()
+        except Exception as error:
+            self.notify(plain(str(error)), title="Not stopped", severity="error", markup=False)
+            return
+        self.notify("the engine is stopping", title="Engine")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """In a pane ctrl+q and ctrl+p are the agent's: the footer hides them then."""
@@ -351,7 +340,7 @@ class SemoApp(App[None]):
         for command in super().get_system_commands(screen):
             if command.title in ("Theme", "Screenshot"):
                 yield command
-        if isinstance(self.engine, EngineClient) and self.engine.gone is not None:
+        if self.engine.gone is not None:
             yield SystemCommand(
                 "Start the engine again", "the engine is gone (ctrl+r)", self.action_restart_engine
             )

@@ -3,10 +3,12 @@ markup: the lines go through console/text.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from semo.engine.interface import AgentView
 from semo.engine.office.job_ops import JobTimeline, JobView
-from semo.engine.store.models import Agent, JobEntry
+from semo.engine.store.models import JobEntry
 
 #: The task's first line in the list is cut to this many characters (the timeline has it all).
 TASK_CHARS = 24
@@ -39,7 +41,7 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def entry_line(entry: JobEntry, agents: dict[str, Agent]) -> str:
+def entry_line(entry: JobEntry, agents: Mapping[str, AgentView]) -> str:
     """One step: time, step, the agent's role, the first line of its detail (which names the
     attempt where it matters)."""
     agent = agents.get(entry.agent_id or "")
@@ -69,7 +71,7 @@ def job_row(
     return status, job.role or "?", task, age(job.created_at, now)
 
 
-def timeline_lines(timeline: JobTimeline, agents: dict[str, Agent]) -> list[str]:
+def timeline_lines(timeline: JobTimeline, agents: Mapping[str, AgentView]) -> list[str]:
     """The job, its steps in order, then its questions, invocations and results."""
     job = timeline.job
     lines = [

@@ -61,10 +61,12 @@ def console_engine(
     max_sessions: int = 4,
     stale_after: float | None = None,
     repository: Path | None = None,
+    control: bool = False,
 ) -> Engine:
     """`agent`: the module each agent runs (tests.support.hostile_agent for a hostile one);
     `stale_after`: the agents' (AgentConfig.stale_after); with `repository` the agents work in
-    its worktrees and jobs get branches (docs/JOBS.md)."""
+    its worktrees and jobs get branches (docs/JOBS.md); `control`: it serves its control
+    socket (tests/support/console_engines.py)."""
     scripts = SCRIPTS if scripts is None else scripts
     agents = [
         script_agent(folder, role, replies, 60, 12, agent=agent, stale_after=stale_after)
@@ -88,8 +90,10 @@ def console_engine(
         return path
 
     if repository is not None:
-        return Engine(config, agent_env=env, runtime_dir=runtime_dir)
-    return Engine(config, agent_env=env, runtime_dir=runtime_dir, folder_for=folder_for)
+        return Engine(config, agent_env=env, runtime_dir=runtime_dir, control=control)
+    return Engine(
+        config, agent_env=env, runtime_dir=runtime_dir, folder_for=folder_for, control=control
+    )
 
 
 async def settle_with_questions(app: SemoApp, count: int = 2, timeout: float = 15.0) -> None:

@@ -12,6 +12,7 @@ from textual import events
 from semo.console.app import SemoApp
 from semo.console.panel_text import UUID
 from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine, settle_with_questions
 from tests.support.console_app import at_three_sizes, runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts
@@ -28,8 +29,8 @@ def answers(folder: Path, role: str) -> list[str]:
 async def test_the_inbox_cursor_drives_the_pane_and_a_double_digit_answers_once(
     tmp_path: Path, runtime_dir: Path, size: tuple[int, int]
 ) -> None:
-    app = SemoApp(console_engine(tmp_path, runtime_dir))
-    engine = app.engine
+    engine = console_engine(tmp_path, runtime_dir)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=size) as pilot:
         await settle_with_questions(app)
         screen = app.screen
@@ -70,7 +71,7 @@ async def test_a_refused_answer_names_the_question_and_brings_it_back(
     # answered elsewhere meanwhile (another console, `semo answer`): the console's answer is
     # refused; the message says whose question, without a bare id, and the inbox agrees
     engine = console_engine(tmp_path, runtime_dir)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle_with_questions(app)
         panel = app.screen.query_one(QuestionsPanel)

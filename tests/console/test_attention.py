@@ -32,6 +32,7 @@ from semo.console.panel_text import (
 from semo.console.widgets.commands_panel import CommandsPanel
 from semo.console.widgets.questions_panel import QuestionsPanel
 from semo.console.widgets.session_list import SessionList
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import (
     console_engine,
     office_scripts,
@@ -92,7 +93,7 @@ def test_session_numbers_are_stable() -> None:
 async def test_the_count_is_in_every_view_and_the_terminal_title(
     tmp_path: Path, runtime_dir: Path, size: tuple[int, int]
 ) -> None:
-    app = SemoApp(console_engine(tmp_path, runtime_dir))
+    app = SemoApp(InProcessEngine(console_engine(tmp_path, runtime_dir)))
     async with app.run_test(size=size) as pilot:
         await settle_with_questions(app)
         main = app.screen
@@ -129,7 +130,7 @@ async def test_sessions_that_need_the_operator_are_listed_first(
 ) -> None:
     # six agents: BE, DB, DOCS, FE, OPS, QA by role; FE asks
     engine = console_engine(tmp_path, runtime_dir, scripts=office_scripts(6), max_sessions=6)
-    app = SemoApp(engine, sort=sort)
+    app = SemoApp(InProcessEngine(engine), sort=sort)
     async with app.run_test(size=(80, 24)):
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         await wait_for(lambda: len(engine.sessions()) == 6, "six sessions")
@@ -155,7 +156,7 @@ async def test_a_stale_agent_is_shown_counted_and_logged(
     # silent, and no longer once it prints
     scripts = {"FE": [{"match": "go", "text": "fe: done", "delay": 8}], "BE": []}
     engine = console_engine(tmp_path, runtime_dir, scripts=scripts, stale_after=1.0)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     caplog.set_level("WARNING")
     async with app.run_test(size=(80, 24)):
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
@@ -179,7 +180,7 @@ async def test_a_failed_job_is_red_with_its_role_id_and_reason_and_marks_its_ses
 ) -> None:
     scripts = {"FE": [{"match": "login", "text": "fatal: the build broke"}], "BE": []}
     engine = console_engine(tmp_path, runtime_dir, scripts=scripts)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=size) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         main = app.screen

@@ -11,6 +11,7 @@ from semo.console.app import SemoApp
 from semo.console.confirm import Choose
 from semo.console.widgets.session_list import SessionList
 from semo.engine.engine import Engine
+from semo.engine.in_process import InProcessEngine
 from semo.engine.routing.jobs import OPERATOR_INTERRUPTED
 from semo.engine.store.models import Job
 from tests.console.console_snapshot_app import console_engine
@@ -39,7 +40,7 @@ async def test_f8_on_a_job_s_agent_cancels_the_turn_as_the_operator(
     tmp_path: Path, runtime_dir: Path, size: tuple[int, int]
 ) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=SLOW)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=size) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         main = app.screen
@@ -70,7 +71,7 @@ async def test_f8_on_a_job_s_agent_cancels_the_turn_as_the_operator(
 
 async def test_f8_on_a_job_s_agent_can_cancel_the_job(tmp_path: Path, runtime_dir: Path) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=SLOW)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         main = app.screen

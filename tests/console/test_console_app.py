@@ -5,6 +5,9 @@ Checked: a choice question and a text question answered from the keyboard (store
 the agent's next prompt is the answer); the session list lists the sessions; F2 and F3 change the
 visible panes; a prompt typed in the prompt line reaches the selected agent; the start-up heap
 is frozen while the console runs (engine/heap.py) and thawed when it closes.
+
+The first two run on both implementations of the engine interface: an in-process engine and
+the control client attached to its socket (tests/support/console_engines.py).
 """
 
 from __future__ import annotations
@@ -18,15 +21,18 @@ from semo.console.app import SemoApp
 from semo.console.widgets.questions_panel import QuestionsPanel
 from semo.console.widgets.session_list import SessionList
 from semo.console.widgets.terminal_pane import TerminalPane
+from semo.engine.in_process import InProcessEngine
 from semo.engine.store.models import UserQuestion
 from tests.console.console_snapshot_app import console_engine, settle_with_questions
 from tests.support.console_app import runtime_dir_fixture, waiter
+from tests.support.console_engines import console_on, engine_kind_fixture
 from tests.support.script_agent import logged_prompts
 
 TIMEOUT = 15.0
 
 
 runtime_dir = runtime_dir_fixture("semo-con-")
+engine_kind = engine_kind_fixture()
 
 
 def prompts(folder: Path, role: str) -> list[str]:
@@ -40,10 +46,11 @@ def answered(folder: Path, role: str) -> bool:
     return any("Answer to your question" in p for p in prompts(folder, role))
 
 
-async def test_questions_are_answered_from_the_keyboard(tmp_path: Path, runtime_dir: Path) -> None:
-    engine = console_engine(tmp_path, runtime_dir)
-    app = SemoApp(engine)
-    async with app.run_test(size=(160, 48)) as pilot:
+async def test_questions_are_answered_from_the_keyboard(
+    tmp_path: Path, runtime_dir: Path, engine_kind: str
+) -> None:
+    engine = console_engine(tmp_path, runtime_dir, control=engine_kind == "client")
+    async with console_on(engine_kind, engine) as app, app.run_test(size=(160, 48)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         # a question left by a session of an earlier run cannot be answered: not in the inbox
         stale = UserQuestion(
@@ -80,11 +87,12 @@ async def test_questions_are_answered_from_the_keyboard(tmp_path: Path, runtime_
         assert all(q.status == "answered" for q in answered_ones)
 
 
-async def test_layout_zoom_and_prompt_line(tmp_path: Path, runtime_dir: Path) -> None:
+async def test_layout_zoom_and_prompt_line(
+    tmp_path: Path, runtime_dir: Path, engine_kind: str
+) -> None:
     scripts = {"FE": [{"match": "hello", "text": "hi there"}], "BE": []}
-    engine = console_engine(tmp_path, runtime_dir, scripts=scripts)
-    app = SemoApp(engine)
-    async with app.run_test(size=(120, 36)) as pilot:
+    engine = console_engine(tmp_path, runtime_dir, scripts=scripts, control=engine_kind == "client")
+    async with console_on(engine_kind, engine) as app, app.run_test(size=(120, 36)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         panes = list(app.screen.query(TerminalPane))
         assert len(panes) == 2 and [p.display for p in panes] == [True, False]  # one large pane
@@ -112,7 +120,7 @@ async def test_f4_and_a_digit_typed_together_answer_the_question(
     # typing fast (or over SSH) puts F4 and the digit in one read: both keys are queued before
     # the console handles F4; the digit must reach the inbox F4 focused, not the widget before
     engine = console_engine(tmp_path, runtime_dir)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(160, 48)) as pilot:
         await settle_with_questions(app)
         panel = app.screen.query_one(QuestionsPanel)

@@ -28,6 +28,8 @@ from semo.console.screens.main import MainScreen
 from semo.console.widgets.key_bar import KeyBar
 from semo.console.widgets.session_list import SessionList
 from semo.console.widgets.terminal_pane import TerminalPane
+from semo.engine.in_process import InProcessEngine
+from semo.engine.interface import SessionHandle
 from tests.console.console_snapshot_app import console_engine, office_scripts
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts
@@ -50,7 +52,7 @@ def started_app(tmp_path: Path, runtime_dir: Path, *, max_sessions: int = 3) -> 
     engine = console_engine(
         tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=max_sessions
     )
-    return SemoApp(engine)
+    return SemoApp(InProcessEngine(engine))
 
 
 async def ready(app: SemoApp) -> MainScreen:
@@ -63,6 +65,13 @@ async def ready(app: SemoApp) -> MainScreen:
     )
     await asyncio.sleep(0.3)
     return screen
+
+
+def session(screen: MainScreen, session_id: str | None) -> SessionHandle:
+    """A live session of the screen's engine."""
+    found = screen.engine.session(session_id or "")
+    assert found is not None, session_id
+    return found
 
 
 def toasts(app: SemoApp) -> list[str]:
@@ -137,13 +146,11 @@ async def test_keys_outside_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
         await pilot.press(*"draft", "escape")
         assert not field.display and field.value == ""
         await pilot.press("n", "f6", *"hello", "enter")  # to the session selected: order[1]
-        role = screen.engine.manager.sessions[order[1]].role
+        role = session(screen, order[1]).role
         await wait_for(lambda: "hello" in prompts(tmp_path, role), f"{role} getting the prompt")
         assert not field.display
 
-        await wait_for(
-            lambda: screen.engine.manager.sessions[order[1]].state.value == "ready", "idle"
-        )
+        await wait_for(lambda: session(screen, order[1]).state.value == "ready", "idle")
         await pilot.press("f8")  # no turn running, no job: no dialog about a turn, it says so
         assert app.screen is screen and not any("cancelled" in t for t in toasts(app))
         await wait_for(lambda: any("no turn to cancel" in t for t in toasts(app)), "the reason")
@@ -181,7 +188,7 @@ async def test_keys_in_a_pane(tmp_path: Path, runtime_dir: Path) -> None:
         screen = await ready(app)
         order = screen.order
         pane = screen.panes[order[0]]
-        role = screen.engine.manager.sessions[order[0]].role
+        role = session(screen, order[0]).role
         pane.focus()
         await pilot.pause()
 
@@ -255,7 +262,7 @@ async def test_every_palette_action(tmp_path: Path, runtime_dir: Path) -> None:
 
         await run_palette(pilot, app, "New session for QA")  # the pool's idle QA session
         await wait_for(lambda: any("QA session" in t for t in toasts(app)), "the QA session")
-        assert engine.manager.sessions[screen.selected].role == "QA"
+        assert session(screen, screen.selected).role == "QA"
 
         await run_palette(pilot, app, "Send a prompt to the selected session")
         assert screen.query_one("#prompt-input", Input).has_focus
@@ -293,7 +300,7 @@ async def test_every_palette_action(tmp_path: Path, runtime_dir: Path) -> None:
         engine.send_prompt(
             screen.order[
                 screen.order.index(
-                    next(sid for sid in screen.order if engine.manager.sessions[sid].role == "FE")
+                    next(sid for sid in screen.order if session(screen, sid).role == "FE")
                 )
             ],
             "go",
@@ -347,7 +354,7 @@ def test_the_prefix_is_configured_in_semo_toml(tmp_path: Path) -> None:
 
 async def test_a_configured_prefix_drives_the_console(tmp_path: Path, runtime_dir: Path) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=3)
-    app = SemoApp(engine, prefix="ctrl+b")
+    app = SemoApp(InProcessEngine(engine), prefix="ctrl+b")
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await ready(app)
         pane = screen.panes[screen.selected]  # type: ignore[index]

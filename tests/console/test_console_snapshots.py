@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from semo.console.app import SemoApp
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
 from tests.support.console_app import (
     fixed_times,  # noqa: F401 (autouse: the same picture every run)
@@ -34,7 +35,7 @@ def test_main_layout(
     engine = console_engine(
         Path(tmp_path), runtime_dir, scripts=office_scripts(sessions), max_sessions=sessions
     )
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
 
     async def settle(_pilot: object) -> None:
         await settle_office(app, sessions)

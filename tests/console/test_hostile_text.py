@@ -16,6 +16,7 @@ import pytest
 
 from semo.console.app import SemoApp
 from semo.console.widgets.session_list import SessionList
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine
 from tests.support.hostile_display import CSI, UNSAFE_OUTPUT, terminal_output
 from tests.support.waiting import eventually
@@ -47,7 +48,7 @@ async def test_a_hostile_last_line_and_question_show_literally(
     engine = console_engine(
         tmp_path, runtime_dir, scripts=scripts, agent="tests.support.hostile_agent"
     )
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(200, 40), notifications=True):
         await eventually(lambda: getattr(app.screen, "started", False), 20)
         await eventually(

@@ -31,6 +31,7 @@ from semo.console.panel_text import CommandRow, command_parts, inbox_rows
 from semo.console.screens.main import MainScreen
 from semo.console.widgets.commands_panel import CommandsPanel
 from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import FOUR, LONG, ROLES, console_engine
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.script_agent import logged_prompts
@@ -59,7 +60,9 @@ def inbox_scripts(sessions: int, asking: int) -> dict[str, object]:
 def inbox_app(folder: Path, runtime_dir: Path, asking: int) -> SemoApp:
     """The console over six sessions (inbox_scripts), the first `asking` of them asking."""
     return SemoApp(
-        console_engine(folder, runtime_dir, scripts=inbox_scripts(6, asking), max_sessions=6)
+        InProcessEngine(
+            console_engine(folder, runtime_dir, scripts=inbox_scripts(6, asking), max_sessions=6)
+        )
     )
 
 

@@ -20,6 +20,7 @@ from semo.console.job_text import timeline_lines
 from semo.console.job_work_text import review_lines
 from semo.console.screens.job_diff import JobDiffScreen
 from semo.console.screens.jobs import JobsScreen
+from semo.engine.in_process import InProcessEngine
 from semo.engine.protocol.state import AgentState
 from tests.console.console_snapshot_app import console_engine
 from tests.console.test_jobs_view import create, job_in
@@ -115,5 +116,5 @@ def test_a_jobs_work(
 ) -> None:
     repo = make_repo(tmp_path / "repo", {"README": "shop\n"})
     engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS, repository=repo)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     assert snap_compare(app, terminal_size=size, run_before=settled_job(app, view == "diff"))

@@ -18,6 +18,7 @@ import semo.console.job_text
 from semo.console.app import SemoApp
 from semo.console.job_text import age as real_age
 from semo.console.screens.jobs import CreateJob, JobsScreen
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine
 from tests.support.waiting import eventually
 
@@ -44,7 +45,7 @@ def runtime_dir() -> Iterator[Path]:
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 def test_jobs_view(snap_compare, tmp_path: Path, runtime_dir: Path, size: tuple[int, int]) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
 
     async def settle(pilot: object) -> None:
         await eventually(lambda: getattr(app.screen, "started", False), 20)

@@ -8,6 +8,9 @@ Textual's Pilot at the keyboard).
   running; x in the view and Yes cancel it: the job fails with the console's reason.
 - The prefix then j opens the view too.
 - Ages tick: the age cells follow the clock in place (no rebuild, the cursor kept).
+
+The first runs on both implementations of the engine interface: an in-process engine and the
+control client attached to its socket (tests/support/console_engines.py).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from semo.console.confirm import Confirm
 from semo.console.screens.jobs import CreateJob, JobsScreen
 from semo.console.screens.main import MainScreen
 from semo.engine.engine import Engine
+from semo.engine.in_process import InProcessEngine
 from semo.engine.store.models import Job
 from tests.console.console_snapshot_app import console_engine
 from tests.support.console_app import runtime_dir_fixture, waiter
+from tests.support.console_engines import console_on, engine_kind_fixture
 
 TIMEOUT = 20.0
 SCRIPTS = {
@@ -36,6 +41,7 @@ SCRIPTS = {
 
 
 runtime_dir = runtime_dir_fixture("semo-jobs-")
+engine_kind = engine_kind_fixture()
 
 
 wait_for = waiter(TIMEOUT)
@@ -65,11 +71,10 @@ async def create(app: SemoApp, pilot: object, role: str, task: str) -> None:
 
 
 async def test_create_follow_and_cancel_jobs_from_the_keyboard(
-    tmp_path: Path, runtime_dir: Path
+    tmp_path: Path, runtime_dir: Path, engine_kind: str
 ) -> None:
-    engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS)
-    app = SemoApp(engine)
-    async with app.run_test(size=(120, 40)) as pilot:
+    engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS, control=engine_kind == "client")
+    async with console_on(engine_kind, engine) as app, app.run_test(size=(120, 40)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         main = app.screen
         await pilot.press("f5")
@@ -148,7 +153,7 @@ async def test_ages_tick_in_place(tmp_path: Path, runtime_dir: Path) -> None:
     """The age cells follow the clock without a job event, without rebuilding the list, and
     the cursor stays on the job the operator picked."""
     engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         for task in ("first", "second"):

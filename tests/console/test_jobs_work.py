@@ -18,6 +18,7 @@ from semo.console.screens.job_diff import JobDiffScreen
 from semo.console.screens.jobs import JobsScreen
 from semo.console.screens.main import MainScreen
 from semo.console.widgets.terminal_pane import TerminalPane
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine
 from tests.console.test_jobs_view import create, job_in, run_palette
 from tests.support.console_app import runtime_dir_fixture, waiter
@@ -40,7 +41,7 @@ async def test_a_jobs_branch_diff_and_pane_from_the_jobs_view(
 ) -> None:
     repo = make_repo(tmp_path / "repo", {"README": "shop\n"})
     engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS, repository=repo)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         await pilot.press("f5")

@@ -97,7 +97,8 @@ async def test_a_client_takes_over_the_connection_made_before_the_loop(engine: E
         assert client.office is not None and client.office.name == "ctl"
         assert sorted(s.role for s in client.sessions()) == ["A", "B"]
         assert sorted(client.agents) == ["A", "B"] and client.agents["A"].id
-        assert client.pool is not None and client.pool.status().max_sessions == 4
+        pool = client.pool_status()
+        assert pool is not None and pool.max_sessions == 4
         terminal = next(s for s in client.sessions() if s.role == "A").terminal
         terminal.add_listener(lambda _chunk: None)  # attach: the screen follows
         await eventually(lambda: "$" in "".join(terminal.screen.text_rows()), 20)

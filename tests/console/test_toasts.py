@@ -12,6 +12,7 @@ from textual.widgets._toast import Toast
 from semo.console.app import SemoApp
 from semo.console.widgets.questions_panel import QuestionsPanel
 from semo.console.widgets.session_list import SessionList
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine
 from tests.support.console_app import at_three_sizes, runtime_dir_fixture, waiter
 
@@ -23,7 +24,9 @@ wait_for = waiter(20.0)
 async def test_one_toast_and_never_over_the_focused_pane(
     tmp_path: Path, runtime_dir: Path, size: tuple[int, int]
 ) -> None:
-    app = SemoApp(console_engine(tmp_path, runtime_dir, scripts={"FE": [], "BE": []}))
+    app = SemoApp(
+        InProcessEngine(console_engine(tmp_path, runtime_dir, scripts={"FE": [], "BE": []}))
+    )
     async with app.run_test(size=size, notifications=True) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         main = app.screen

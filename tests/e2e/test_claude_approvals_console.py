@@ -22,6 +22,7 @@ from semo.console.screens.main import MainScreen
 from semo.console.widgets.questions_panel import QuestionsPanel
 from semo.engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig
 from semo.engine.engine import Engine
+from semo.engine.in_process import InProcessEngine
 from semo.engine.store.models import Agent
 from tests.e2e.test_claude_approvals import bash, result_text, tool_results, uses
 from tests.support.claude_home import claude_env
@@ -71,7 +72,7 @@ async def test_the_inbox_allows_and_denies_with_a_reason(tmp_path: Path, runtime
         "Understood.",
     ]
     with ScriptedMessagesAPI(replies=replies) as api:
-        app = SemoApp(claude_engine(tmp_path, runtime_dir, api))
+        app = SemoApp(InProcessEngine(claude_engine(tmp_path, runtime_dir, api)))
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
             screen = app.screen

@@ -33,6 +33,7 @@ from textual.command import CommandList
 from semo.console.app import SemoApp
 from semo.console.widgets.commands_panel import CommandsPanel
 from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.engine.in_process import InProcessEngine
 from semo.engine.logs import REDACTED, secret_forms
 from semo.engine.plain_text import plain, plain_json
 from semo.engine.store.sqlite import SqliteStore
@@ -93,7 +94,7 @@ async def test_hostile_questions_show_literally_in_the_console(
     engine = console_engine(
         tmp_path, runtime_dir, scripts=scripts, agent="tests.support.hostile_agent"
     )
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(200, 50), notifications=True) as pilot:
         await eventually(lambda: getattr(app.screen, "started", False), TIMEOUT)
         await eventually(

@@ -8,7 +8,7 @@ first), Escape back to the sessions."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -30,6 +30,9 @@ from semo.console.widgets.key_bar import KeyBar
 from semo.engine.events import Event, JobEvent
 from semo.engine.office.job_ops import JobView
 from semo.engine.plain_text import plain
+
+if TYPE_CHECKING:
+    from semo.engine.interface import EngineInterface
 
 COLUMNS = ("state", "role", "task", "age")
 AGE_WIDTH = 3  # <1m, 59m, 23h
@@ -118,7 +121,7 @@ class JobsScreen(Screen[None]):
     JobsScreen #job-timeline-box { width: 1fr; height: 1fr; border-left: solid $accent; }
     """
 
-    def __init__(self, engine: Any, then: str | None = None) -> None:
+    def __init__(self, engine: EngineInterface, then: str | None = None) -> None:
         """`then`: an action run once the jobs are shown (create_job, cancel_job)."""
         super().__init__()
         self.engine = engine

@@ -18,7 +18,6 @@ sends the chord to the agent. Outside a pane the prefix works the same
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 from collections import deque
 from datetime import UTC, datetime
@@ -64,14 +63,12 @@ from semo.console.widgets.prefix_catcher import PrefixCatcher
 from semo.console.widgets.questions_panel import QuestionsPanel
 from semo.console.widgets.session_list import SessionList
 from semo.console.widgets.terminal_pane import TerminalPane
-from semo.engine.control.views import outcome_text
 from semo.engine.heap import freeze_startup_heap
 from semo.engine.plain_text import plain
 
 if TYPE_CHECKING:  # an attached console imports none of these before its first frame
-    from semo.engine.engine import Engine
     from semo.engine.events import Event, JobEvent, RoutingStep
-    from semo.engine.sessions.agent_session import AgentSession
+    from semo.engine.interface import EngineInterface, SessionHandle
 
 log = logging.getLogger("semo.console")
 
@@ -112,7 +109,7 @@ class MainScreen(Screen[None]):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: EngineInterface,
         *,
         demo_task: bool = False,
         prefix: str | None = None,
@@ -221,14 +218,7 @@ class MainScreen(Screen[None]):
 
     @work(group="demo")
     async def run_demo_job(self) -> None:
-        from semo.engine.demo.office import DEMO_TASK, new_demo_job
-
-        engine = self.engine
-        job = await new_demo_job(engine)
-        if job is None or engine.jobs is None:
-            return
-        self.tell(f"demo: FE got a job: {DEMO_TASK}")
-        await engine.jobs.execute_job(job.id)
+        await self.engine.demo_job(lambda task: self.tell(f"demo: FE got a job: {task}"))
 
     @work(group="bus")
     async def listen_to_bus(self) -> None:
@@ -280,13 +270,13 @@ class MainScreen(Screen[None]):
 
     def _seed_steps(self) -> None:
         """The routing steps an attached engine saw before this console came (its office
-        snapshot), once at the start: rows added later would push newer ones out. The
-        in-process Engine has no `recent_steps`: its console sees every step."""
-        recent = getattr(self.engine, "recent_steps", None)
-        if recent is None:
+        snapshot), once at the start: rows added later would push newer ones out. An
+        in-process engine has none: its console sees every step."""
+        recent = self.engine.recent_steps()
+        if not recent:
             return
         known = {row.key for row in self._steps}
-        rows = [*self._steps, *(r for r in snapshot_step_rows(recent()) if r.key not in known)]
+        rows = [*self._steps, *(r for r in snapshot_step_rows(recent) if r.key not in known)]
         rows.sort(key=lambda row: row.at, reverse=True)
         self._steps = deque(rows[: self._steps.maxlen], maxlen=self._steps.maxlen)
 
@@ -370,7 +360,7 @@ class MainScreen(Screen[None]):
         session picked later shows lines written at that width instead of cut ones (a terminal
         does not reflow what it already wrote)."""
         shown = [p for p in self.panes.values() if p.display and p.size.width > 0]
-        if len(shown) != 1 or self.zoomed or getattr(self.engine, "consoles", 1) > 1:
+        if len(shown) != 1 or self.zoomed or self.engine.consoles > 1:
             return  # (another console may be using a session this one only hides)
         cols, rows = shown[0].size
         for pane in self.panes.values():
@@ -381,14 +371,13 @@ class MainScreen(Screen[None]):
 
     def shown_states(self) -> dict[str, str]:
         """Each live session's state as the list shows it (console.attention.shown_state)."""
-        manager = self.engine.manager
         states: dict[str, str] = {}
         for session_id in self.panes:
-            session = manager.sessions.get(session_id) if manager else None
+            session = self.engine.session(session_id)
             if session is not None:
                 states[session_id] = shown_state(
                     self._state(session),
-                    stale=getattr(session, "stale", False) is True,
+                    stale=session.stale is True,
                     failed=session_id in self.failed,
                 )
         return states
@@ -404,7 +393,7 @@ class MainScreen(Screen[None]):
             self.refresh_panels()
 
     def _title(self, session_id: str, states: dict[str, str] | None = None) -> str:
-        session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+        session = self.engine.session(session_id)
         if session is None:
             return session_id[:6]
         name = self.names.get(session_id, "")
@@ -412,14 +401,14 @@ class MainScreen(Screen[None]):
         state = states.get(session_id, self._state(session))
         return pane_title(session.role, name, state, session.queued)
 
-    def _state(self, session: AgentSession) -> str:
+    def _state(self, session: SessionHandle) -> str:
         """The session's state, or "lost" while its engine is gone (the last state the console
         saw, "ready" or "asks you", would say it still runs)."""
-        return LOST if getattr(self.engine, "gone", None) else session.state.value
+        return LOST if self.engine.gone else session.state.value
 
     def _who(self, session_id: str) -> str:
         """ "FE #1": a session as the operator knows it."""
-        session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+        session = self.engine.session(session_id)
         role = session.role if session else "?"
         return f"{role} {self.names.get(session_id, session_id[:6])}"
 
@@ -464,11 +453,8 @@ class MainScreen(Screen[None]):
             self.select(str(event.row_key.value), focus_pane=True)
             self.seen(str(event.row_key.value))
 
-    def _selected_session(self) -> AgentSession | None:
-        manager = self.engine.manager
-        if manager is None:
-            return None
-        return manager.sessions.get(self.selected or "")
+    def _selected_session(self) -> SessionHandle | None:
+        return self.engine.session(self.selected or "")
 
     # -- the prefix chord -----------------------------------------------------------------------
 
@@ -547,8 +533,7 @@ class MainScreen(Screen[None]):
             self.refresh_from_store()
 
     def refresh_panels(self) -> None:
-        pool = self.engine.pool
-        status = pool.status() if pool else None
+        status = self.engine.pool_status()
         pooled = status.sessions if status else {}
         rows: list[SessionRow] = []
         states = self.shown_states()
@@ -558,7 +543,7 @@ class MainScreen(Screen[None]):
             self._apply_layout()
         visible = set(self.visible_sessions())
         for session_id in self.order:
-            session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+            session = self.engine.session(session_id)
             if session is None:
                 continue
             info = pooled.get(session_id)
@@ -586,7 +571,7 @@ class MainScreen(Screen[None]):
             size = self.layout_size
             layout = "zoom" if self.zoomed else f"{size} pane{'s' if size > 1 else ''}"
             self.sub_title = plain(
-                f"{office.name} · {self.engine.store.backend} · "
+                f"{office.name} · {self.engine.backend} · "
                 f"{self.engine.connection_state()} · {layout}",
                 one_line=True,
             )
@@ -595,9 +580,8 @@ class MainScreen(Screen[None]):
         self._attend(states)
 
     def _role_order(self) -> list[str]:
-        manager = self.engine.manager
-        sessions = manager.sessions if manager else {}
-        return session_order((sid, sessions[sid].role) for sid in self.panes if sid in sessions)
+        sessions = {sid: s for sid in self.panes if (s := self.engine.session(sid)) is not None}
+        return session_order((sid, s.role) for sid, s in sessions.items())
 
     def _attend(self, states: dict[str, str] | None = None) -> None:
         """The count of what needs the operator: in this header and the app's (the title)."""
@@ -611,12 +595,12 @@ class MainScreen(Screen[None]):
                 set_attention(found, office.name if office is not None else None)
         self.title = header_title(self.base_title, found)
 
-    def _last_line(self, session_id: str, session: AgentSession, visible: set[str]) -> str:
+    def _last_line(self, session_id: str, session: SessionHandle, visible: set[str]) -> str:
         """From the screen the console has; for an attached engine's session whose pane is
         hidden (no frames), what the engine read."""
-        remote = getattr(session, "last_line", None)
-        if remote is not None and session_id not in visible:
-            return str(remote)
+        remote = self.engine.last_line(session_id) if session_id not in visible else None
+        if remote is not None:
+            return remote
         return screen_last_line(session.terminal.screen)
 
     @work(exclusive=True, group="store")
@@ -626,9 +610,9 @@ class MainScreen(Screen[None]):
             commands = await self.engine.recent_commands(20)
             for command in commands:
                 if command.status in ("completed", "failed") and command.id not in self._results:
-                    result = await self.engine.store.get_result(command.id)
-                    if result is not None:
-                        self._results[command.id] = outcome_text(result)
+                    outcome = await self.engine.command_outcome(command.id)
+                    if outcome is not None:
+                        self._results[command.id] = outcome
         except Exception as error:  # a store that is down must not take the console with it
             self.sub_title = plain(f"store unavailable: {error}", one_line=True)
             return
@@ -654,7 +638,7 @@ class MainScreen(Screen[None]):
         self.query_one(CommandsPanel).show(rows[:20])
 
     def _role_of(self, session_id: str) -> str:
-        session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+        session = self.engine.session(session_id)
         return f"{session.role} {self.names.get(session_id, '')}".strip() if session else "?"
 
     def _role(self, agent_id: str | None) -> str:
@@ -683,7 +667,7 @@ class MainScreen(Screen[None]):
         who = panel.agent_roles.get(asked.agent_id, "?") if asked else "?"
         what = clip(plain(asked.question, one_line=True), 40) if asked else ""
         try:
-            question = await self.engine.answer(
+            answer = await self.engine.answer(
                 message.question_id, text=message.text, option=message.option
             )
         except Exception as error:
@@ -695,7 +679,7 @@ class MainScreen(Screen[None]):
             )
             self.refresh_from_store()
             return
-        self.tell(f"{who}: {question.answer}", title="Answered", timeout=3)
+        self.tell(f"{who}: {answer}", title="Answered", timeout=3)
         self._attend()
         self.refresh_from_store()
 
@@ -869,8 +853,8 @@ class MainScreen(Screen[None]):
 
     def _job_of(self, session_id: str) -> str | None:
         """The job `session_id` runs (the pool's lease), if any."""
-        pool = self.engine.pool
-        info = pool.status().sessions.get(session_id) if pool else None
+        status = self.engine.pool_status()
+        info = status.sessions.get(session_id) if status else None
         task = info.task_id if info is not None else None
         return task.removeprefix("job-") if task and task.startswith("job-") else None
 
@@ -885,7 +869,7 @@ class MainScreen(Screen[None]):
 
     @work(group="cancel")
     async def _cancel(self, session_id: str) -> None:
-        session = self.engine.manager.sessions.get(session_id) if self.engine.manager else None
+        session = self.engine.session(session_id)
         role = session.role if session else session_id[:6]
         try:
             await self.engine.cancel(session_id)
@@ -942,10 +926,8 @@ class MainScreen(Screen[None]):
     async def start_recording(self) -> None:
         session = self._selected_session()
         if session is not None:
-            try:  # the in-process engine answers at once, an attached one (engine.control) later
-                path = self.engine.start_recording(session.session_id)
-                if inspect.isawaitable(path):
-                    path = await path
+            try:
+                path = await self.engine.start_recording(session.session_id)
             except Exception as error:
                 self.tell(str(error), title="Not recording", severity="error")
                 return
@@ -955,9 +937,7 @@ class MainScreen(Screen[None]):
         session = self._selected_session()
         if session is not None:
             try:
-                done = self.engine.stop_recording(session.session_id)
-                if inspect.isawaitable(done):
-                    await done
+                await self.engine.stop_recording(session.session_id)
             except Exception as error:  # (nothing recording: the engine says so)
                 self.tell(str(error), title="Not recording", severity="warning")
                 return

@@ -50,7 +50,7 @@ from semo.console.panel_text import (
 from semo.console.widgets.key_bar import KeyBar
 
 if TYPE_CHECKING:
-    from semo.engine.store.models import UserQuestion
+    from semo.engine.interface import QuestionView
 
 
 class QuestionList(OptionList):
@@ -91,16 +91,16 @@ class QuestionsPanel(Vertical, can_focus=False):
     class Showing(Message):
         """The inbox selected another question: the main screen shows its asker."""
 
-        question: UserQuestion
+        question: QuestionView
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.questions: list[UserQuestion] = []
+        self.questions: list[QuestionView] = []
         self.agent_roles: dict[str, str] = {}
         self._fitted: tuple[int, int, bool] | None = None  # list rows, text rows, scrolls
         self._shown_id: str | None = None
         #: questions answered from here, hidden until the store no longer lists them
-        self.sent: dict[str, UserQuestion] = {}
+        self.sent: dict[str, QuestionView] = {}
 
     def compose(self) -> ComposeResult:
         yield QuestionList(id="question-list")
@@ -117,7 +117,7 @@ class QuestionsPanel(Vertical, can_focus=False):
         self.watch(text, "scroll_y", lambda _y: self._say_pending(), init=False)
 
     @property
-    def selected(self) -> UserQuestion | None:
+    def selected(self) -> QuestionView | None:
         index = self.query_one(OptionList).highlighted
         if index is None or index >= len(self.questions):
             return None
@@ -132,7 +132,7 @@ class QuestionsPanel(Vertical, can_focus=False):
         options = len(question.options or ["yes", "no"])
         return question_key_hints(question.question_type, options)
 
-    def show(self, questions: list[UserQuestion], agent_roles: dict[str, str]) -> None:
+    def show(self, questions: list[QuestionView], agent_roles: dict[str, str]) -> None:
         """The pending questions (the store's list), less those answered from here."""
         listed = {q.id for q in questions}
         self.sent = {qid: q for qid, q in self.sent.items() if qid in listed}  # others: done
@@ -153,7 +153,7 @@ class QuestionsPanel(Vertical, can_focus=False):
         self.sent.pop(question_id, None)
 
     def _answer(
-        self, question: UserQuestion, *, text: str | None = None, option: int | None = None
+        self, question: QuestionView, *, text: str | None = None, option: int | None = None
     ) -> None:
         """Send the answer, and take the question out of the list at once: the next one is
         selected (the one after it, else the one before)."""
@@ -164,7 +164,7 @@ class QuestionsPanel(Vertical, can_focus=False):
         after = rest[min(index, len(rest) - 1)].id if rest else None
         self._list(rest, after)
 
-    def _list(self, questions: list[UserQuestion], keep: str | None) -> None:
+    def _list(self, questions: list[QuestionView], keep: str | None) -> None:
         agent_roles = self.agent_roles
         self.questions = questions
         options = self.query_one(OptionList)

@@ -7,12 +7,10 @@
     await client.answer(question_id, option=1)
     await client.close()                 # detach; the engine and its agents go on
 
-It offers the surface of the in-process `Engine` facade that the console uses (`bus`,
-`sessions()`, `manager.sessions`, `pool.status()`, `office`, `store.backend`, `agents`,
-`pending_questions()`, `recent_commands()`, `answer`, `send_prompt`, `cancel`, `terminate`,
-`new_session`, recordings), so the console's widgets do not care which one they have. When the
-engine goes away, `gone` is set with the reason, every operation raises `EngineGone`, and
-`on_gone` callbacks run; nothing is ever reported as delivered to an engine that is not there.
+It implements the console's `EngineInterface` (engine/interface.py), as `InProcessEngine` does
+for an engine in the console's own process. When the engine goes away, `gone` is set with the
+reason, every operation raises `EngineGone`, and `on_gone` callbacks run; nothing is ever
+reported as delivered to an engine that is not there.
 """
 
 from __future__ import annotations
@@ -28,14 +26,14 @@ import socket
 import struct
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from semo.engine.bus import EventBus
 from semo.engine.control.mirror import MirrorScreen
-from semo.engine.control.views import Record, pool_status
+from semo.engine.control.views import Record
 from semo.engine.control.wire import (
     MAX_SERVER_FRAME_BYTES,
     PROTOCOL_VERSION,
@@ -47,12 +45,22 @@ from semo.engine.control.wire import (
     piece_size,
     read_frame,
 )
+from semo.engine.interface import (
+    AgentView,
+    CommandView,
+    OfficeView,
+    PooledView,
+    PoolView,
+    QuestionView,
+)
+from semo.engine.plain_text import plain
 from semo.engine.protocol.state import AgentState
 
 if TYPE_CHECKING:  # pydantic and the store's models load when a reply needs them (views.py)
     from semo.engine.jobwork.review import JobDiff, JobReview
     from semo.engine.office.job_ops import JobTimeline, JobView
-    from semo.engine.store.models import Job, UserQuestion
+    from semo.engine.store.models import Job
+    from semo.engine.terminal.screen import TerminalScreen
 
 log = logging.getLogger("semo.control.client")
 
@@ -80,48 +88,6 @@ class EngineGone(ConnectionError):
     """The engine went away (stopped or killed): nothing was delivered."""
 
 
-@dataclass
-class OfficeView:
-    name: str
-    id: str | None
-
-
-@dataclass
-class CommandOutcome:
-    """A finished command as the console shows it (its error, or "ok")."""
-
-    success: bool
-    error: str | None
-
-
-class _StoreView:
-    """What the console reads about the store: its backend and finished commands' outcomes."""
-
-    def __init__(self) -> None:
-        self.backend = "?"
-        self.results: dict[str, str] = {}
-
-    async def get_result(self, command_id: str) -> CommandOutcome | None:
-        text = self.results.get(command_id)
-        if text is None:
-            return None
-        return CommandOutcome(success=text == "ok", error=None if text == "ok" else text)
-
-
-class _PoolView:
-    def __init__(self, status: Record) -> None:
-        self._status = status
-
-    def status(self) -> Record:
-        """semo.engine.sessions.pool.PoolStatus's fields (views.pool_status)."""
-        return self._status
-
-
-@dataclass
-class _ManagerView:
-    sessions: dict[str, RemoteSession]
-
-
 class RemoteTerminal:
     """A session's terminal seen through the socket: `screen` mirrors the engine's, `write` and
     `resize` go to the engine. Shaped like `TerminalSession` for the console's pane."""
@@ -129,13 +95,18 @@ class RemoteTerminal:
     def __init__(self, client: EngineClient, session_id: str) -> None:
         self._client = client
         self.session_id = session_id
-        self.screen = MirrorScreen()
+        self.mirror = MirrorScreen()
         self._listeners: list[Callable[[str], None]] = []
         self.attached = False
         self.visible = True
         #: new scrollback lines come with each frame (the protocol's default); a pane that
         #: shows the live screen turns this off and asks for the history when scrolled back
         self.history = True
+
+    @property
+    def screen(self) -> TerminalScreen:
+        """The mirror: it has what a pane reads of a `TerminalScreen` (control/mirror.py)."""
+        return cast("TerminalScreen", self.mirror)
 
     def write(self, text: str) -> None:
         if self._client.gone is not None:
@@ -253,11 +224,11 @@ class EngineClient:
         self.paths = paths
         self.bus = EventBus()
         self.office: OfficeView | None = None
-        #: the office's agents by role, engine.store.models.Agent's fields
-        self.agents: dict[str, Record] = {}
-        self.store = _StoreView()
-        self.pool: _PoolView | None = None
-        self.jobs = None  # the console never runs jobs itself
+        #: the office's agents by role
+        self.agents: dict[str, AgentView] = {}
+        #: the store's backend, as the engine says it
+        self.backend = "?"
+        self._pool: PoolView | None = None
         self.engine_id: str | None = None
         self.pid: int | None = None
         self.consoles = 0
@@ -265,9 +236,11 @@ class EngineClient:
         self.gone: str | None = "not connected"
         self._sessions: dict[str, RemoteSession] = {}
         self._terminals: dict[str, RemoteTerminal] = {}
-        self._questions: list[Record] = []  # UserQuestion's fields
-        self._commands: list[Record] = []  # AgentCommand's fields
-        self._steps: list[Any] = []  # the latest routing steps (office snapshot "steps")
+        self._questions: list[QuestionView] = []
+        self._commands: list[CommandView] = []
+        self._steps: list[dict[str, Any]] = []  # the latest routing steps (snapshot "steps")
+        #: finished commands' outcomes by id ("ok", or what went wrong)
+        self._results: dict[str, str] = {}
         self._preconnect = preconnect
         #: the engine said it is stopping: it closes the connection soon after its goodbye
         self._stopping = False
@@ -361,9 +334,13 @@ class EngineClient:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._read_task
 
-    async def stop(self, reason: str = "") -> None:
-        """What the in-process console called on exit: here it only detaches."""
+    async def stop(self, reason: str = "console closed") -> None:
+        """The console is done: detach (the engine and its agents go on)."""
         await self.close()
+
+    async def stop_office(self) -> None:
+        """Ask the engine to stop, its agents too."""
+        await self.stop_engine()
 
     def on_office(self, listener: Callable[[], None]) -> None:
         """Called after each office snapshot (sessions, pool, questions, commands)."""
@@ -401,18 +378,22 @@ class EngineClient:
             "nothing was delivered"
         )
 
-    # -- the Engine facade's surface -----------------------------------------------------------
+    # -- the EngineInterface (engine/interface.py) -------------------------------------------
 
-    @property
-    def manager(self) -> _ManagerView:
-        """Like `Engine.manager`: `.sessions` by id."""
-        return _ManagerView(self._sessions)
-
-    def sessions(self) -> list[RemoteSession]:
+    def sessions(self) -> Sequence[RemoteSession]:
         return list(self._sessions.values())
 
     def session(self, session_id: str) -> RemoteSession | None:
         return self._sessions.get(session_id)
+
+    def last_line(self, session_id: str) -> str | None:
+        """The session's last line from the latest office snapshot (a hidden pane gets no
+        frames: the mirror of its screen is behind)."""
+        session = self._sessions.get(session_id)
+        return session.last_line if session is not None else None
+
+    def pool_status(self) -> PoolView | None:
+        return self._pool
 
     @property
     def office_id(self) -> str:
@@ -422,26 +403,34 @@ class EngineClient:
     def connection_state(self) -> str:
         return self._connection_state if self.gone is None else "engine gone"
 
-    async def pending_questions(self) -> list[Record]:
+    async def pending_questions(self) -> list[QuestionView]:
         return list(self._questions)
 
-    async def recent_commands(self, limit: int = 20) -> list[Record]:
+    async def recent_commands(self, limit: int = 20) -> list[CommandView]:
         return self._commands[:limit]
 
-    def recent_steps(self) -> list[Any]:
+    async def command_outcome(self, command_id: str) -> str | None:
+        """What the engine said of the finished command (views.outcome_text, at most 60
+        characters); None until it did."""
+        text = self._results.get(command_id)
+        if text is None:
+            return None
+        return "ok" if text == "ok" else plain(text or "failed", one_line=True)[:60]
+
+    def recent_steps(self) -> list[dict[str, Any]]:
         """The engine's latest routing steps, oldest first: what a console that attaches
         now missed (engine.control.views.step_view's fields)."""
         return list(self._steps)
 
     async def answer(
         self, question_id: str, *, text: str | None = None, option: int | None = None
-    ) -> UserQuestion:
+    ) -> str | None:
+        """The answer as the engine recorded it."""
         result = await self.request(
             {"op": "answer", "question": question_id, "text": text, "option": option}
         )
-        from semo.engine.store.models import UserQuestion
-
-        return UserQuestion.model_validate(result)
+        answer = result.get("answer") if isinstance(result, dict) else None
+        return answer if isinstance(answer, str) else None
 
     def send_prompt(self, session_id: str, text: str) -> None:
         self._send({"op": "prompt", "session": session_id, "text": text})
@@ -508,6 +497,9 @@ class EngineClient:
 
     async def stop_recording(self, session_id: str) -> None:
         await self.request({"op": "record_stop", "session": session_id})
+
+    async def demo_job(self, started: Callable[[str], None]) -> None:
+        """Nothing: a demo engine in the background runs its own job."""
 
     async def stop_engine(self) -> int | None:
         """Ask the engine to stop (its agents too); returns its pid."""
@@ -596,7 +588,7 @@ class EngineClient:
         terminal = self._terminals.get(frame.get("s"))  # type: ignore[arg-type]
         if terminal is None:
             return
-        terminal.screen.apply(frame, self._styles)
+        terminal.mirror.apply(frame, self._styles)
         terminal._changed()
 
     def _event(self, data: Any) -> None:
@@ -635,11 +627,11 @@ class EngineClient:
         if not data:
             return
         self.office = OfficeView(name=data.get("name") or self.paths.office, id=data.get("id"))
-        self.store.backend = data.get("backend") or "?"
+        self.backend = data.get("backend") or "?"
         self._connection_state = data.get("connection") or "?"
         self.consoles = int(data.get("consoles") or 0)
         agents = data.get("agents") or {}
-        self.agents = {role: Record(a) for role, a in agents.items()}
+        self.agents = {role: AgentView(a.get("id") or "", role) for role, a in agents.items()}
         live = {s["session_id"]: s for s in data.get("sessions") or []}
         for session_id in list(self._sessions):
             if session_id not in live:
@@ -651,14 +643,54 @@ class EngineClient:
             else:
                 session.update(row)
         if data.get("pool"):
-            self.pool = _PoolView(pool_status(data["pool"]))
+            self._pool = pool_view(data["pool"])
         if "questions" in data:
-            self._questions = [Record(q) for q in data["questions"]]
-            self._commands = [Record(c) for c in data.get("commands") or []]
+            self._questions = [question_view(q) for q in data["questions"]]
+            self._commands = [command_view(c) for c in data.get("commands") or []]
             self._steps = list(data.get("steps") or [])
-            self.store.results.update(data.get("results") or {})
+            self._results.update(data.get("results") or {})
         for listener in list(self._office_listeners):
             listener()
+
+
+def pool_view(data: dict[str, Any]) -> PoolView:
+    """The snapshot's pool (sessions.pool.PoolStatus's JSON)."""
+    sessions = {
+        session_id: PooledView(age_s=row.get("age_s"), task_id=row.get("task_id"))
+        for session_id, row in (data.get("sessions") or {}).items()
+    }
+    return PoolView(
+        total=int(data.get("total") or 0),
+        max_sessions=int(data.get("max_sessions") or 0),
+        down=tuple(data.get("down") or ()),
+        sessions=sessions,
+    )
+
+
+def question_view(data: dict[str, Any]) -> QuestionView:
+    """A snapshot's question (store.models.UserQuestion's JSON)."""
+    row = Record(data)
+    return QuestionView(
+        id=row.id,
+        agent_id=row.agent_id,
+        session_id=data.get("session_id"),
+        question_type=data.get("question_type") or "text",
+        question=row.question,
+        options=list(data.get("options") or []),
+        created_at=row.created_at,
+    )
+
+
+def command_view(data: dict[str, Any]) -> CommandView:
+    """A snapshot's command (store.models.AgentCommand's JSON)."""
+    row = Record(data)
+    return CommandView(
+        id=row.id,
+        created_at=row.created_at,
+        command_type=row.command_type,
+        status=row.status,
+        payload=dict(data.get("payload") or {}),
+    )
 
 
 #: what a console sends only to keep its view current: not worth sending to a stopping engine

@@ -3,9 +3,10 @@
 The snapshot (`subscribe`) carries the store's rows and the pool's status as the models'
 `model_dump(mode="json")`. The console shows them in its first frame, and importing pydantic
 and the store's models costs more than the rest of the console's start (issue 14: attach
-<= 300 ms from the command's start), so the client reads them as `Record`s: the same field
-names as the models, `*_at` fields as datetimes. Answers, jobs and timelines, which a console
-only asks for after it has drawn, come back as the real models (engine.control.client).
+<= 300 ms from the command's start), so the client reads them through `Record`s (the same
+field names as the models, `*_at` fields as datetimes) into engine/interface.py's plain data.
+Jobs and timelines, which a console only asks for after it has drawn, come back as the real
+models (engine.control.client).
 
 The client's events go through engine.bus (standard library only), the engine's own bus; the
 events themselves are engine.events models, imported when the first one arrives.
@@ -75,21 +76,6 @@ class Record:
     def dump(self) -> dict[str, Any]:
         """The fields as given (datetimes parsed)."""
         return dict(self._data)
-
-
-def pool_status(data: dict[str, Any]) -> Record:
-    """semo.engine.sessions.pool.PoolStatus's fields; `sessions` by id, each a Record."""
-    from semo.engine.protocol.state import AgentState
-
-    sessions = {}
-    for session_id, row in (data.get("sessions") or {}).items():
-        record = Record(row)
-        with contextlib.suppress(ValueError, KeyError):
-            record._data["state"] = AgentState(row["state"])
-        sessions[session_id] = record
-    status = Record(data)
-    status._data["sessions"] = sessions
-    return status
 
 
 #: at most this much of a session's last line goes into the office snapshot
