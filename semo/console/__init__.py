@@ -1,1 +1,1 @@
-"""semo console: the Textual operator app; talks only to the Engine facade."""
+"""semo console: the Textual operator app; talks only to engine/interface.py's EngineInterface."""

@@ -6,7 +6,8 @@
     await engine.stop()           # stop claiming, finish or fail in-flight work, end sessions,
                                   # record the engine stopped
 
-The console and `semo engine` talk to this class only.
+`semo engine` talks to this class only; a console in the same process reaches it through
+`InProcessEngine` (engine/in_process.py), one attached through the control socket.
 """
 
 from __future__ import annotations

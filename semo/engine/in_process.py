@@ -16,6 +16,7 @@ from semo.engine.control.views import outcome_text
 from semo.engine.interface import (
     AgentView,
     CommandView,
+    EngineInterface,
     OfficeView,
     PooledView,
     PoolView,
@@ -25,6 +26,7 @@ from semo.engine.interface import (
 
 if TYPE_CHECKING:
     from semo.engine.bus import EventBus
+    from semo.engine.control.client import EngineClient
     from semo.engine.engine import Engine
     from semo.engine.jobwork.review import JobDiff, JobReview
     from semo.engine.office.job_ops import JobTimeline, JobView
@@ -200,3 +202,12 @@ class InProcessEngine:
 
     async def cancel_job(self, job_id: str, reason: str = "") -> Job:
         return await self.engine.cancel_job(job_id, reason)
+
+
+if TYPE_CHECKING:  # mypy checks that both engines implement the console's interface
+
+    def _in_process(engine: InProcessEngine) -> EngineInterface:
+        return engine
+
+    def _client(client: EngineClient) -> EngineInterface:
+        return client
