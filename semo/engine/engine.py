@@ -597,14 +597,29 @@ class Engine:
                 note=conversation.note() if conversation else "",
             )
             started.append(queued)
+        assert self.router is not None
+        interrupted = await self._interrupted_agents()
         for conversation in by_old.values():
-            tell_restarted(conversation)
+            agent_id = conversation.session.agent_id
+            if agent_id in interrupted:  # one turn: its invocation again, with the note
+                self.router.restart_note(agent_id, conversation.note())
+            else:
+                tell_restarted(conversation)
         if started:
             waits = [asyncio.ensure_future(event.wait()) for event in started]
             # a job whose conversation is gone starts a new session first: not waited for long
             _done, pending = await asyncio.wait(waits, timeout=self.pool.ready_timeout)
             for waiting in pending:
                 waiting.cancel()
+
+    async def _interrupted_agents(self) -> set[str]:
+        """Agents whose interrupted invocation the router sends again (none if unreadable)."""
+        assert self.router is not None
+        try:
+            return await self.router.interrupted_agents()
+        except StoreError as error:
+            log.warning("reading the interrupted invocations failed: %s", error)
+            return set()
 
     async def _ship_job(self, payload: ShipJobPayload) -> dict[str, Any]:
         """A `ship_job` command: the job's steps (engine/ship/command.py), the report back."""

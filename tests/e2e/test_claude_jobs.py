@@ -247,6 +247,10 @@ async def test_the_engine_sigkilled_mid_invocation_the_next_one_finishes_the_job
         assert invoked == [invocation["id"], invocation["id"]]
         be_prompts = [r.last_user_text() for r in apis["BE"].main_requests]
         assert any("semo was restarted while this invocation" in text for text in be_prompts)
+        # one turn after the restart: the invocation again, the restart note in it (a note of
+        # its own first made a Claude agent go on with the task, then do it again)
+        assert not any("this conversation was resumed" in text for text in be_prompts)
+        assert len(be_prompts) == 2, be_prompts
         fe_prompts = [r.last_user_text() for r in apis["FE"].main_requests]
         assert sum("You were working on job" in text for text in fe_prompts) == 1
         assert not any("Retry (attempt 2)" in text for text in fe_prompts)

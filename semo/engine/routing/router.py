@@ -146,6 +146,9 @@ class Router:
         #: pending results and running invocations found by `resume` (from before the start):
         #: typed with a note that semo restarted
         self._from_before: set[str] = set()
+        #: resumed conversations whose interrupted invocation is typed again: agent id -> what
+        #: else the restart note says (questions asked again); one turn carries both
+        self._restart_notes: dict[str, str] = {}
         #: decides permission requests; answered ones are handed to it (never typed)
         self.approvals: Approvals | None = None
 
@@ -172,16 +175,31 @@ class Router:
         made are typed into the new session."""
         self._resumed[old_session_id] = session_id
 
+    async def _open_invocations(self) -> tuple[list[AgentInvocation], set[str]]:
+        """The office's pending and running invocations, and those of them with a result."""
+        open_ = await self.store.list_invocations(self.office_id, statuses=("pending", "running"))
+        results = await self.store.list_results(
+            self.office_id, invocation_ids=[i.id for i in open_]
+        )
+        return open_, {r.invocation_id for r in results if r.invocation_id}
+
+    async def interrupted_agents(self) -> set[str]:
+        """Agents whose invocation was being worked on when the last engine stopped and that
+        `resume` sends again, with a note that semo restarted."""
+        open_, answered = await self._open_invocations()
+        return {i.target_agent_id for i in open_ if i.status == "running" and i.id not in answered}
+
+    def restart_note(self, agent_id: str, note: str) -> None:
+        """`agent_id`'s conversation was resumed and gets its interrupted invocation again: the
+        restart note goes in that one prompt (with `note`), not in a turn of its own."""
+        self._restart_notes[agent_id] = note
+
     async def resume(self) -> None:
         """After a restart: re-send invocations that never delivered, deliver pending results
         (both with a note that semo restarted). A row that cannot be handled is marked or
         skipped with the reason (`_pump`, `_deliver_result`); only a store that cannot be
         reached makes this raise."""
-        open_ = await self.store.list_invocations(self.office_id, statuses=("pending", "running"))
-        results = await self.store.list_results(
-            self.office_id, invocation_ids=[i.id for i in open_]
-        )
-        answered = {r.invocation_id for r in results}
+        open_, answered = await self._open_invocations()
         self._from_before.update(i.id for i in open_ if i.status == "running")
         pending = await self.store.list_results(self.office_id, status="pending")
         self._from_before.update(r.id for r in pending)
@@ -466,9 +484,10 @@ class Router:
         context = f" Context: {json.dumps(invocation.context)}" if invocation.context else ""
         again = ""
         if invocation_id in self._from_before:
+            extra = self._restart_notes.pop(target_id, "")
             again = (
                 "[semo] semo was restarted while this invocation was being worked on: check "
-                "what is already done before you continue it.\n"
+                f"what is already done before you continue it.{' ' + extra if extra else ''}\n"
             )
         prompt = (
             f"{again}"
