@@ -135,6 +135,7 @@ CONTRACTS = (
     "layers: console > api | control > routing > sessions > protocol > terminal",
     "store: persistence imports nothing above it",
     "office services: below routing, api and control; above the store",
+    "the command-line modules are imported by the CLI only",
     "foundations import nothing above them",
     "settings modules are leaves",
 )

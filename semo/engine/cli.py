@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from semo.engine.commands.jobs import add_job_commands
 from semo.engine.commands.office import add_store_commands
-from semo.engine.jobwork.worktree_cli import add_worktree_commands
+from semo.engine.commands.worktrees import add_worktree_commands
 from semo.engine.notify.cli import add_notify_commands
 from semo.engine.plain_text import plain, plain_json
 

@@ -68,8 +68,8 @@ def add_job_commands(commands: Any) -> None:
     add_config_option(cancel)
     cancel.set_defaults(handler=_run(_cancel))
 
-    from semo.engine.jobwork.cli import add_work_commands
-    from semo.engine.ship.cli import add_ship_command
+    from semo.engine.commands.job_work import add_work_commands
+    from semo.engine.commands.ship import add_ship_command
 
     add_ship_command(actions)
     add_work_commands(actions)
@@ -145,7 +145,7 @@ def _print_step(entry: JobEntry, agents: dict[str, Agent]) -> None:
 
 
 async def _show(store: Store, args: argparse.Namespace) -> int:
-    from semo.engine.jobwork.cli import print_review, review_lines
+    from semo.engine.commands.job_work import print_review, review_lines
     from semo.engine.office.job_ops import agents_of, describe_entry, job_timeline
     from semo.engine.store.short_ids import resolve_job_id
 
