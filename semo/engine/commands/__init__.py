@@ -1,1 +1,1 @@
-"""The `semo` commands over an office's store: sessions, engines, questions, jobs, members."""
+"""The `semo` commands over an office: sessions, engines, questions, members, jobs, work."""
