@@ -24,43 +24,13 @@ from typing import TypeVar
 
 from semo.engine.store.models import AgentCommandResult, AgentSession
 from semo.engine.store.sqlite import SqliteStore
-from tests.support.git_repo import make_repo
-from tests.support.office_toml import sqlite_office_toml
+from tests.support.daemon_office import make_office
 from tests.support.semo_process import environment_without_semo, semo_engine
 from tests.support.waiting import eventually_value
 
 TIMEOUT = 20.0
 SECRET = "hunter2-db-password"
 T = TypeVar("T")
-
-CONFIG = (
-    sqlite_office_toml("daemon-test")
-    + """
-[engine]
-log_format = "json"
-command_timeout = 10
-shutdown_grace = 1
-
-[pool]
-max_sessions = 3
-warm_roles = ["SH"]
-
-[[agents]]
-role = "SH"
-profile = "generic"
-command = ["bash", "--norc", "--noprofile", "-i"]
-env = { PS1 = "$ " }
-cols = 80
-rows = 24
-"""
-)
-
-
-def make_office(folder: Path) -> Path:
-    make_repo(folder / "repo")
-    config = folder / "semo.toml"
-    config.write_text(CONFIG)
-    return config
 
 
 @asynccontextmanager

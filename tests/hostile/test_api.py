@@ -29,7 +29,7 @@ from semo.engine.api.settings import ApiSettings
 from semo.engine.store.models import UserQuestion
 from semo.engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
-from tests.hostile.test_routing import Office, hostile, office_config, running
+from tests.support.hostile_routing import Office, hostile, office_config, running
 from tests.support.waiting import eventually, eventually_value
 
 TOKEN = "hostile-api-token-0123456789abc"

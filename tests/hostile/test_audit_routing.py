@@ -27,7 +27,7 @@ from semo.engine.store.changes import ChangeFeed
 from semo.engine.store.models import Office
 from semo.engine.store.sqlite import SqliteStore
 from tests.api.conftest import store_maker
-from tests.hostile.test_routing import deliver, hostile, office_config, running
+from tests.support.hostile_routing import deliver, hostile, office_config, running
 from tests.support.waiting import eventually, eventually_value
 
 

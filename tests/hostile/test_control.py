@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.control.office import SEMO, Office, alive, wait_until
-from tests.support.office_toml import sqlite_office_toml
+from tests.support.hostile_control import CONFIG
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,23 +68,6 @@ os.wait()
 print("$ ", end="", flush=True)
 sys.stdin.read()
 """
-
-CONFIG = (
-    sqlite_office_toml("ctl")
-    + """
-[engine]
-shutdown_grace = 1
-
-[pool]
-max_sessions = 2
-warm_roles = ["D"]
-
-[[agents]]
-role = "D"
-profile = "generic"
-command = {command}
-"""
-)
 
 
 def _zombie(pid: int) -> bool:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.control.office import SEMO, Office, wait_until
-from tests.hostile.test_control import CONFIG
+from tests.support.hostile_control import CONFIG
 
 pytestmark = pytest.mark.timeout(120)
 

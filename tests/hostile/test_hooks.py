@@ -503,8 +503,8 @@ async def test_deeply_nested_api_bodies_are_a_client_error_and_the_api_goes_on(
     recursion limit reaches validation (422). The engine answers the next request."""
     import httpx
 
-    from tests.api.test_serve import TOKEN, ready_session, serving, stop
-    from tests.test_engine_daemon import make_office
+    from tests.support.api_serve import TOKEN, ready_session, serving, stop
+    from tests.support.daemon_office import make_office
 
     config = make_office(tmp_path)
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}

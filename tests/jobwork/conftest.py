@@ -69,3 +69,12 @@ async def office_at(tmp_path: Path) -> AsyncIterator[Office_]:
         yield Office_(store, repo, origin, row, fe, be, worktrees, JobWorkspace(store, repo))
     finally:
         await store.close()
+
+
+def config_for(office: Office_, tmp_path: Path) -> str:
+    path = tmp_path / "semo.toml"
+    path.write_text(
+        f'[office]\nname = "o"\nrepository = "{office.repo}"\n'
+        f'[store]\nbackend = "sqlite"\nsqlite_path = "{office.store.path}"\n'
+    )
+    return str(path)

@@ -15,7 +15,7 @@ from semo.engine.api.app import create_app
 from semo.engine.api.settings import ApiSettings
 from semo.engine.jobwork.model import JobWork
 from semo.engine.store.models import Job
-from tests.jobwork.conftest import Office_
+from tests.jobwork.conftest import Office_, config_for
 from tests.support.git_repo import git
 from tests.support.semo_process import run_semo
 
@@ -37,15 +37,6 @@ async def conflicted(office: Office_) -> tuple[Job, Path, Path]:
         job.id, status="needs_review", failure_reason=end.conflict.detail, needs_human=True
     )
     return job, fe, be
-
-
-def config_for(office: Office_, tmp_path: Path) -> str:
-    path = tmp_path / "semo.toml"
-    path.write_text(
-        f'[office]\nname = "o"\nrepository = "{office.repo}"\n'
-        f'[store]\nbackend = "sqlite"\nsqlite_path = "{office.store.path}"\n'
-    )
-    return str(path)
 
 
 async def test_show_diff_and_resolve_by_hand_from_the_cli(office: Office_, tmp_path: Path) -> None:

@@ -10,8 +10,7 @@ import shutil
 from pathlib import Path
 
 from semo.engine.store.models import AgentSession
-from tests.jobwork.conftest import Office_
-from tests.jobwork.test_work_cli_api import config_for
+from tests.jobwork.conftest import Office_, config_for
 from tests.support.git_repo import AUTHOR, git
 from tests.support.semo_process import run_semo
 

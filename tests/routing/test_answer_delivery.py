@@ -24,10 +24,12 @@ from semo.engine.sessions.pool import SessionPoolManager
 from semo.engine.sessions.profiles import profile_named
 from semo.engine.store.base import Store
 from semo.engine.store.models import Agent, Office, UserQuestion
-from tests.routing.test_router import REPO, ask
 from tests.store.conftest import open_stores
+from tests.support.markers import ask
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually, eventually_value
+
+REPO = Path(__file__).resolve().parents[2]
 
 TIMEOUT = 15.0
 #: the scripted agent stands for a model: answers are typed into it as prompts

@@ -27,6 +27,7 @@ from semo.engine.sessions.pool import SessionPoolManager
 from semo.engine.sessions.profiles import profile_named
 from semo.engine.store.models import Agent, AgentResult, Office, UserQuestion
 from semo.engine.store.sqlite import SqliteStore
+from tests.support.markers import ask, invoke
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually, eventually_value
 
@@ -35,16 +36,6 @@ ROLES = ("FE", "BE", "QA")
 TIMEOUT = 15.0
 #: the scripted agents stand for models: semo's feedback is typed into them
 READS_PROMPTS = profile_named("generic", reads_prompts=True)
-
-
-def ask(question: str, *options: str) -> str:
-    body = {"type": "choice", "question": question, "options": list(options)}
-    return f"[ASK_USER]\n{json.dumps(body)}\n[/ASK_USER]"
-
-
-def invoke(target: str, task: str, **context: Any) -> str:
-    body = {"task": task, "context": context} if context else {"task": task}
-    return f"[INVOKE:{target}]\n{json.dumps(body)}\n[/INVOKE]"
 
 
 def deliver(recipient: str, summary: str) -> str:

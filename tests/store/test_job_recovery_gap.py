@@ -20,7 +20,7 @@ import pytest
 from semo.engine.reconcile import reconcile
 from semo.engine.store.base import Store
 from semo.engine.store.models import Job, Office
-from tests.store.test_reconcile import dead_pid
+from tests.support.pids import dead_pid
 
 
 class Died(BaseException):

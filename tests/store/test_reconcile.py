@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import subprocess
 from datetime import UTC
 from typing import Any
 
@@ -20,12 +19,7 @@ from semo.engine.store._shared import FORGET_ENGINES_AFTER
 from semo.engine.store.base import Store, StoreConflict
 from semo.engine.store.models import Agent, AgentSession, EngineHeartbeat, Job, Office, UserQuestion
 from tests.store.conftest import Stores
-
-
-def dead_pid() -> int:
-    child = subprocess.Popen(["true"])
-    child.wait()
-    return child.pid
+from tests.support.pids import dead_pid
 
 
 async def test_dead_runs_are_cleaned_and_live_ones_left_alone(store: Store) -> None:
