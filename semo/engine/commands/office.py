@@ -110,6 +110,10 @@ def add_store_commands(commands: Any) -> None:
 
     add_office_commands(commands, _run, add_config_option)
 
+    from semo.engine.commands.supabase import add_supabase_commands
+
+    add_supabase_commands(commands, _run, add_config_option)
+
 
 async def _migrate(args: argparse.Namespace) -> int:
     from semo.engine.store.migrate import migrate

@@ -985,6 +985,10 @@ class Postgrest:
             statement = sql.SQL("SELECT to_json(_t.v)::text FROM {}{} AS _t(v)").format(
                 source, call
             )
+            # PostgREST's max-rows limits every set a function returns, scalars included
+            limit = self._capped(query.limit) if function.returns_set else query.limit
+            if limit is not None:
+                statement = sql.SQL("{} LIMIT {}").format(statement, sql.Literal(max(limit, 0)))
         else:
             projection = builder.projection(query.select)
             where = builder.where(query.filters)

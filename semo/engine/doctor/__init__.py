@@ -1,0 +1,1 @@
+"""`semo supabase doctor`: check a Supabase project for what semo needs (docs/SUPABASE.md)."""
