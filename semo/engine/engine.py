@@ -259,6 +259,11 @@ class Engine:
             job_for=self.router.job_for,
         )
         self.router.approvals = self.approvals
+        if self.conversations is not None:
+            self.approvals.on_grant = self.conversations.granted
+        for conversation in resumed:  # what the operator allowed for them before the restart
+            if conversation.grants:
+                self.approvals.restore(conversation.session.session_id, conversation.grants)
         self.approvals.start()
         self.jobs = JobRunner(
             self.store,

@@ -86,3 +86,32 @@ def test_no_dialog_and_no_yes() -> None:
     dialog = read_dialog(hostile)
     assert dialog is not None and dialog.keys(ALLOW) == "<Esc>"  # no Yes: never a guess
     assert "\x1b" not in dialog.summary
+
+
+#: Claude Code 2.1.328's offer, when the operator's settings ask for the classic mode (rows
+#: copied from the real CLI's screen)
+AUTO_OFFER = [
+    RULE,
+    "  Make auto mode your default permission mode?",
+    "  Auto mode lets Claude handle permission prompts automatically. Claude checks each tool"
+    " call for",
+    "  risky actions and prompt injection before executing, runs the ones it assesses as"
+    " lower-risk,",
+    "  and blocks the rest.",
+    "  ❯ Yes, set auto mode as my default permission mode",
+    "    No, keep manual mode",
+]
+
+
+def test_the_auto_mode_offer_says_what_allow_picks() -> None:
+    dialog = read_dialog(AUTO_OFFER)
+    assert dialog is not None and not dialog.enter_allows
+    assert dialog.options == (
+        "Yes, set auto mode as my default permission mode",
+        "No, keep manual mode",
+    )
+    assert dialog.summary.startswith("Claude Code's dialog: Make auto mode your default")
+    assert dialog.summary.endswith(
+        "[allow: Yes, set auto mode as my default permission mode; deny: Esc]"
+    )
+    assert (dialog.keys(ALLOW), dialog.keys(DENY)) == ("<Enter>", "<Esc>")

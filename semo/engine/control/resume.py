@@ -1,7 +1,8 @@
 """Claude Code conversations outlive a killed engine.
 
 While an engine that serves consoles runs, `ConversationKeeper` records each live Claude Code
-session's own session id (from its hooks), folder, role and agent in
+session's own session id (from its hooks), folder, role, agent and the requests the operator
+allowed "for this session" (engine/routing/approvals.py) in
 `$XDG_STATE_HOME/semo/resume-<office>-<hash>.json` (0600). A session that ends while the engine
 runs (terminated, crashed, the engine stopped cleanly) is removed from the file: only a session
 lost with its engine (SIGKILL, a crash, a power cut) is left in it.
@@ -13,7 +14,8 @@ and dispatcher run):
    recorded session stays running, taken over with its open work;
 2. `resume_conversations`: each recorded conversation is started again with the CLI's own
    resume (`claude ... --resume <id>`) in the same folder, and waited for until it is ready;
-   it joins the pool (the role's warm session when it ran in the warm worktree). Questions it
+   it joins the pool (the role's warm session when it ran in the warm worktree) and keeps
+   what the operator allowed for the old session (its grants). Questions it
    had asked that nobody answered before the engine died (cancelled when its session was ended)
    are asked again for the new session;
 3. the router types into it what was waiting for the old session (answers, results), the job
@@ -41,7 +43,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
@@ -96,6 +98,11 @@ READY_TIMEOUT = 60.0
 CLAUDE_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 
 
+#: grants kept per recorded conversation, and the longest tool name among them
+MAX_GRANTS = 500
+MAX_TOOL = 128
+
+
 def valid_claude_id(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and CLAUDE_SESSION_ID.fullmatch(value) is not None
 
@@ -112,6 +119,23 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
 
+def grants_of(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The "allow for this session" grants of a recorded conversation: (tool, input) pairs;
+    anything else in the file is left out."""
+    found = entry.get("grants")
+    if not isinstance(found, list):
+        return []
+    pairs = [
+        (pair[0], pair[1])
+        for pair in found
+        if isinstance(pair, list)
+        and len(pair) == 2
+        and all(isinstance(part, str) for part in pair)
+        and 0 < len(pair[0]) <= MAX_TOOL
+    ]
+    return pairs[:MAX_GRANTS]
+
+
 def save(path: Path, entries: dict[str, dict[str, Any]]) -> None:
     private_dir(path.parent)
     atomic_write(path, json.dumps(entries, indent=1), mode=0o600)
@@ -124,6 +148,16 @@ class ConversationKeeper:
         self.engine = engine
         self.path = path
         self.entries = load(path)
+        #: session id -> its grants ("allow for this session"), as the approvals told them
+        self.grants: dict[str, list[tuple[str, str]]] = {}
+
+    def granted(self, session_id: str, grants: list[tuple[str, str]]) -> None:
+        """The grants of a live session changed (`Approvals.on_grant`): recorded with it."""
+        self.grants[session_id] = grants[:MAX_GRANTS]
+        entry = self.entries.get(session_id)
+        if entry is not None:
+            entry["grants"] = [list(pair) for pair in self.grants[session_id]]
+            self._save()
 
     def start(self) -> None:
         if getattr(self.engine, "conversations", self) is not self:
@@ -134,6 +168,7 @@ class ConversationKeeper:
     def _on_event(self, session: AgentSession, event: SessionEvent) -> None:
         sid = session.session_id
         if isinstance(event, StateChange) and event.state == AgentState.TERMINATED:
+            self.grants.pop(sid, None)
             if self.entries.pop(sid, None) is not None:
                 self._save()
             return
@@ -149,6 +184,7 @@ class ConversationKeeper:
             "agent_id": session.agent_id,
             "folder": str(session.cwd) if session.cwd else None,
             "engine_id": self.engine.engine_id,
+            "grants": [list(pair) for pair in self.grants.get(sid, [])],
         }
         self._save()
 
@@ -167,6 +203,8 @@ class Resumed:
     old_id: str
     session: AgentSession
     asked_again: list[str]
+    #: what the operator allowed "for this session" in the old one (kept by the new one)
+    grants: list[tuple[str, str]] = field(default_factory=list)
 
     def note(self) -> str:
         if not self.asked_again:
@@ -272,7 +310,8 @@ async def _resume_one(
         old_id,
     )
     await _adopt(engine, session, agent, folder)
-    return Resumed(old_id, session, await _ask_again(engine, old_id, session))
+    asked = await _ask_again(engine, old_id, session)
+    return Resumed(old_id, session, asked, grants_of(entry))
 
 
 async def _failed(

@@ -5,7 +5,9 @@ Claude Code's ``PermissionRequest`` hook waits in the hook server (engine/protoc
 while :meth:`Approvals.decide` runs:
 
 1. the request's summary is built (engine/approval_policy.py: bounded, inert);
-2. a request the operator allowed "for this session" (same tool, same input) is allowed;
+2. a request the operator allowed "for this session" (same tool, same input) is allowed (the
+   grants are recorded with the session's conversation and survive an engine restart that
+   resumes it: engine/control/resume.py);
 3. else the first ``[approvals]`` rule that matches the agent's role decides;
 4. else a question of type ``permission`` is stored (a ``permission_asked`` step on the bus:
    notifications, the console, the job's timeline) and its answer awaited: from the console
@@ -31,7 +33,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from semo.engine.approval_policy import (
@@ -88,6 +90,9 @@ class Approvals:
         self._screen_tasks: dict[str, asyncio.Task[None]] = {}  # session -> its screen dialog
         self._screen: dict[str, tuple[AgentSession, ScreenDialog]] = {}  # question id -> dialog
         self._answering: set[asyncio.Task[None]] = set()
+        #: told a session's grants each time they change (the engine records them with the
+        #: session's conversation, so a resumed session keeps them: engine/control/resume.py)
+        self.on_grant: Callable[[str, list[tuple[str, str]]], None] | None = None
         #: seconds a dialog on the screen waits for its hook request before the screen is read
         self.screen_grace = SCREEN_GRACE
 
@@ -109,6 +114,21 @@ class Approvals:
             task = self._screen_tasks.get(sid)
             if task is not None:
                 task.cancel()  # answered in the pane, or the hook's answer closed it
+
+    def grants(self, session_id: str) -> list[tuple[str, str]]:
+        """What the operator allowed "for this session" in ``session_id`` (tool, input)."""
+        return sorted(self._granted.get(session_id, ()))
+
+    def restore(self, session_id: str, grants: Iterable[tuple[str, str]]) -> None:
+        """Grants of an earlier session whose conversation ``session_id`` continues (resumed
+        after an engine restart)."""
+        kept = self._granted.setdefault(session_id, set())
+        kept.update(grants)
+        self._grants_changed(session_id)
+
+    def _grants_changed(self, session_id: str) -> None:
+        if self.on_grant is not None:
+            self.on_grant(session_id, self.grants(session_id))
 
     def stop(self) -> None:
         if self.manager.hooks.decide == self.decide:
@@ -154,6 +174,7 @@ class Approvals:
             answer = asked
             if answer.decision == "allow_session":
                 granted.add(request.key())
+                self._grants_changed(session.session_id)
         session.permission_decided()
         return hook_decision(answer, DENIED)
 

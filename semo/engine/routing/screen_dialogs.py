@@ -17,6 +17,7 @@ in the agent's pane before anyone answered the item cancels the item.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -46,13 +47,23 @@ class ScreenDialog:
     highlighted: int  # index into options of the ❯ row (-1: none)
     enter_allows: bool  # "Enter to stay in auto mode": Enter goes on
 
+    def picks(self) -> str:
+        """What "allow" chooses in the dialog, in its own words."""
+        if self.enter_allows:
+            return "Enter"
+        yes = self._yes()
+        return self.options[yes] if yes >= 0 and self.highlighted >= 0 else "Esc (no Yes to pick)"
+
+    def _yes(self) -> int:
+        return next((i for i, o in enumerate(self.options) if re.match(r"Yes\b", o)), -1)
+
     def keys(self, answer: Answer) -> str:
         """The key spec (engine.terminal.keys) that gives ``answer``."""
         if answer.decision == "deny":
             return "<Esc>"
         if self.enter_allows:
             return "<Enter>"
-        target = next((i for i, o in enumerate(self.options) if re.match(r"Yes\b", o)), -1)
+        target = self._yes()
         if target < 0 or self.highlighted < 0:
             return "<Esc>"  # no Yes to pick: never a guess that might allow something else
         step = "<Down>" if target > self.highlighted else "<Up>"
@@ -92,9 +103,13 @@ def read_dialog(rows: list[str]) -> ScreenDialog | None:
         else:
             body.append(text)
     words = " · ".join([*context, *body[:3]])
-    return ScreenDialog(
-        summary=f"Claude Code's dialog: {bounded(words)}",
+    dialog = ScreenDialog(
+        summary="",
         options=tuple(options),
         highlighted=highlighted,
         enter_allows=any(_ENTER_ON.search(r) for r in rows[start:]),
     )
+    # what each answer picks: the operator decides without the agent's pane in front of them
+    picks = dialog.picks()
+    summary = f"Claude Code's dialog: {bounded(words)} [allow: {bounded(picks, 120)}; deny: Esc]"
+    return dataclasses.replace(dialog, summary=summary)
