@@ -76,6 +76,7 @@ async def test_only_ensure_trusted_reaches_the_prompt(tmp_path: Path) -> None:
         assert ensure_trusted(wt.path, home=home) is True
         assert set(json.loads((home / ".claude.json").read_text())) == {
             "hasCompletedOnboarding",
+            "hasSeenAutoDefaultNudge",
             "projects",
         }
         session = TerminalSession(claude_argv(), cols=COLS, rows=ROWS, cwd=wt.path, env=env)

@@ -249,6 +249,26 @@ def test_auto_mode_dialogs_wait_for_a_person(dialog: str) -> None:
     assert observer.tracker.history[-1].reason == "a dialog waits for you"
 
 
+def test_an_offer_over_the_idle_prompt_closes_back_to_ready() -> None:
+    """Claude Code's offer to make auto mode the default comes up over the idle prompt at
+    start: the agent waits for a person while it shows, and is ready (not working) once it is
+    answered; a dialog during a turn still closes to executing."""
+    screen, stream = make_screen_and_stream(100, 12)
+    observer = AgentObserver("claude", screen=screen)
+    observer.on_hook("SessionStart", {}, 1.0)
+    stream.feed("─" * 20 + "\r\n❯ \r\n" + "─" * 20)
+    assert _states(observer.on_screen(screen, 1.5)) == [AgentState.READY]
+    stream.feed("\x1b[2J\x1b[H" + AUTO_MODE_OFFER)
+    assert _states(observer.on_screen(screen, 2.0)) == [AgentState.WAITING_INPUT]
+    stream.feed("\x1b[2J\x1b[H" + "─" * 20 + "\r\n❯ \r\n  ⏸ manual mode on")
+    assert _states(observer.on_screen(screen, 3.0)) == [AgentState.READY]
+    observer.on_hook("UserPromptSubmit", {}, 4.0)
+    stream.feed("\x1b[2J\x1b[H● Bash(rm x)\r\n Do you want to proceed?\r\n ❯ 1. Yes\r\n   2. No")
+    assert _states(observer.on_screen(screen, 5.0)) == [AgentState.WAITING_INPUT]
+    stream.feed("\x1b[2J\x1b[H● Bash(rm x)\r\n  ⎿  removed")
+    assert _states(observer.on_screen(screen, 6.0)) == [AgentState.EXECUTING]
+
+
 def test_a_permission_request_waits_until_decided() -> None:
     observer = AgentObserver("claude")
     observer.on_hook("UserPromptSubmit", {}, 1.0)

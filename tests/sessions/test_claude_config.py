@@ -75,12 +75,13 @@ RICH: dict[str, Any] = {
 # -- basics ------------------------------------------------------------------------------------
 
 
-def test_fresh_home_gets_exactly_the_two_keys(home: Path, tmp_path: Path) -> None:
+def test_fresh_home_gets_exactly_the_three_keys(home: Path, tmp_path: Path) -> None:
     wt = worktree(tmp_path, "FE-1")
     assert ensure_trusted(wt, home=home) is True
     path = home / ".claude.json"
     assert config_of(home) == {
         "hasCompletedOnboarding": True,
+        "hasSeenAutoDefaultNudge": True,
         "projects": {os.path.realpath(wt): {"hasTrustDialogAccepted": True}},
     }
     assert path.stat().st_mode & 0o777 == 0o600  # it will hold the user's account
@@ -102,9 +103,10 @@ def test_unknown_keys_other_projects_and_order_are_kept(home: Path, tmp_path: Pa
     after = json.loads(path.read_text())
     expected = json.loads(json.dumps(RICH))
     expected["hasCompletedOnboarding"] = True
+    expected["hasSeenAutoDefaultNudge"] = True
     expected["projects"][project_key(wt)] = {"hasTrustDialogAccepted": True}
     assert after == expected
-    assert list(after) == list(RICH)  # key order kept, nothing added at the top level
+    assert list(after) == [*RICH, "hasSeenAutoDefaultNudge"]  # key order kept, one flag added
     assert list(after["projects"])[:2] == ["/home/me/src/app", "/home/me/src/lib"]
     assert after["bigNumber"] == 12345678901234567890123
     assert after["projects"]["/home/me/src/app"]["hasTrustDialogAccepted"] is False

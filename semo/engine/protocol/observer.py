@@ -104,6 +104,7 @@ class AgentObserver:
         self._prompts = PromptIndex()
         self._parser = MarkerParser()
         self._dialog_open = False
+        self._idle_under_dialog = False
         self._hooks_seen = False
         self._session_started = False
         self._last_screen_turn: tuple[str, str] | None = None  # (prompt, text), no blanks
@@ -240,11 +241,14 @@ class AgentObserver:
         dialog = _DIALOG.search(bottom) is not None  # rows hold no newline: a match is in one
         if dialog and not self._dialog_open:
             self._dialog_open = True
+            # a dialog over the idle prompt (an offer at start) closes back to it, not to work
+            self._idle_under_dialog = self.state == AgentState.READY
             self._state(out, AgentState.WAITING_INPUT, "screen", DIALOG_REASON, at)
         elif not dialog and self._dialog_open:
             self._dialog_open = False
             if self.state == AgentState.WAITING_INPUT:
-                self._state(out, AgentState.EXECUTING, "screen", "dialog answered", at)
+                after = AgentState.READY if self._idle_under_dialog else AgentState.EXECUTING
+                self._state(out, after, "screen", "dialog answered", at)
 
     def _read_claude_screen(
         self, out: list[ObserverEvent], screen: TerminalScreen, at: float

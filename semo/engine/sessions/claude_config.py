@@ -5,6 +5,7 @@ the engine sets, in Claude Code's global config file (``~/.claude.json``, or
 ``$CLAUDE_CONFIG_DIR/.claude.json``)::
 
     "hasCompletedOnboarding": true                                  # no theme/login walk-through
+    "hasSeenAutoDefaultNudge": true             # no "Make auto mode your default permission mode?"
     "projects": {"<resolved worktree>": {"hasTrustDialogAccepted": true, ...}, ...}
 
 and nothing else: every other key (the user's login, other projects, keys this code has never
@@ -66,6 +67,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("semo.claude_config")
+
+#: top-level flags of the config that keep a first-run screen away from a new session: the
+#: onboarding walk-through, and the offer to make auto mode the default permission mode
+SETTLED_AHEAD = ("hasCompletedOnboarding", "hasSeenAutoDefaultNudge")
 
 CONFIG_NAME = ".claude.json"
 #: Claude Code's lock is stale when its mtime is older than this (proper-lockfile's default).
@@ -386,8 +391,12 @@ def ensure_trusted(
 ) -> bool:
     """Mark onboarding done and ``worktree`` trusted for Claude Code; True if the file changed.
 
-    Only ``hasCompletedOnboarding`` and ``projects[<resolved worktree>].hasTrustDialogAccepted``
-    are set (a missing project entry is created holding just that key, and recorded as semo's).
+    Only ``hasCompletedOnboarding``, ``hasSeenAutoDefaultNudge`` and
+    ``projects[<resolved worktree>].hasTrustDialogAccepted`` are set (a missing project entry is
+    created holding just that key, and recorded as semo's). ``hasSeenAutoDefaultNudge``: Claude
+    Code 2.1.328, when the user's settings ask for the classic "ask" mode, opens a new session
+    with an offer to make auto mode the default; answered in an agent's pane it would change the
+    operator's own settings, and a prompt typed then would land in it (docs/CONSOLE.md).
     Raises :class:`ClaudeConfigError` (file malformed, or of an unexpected shape) or
     :class:`ClaudeConfigBusy`.
     """
@@ -398,9 +407,10 @@ def ensure_trusted(
     def update(config: dict[str, Any]) -> bool:
         nonlocal created
         changed = False
-        if config.get("hasCompletedOnboarding") is not True:
-            config["hasCompletedOnboarding"] = True
-            changed = True
+        for flag in SETTLED_AHEAD:
+            if config.get(flag) is not True:
+                config[flag] = True
+                changed = True
         projects = _projects(config, path)
         entry = projects.get(key)
         created = entry is None
