@@ -71,6 +71,7 @@ class SemoApp(App[None]):
         demo_task: bool = False,
         start_engine: bool = True,
         restart: Callable[[], object] | None = None,
+        report_death: Callable[[str, str], object] | None = None,
         prefix: str = "ctrl+]",
         hold_input: bool = False,
         sort: str = "attention",
@@ -79,7 +80,9 @@ class SemoApp(App[None]):
         """`prefix`: the pane's prefix chord as semo.toml's `[console] prefix` writes it.
         `hold_input`: keys, clicks and pastes wait until the main screen shows the office (the
         launcher painted the office before the app ran: the operator may act on it already).
-        `colours`: "16" for the ANSI theme, "auto" to choose it on a 16-colour terminal."""
+        `colours`: "16" for the ANSI theme, "auto" to choose it on a 16-colour terminal.
+        `report_death(engine_id, reason)`: tells the office's remote sinks that the engine died
+        (console/death_report.py)."""
         super().__init__()
         self._held_input: list[events.InputEvent] | None = [] if hold_input else None
         self.prefix = prefix_key(prefix)
@@ -87,6 +90,7 @@ class SemoApp(App[None]):
         self.demo_task = demo_task
         self.start_engine = start_engine
         self._restart = restart
+        self._report_death = report_death
         self._restarting = False
         self.sort = sort
         #: what needs the operator (console.attention), as the main screen counted it last
@@ -253,6 +257,8 @@ class SemoApp(App[None]):
             f"semo {office}: engine {engine_id} died ({reason}); ctrl+r starts it again",
             engine_id,
         )
+        if self._report_death is not None and engine_id:
+            self._report_death(engine_id, reason)
 
     def _office_changed(self) -> None:
         main = self._main()

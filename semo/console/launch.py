@@ -30,6 +30,8 @@ from semo.engine.fsutil import private_dir, private_file
 from semo.engine.hardening import make_non_dumpable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from semo.engine.control.paths import OfficePaths
 
 
@@ -76,6 +78,7 @@ def launch(args: list[str]) -> int:
     app = SemoApp(
         client,
         restart=lambda: _restart(target, config),
+        report_death=_death_reporter(target, config),
         prefix=target.prefix,
         hold_input=held is not None,
         sort=target.sort,
@@ -103,6 +106,20 @@ def launch(args: list[str]) -> int:
             f"detach in the console: {DETACH_KEY}, or {target.prefix} then d in a pane"
         )
     return 0
+
+
+def _death_reporter(target: Target, config: Path | None) -> Callable[[str, str], None] | None:
+    """What tells the office's remote sinks that its engine died (None: the demo office)."""
+    if config is None:
+        return None
+    log = _office_paths(target).log
+
+    def report(engine_id: str, reason: str) -> None:
+        from semo.console.death_report import report_in_background
+
+        report_in_background(config, engine_id, reason, log)
+
+    return report
 
 
 #: how long the launcher waits for the engine's snapshot to paint the first frame with

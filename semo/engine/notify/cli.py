@@ -1,4 +1,5 @@
-"""`semo notify test`: a test notification to every sink of semo.toml, one result a line."""
+"""`semo notify test`: a test notification to every sink of semo.toml, one result a line;
+`semo notify engine-died`: a console's report of an engine that died under it (notify/death.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,23 @@ def add_notify_commands(commands: Any) -> None:
         "--config", type=Path, default=Path("semo.toml"), help="config file (default ./semo.toml)"
     )
     test.set_defaults(handler=_run_test)
+    died = actions.add_parser(
+        "engine-died",
+        help="report an engine that died to the remote sinks, once (the console runs it)",
+        description=(
+            "Report that ENGINE_ID died (its socket dropped without a goodbye) to every sink "
+            "of [[notify]] that takes engine_died, except consoles: only when this machine "
+            "knows its process is gone, and only once per engine whoever else saw it (other "
+            "consoles, the next engine). An attached console runs this in the background; "
+            "one result a line. Exit 0 unless a sink failed (1) or the config is wrong (2)."
+        ),
+    )
+    died.add_argument("engine_id", metavar="ENGINE_ID")
+    died.add_argument("--reason", default="its connection dropped", help="what the console saw")
+    died.add_argument(
+        "--config", type=Path, default=Path("semo.toml"), help="config file (default ./semo.toml)"
+    )
+    died.set_defaults(handler=_run_engine_died)
 
 
 def _run_test(args: argparse.Namespace) -> int:
@@ -48,6 +66,24 @@ def _run_test(args: argparse.Namespace) -> int:
     results = asyncio.run(send_tests(config.office.name, config.notify_sinks()))
     for label, ok, detail in results:
         print(plain(f"{label}: {'ok' if ok else 'FAILED'}: {detail}", one_line=True))
+    return 0 if all(ok for _, ok, _ in results) else 1
+
+
+def _run_engine_died(args: argparse.Namespace) -> int:
+    from semo.engine.config import ConfigError, load_config
+    from semo.engine.control.paths import office_paths
+    from semo.engine.notify.death import report_seen_death
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        print(f"semo notify engine-died: {error}", file=sys.stderr)
+        return 2
+    paths = office_paths(config.office.name, config.store_config())
+    results = asyncio.run(report_seen_death(config, paths, args.engine_id, args.reason))
+    for label, ok, detail in results:
+        shown = f"{label}: {'ok' if ok else 'FAILED'}: {detail}"
+        print(plain(f"semo notify engine-died {args.engine_id}: {shown}", one_line=True))
     return 0 if all(ok for _, ok, _ in results) else 1
 
 

@@ -4,7 +4,8 @@ reconcile reports (dead engines) and its circuit breakers.
 Engine death is reported by whoever ends what the dead engine left: the store ends an
 engine's sessions, commands and jobs once (one transaction, `Store.end_engine`), so exactly one
 engine's reconcile report names it, at the next engine's start or in a running engine's
-periodic pass.
+periodic pass; and that engine reports it only when no console attached to the dead engine
+reported it first (`claim_report`, engine/notify/death.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
+from semo.engine.control.paths import office_paths
+from semo.engine.notify.death import claim_report
 from semo.engine.notify.models import Notice
 from semo.engine.notify.notifier import Notifier
 from semo.engine.notify.sources import breaker_open, engine_died
@@ -106,9 +109,15 @@ class EngineNotices:
         return question.status == "pending"
 
     def engines_died(self, report: ReconcileReport, how: str) -> None:
-        """One notice per dead engine of `report` (what was done about it)."""
+        """One notice per dead engine of `report` (what was done about it), unless an
+        attached console reported it already."""
         me = self.engine.engine_id
+        config = self.engine.config
+        paths = office_paths(config.office.name, config.store_config())
         for engine_id in report.dead_engines:
+            if claim_report(paths, engine_id) is False:
+                log.info("notify: engine %s's death was reported already", engine_id)
+                continue
             who = "an earlier run of this engine" if engine_id == me else "an engine"
             self.notify(
                 engine_died(
@@ -134,9 +143,14 @@ class EngineNotices:
 
 def engine_secrets(engine: NoticesEngine) -> list[str]:
     """The engine's secrets that could end up in text: its store's, its API tokens."""
+    return config_secrets(engine.config)
+
+
+def config_secrets(config: SemoConfig) -> list[str]:
+    """The secrets of an office's config and environment: its store's, its API tokens."""
     found = [os.environ.get(name, "") for name in SECRET_VARIABLES]
-    store = engine.config.store
-    for secret in (store.database_url, store.supabase_key, engine.config.api.token):
+    store = config.store
+    for secret in (store.database_url, store.supabase_key, config.api.token):
         if secret is not None:
             found.append(secret.get_secret_value())
     return [value for value in found if value]
