@@ -28,6 +28,7 @@ from tests.e2e.test_claude_approvals import (
     TIMEOUT,
     bash,
     create_job,
+    fe_ready,
     job_status,
     semo,
     semo_json,
@@ -95,6 +96,7 @@ async def test_semo_settles_the_offer_and_the_job_asks_through_the_hook(folder: 
         env = claude_env(folder / "elsewhere", folder / "home", api)
         settings = operator_settings(folder / "home")
         async with engine_in(folder, env):
+            await fe_ready(folder)
             job = await create_job(folder, "Make after-offer.txt")
 
             async def permission() -> dict[str, Any] | None:
