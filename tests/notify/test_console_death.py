@@ -9,15 +9,21 @@ office then ends what the dead one left and does not report it again."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
 import pytest
 
+from semo.engine.config import load_config
+from semo.engine.control.paths import office_paths
+from semo.engine.notify.death import claim_report, report_seen_death
 from tests.control.office import Console, Office, consoles, office_fixture, ready, wait_until
 from tests.support.notify_servers import SMTP_PASSWORD, SMTP_USER, HttpReceiver, SmtpReceiver
+from tests.support.office_toml import sqlite_office_toml
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -93,3 +99,29 @@ def test_consoles_report_an_engine_death_once_and_the_next_engine_not_again(
             engine.send_signal(signal.SIGTERM)
             engine.wait(60)
         assert (len(hook.requests), len(ntfy.requests), len(smtp.messages)) == (1, 1, 1)
+
+
+async def test_a_live_engine_is_not_reported_and_a_dead_one_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report_seen_death` itself: an engine id whose process runs (this test's) sends nothing
+    and claims nothing; a dead one is sent once, however often it is asked."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with HttpReceiver() as hook:
+        toml = sqlite_office_toml("ctl") + (
+            f'\n[[notify]]\nsink = "webhook"\nurl = "{hook.url}/hook"\nevents = ["engine_died"]\n'
+        )
+        (tmp_path / "semo.toml").write_text(toml)
+        config = load_config(tmp_path / "semo.toml")
+        paths = office_paths("ctl", config.store_config())
+        alive = f"{socket.gethostname()}-{os.getpid()}"
+        assert await report_seen_death(config, paths, alive, "socket closed") == []
+        exited = await asyncio.create_subprocess_exec("true")
+        await exited.wait()
+        dead = f"{socket.gethostname()}-{exited.pid}"
+        [(label, ok, _detail)] = await report_seen_death(config, paths, dead, "socket closed")
+        assert ok and label == "webhook #1"
+        assert await report_seen_death(config, paths, dead, "socket closed") == []
+        assert claim_report(paths, alive) is True  # the live one was never claimed
+        [body] = hook.bodies()
+    assert body["ref"] == dead and "seen by an attached console: socket closed" in body["needed"]

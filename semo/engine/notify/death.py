@@ -80,9 +80,9 @@ async def report_seen_death(
     """A console saw `engine_id` go away without a goodbye: the office's remote sinks that
     take ``engine_died`` get one notice, if the engine is gone and nobody reported it yet.
     (label, worked, what happened) per sink; empty when nothing was sent."""
-    from semo.engine.control.liveness import local_engine_gone
-    from semo.engine.notify.engine_hooks import config_secrets
+    from semo.engine.liveness import local_engine_gone
     from semo.engine.notify.notifier import deliver
+    from semo.engine.notify.secrets import config_secrets
     from semo.engine.notify.sinks import SinkError, build_sink
     from semo.engine.notify.sources import engine_died
     from semo.engine.notify.text import redact

@@ -11,7 +11,6 @@ reported it first (`claim_report`, engine/notify/death.py).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,6 +18,7 @@ from semo.engine.control.paths import office_paths
 from semo.engine.notify.death import claim_report
 from semo.engine.notify.models import Notice
 from semo.engine.notify.notifier import Notifier
+from semo.engine.notify.secrets import config_secrets
 from semo.engine.notify.sources import breaker_open, engine_died
 from semo.engine.store.base import NotFound, StoreError
 
@@ -32,15 +32,6 @@ if TYPE_CHECKING:
     from semo.engine.store.models import Agent
 
 log = logging.getLogger("semo.notify")
-
-#: environment variables whose values never appear in a notification
-SECRET_VARIABLES = (
-    "SEMO_DATABASE_URL",
-    "SUPABASE_SERVICE_ROLE_KEY",
-    "SUPABASE_KEY",
-    "SEMO_API_TOKEN",
-    "SEMO_API_TOKENS",
-)
 
 
 class NoticesEngine(Protocol):
@@ -144,13 +135,3 @@ class EngineNotices:
 def engine_secrets(engine: NoticesEngine) -> list[str]:
     """The engine's secrets that could end up in text: its store's, its API tokens."""
     return config_secrets(engine.config)
-
-
-def config_secrets(config: SemoConfig) -> list[str]:
-    """The secrets of an office's config and environment: its store's, its API tokens."""
-    found = [os.environ.get(name, "") for name in SECRET_VARIABLES]
-    store = config.store
-    for secret in (store.database_url, store.supabase_key, config.api.token):
-        if secret is not None:
-            found.append(secret.get_secret_value())
-    return [value for value in found if value]
