@@ -57,6 +57,7 @@ def key_to_bytes(
     modifiers = {_MODIFIERS[m] for m in modifier_names if m in _MODIFIERS}
     if len(modifier_names) != sum(m in _MODIFIERS for m in modifier_names):
         return None  # super/hyper chords: a terminal has no bytes for them
+    base_name: str | None
     if base in _SHIFTED_F:
         modifiers.add("S")
         base_name = _SHIFTED_F[base]

@@ -29,7 +29,7 @@ def cell_table(unicode_version: str = "auto") -> CellTable:
 
 def install() -> None:
     """Make Rich measure with the model's table (idempotent; clears Rich's caches)."""
-    rich.cells.load_cell_table = cell_table  # type: ignore[assignment]
+    rich.cells.load_cell_table = cell_table
     rich.cells.get_character_cell_size.cache_clear()
     rich.cells.cached_cell_len.cache_clear()
 

@@ -179,7 +179,7 @@ class TextFormatter(logging.Formatter):
         return plain(super().format(record)).replace("\n", "\n  ")
 
 
-class RedactingHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class RedactingHandler(logging.StreamHandler[TextIO]):
     """Writes formatted lines with each secret (4+ characters, in any escaped form) and each
     secret given to `add_secret` replaced by ***."""
 

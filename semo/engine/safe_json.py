@@ -41,7 +41,6 @@ Reason = Literal["too_large", "too_deep", "malformed"]
 _NOT_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+', re.DOTALL)
 _NOT_BRACKETS_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+', re.DOTALL)
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1, '"': 0}
-_STEP_B = {ord(k): v for k, v in _STEP.items()}
 
 
 class JSONInputError(ValueError):
@@ -74,15 +73,17 @@ def check_depth(text: str | bytes | bytearray, max_depth: int = DEFAULT_MAX_DEPT
     text that is not JSON the answer is only an estimate, and parsing it fails anyway.
     """
     if isinstance(text, str):
-        opening, strip, steps, empty = ("[", "{"), _NOT_BRACKETS, _STEP, ""
+        if text.count("[") + text.count("{") <= max_depth:
+            return  # not that many brackets even counting those in strings
+        brackets = _NOT_BRACKETS.sub("", text)
     else:
-        opening, strip, steps, empty = (b"[", b"{"), _NOT_BRACKETS_B, _STEP_B, b""
-    if text.count(opening[0]) + text.count(opening[1]) <= max_depth:
-        return  # not that many brackets even counting those in strings
-    brackets = strip.sub(empty, text)
-    if brackets.count(opening[0]) + brackets.count(opening[1]) <= max_depth:
+        if text.count(b"[") + text.count(b"{") <= max_depth:
+            return
+        # what is left is brackets and stray quotes: ASCII
+        brackets = _NOT_BRACKETS_B.sub(b"", text).decode("ascii")
+    if brackets.count("[") + brackets.count("{") <= max_depth:
         return
-    deepest = max(accumulate(map(steps.__getitem__, brackets)))
+    deepest = max(accumulate(map(_STEP.__getitem__, brackets)))
     if deepest > max_depth:
         raise JSONInputError("too_deep", f"nested deeper than {max_depth} levels")
 

@@ -110,7 +110,7 @@ class PromptIndex:
         """Look at the newest `count` lines (a flood pushes thousands per frame): one C-level
         search for a row that starts with `❯`, and a look at each line only if one does."""
         texts = [
-            record if type(record) is str else record[0]
+            record if isinstance(record, str) else record[0]
             for record in islice(reversed(scrollback.records()), count)
         ]  # newest first
         if "\n❯" not in "\n" + "\n".join(texts):
@@ -351,7 +351,7 @@ class FinalLines:
         append, parts, columns = out.append, self._parts, screen.columns
         check = rows - first  # rows of `batch` that were visible at the last call
         for offset, record in enumerate(batch):
-            if type(record) is str:
+            if isinstance(record, str):
                 if offset < check and seen[first + offset] == record:
                     continue
                 if not parts:  # the common case: a whole line in one row

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from semo.engine.terminal.cell import BLANK, Cell
-from semo.engine.terminal.scrollback import Line, Record, StyleRun, pack_line, style_fields
+from semo.engine.terminal.scrollback import (
+    Line,
+    Record,
+    StyleRun,
+    flat_runs,
+    pack_line,
+    style_fields,
+)
 from semo.engine.terminal.width import ZWJ, char_width
 
 Fields = tuple[object, ...]
@@ -98,18 +105,17 @@ class Reflowed:
 
 
 def _text_wrapped(item: Item) -> tuple[str, bool]:
-    if type(item) is str:
+    if isinstance(item, str):
         return item, False
-    return item[0], bool(item[2])  # type: ignore[index,return-value]
+    return item[0], bool(item[2])
 
 
 def _runs(item: Item) -> list[Run]:
-    if type(item) is str:
+    if isinstance(item, str):
         return []
     if type(item) is Line:
-        return [(run.start, run.end, style_fields(run.style)) for run in item.runs]  # type: ignore[union-attr]
-    flat = item[1]  # type: ignore[index]
-    return [(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]  # type: ignore[misc]
+        return [(run.start, run.end, style_fields(run.style)) for run in item.runs]
+    return list(flat_runs(item[1]))
 
 
 def reflow(
@@ -302,7 +308,7 @@ def _wrap_chain(
         used = width
         if index == cursor_row and index == last:
             used = max(used, cx)  # blanks written up to the cursor (a prompt's space)
-        if type(item) is not str:
+        if not isinstance(item, str):
             runs.extend((start + pos, stop + pos, fields) for start, stop, fields in _runs(item))
         if used > width:
             text += " " * (used - width)
@@ -481,16 +487,16 @@ def _slice(
         clipped = [(a, min(b, kept), f) for a, b, f in clipped if a < kept]
     if all(fields[1:] == style for _a, _b, fields in clipped):
         return (piece, (), True) if wrapped else piece
-    flat: list[object] = []
+    flat: list[int | Fields] = []
     for a, b, fields in clipped:  # merged per logical line already
         flat += (a, b, fields)
     return (piece, tuple(flat), wrapped)
 
 
 def _with_wrapped(record: Record, wrapped: bool) -> Record:
-    if type(record) is str:
+    if isinstance(record, str):
         return (record, (), True) if wrapped else record
-    text, flat, _old = record  # type: ignore[misc]
+    text, flat, _old = record
     return text if not flat and not wrapped else (text, flat, wrapped)
 
 
@@ -509,17 +515,17 @@ def _merged(runs: list[Run]) -> list[Run]:
 
 
 def _record(item: Item) -> Record:
-    if type(item) is not Line:
-        return item  # type: ignore[return-value]
-    return pack_line(item)  # type: ignore[arg-type]
+    if not isinstance(item, Line):
+        return item
+    return pack_line(item)
 
 
 def _line(item: Item) -> Line:
     if type(item) is Line:
-        return item  # type: ignore[return-value]
-    if type(item) is str:
-        return Line(item)  # type: ignore[arg-type]
-    return Line(item[0], tuple(StyleRun(a, b, Cell._make(f)) for a, b, f in _runs(item)), item[2])  # type: ignore[index]
+        return item
+    if isinstance(item, str):
+        return Line(item)
+    return Line(item[0], tuple(StyleRun(a, b, Cell._make(f)) for a, b, f in _runs(item)), item[2])
 
 
 def row_cells(line: Line, blank: Cell = BLANK) -> dict[int, Cell]:

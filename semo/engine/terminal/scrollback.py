@@ -258,12 +258,20 @@ def finish_flat(text: str, flat: list[Any], blank: Cell) -> Record:
     return (text, tuple(flat), False)
 
 
+def flat_runs(
+    flat: tuple[int | tuple[object, ...], ...],
+) -> Iterator[tuple[int, int, tuple[object, ...]]]:
+    """The (start, end, style fields) triples of a record's flat runs."""
+    triples = iter(flat)
+    # the flat tuple repeats int, int, fields: a pattern its type cannot say
+    return zip(triples, triples, triples, strict=True)  # type: ignore[arg-type]
+
+
 def _unpack(record: Record) -> Line:
-    if type(record) is str:
+    if isinstance(record, str):
         return Line(record)
     text, flat, wrapped = record
-    triples = iter(flat)
-    runs = zip(triples, triples, triples, strict=True)
+    runs = flat_runs(flat)
     return Line(
         text, tuple(StyleRun(start, end, Cell._make(style)) for start, end, style in runs), wrapped
     )
@@ -323,7 +331,7 @@ class Scrollback:
         if not lines:
             return
         record = lines[-1]
-        if type(record) is str or not record[2]:
+        if isinstance(record, str) or not record[2]:
             return
         text, flat, _ = record
         if not flat:
@@ -345,7 +353,7 @@ class Scrollback:
     def text_at(self, index: int) -> tuple[str, bool]:
         """(text, wrapped) of line `index`, without building its style runs."""
         record = self._lines[index]
-        if type(record) is str:
+        if isinstance(record, str):
             return record, False
         return record[0], record[2]
 
@@ -353,4 +361,4 @@ class Scrollback:
         return map(_unpack, self._lines)
 
     def text(self) -> list[str]:
-        return [record if type(record) is str else record[0] for record in self._lines]
+        return [record if isinstance(record, str) else record[0] for record in self._lines]
