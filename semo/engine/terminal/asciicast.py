@@ -69,9 +69,9 @@ def _dump_line(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def header_env(env: Mapping[str, str]) -> dict[str, str] | None:
+def header_env(env: Mapping[str, str]) -> dict[str, str | None] | None:
     """The part of `env` that may be written into a header (None when there is none)."""
-    kept = {key: env[key] for key in HEADER_ENV_KEYS if key in env}
+    kept: dict[str, str | None] = {key: env[key] for key in HEADER_ENV_KEYS if key in env}
     return kept or None
 
 

@@ -108,9 +108,9 @@ class PlainBatch:
             else:
                 head, tail = _split_segments(segments, room)
                 screen.deferred_rows[bottom] = WrappedSegments([*row, *head])
-                overflow = self._wrap(tail, screen.columns)
-                last = overflow[-1]
-                screen.cursor.x = sum(len(text) for _, text in last)
+                wrapped = self._wrap(tail, screen.columns)
+                overflow.extend(wrapped)
+                screen.cursor.x = sum(len(text) for _, text in wrapped[-1])
         if len(body) != len(piece):
             screen.cursor.x = 0
         return overflow
@@ -249,8 +249,8 @@ class PlainBatch:
         return after
 
     @staticmethod
-    def _wrap(segments: list[Segment], columns: int) -> list[Row]:
-        rows: list[Row] = []
+    def _wrap(segments: list[Segment], columns: int) -> list[list[Segment]]:
+        rows: list[list[Segment]] = []
         row: list[Segment] = []
         room = columns
         for attrs, text in segments:
@@ -328,11 +328,13 @@ class PlainBatch:
             if isinstance(row, list):
                 visible[y] = row
             elif row is not None:
-                assert not isinstance(row, Line), "rows that stay on screen keep their segments"
+                assert not isinstance(row, Line | _Packed), (
+                    "rows that stay on screen keep their segments"
+                )
                 buffer[y] = row
         screen.deferred_rows = visible
         last = rows[-1]
-        assert not isinstance(last, Line)  # the last row is always on screen
+        assert isinstance(last, list)  # the last row is always on screen: segments
         screen.cursor.y = bottom
         screen.cursor.x = 0 if ends_with_cr else sum(len(text) for _, text in last)
         screen.dirty.update(range(bottom + 1))

@@ -74,10 +74,24 @@ MAX_CELL_CHARS = 32  # combining characters on one cell past this are dropped
 MAX_KEPT_WRITES = 64  # draws kept back for one row; one more applies them
 
 
+class CellCursor(pyte.screens.Cursor):
+    """pyte's cursor carrying semo's `Cell` as its attributes (pyte's `Char` has no `dim`)."""
+
+    __slots__ = ()
+    # pyte's Screen is not generic over its cell type: a Cell stands in for its Char
+    attrs: Cell  # type: ignore[assignment]
+
+    def __init__(self, x: int, y: int, attrs: Cell = BLANK) -> None:
+        self.x = x
+        self.y = y
+        self.attrs = attrs
+        self.hidden = False
+
+
 @dataclass
 class _SavedScreen:
     buffer: dict[int, StaticDefaultDict[int, Cell]]
-    cursor: pyte.screens.Cursor
+    cursor: CellCursor
     attrs: Cell
     with_cursor: bool
     size: tuple[int, int] = (0, 0)  # (lines, columns) of the primary screen when saved
@@ -203,6 +217,8 @@ _ERASE = object()
 class TerminalScreen(pyte.Screen):
     """A pyte Screen that renders what tmux renders for the programs semo runs."""
 
+    cursor: CellCursor
+
     def __init__(
         self,
         columns: int,
@@ -238,8 +254,8 @@ class TerminalScreen(pyte.Screen):
 
     # -- basics -----------------------------------------------------------------------------
 
-    @property
-    def buffer(self) -> dict[int, StaticDefaultDict[int, Cell]]:  # type: ignore[override]
+    @property  # type: ignore[override]  # rows of Cell, not pyte's Char (see CellCursor)
+    def buffer(self) -> dict[int, StaticDefaultDict[int, Cell]]:
         """Rows of cells. Rows the plain-output batch left as segments become cells on access,
         and draws kept back (`_writes`) are applied."""
         if self.deferred_rows:
@@ -275,14 +291,16 @@ class TerminalScreen(pyte.Screen):
         """Replay a row's kept-back draws in order, as `draw` would have made them at once."""
         for x, stop, glyphs, payload in writes:
             if glyphs is _ERASE:
-                line.update(dict.fromkeys(range(x, stop), payload))
+                blank: Cell = payload
+                line.update(dict.fromkeys(range(x, stop), blank))
                 continue
             self._split_wide_ends(line, x, stop)
             if type(glyphs) is _CellsCache:
-                cells = chain.from_iterable(map(glyphs.__getitem__, payload))
+                # draw keeps back only text of width 1 and 2 cells: no None (per-character)
+                wide = chain.from_iterable(map(glyphs.__getitem__, payload))
+                line.update(zip(range(x, stop), wide, strict=True))  # type: ignore[arg-type]
             else:
-                cells = map(glyphs.__getitem__, payload)
-            line.update(zip(range(x, stop), cells, strict=True))
+                line.update(zip(range(x, stop), map(glyphs.__getitem__, payload), strict=True))
 
     def _keep(self, y: int, write: _Write) -> None:
         """Keep a draw (or erase) of row y back. Writes that cover the row from column 0 to the
@@ -343,7 +361,7 @@ class TerminalScreen(pyte.Screen):
         return line
 
     @property
-    def default_char(self) -> Cell:  # type: ignore[override]
+    def default_char(self) -> Cell:  # type: ignore[override]  # Cell for Char (see CellCursor)
         return self._default
 
     def reset(self) -> None:
@@ -351,11 +369,12 @@ class TerminalScreen(pyte.Screen):
         self._writes = {}
         self._default = BLANK
         super().reset()
-        self.cursor.attrs = BLANK
+        self.cursor = CellCursor(0, 0, BLANK)
         self._pending_zwj = False
         self.last_graphic = ""
-        self._charset_map: dict[int, str] | None = None
-        self._designated: dict[int, dict[int, str] | None] = {0: None, 1: None}
+        # translation tables as pyte has them: 256 characters, one per code point
+        self._charset_map: str | None = None
+        self._designated: dict[int, str | None] = {0: None, 1: None}
         if hasattr(self, "modes"):
             self.modes.private.clear()
             self._saved_screen = None
@@ -406,7 +425,7 @@ class TerminalScreen(pyte.Screen):
     def save_cursor(self) -> None:
         """pyte's, with the cursor copied field by field (not `copy.copy`)."""
         cursor = self.cursor
-        saved = pyte.screens.Cursor(cursor.x, cursor.y, cursor.attrs)
+        saved = CellCursor(cursor.x, cursor.y, cursor.attrs)
         saved.hidden = cursor.hidden
         mode = self.mode
         self.savepoints.append(
@@ -471,7 +490,7 @@ class TerminalScreen(pyte.Screen):
         """Save the primary screen and show a clear one (tmux's screen_alternate_on)."""
         if self._saved_screen is not None:
             return
-        cursor = pyte.screens.Cursor(self.cursor.x, self.cursor.y, self.cursor.attrs)
+        cursor = CellCursor(self.cursor.x, self.cursor.y, self.cursor.attrs)
         cursor.hidden = self.cursor.hidden
         self._saved_screen = _SavedScreen(
             dict(self.buffer), cursor, self.cursor.attrs, with_cursor, (self.lines, self.columns)
@@ -546,6 +565,8 @@ class TerminalScreen(pyte.Screen):
             glyphs = self._glyphs
             if glyphs.attrs is not attrs:
                 glyphs = self.glyphs_for(attrs)
+            cache: _GlyphCache | _CellsCache = glyphs
+            chars: str | list[str] = data  # one string per cell (clusters) after a cut
             if data.isascii():
                 stop = x + len(data)
                 if stop > self.columns:
@@ -565,11 +586,11 @@ class TerminalScreen(pyte.Screen):
                         self.dirty.add(cursor.y)
                         return
                     # joined emoji, VS16, combining marks: one string per cell, kept back too
-                    data, stop = cut[0], x + cut[1]
-                glyphs = glyphs.cells
+                    chars, stop = cut[0], x + cut[1]
+                cache = glyphs.cells
             # Kept back until the row is read or touched otherwise: a TUI redrawing the same
             # rows (Ink erases and rewrites its whole frame) pays for cells only once per read.
-            self._keep(cursor.y, (x, stop, glyphs, data))
+            self._keep(cursor.y, (x, stop, cache, chars))
             cursor.x = stop
         self.dirty.add(cursor.y)
 
@@ -773,9 +794,8 @@ class TerminalScreen(pyte.Screen):
 
     def glyphs_for(self, attrs: Cell) -> _GlyphCache:
         """A char -> Cell cache for `attrs`; equal attrs share one cache."""
-        glyphs = self._glyphs
-        if glyphs.attrs is attrs:
-            return glyphs
+        if self._glyphs.attrs is attrs:
+            return self._glyphs
         glyphs = self._glyph_caches.get(attrs)
         if glyphs is None:
             if len(self._glyph_caches) > 256:
@@ -1406,7 +1426,8 @@ class TerminalScreen(pyte.Screen):
             return " "
         if y in self._writes:
             self._row(y)
-        cell = self._buffer.get(y, {}).get(0)
+        row = self._buffer.get(y)
+        cell = None if row is None else row.get(0)
         return cell.data[:1] or " " if cell is not None else " "
 
     def text_rows(self) -> list[str]:

@@ -20,7 +20,12 @@ _PALETTE = _ANSI_NAMES + _BRIGHT_NAMES + graphics.FG_BG_256[16:]
 _ON = {1: "bold", 2: "dim", 3: "italics", 4: "underscore", 5: "blink", 6: "blink", 7: "reverse"}
 _ON[9] = "strikethrough"
 _ON[21] = "underscore"
-_OFF = {23: ("italics",), 24: ("underscore",), 25: ("blink",), 27: ("reverse",)}
+_OFF: dict[int, tuple[str, ...]] = {
+    23: ("italics",),
+    24: ("underscore",),
+    25: ("blink",),
+    27: ("reverse",),
+}
 _OFF[22] = ("bold", "dim")
 _OFF[29] = ("strikethrough",)
 
@@ -113,4 +118,5 @@ def apply_sgr(attrs: Cell, params: str, default: Cell) -> Cell:
             index += used - 1
             if colour is not None and code != 58:  # 58 = underline colour: parsed, not kept
                 changes["fg" if code == 38 else "bg"] = colour
-    return attrs._replace(**changes) if changes else attrs
+    # changes holds str colours and bool flags by field name: more than one type for **
+    return attrs._replace(**changes) if changes else attrs  # type: ignore[arg-type]

@@ -92,6 +92,11 @@ def _num(digits: str) -> int:
     return min(int(digits or "0"), 65535)
 
 
+def _parsing(handler: Callable[[list[int], str], None]) -> Callable[[str], None]:
+    """`handler` called with the parameters parsed and as written."""
+    return lambda params: handler(_ints(params), params)
+
+
 def _ints(params: str) -> list[int]:
     """CSI parameters as ints (missing -> 0); sub-parameters after ':' are ignored."""
     if params.isdigit():
@@ -160,7 +165,7 @@ class TerminalStream:
         # CSI without prefix or intermediates, by final byte, taking the raw parameters: the
         # common ones parse them directly (TUIs send thousands of CUP/EL/SGR per frame)
         self._plain_csi: dict[str, Callable[[str], None]] = {
-            final: (lambda params, handler=handler: handler(_ints(params), params))
+            final: _parsing(handler)
             for (prefix, inter, final), handler in self._csi.items()
             if not prefix and not inter
         }
@@ -550,11 +555,11 @@ class TerminalStream:
             s.cursor_position(*args[:2])
 
         def tab_forward(args: list[int], _: str) -> None:
-            for _ in range(count(args)):
+            for _n in range(count(args)):
                 s.tab()
 
         def tab_back(args: list[int], _: str) -> None:
-            for _ in range(count(args)):
+            for _n in range(count(args)):
                 stops = [t for t in s.tabstops if t < s.cursor.x]
                 s.cursor.x = max(stops) if stops else 0
 
@@ -615,8 +620,12 @@ class TerminalStream:
             "n": s.report_device_status,
         }
         table = self._csi
+
+        def on_first(method: Callable[[int], None]) -> Callable[[list[int], str], None]:
+            return lambda args, _: method(first(args))
+
         for final, method in simple.items():
-            table["", "", final] = lambda args, _, m=method: m(first(args))
+            table["", "", final] = on_first(method)
         table["", "", "H"] = table["", "", "f"] = cup
         table["", "", "I"] = tab_forward
         table["", "", "Z"] = tab_back
