@@ -77,9 +77,9 @@ class Subscription:
         """The next event, or None when none is queued."""
         outputs, others = self._outputs, self._others
         if outputs and (not others or outputs[0][0] < others[0][0]):
-            return outputs.popleft()[1]  # type: ignore[return-value]
+            return outputs.popleft()[1]
         if others:
-            return others.popleft()[1]  # type: ignore[return-value]
+            return others.popleft()[1]
         return None
 
     async def get(self, timeout: float | None = None) -> Any:

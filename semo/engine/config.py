@@ -662,7 +662,8 @@ def _key_name(loc: tuple[str | int, ...]) -> str:
     if head in _ARRAYS:
         section = f"[[{head}]]"
         if rest and isinstance(rest[0], int):
-            section += f" #{rest.pop(0) + 1}"
+            section += f" #{rest[0] + 1}"
+            del rest[0]
     else:
         section = f"[{head}]"
     key = ""

@@ -110,10 +110,21 @@ async def _run(
     )
 
 
-async def git_ok(cwd: os.PathLike[str] | str, *args: str, what: str, **options: object) -> str:
+async def git_ok(
+    cwd: os.PathLike[str] | str,
+    *args: str,
+    what: str,
+    git: str = "git",
+    config: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> str:
     """:func:`run_git`, its stdout when it succeeded, else :class:`GitError` "<what>: git says
     ..."."""
-    result = await run_git(cwd, *args, **options)  # type: ignore[arg-type]
+    result = await run_git(
+        cwd, *args, git=git, config=config, env=env, stdin=stdin, timeout=timeout
+    )
     if result.returncode != 0:
         raise GitError(f"{what}: git says: {result.message}")
     return result.stdout

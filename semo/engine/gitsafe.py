@@ -71,7 +71,7 @@ _DEFANGED = {
 _INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_CONFIG_HOME")
 
 
-def git_environment(source: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+def git_environment(source: Mapping[str, str] | None = None, /, **extra: str) -> dict[str, str]:
     """The environment of a git command semo runs: the few variables of :data:`_INHERITED`
     from ``source`` (default: the engine's), prompts off, C locale, plus ``extra``."""
     source = os.environ if source is None else source

@@ -40,6 +40,7 @@ from semo.engine.api.ship import build_ship_router
 from semo.engine.api.waiter import ResultWaiter
 from semo.engine.office.operations import LOST, answer_question, check_input_reaches, lost_sessions
 from semo.engine.store.base import NotFound, Store
+from semo.engine.store.literals import CommandType
 from semo.engine.store.models import (
     AgentCommandResult,
     AgentSession,
@@ -308,7 +309,7 @@ class _Api:
         self,
         office: Office,
         session_id: str,
-        command_type: str,
+        command_type: CommandType,
         payload: dict[str, Any],
         timeout: float | None,
         *,
@@ -324,7 +325,9 @@ class _Api:
             timeout=timeout,
             command_limit=command_limit,
         )
-        return CommandDone(command_id=command_id, command_type=command_type, result=result.result)
+        return CommandDone(
+            command_id=command_id, command_type=command_type, result=result.result or {}
+        )
 
     async def run(
         self,
@@ -412,8 +415,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     tokens = {office: t.get_secret_value().encode() for office, t in settings.tokens.items()}
     # the last added runs first: no token, no further look at the request
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # type: ignore[arg-type]
-    app.add_middleware(Authenticate, tokens=tokens)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(Authenticate, tokens=tokens)
 
     @app.get("/api/health", response_model=Health, tags=["meta"])
     async def health() -> Health:

@@ -11,6 +11,7 @@ command_failed), `details` lists the problems of a request that failed validatio
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -88,7 +89,7 @@ def error_response(
     code: str | None = None,
     command_id: str | None = None,
     details: list[dict[str, Any]] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     info = ErrorInfo(
         status=status,

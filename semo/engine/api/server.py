@@ -32,7 +32,7 @@ from semo.engine.store.base import Store, StoreError
 log = logging.getLogger("semo.api")
 
 #: seconds open connections get to finish when the server stops
-GRACEFUL_SECONDS = 5.0
+GRACEFUL_SECONDS = 5
 
 
 class _Server(uvicorn.Server):

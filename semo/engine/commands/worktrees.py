@@ -96,7 +96,7 @@ async def _worktrees(store: Store, args: argparse.Namespace) -> int:
         print("  ".join([*cells, plain(row[-1], one_line=True)]))
     if listing.saved:
         print("saved leftovers:")
-        for saved in listing.saved:
-            line = f"  {saved.ref} {saved.commit[:10]} ({_age(saved.age_seconds)}): {saved.subject}"
+        for work in listing.saved:
+            line = f"  {work.ref} {work.commit[:10]} ({_age(work.age_seconds)}): {work.subject}"
             print(plain(line, one_line=True))
     return 0

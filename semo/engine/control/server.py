@@ -32,7 +32,7 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -443,6 +443,7 @@ class ControlServer:
         op = request.get("op")
         request_id = request.get("id")
         handler = _OPS.get(op) if isinstance(op, str) else None
+        failure: str | None
         try:
             if handler is None:
                 raise OpError(f"unknown operation {op!r}")
@@ -586,7 +587,7 @@ class ControlServer:
         if state.full or size != state.size:
             frame["size"] = list(size)
             frame["full"] = 1
-            rows = range(screen.lines)
+            rows: Sequence[int] = range(screen.lines)
             state.size = size
         else:
             rows = sorted(y for y in state.dirty if 0 <= y < screen.lines)

@@ -223,12 +223,12 @@ async def prune_worktrees(
         except WorktreeError as error:
             results.append(PruneResult(path=info.path, removed=False, why=str(error), saved=saved))
             continue
-        why = {"missing": "its folder was gone", "merged": "merged", "shipped": "shipped"}
+        reasons = {"missing": "its folder was gone", "merged": "merged", "shipped": "shipped"}
         results.append(
             PruneResult(
                 path=info.path,
                 removed=True,
-                why=why.get(info.state, f"--force ({info.state}; its branch is kept)"),
+                why=reasons.get(info.state, f"--force ({info.state}; its branch is kept)"),
                 saved=saved,
             )
         )

@@ -805,7 +805,11 @@ class HookServer:
                 event=event,
                 payload=payload,
                 received_at=received_at,
-                sent_at=float(sent_at) if type(sent_at) in (int, float) else None,
+                sent_at=(
+                    float(sent_at)
+                    if isinstance(sent_at, int | float) and not isinstance(sent_at, bool)
+                    else None
+                ),
                 transcript_text=transcript_text,
             )
             self.accepted += 1

@@ -290,8 +290,8 @@ class AgentObserver:
         if lines is None:
             lines = latest_turn_lines(screen, self._prompts)[0] or screen_lines(screen)
         rows = latest_turn(claude_rows(lines))
-        lines = [row.text for row in rows if row.kind == "tool_output"]
-        return self.monitor.scan(lines, "tool_output", at)
+        output = [row.text for row in rows if row.kind == "tool_output"]
+        return self.monitor.scan(output, "tool_output", at)
 
     # -- generic -----------------------------------------------------------------------------
 

@@ -122,6 +122,7 @@ class MarkerParser:
         self._out: list[ParseItem] = []
         self._fence: tuple[str, int] | None = None
         self._block: _Block | None = None
+        self._head: str  # the line's state: set by _reset_line
         self._reset_line()
 
     @property
@@ -220,7 +221,7 @@ class MarkerParser:
         self._tail: list[str] = []
         self._tail_bytes = 0
         self._tag = ""  # the one-line tag (ONE_LINE) ...
-        self._marker = ""  # ... and the marker as written
+        self._marker: str = ""  # ... and the marker as written
         self._inline = False  # BODY: this is the rest of the opening tag's own line
         self._cr = False  # a "\r" that ends the data so far (dropped if "\n" follows)
 

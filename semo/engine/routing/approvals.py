@@ -205,6 +205,7 @@ class Approvals:
         waiter: asyncio.Future[UserQuestion] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = waiter
         minutes = self.policy.deny_after_minutes
+        answered: UserQuestion | None
         try:
             try:
                 async with asyncio.timeout(minutes * 60 if minutes else None):

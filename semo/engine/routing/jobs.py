@@ -1015,7 +1015,7 @@ class JobRunner:
             self._record(entry)
         if self.bus is None:
             return
-        fields = entry.model_dump(include=EVENT_FIELDS)
+        fields = entry.model_dump(include=set(EVENT_FIELDS))  # pydantic's IncEx: a set
         self.bus.publish(JobEvent(**fields, needs_human=job.needs_human))
 
     # -- the timeline ---------------------------------------------------------------------------

@@ -552,11 +552,11 @@ class Router:
                 invocation_id = current
         if invocation_id is not None:
             invocation = await self._find_invocation(invocation_id)
-            reason = self._foreign(invocation_id, invocation, sender, recipient)
-            if reason is None and invocation is not None:
-                reason = await self._not_open(invocation)
-            if reason is not None:
-                self._refuse(session, reason, "DELIVER_RESULT")
+            refused = self._foreign(invocation_id, invocation, sender, recipient)
+            if refused is None and invocation is not None:
+                refused = await self._not_open(invocation)
+            if refused is not None:
+                self._refuse(session, refused, "DELIVER_RESULT")
                 return
         refused = self.budgets.take(sender.id, "results", _text_size(summary) + _size(payload))
         if refused is not None:

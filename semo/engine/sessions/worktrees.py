@@ -29,7 +29,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -390,7 +390,7 @@ class WorktreeManager:
             log.info("created worktree %s on %s", created.path, created.branch)
             return created
 
-    async def _add_worktree(self, path: Path, args: list[str], what: str) -> None:
+    async def _add_worktree(self, path: Path, args: Sequence[str], what: str) -> None:
         try:
             async with self._adding():
                 await self._git_ok("worktree", "add", "--quiet", *args, what=what)
