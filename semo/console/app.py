@@ -332,7 +332,8 @@ class SemoApp(App[None]):
     def action_command_palette(self) -> None:
         from semo.console.palette import SemoPalette
 
-        if self.use_command_palette and not SemoPalette.is_open(self):
+        # textual types is_open's app as App[object], and App is invariant in its result type
+        if self.use_command_palette and not SemoPalette.is_open(self):  # type: ignore[arg-type]
             self.push_screen(SemoPalette(id="--command-palette"))
 
     def action_show_help_panel(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
@@ -102,16 +103,16 @@ class KeyBar(Static):
             return fit([Hint(*hint) for hint in own], width)
         focused = screen.focused
         if isinstance(focused, PrefixCatcher):  # the prefix was typed outside a pane
-            hints = [Hint(*h) for h in PANE_KEYS]
-            hints.insert(2, Hint("Esc", "nothing", 1.5))
-            return fit(hints, width, "next key:")
+            keys = [Hint(*h) for h in PANE_KEYS]
+            keys.insert(2, Hint("Esc", "nothing", 1.5))
+            return fit(keys, width, "next key:")
         if isinstance(focused, TerminalPane):
             if focused.scrolling:
                 return fit([Hint(*h) for h in SCROLL_KEYS], width, "scrollback: ")
             lead = "next key: " if focused.armed else f"{focused.prefix_display} then "
             return fit([Hint(*h) for h in PANE_KEYS], width, lead)
         hints: list[Hint] = []
-        node = focused
+        node: DOMNode | None = focused
         if isinstance(focused, Input):  # a line being typed: the answer or the prompt
             hints += [Hint("Enter", "send", 0.5), Hint("Esc", "close", 0.6)]
             node = None
