@@ -188,6 +188,7 @@ class SemoApp(App[None]):
         for holder in list(rack.children):  # also those still being mounted
             if holder.id not in keep:
                 holder.remove()
+        # textual's ToastRack.show takes its Notifications; it only iterates them
         rack.show(newest)  # type: ignore[arg-type]
 
     def format_title(self, title: str, sub_title: str) -> Content:

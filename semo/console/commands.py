@@ -85,11 +85,12 @@ class SemoCommands(Provider):
                 screen.stop_recording,
             ),
             ("Keys", "what every key does (F1)", screen.action_keys_help),
+            # SemoApp's actions: `self.app` is typed as textual's App
             ("Detach", "leave the console; the agents keep running", app.action_detach),  # type: ignore[attr-defined]
             (
                 "Stop the office",
                 "stop the engine and every agent (asks first)",
-                app.action_stop_office,  # type: ignore[attr-defined]
+                app.action_stop_office,  # type: ignore[attr-defined]  # as action_detach
             ),
         ]
         for role in sorted(screen.engine.agents):

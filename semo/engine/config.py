@@ -104,10 +104,8 @@ def engine_id(configured: str = "") -> str:
     return configured or f"{socket.gethostname()}-{os.getpid()}"
 
 
-def _resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
+def _resolve_path(value: Path, info: ValidationInfo) -> Path:
     """`~` expanded; relative paths joined to the config file's folder when it is known."""
-    if value is None:
-        return None
     value = value.expanduser()
     base = (info.context or {}).get("base_dir")
     if not value.is_absolute() and base is not None:
@@ -141,7 +139,7 @@ class OfficeConfig(_Section):
     @field_validator("repository", "workspace_root")
     @classmethod
     def _paths(cls, value: Path, info: ValidationInfo) -> Path:
-        return _resolve_path(value, info)  # type: ignore[return-value]
+        return _resolve_path(value, info)
 
     def to_office(self) -> Office:
         """A new office row with this name, repository and workspace root."""
@@ -175,7 +173,7 @@ class StoreSection(_Section):
     @field_validator("sqlite_path")
     @classmethod
     def _sqlite_path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return _resolve_path(value, info)
+        return None if value is None else _resolve_path(value, info)
 
 
 class EngineConfig(_Section):

@@ -30,7 +30,7 @@ from semo.engine.control.resume import (
     tell_restarted,
 )
 from semo.engine.control.server import ControlServer
-from semo.engine.events import EngineStatus, EventBus, EventForwarder
+from semo.engine.events import EnginePhase, EngineStatus, EventBus, EventForwarder
 from semo.engine.heartbeat import BEATS_PER_LIMIT, Heartbeat
 from semo.engine.jobwork.workspace import JobWorkspace
 from semo.engine.liveness import killed_run_of_office
@@ -731,7 +731,7 @@ class Engine:
         if self.office is not None and (bus := bus_event(self.office.id, session, event)):
             self.bus.publish(bus)
 
-    def _status(self, status: str, detail: str) -> None:
+    def _status(self, status: EnginePhase, detail: str) -> None:
         if self.office is None:
             return
         log.info("engine %s %s: %s", self.engine_id, status, detail)
@@ -739,7 +739,7 @@ class Engine:
             EngineStatus(
                 office_id=self.office.id,
                 engine_id=self.engine_id,
-                status=status,  # type: ignore[arg-type]
+                status=status,
                 detail=detail,
             )
         )

@@ -141,10 +141,14 @@ class MalformedAgentMessage(BaseEvent):
     error: Text
 
 
+#: what an engine is doing, as its status events say
+EnginePhase = Literal["starting", "running", "stopping", "stopped"]
+
+
 class EngineStatus(BaseEvent):
     kind: Literal["engine_status"] = "engine_status"
     engine_id: str
-    status: Literal["starting", "running", "stopping", "stopped"]
+    status: EnginePhase
     detail: Text = ""
 
 

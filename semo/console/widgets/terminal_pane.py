@@ -89,6 +89,8 @@ class TerminalPane(Widget, can_focus=True):
     engine in the same process do).
     """
 
+    #: the session this pane shows, when a screen of several says so
+    session_id: str | None = None
     PREFIX_KEY: ClassVar[str] = "ctrl+right_square_bracket"
     """Textual's name for ctrl+] (byte 0x1d): the default prefix chord."""
     PREFIX_HINT: ClassVar[str] = "d detach z zoom n p q : [ o ?"

@@ -21,6 +21,7 @@ import socket
 import sys
 from collections.abc import Generator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -28,6 +29,9 @@ from semo.engine.api.app import create_app
 from semo.engine.api.settings import ApiSettings, ApiSettingsError, parse_listen, resolve_settings
 from semo.engine.store import StoreConfig, open_store
 from semo.engine.store.base import Store, StoreError
+
+if TYPE_CHECKING:
+    from semo.engine.logs import LogFormat
 
 log = logging.getLogger("semo.api")
 
@@ -138,7 +142,7 @@ async def start_api(
 # -- `semo api` ---------------------------------------------------------------------------------
 
 
-def main(config_path: Path, listen: str | None, log_format: str | None = None) -> int:
+def main(config_path: Path, listen: str | None, log_format: LogFormat | None = None) -> int:
     """`semo api`: serve the API of the store in the config file until SIGTERM/SIGINT.
     Exit 0 after a clean stop, 1 when it cannot serve, 2 for a configuration error."""
     from semo.engine.config import ConfigError, config_secrets, load_config
@@ -162,7 +166,7 @@ def main(config_path: Path, listen: str | None, log_format: str | None = None) -
         print(f"semo api: {error}", file=sys.stderr)
         return 2
     fmt = log_format or config.engine.log_format
-    configure_logging(fmt, secrets=config_secrets(config))  # type: ignore[arg-type]
+    configure_logging(fmt, secrets=config_secrets(config))
     for warning in config.warnings:
         log.warning("%s", warning)
     return asyncio.run(_serve(config.store_config(), settings, host, port))

@@ -8,6 +8,7 @@ pane clears each frame), so the pane draws a remote session exactly like a local
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,7 @@ class MirrorScrollback:
     def __getitem__(self, index: int) -> Line:
         return self._lines[index]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Line]:
         return iter(self._lines)
 
     @property

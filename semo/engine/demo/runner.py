@@ -33,7 +33,10 @@ async def run_headless(timeout: float = 60.0, *, steps: int = 2, delay: float = 
     prepare_demo_repository()
     engine = Engine(demo_config(steps=steps, delay=delay))
     await engine.start()
-    print(f"semo demo: office {engine.office.name!r} in the {engine.store.backend} store")  # type: ignore[union-attr]
+    office, store = engine.office, engine.store
+    if office is None or store is None:  # start() sets both
+        raise RuntimeError("the demo engine started without an office or a store")
+    print(f"semo demo: office {office.name!r} in the {store.backend} store")
     roles = {agent.id: role for role, agent in engine.agents.items()}
     printer = asyncio.create_task(_print_events(engine, roles))
     try:

@@ -64,6 +64,7 @@ class Notice(BaseModel):
     @field_validator("office", "agent", "title", "text", "answer", "ref", mode="before")
     @classmethod
     def _inert(cls, value: object, info: object) -> str:
+        # pydantic gives a field validator a ValidationInfo with the field's name
         return clean(value, LIMITS[info.field_name])  # type: ignore[attr-defined]
 
     @property

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from semo.engine.notify.models import Notice
+from semo.engine.notify.models import Notice, NoticeKind
 
 #: routing steps that open a permission request (APPROVE's hooks may name it either way)
 PERMISSION_STEPS = frozenset({"permission_asked", "permission_requested", "permission_request"})
@@ -103,6 +103,7 @@ def _job(event: Any, office: str, role_of: RoleOf) -> Notice | None:
         return None
     role = role_of(event.agent_id)
     show = f"semo job show {event.job_id}"
+    kind: NoticeKind
     if review:
         kind, title = "job_review", f"a job of {role} needs your review"
     elif step == "done":
@@ -110,7 +111,7 @@ def _job(event: Any, office: str, role_of: RoleOf) -> Notice | None:
     else:
         kind, title = "job_failed", f"a job of {role} failed"
     return Notice(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         office=office,
         agent=role,
         title=title,

@@ -389,6 +389,7 @@ class SessionManager:
             session_id, status, reason = await self._writes.get()
             try:
                 if session_id in self.rows:
+                    # SessionState's values are the store's SessionStatus names (a str here)
                     await self.store.set_session_status(session_id, status, reason=reason)  # type: ignore[arg-type]
             except StoreConflict as error:
                 if status != "terminated":

@@ -825,9 +825,11 @@ def _belongings(
     found: set[int] = set()
     for pid in entries:
         fields = stat_fields(pid)
+        if fields is None:
+            continue
         try:
-            state, ppid, sid = fields[0], int(fields[1]), int(fields[3])  # type: ignore[index]
-        except (TypeError, ValueError, IndexError):
+            state, ppid, sid = fields[0], int(fields[1]), int(fields[3])
+        except (ValueError, IndexError):
             continue
         if state in EXITED or pid == leader:
             continue

@@ -278,7 +278,7 @@ class TerminalScreen(pyte.Screen):
                 row.update(zip(range(x, x + len(text)), map(glyph, text), strict=True))
                 x += len(text)
             if is_wrapped(segments):
-                row.wrapped = True  # type: ignore[attr-defined]
+                row.wrapped = True  # type: ignore[attr-defined]  # a mark pyte's row type lacks
             self._buffer[y] = row
         self.deferred_rows = {}
 
@@ -862,7 +862,7 @@ class TerminalScreen(pyte.Screen):
     def _wrap_line(self) -> None:
         """Auto-wrap: mark the row as continued, then CR + LF."""
         row = self._row(self.cursor.y)
-        row.wrapped = True  # type: ignore[attr-defined]
+        row.wrapped = True  # type: ignore[attr-defined]  # a mark pyte's row type lacks
         self.dirty.add(self.cursor.y)
         self.cursor.x = 0
         self.linefeed()
@@ -1365,7 +1365,7 @@ class TerminalScreen(pyte.Screen):
                 row = buffer[y]
                 row.update(row_cells(line, self._default))
                 if line.wrapped:
-                    row.wrapped = True  # type: ignore[attr-defined]
+                    row.wrapped = True  # type: ignore[attr-defined]  # a mark pyte's row type lacks
         cursor.x, cursor.y = result.cursor_x, result.cursor_y
         self.reflow_mark = scrollback.total_pushed + cursor.y
         row = buffer[cursor.y]
