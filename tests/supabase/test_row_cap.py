@@ -25,7 +25,7 @@ import httpx
 import psycopg
 import pytest
 
-from semo.engine.store.base import LIST_PAGE_ROWS
+from semo.engine.store.base import LIST_PAGE_ROWS, StoreError
 from semo.engine.store.models import (
     Agent,
     AgentInvocation,
@@ -34,16 +34,24 @@ from semo.engine.store.models import (
     Office,
     UserQuestion,
 )
+from semo.engine.store.supabase import SupabaseStore
 from tests.store.conftest import Stores, open_stores
 
 OLD = 5000
 
 
-@pytest.fixture(params=["sqlite", "postgres", "supabase"])
+@pytest.fixture(
+    params=["sqlite", "postgres", "supabase", "supabase-max-rows-100", "supabase-max-rows-250"]
+)
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    async with open_stores(request.param, tmp_path) as factory:
+    """Every backend; supabase with its default "Max rows" (1000), and with 100 and 250,
+    below the stores' page of LIST_PAGE_ROWS (a short page is not the last one there)."""
+    backend, _, cap = request.param.partition("-max-rows-")
+    async with open_stores(backend, tmp_path) as factory:
         if factory.emulator is not None:
             assert factory.emulator.max_rows == 1000  # the cap is on by default
+            if cap:
+                factory.emulator.set_max_rows(int(cap))
         yield factory
 
 
@@ -368,7 +376,6 @@ async def test_a_jobs_timeline_reads_its_own_work_behind_5000_other_rows(stores:
     (list_invocations/list_results job_id=) rather than every invocation and result of the
     office filtered afterwards."""
     from semo.engine.office.job_ops import job_timeline
-    from semo.engine.store.base import StoreError
     from semo.engine.store.models import Job
 
     store, office, agent, _session = await _office_with_history(stores)
@@ -397,3 +404,34 @@ async def test_a_jobs_timeline_reads_its_own_work_behind_5000_other_rows(stores:
     assert await store.list_invocations(office.id, job_id="no-such-job") == []
     with pytest.raises(StoreError, match="not both"):
         await store.list_results(office.id, invocation_ids=[invocation.id], job_id=job.id)
+
+
+@pytest.mark.parametrize("cap", [100, 250])
+async def test_a_max_rows_lowered_while_the_store_runs_is_measured_again(
+    supabase_stores: Stores, cap: int
+) -> None:
+    """The store measured 1000 when it opened; the project's "Max rows" goes down to `cap`:
+    the next short page measures it again and the listing goes on (every row, once)."""
+    store, office, _agent, _session = await _office_with_history(supabase_stores)
+    assert isinstance(store, SupabaseStore) and store.page_rows == LIST_PAGE_ROWS
+    store.max_rows_recheck = 0.0
+    emu = supabase_stores.emulator
+    assert emu is not None
+    emu.set_max_rows(cap)
+    questions = await store.list_questions(office.id, status=None)
+    assert len({q.id for q in questions}) == len(questions) == OLD
+    assert store.page_rows == cap
+    commands = await store.list_commands(office.id, limit=OLD + 10)
+    assert len({c.id for c in commands}) == len(commands) == OLD
+    emu.set_max_rows(1000)  # raised again: measured at the next short page
+    assert len(await store.list_engines(office.id)) == 0  # (an empty listing measures nothing)
+    assert len(await store.list_sessions(office.id)) == 1
+    assert store.page_rows == LIST_PAGE_ROWS
+
+
+async def test_a_project_answering_no_rows_is_refused_when_opened(supabase_stores: Stores) -> None:
+    emu = supabase_stores.emulator
+    assert emu is not None
+    emu.set_max_rows(0)
+    with pytest.raises(StoreError, match='"Max rows"'):
+        await supabase_stores.new()

@@ -14,6 +14,11 @@
 - Listings are read PAGE_ROWS (500) rows a request, each page after the last row of the one
   before (keyset pagination spelt as PostgREST `or` filters; `list_engines` pages the RPC's
   result the same way), so Supabase's "Max rows" cap (1000 by default) never cuts one short.
+  A project whose "Max rows" is below PAGE_ROWS answers fewer rows than asked for, which
+  would read as the last page: the store measures the cap when it opens (`semo_rows`, migration
+  0018) and pages by it; a short page read `max_rows_recheck` seconds or more after the last
+  measurement measures it again (a lowered setting), and the listing goes on if the page was
+  cut by the cap.
 - Errors: SQLSTATE PT404/PT409 (raised by those functions; PostgREST answers 404/409) become
   NotFound/StoreConflict, a foreign-key violation NotFound, a duplicate key StoreConflict, a
   network error, a timeout or an HTTP 5xx StoreUnavailable. Messages never contain the key.
@@ -283,6 +288,7 @@ class SupabaseStore(Store):
         ping_interval: float = 5.0,
         ping_timeout: float = 3.0,
         max_backoff: float = 1.0,
+        max_rows_recheck: float = 60.0,
     ) -> None:
         url = (url or "").strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
@@ -305,6 +311,10 @@ class SupabaseStore(Store):
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.max_backoff = max_backoff
+        self.max_rows_recheck = max_rows_recheck
+        #: rows a listing asks for a request: PAGE_ROWS, or the project's "Max rows" below it
+        self.page_rows = PAGE_ROWS
+        self._page_measured_at = float("-inf")
         self.stats = RealtimeStats()
         self._client: AsyncClient | None = None
         self._http: httpx.AsyncClient | None = None
@@ -460,7 +470,8 @@ class SupabaseStore(Store):
         rows: list[dict[str, Any]] = []
         after: dict[str, Any] | None = None
         while limit is None or len(rows) < limit:
-            size = PAGE_ROWS if limit is None else min(PAGE_ROWS, limit - len(rows))
+            page_rows = self.page_rows
+            size = page_rows if limit is None else min(page_rows, limit - len(rows))
 
             def page(c: AsyncClient, after: dict[str, Any] | None = after, size: int = size) -> Any:
                 query = build(c)
@@ -472,10 +483,33 @@ class SupabaseStore(Store):
 
             batch = await self._rows(page)
             rows.extend(batch)
-            if len(batch) < size:
+            if len(batch) < size and not (batch and await self._cut_by_cap(len(batch))):
                 break
             after = batch[-1]
         return [cls.model_validate(r) for r in rows]
+
+    async def measure_max_rows(self) -> int:
+        """The rows one request reads (`page_rows`): PAGE_ROWS, or the project's "Max rows"
+        when it is lower, measured with `semo_rows` (the cap applies to a function's rows as
+        to a table's). StoreError when the project answers no row at all."""
+        probe = {"p_count": PAGE_ROWS + 1}
+        answered = len(await self._rows(lambda c: c.rpc("semo_rows", probe)))
+        self._page_measured_at = time.monotonic()
+        if answered == 0:
+            raise StoreError(
+                f'{self.url} answers no rows: its "Max rows" (API settings) is 0; raise it'
+            )
+        if answered < PAGE_ROWS and answered != self.page_rows:
+            log.warning('%s: "Max rows" is %d: listings read that many a page', self.url, answered)
+        self.page_rows = min(answered, PAGE_ROWS)
+        return self.page_rows
+
+    async def _cut_by_cap(self, answered: int) -> bool:
+        """Whether a page of `answered` rows, fewer than asked for, was cut by a "Max rows"
+        lowered since it was measured (measured again at most every `max_rows_recheck` s)."""
+        if time.monotonic() - self._page_measured_at < self.max_rows_recheck:
+            return False
+        return answered >= await self.measure_max_rows()
 
     def _remember(self, command_id: Any, office_id: Any) -> None:
         if isinstance(command_id, str) and isinstance(office_id, str):
@@ -524,6 +558,7 @@ class SupabaseStore(Store):
                 lambda c: c.rpc("semo_renew_leases", {"p_engine_id": "", "p_lease_seconds": 1})
             )
             await self._check_latest_migration()
+            await self.measure_max_rows()
         except BaseException:
             await self.close()
             raise
@@ -544,6 +579,7 @@ class SupabaseStore(Store):
             await self._run(lambda c: c.rpc("semo_submit_job", submit))  # 0011
             requeue = {"p_job_id": "", "p_command_id": "", "p_reason": ""}
             await self._run(lambda c: c.rpc("semo_requeue_job", requeue))  # 0017
+            await self._run(lambda c: c.rpc("semo_rows", {"p_count": 0}))  # 0018
         except StoreUnavailable:
             raise
         except StoreError as error:

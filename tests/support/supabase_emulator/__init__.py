@@ -41,7 +41,8 @@ close frame with `code`), `freeze_sockets()` (half-open: nothing read or sent),
 `kick_channels()` (`phx_error` on every joined channel), `set_event_loss(fraction, seed)`,
 `set_event_delay(seconds)`, `set_subscribe_delay(seconds)` (gap between SUBSCRIBED and
 "Subscribed to PostgreSQL", in which changes are not delivered), `pause_realtime()` /
-`resume_realtime()` (new WebSocket upgrades get HTTP 503), `fail_rest(n, status)`.
+`resume_realtime()` (new WebSocket upgrades get HTTP 503), `fail_rest(n, status)`,
+`set_max_rows(n)` ("Max rows", for tables and set-returning functions alike).
 Counters: `stats()` → connections, connections_refused, sockets_dropped, joins, heartbeats,
 changes_read, events_sent, events_dropped, rest_requests, rest_failures_injected,
 open_sockets; `wait_until(pred)` / `await async_wait_until(pred)`.

@@ -765,6 +765,11 @@ class SupabaseEmulator:
         with core.lock:
             core.rest_failures.extend([status] * count)
 
+    def set_max_rows(self, rows: int | None) -> None:
+        """Change "Max rows" (as the project's API settings do, at once): no read answers more."""
+        self.max_rows = rows
+        self._core_or_fail().postgrest.max_rows = rows
+
     def reload_schema(self) -> None:
         """Re-read tables/functions and the realtime publication (after DDL)."""
         core = self._core_or_fail()
