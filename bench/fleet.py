@@ -1,6 +1,6 @@
 """Many engines on one Postgres office (issue 29): start-up, connections, job latency, take-over.
 
-    python bench/fleet.py --engines 10,20,40 [--jobs-per-engine 4] [--kill-third]
+    python bench/fleet.py --engines 10,20,40 [--jobs-per-engine 4] [--kill-third] [--repeat 3]
     python bench/fleet.py --engines 100 --pgbouncer      # through PgBouncer, transaction mode
 
 Per N: a fresh database on $SEMO_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432/
@@ -154,6 +154,7 @@ def main() -> None:
     parser.add_argument("--reply-delay", type=float, default=1.0)
     parser.add_argument("--kill-third", action="store_true")
     parser.add_argument("--pgbouncer", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per N; then their medians")
     args = parser.parse_args()
     print(
         f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.platform()}, "
@@ -161,7 +162,26 @@ def main() -> None:
     )
     print(f"# {' '.join(sys.argv)}")
     for count in [int(n) for n in args.engines.split(",")]:
-        print(asyncio.run(run(count, args)), flush=True)
+        runs = []
+        for _ in range(max(1, args.repeat)):
+            runs.append(asyncio.run(run(count, args)))
+            print(runs[-1], flush=True)
+        if len(runs) > 1:
+            print({"median_of": len(runs), **medians(runs)}, flush=True)
+
+
+def medians(runs: list[dict[str, object]]) -> dict[str, object]:
+    """Each figure's median over `runs` (numbers; a flag is true only if it held every time)."""
+    out: dict[str, object] = {}
+    for key, value in runs[0].items():
+        values = [r[key] for r in runs]
+        if isinstance(value, bool):
+            out[key] = all(values)
+        elif all(isinstance(v, int | float) for v in values):
+            out[key] = round(statistics.median(values), 2)  # type: ignore[arg-type]
+        else:
+            out[key] = values
+    return out
 
 
 if __name__ == "__main__":
