@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.test_job_cli import (
+from tests.support.git_repo import git
+from tests.support.job_cli_office import (
     CREATE_LOGIN_JOB,
     TIMEOUT,
     engine_process,
@@ -18,7 +19,6 @@ from tests.store.test_job_cli import (
     semo,
     write_config,
 )
-from tests.support.git_repo import git
 from tests.support.semo_process import start_semo
 from tests.support.ship_office import FE_WRITES_THE_PAGE, with_origin
 from tests.support.waiting import eventually_value

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,32 +13,13 @@ from semo.engine.store.base import Store
 from semo.engine.store.models import Agent, AgentSession, Office, UserQuestion
 from tests.store.conftest import Stores, open_stores
 from tests.support.semo_process import run_semo, semo_env
+from tests.support.store_cli import semo
 
 
 @pytest.fixture(params=["sqlite", "postgres", "supabase"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     async with open_stores(request.param, tmp_path) as stores:
         yield stores
-
-
-def env_for(stores: Stores) -> dict[str, str]:
-    env = semo_env()
-    if stores.backend == "sqlite":
-        return env | {"SEMO_STORE": "sqlite", "SEMO_SQLITE_PATH": stores.target}
-    if stores.backend == "supabase":
-        assert stores.emulator is not None
-        return env | {
-            "SEMO_STORE": "supabase",
-            "SUPABASE_URL": stores.emulator.url,
-            "SUPABASE_SERVICE_ROLE_KEY": stores.emulator.service_role_key,
-            # `semo migrate` speaks SQL to the project's database (PostgREST cannot run DDL)
-            "SEMO_DATABASE_URL": stores.dsn,
-        }
-    return env | {"SEMO_STORE": "postgres", "SEMO_DATABASE_URL": stores.target}
-
-
-async def semo(stores: Stores, *args: str) -> subprocess.CompletedProcess[str]:
-    return await run_semo(*args, env=env_for(stores))
 
 
 async def seed(store: Store) -> tuple[Office, AgentSession, UserQuestion, UserQuestion]:

@@ -8,11 +8,10 @@ plus a few tables and functions of its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -20,10 +19,11 @@ import psycopg
 import pytest
 from postgrest.exceptions import APIError
 from realtime import RealtimeSubscribeStates
-from supabase import AsyncClient, AsyncClientOptions, acreate_client, create_client
+from supabase import AsyncClient, create_client
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from tests.support.supabase_client import supabase
 from tests.support.supabase_emulator import (
     ADMIN_DSN,
     SupabaseEmulator,
@@ -112,23 +112,6 @@ def database() -> Iterator[str]:
 def emulator(database: str) -> Iterator[SupabaseEmulator]:
     with SupabaseEmulator(database) as emu:
         yield emu
-
-
-@contextlib.asynccontextmanager
-async def supabase(
-    emu: SupabaseEmulator, key: str | None = None, **realtime: Any
-) -> AsyncIterator[AsyncClient]:
-    options = AsyncClientOptions(realtime=realtime or None)  # type: ignore[arg-type]
-    client = await acreate_client(emu.url, key or emu.service_role_key, options)
-    try:
-        yield client
-    finally:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(client.remove_all_channels(), 5)
-        with contextlib.suppress(Exception):
-            await client.realtime.close()
-        with contextlib.suppress(Exception):
-            await client.postgrest.aclose()
 
 
 def new_id() -> str:

@@ -20,7 +20,7 @@ from websockets.asyncio.client import connect as ws_connect
 
 from semo.engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
-from tests.supabase.test_emulator import supabase
+from tests.support.supabase_client import supabase
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 from tests.support.waiting import eventually
 

@@ -18,7 +18,7 @@ import psycopg
 
 from semo.engine.store.migrate import migrate
 from tests.store.conftest import ADMIN_DSN, admin_connection_check
-from tests.supabase.test_dashboard_js import run_js
+from tests.support.supabase_dashboard import run_js
 from tests.support.supabase_emulator import SupabaseEmulator, temporary_database
 
 PASSWORD = "matrix password"

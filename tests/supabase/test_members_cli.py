@@ -14,7 +14,7 @@ import pytest
 
 from semo.engine.store.models import Office
 from tests.store.conftest import Stores, open_stores
-from tests.store.test_cli import semo
+from tests.support.store_cli import semo
 
 
 @pytest.fixture(params=["postgres", "supabase"])

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from semo.engine.store.base import LIST_PAGE_ROWS, StoreError
@@ -36,8 +35,7 @@ from semo.engine.store.models import (
 )
 from semo.engine.store.supabase import SupabaseStore
 from tests.store.conftest import Stores, open_stores
-
-OLD = 5000
+from tests.support.old_rows import OLD, insert_postgres, old_rows
 
 
 @pytest.fixture(
@@ -53,67 +51,6 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
             if cap:
                 factory.emulator.set_max_rows(int(cap))
         yield factory
-
-
-def old_rows(office: str, agent: str, session: str) -> dict[str, list[dict[str, Any]]]:
-    start = datetime.now(UTC) - timedelta(days=1)
-    rows: dict[str, list[dict[str, Any]]] = {
-        "user_questions": [],
-        "agent_results": [],
-        "agent_invocations": [],
-        "agent_commands": [],
-    }
-    for n in range(OLD):
-        at = start + timedelta(milliseconds=n // 10)  # ten rows per timestamp
-        rows["user_questions"].append(
-            {
-                "id": str(uuid.uuid4()),
-                "office_id": office,
-                "agent_id": agent,
-                "session_id": session,
-                "question": f"old question {n}",
-                "status": "answered",
-                "answer": "yes",
-                "created_at": at,
-                "answered_at": at,
-            }
-        )
-        rows["agent_results"].append(
-            {
-                "id": str(uuid.uuid4()),
-                "office_id": office,
-                "sender_agent_id": agent,
-                "recipient_agent_id": agent,
-                "summary": f"old result {n}",
-                "status": "delivered",
-                "created_at": at,
-                "delivered_at": at,
-            }
-        )
-        rows["agent_invocations"].append(
-            {
-                "id": str(uuid.uuid4()),
-                "office_id": office,
-                "caller_agent_id": agent,
-                "target_agent_id": agent,
-                "task": f"old task {n}",
-                "status": "delivered",
-                "created_at": at,
-                "updated_at": at,
-            }
-        )
-        rows["agent_commands"].append(
-            {
-                "id": str(uuid.uuid4()),
-                "office_id": office,
-                "command_type": "get_output",
-                "payload": "{}",
-                "status": "completed",
-                "created_at": at,
-                "updated_at": at,
-            }
-        )
-    return rows
 
 
 def insert_sqlite(path: str, rows: dict[str, list[dict[str, Any]]]) -> None:
@@ -137,17 +74,6 @@ def insert_sqlite(path: str, rows: dict[str, list[dict[str, Any]]]) -> None:
                 )
     finally:
         conn.close()
-
-
-async def insert_postgres(dsn: str, rows: dict[str, list[dict[str, Any]]]) -> None:
-    async with await psycopg.AsyncConnection.connect(dsn) as conn:
-        async with conn.cursor() as cur:
-            for table, items in rows.items():
-                names = list(items[0])
-                async with cur.copy(f"copy {table} ({', '.join(names)}) from stdin") as copy:
-                    for item in items:
-                        await copy.write_row(list(item.values()))
-        await conn.commit()
 
 
 async def _office_with_history(stores: Stores) -> tuple[Any, Office, Agent, AgentSession]:

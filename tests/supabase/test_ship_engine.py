@@ -24,12 +24,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.store.test_job_cli import CREATE_LOGIN_JOB, write_config
-from tests.supabase.test_dashboard_js import TIMEOUT, env_for, office, semo
 from tests.support.git_repo import git
 from tests.support.github_api import GitHubApi
+from tests.support.job_cli_office import CREATE_LOGIN_JOB, write_config
 from tests.support.semo_process import engine_in, start_semo
 from tests.support.ship_office import FE_WRITES_THE_PAGE, with_origin
+from tests.support.supabase_dashboard import TIMEOUT, env_for, office, semo
 from tests.support.supabase_emulator import SupabaseEmulator
 from tests.support.waiting import eventually_value
 
