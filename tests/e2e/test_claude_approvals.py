@@ -418,3 +418,32 @@ async def test_a_request_no_one_answers_is_denied_after_the_policys_wait(folder:
         [refusal] = tool_results(api)
         assert refusal["is_error"] is True
         assert "No one answered within 0.05 minutes" in result_text(refusal)
+
+
+@pytest.mark.timeout(300)
+async def test_auto_mode_dialog_denied_with_a_reason_the_model_reads_it(folder: Path) -> None:
+    """Claude Code's own default (auto mode) behind a gateway: its "can't check actions"
+    dialog, denied with a reason in the inbox, is cancelled in the pane (Escape): the command
+    does not run, the reason reaches the model as the agent's next prompt, and the job goes on
+    to its end; the timeline says who denied it and why."""
+    command = 'python3 -c \'open("never.txt", "w")\''
+    replies = [uses(bash(command)), "[SEMO:DONE] did without python"]
+    with ScriptedMessagesAPI(replies=replies, safeguards=False) as api:
+        write_office(folder, api, mode=None)
+        env = claude_env(folder / "elsewhere", folder / "home", api)
+        async with engine_in(folder, env):
+            await fe_ready(folder)
+            job = await create_job(folder, "Make the file with python")
+            asked = await pending_permission(folder)
+            assert "Auto mode can't check actions in this session" in asked["question"]
+            assert asked["question"].endswith("[allow: Enter; deny: Esc]")
+            denied = await semo(folder, "answer", asked["id"], "deny: no python here")
+            assert denied.returncode == 0, denied.stderr
+            shown = await job_status(folder, job, "done")
+            worktrees = list((folder / "ws").rglob("never.txt"))
+        decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
+        assert len(decided) == 1
+        assert decided[0].startswith("denied by a person (no python here): Claude Code's dialog")
+        told = [r for r in api.main_requests if "no python here" in r.last_user_text()]
+        assert told and "The operator denied this tool use" in told[0].last_user_text()
+        assert worktrees == []  # the command never ran

@@ -12,6 +12,7 @@ from semo.engine.protocol.observer import (
     AgentObserver,
     MalformedMessage,
     MessageFound,
+    turn_interrupted,
     turn_text_from_transcript,
 )
 from semo.engine.protocol.screen_text import claude_turn_text, screen_lines
@@ -562,3 +563,33 @@ def test_default_prompt_pattern_does_not_match_plain_output(row):
     observer = AgentObserver("generic")
     stream.feed(row)
     assert _states(observer.on_screen(screen, 0.5)) == []
+
+
+INTERRUPTED_TURN = [
+    "❯ make it",
+    "● Doing.",
+    "  No result recorded for 1 call",
+    '  ⎿  $ python3 -c \'open("x","w")\'',
+    "  ⎿  Interrupted · What should Claude do instead?",
+    "─" * 40,
+    "❯ ",
+    "─" * 40,
+    "  ⏵⏵ auto mode on (shift+tab to cycle) · ← for agents",
+]
+
+
+def test_an_interrupted_turn_is_read_off_the_screen() -> None:
+    """Claude Code reports no hook when Escape interrupts a turn (a dialog denied in the
+    inbox, the operator's cancel): its last line above the input box says so, and the agent is
+    ready again; once a next prompt shows under it, the old line no longer counts."""
+    assert turn_interrupted(INTERRUPTED_TURN)
+    later = [*INTERRUPTED_TURN[:5], "", "❯ go on", "● Going.", *INTERRUPTED_TURN[5:]]
+    assert not turn_interrupted(later)
+    spoofed = ["● Interrupted · What should Claude do instead?", *INTERRUPTED_TURN[5:]]
+    assert not turn_interrupted(spoofed)  # the model's own text is not the CLI's line
+    screen, stream = make_screen_and_stream(100, 12)
+    observer = AgentObserver("claude", screen=screen)
+    observer.on_hook("UserPromptSubmit", {}, 1.0)
+    stream.feed("\r\n".join(INTERRUPTED_TURN))
+    assert _states(observer.on_screen(screen, 2.0)) == [AgentState.READY]
+    assert observer.tracker.history[-1].reason == "turn interrupted"

@@ -61,6 +61,8 @@ _DIALOG = re.compile(
     r"|Enter to stay in auto mode"
     r"|Yes, set auto mode as my default permission mode"
 )
+#: the line Claude Code (2.1.328) ends an interrupted turn with
+_INTERRUPTED = re.compile(r"^\s*⎿\s+Interrupted · What should Claude do instead\?\s*$")
 #: the reason of the state change when a dialog comes up (engine/routing/approvals.py)
 DIALOG_REASON = "a dialog waits for you"
 _GUTTERS = ("● ", "  ")
@@ -156,6 +158,8 @@ class AgentObserver:
             if starting and input_box_visible(screen):
                 self._state(out, AgentState.READY, "screen", "input box after start", at)
             self._watch_dialog(out, screen, at)
+            if self.state == AgentState.EXECUTING and turn_interrupted(screen.text_rows()):
+                self._state(out, AgentState.READY, "screen", "turn interrupted", at)
             if not self._hooks_seen:
                 self._read_claude_screen(out, screen, at)
         else:
@@ -413,6 +417,17 @@ def _too_many() -> ProtocolError:
 
 def input_box_visible(screen: TerminalScreen) -> bool:
     return input_box_in(screen.text_rows())
+
+
+def turn_interrupted(rows: Sequence[str]) -> bool:
+    """Claude Code ended its turn on an interrupt (Escape: a dialog cancelled, the operator's
+    cancel), which no hook reports: the last line above its input box is "⎿  Interrupted ·
+    What should Claude do instead?" (a next turn's prompt would come below it)."""
+    for index, row in enumerate(rows):
+        if index > 1 and row.startswith("❯") and rows[index - 1].startswith("─"):
+            above = [r for r in rows[: index - 1] if r.strip()]
+            return bool(above) and _INTERRUPTED.match(above[-1]) is not None
+    return False
 
 
 def input_box_in(rows: Sequence[str]) -> bool:
