@@ -14,8 +14,8 @@ import pytest
 from semo.engine.store.members import add_member
 from semo.engine.store.models import Agent, AgentSession, Office
 from tests.store.conftest import Stores, open_stores
-from tests.store.test_cli import env_for
 from tests.support.semo_process import run_semo
+from tests.support.store_cli import env_for
 
 EMAIL = "alice@example.test"
 PASSWORD = "correct horse battery"
