@@ -122,7 +122,11 @@ async def _migrate(args: argparse.Namespace) -> int:
     if config.backend == "sqlite":
         print("semo migrate: the sqlite store creates its schema itself; nothing to do")
         return 0
-    applied = await migrate(config.dsn())
+
+    def warn(text: str) -> None:
+        print(f"semo migrate: WARNING: {text}", file=sys.stderr)
+
+    applied = await migrate(config.dsn(), warn=warn)
     print("applied: " + ", ".join(applied) if applied else "up to date: nothing to apply")
     return 0
 
