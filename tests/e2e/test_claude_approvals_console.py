@@ -37,14 +37,16 @@ runtime_dir = runtime_dir_fixture("semo-apc-")
 wait_for = waiter(TIMEOUT)
 
 
-def claude_engine(folder: Path, runtime_dir: Path, api: ScriptedMessagesAPI) -> Engine:
+def claude_engine(
+    folder: Path, runtime_dir: Path, api: ScriptedMessagesAPI, mode: str | None = "default"
+) -> Engine:
     work = folder / "work"
     work.mkdir()
     subprocess.run(["git", "init", "-q", str(work)], check=True)
     agent = AgentConfig(
         role="FE",
         command=["claude"],
-        permission_mode="default",
+        permission_mode=mode,
         env={"ANTHROPIC_BASE_URL": api.base_url},
         cols=100,
         rows=30,
@@ -109,3 +111,42 @@ async def test_the_inbox_allows_and_denies_with_a_reason(tmp_path: Path, runtime
         assert refusal["is_error"] is True
         assert "not in this repository" in result_text(refusal)
         assert not (tmp_path / "work" / "denied.txt").exists()
+
+
+@pytest.mark.timeout(200)
+async def test_auto_modes_dialogs_are_allowed_from_the_inbox(
+    tmp_path: Path, runtime_dir: Path
+) -> None:
+    """Claude Code's own default (auto mode) behind a gateway: its dialogs call no hook; the
+    console's inbox shows each as a permission read off the screen while the agent is
+    `waiting_input`, and `1` answers it in the agent's pane: the command runs."""
+    command = 'python3 -c \'open("auto.txt", "w")\''
+    replies = [uses(bash(command)), "Made it."]
+    with ScriptedMessagesAPI(replies=replies, safeguards=False) as api:
+        app = SemoApp(InProcessEngine(claude_engine(tmp_path, runtime_dir, api, mode=None)))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
+            screen = app.screen
+            assert isinstance(screen, MainScreen)
+            [session] = app.engine.sessions()
+            await wait_for(lambda: session.state.value == "ready", "FE ready")
+            panel = screen.query_one(QuestionsPanel)
+
+            app.engine.send_prompt(session.session_id, "make the file with python")
+            await wait_for(lambda: len(panel.questions) == 1, "the dialog in the inbox")
+            [first] = panel.questions
+            assert first.question_type == "permission"
+            assert "Auto mode can't check actions in this session" in first.question
+            assert session.state.value == "waiting_input"
+            await pilot.press("f4", "1")
+
+            def proceed() -> bool:
+                return any("Do you want to proceed?" in q.question for q in panel.questions)
+
+            await wait_for(proceed, "the proceed dialog in the inbox")
+            assert session.state.value == "waiting_input"
+            await pilot.press("f4", "1")
+            await wait_for(lambda: session.state.value == "ready", "the turn finished")
+            await wait_for(lambda: not panel.questions, "the inbox empty again")
+        assert (tmp_path / "work" / "auto.txt").exists()
+        assert [r["is_error"] for r in tool_results(api)] == [False]
