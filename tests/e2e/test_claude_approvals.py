@@ -365,13 +365,15 @@ async def test_auto_mode_behind_a_gateway_brings_its_dialogs_to_the_inbox(folder
     """Claude Code's own default (auto mode), behind an endpoint that does not pass its safety
     check through: "Auto mode can't check actions in this session" and then "Do you want to
     proceed?" call no hook; semo reads each off the screen into the inbox, the agent is
-    `waiting_input` (not working), and `allow` answers each with keys: the command runs."""
+    `waiting_input` (not working), and `allow` answers each with keys: the command runs. The
+    first is answered with `semo answer`, the second through the REST API."""
     command = 'python3 -c \'open("made.txt", "w")\''
     replies = [uses(bash(command)), "[SEMO:DONE] made"]
+    port = free_port()
     with ScriptedMessagesAPI(replies=replies, safeguards=False) as api:
-        write_office(folder, api, mode=None)
+        write_office(folder, api, mode=None, approvals=f'\n[api]\nlisten = "127.0.0.1:{port}"\n')
         env = claude_env(folder / "elsewhere", folder / "home", api)
-        async with engine_in(folder, env):
+        async with engine_in(folder, env | {"SEMO_API_TOKEN": API_TOKEN}):
             await fe_ready(folder)
             job = await create_job(folder, "Make the file with python")
             first = await pending_permission(folder)
@@ -387,7 +389,12 @@ async def test_auto_mode_behind_a_gateway_brings_its_dialogs_to_the_inbox(folder
             proceed = await eventually_value(second, "the proceed dialog", TIMEOUT)
             assert "Do you want to proceed?" in proceed["question"]
             assert command in proceed["question"]
-            assert (await semo(folder, "answer", proceed["id"], "allow")).returncode == 0
+            office = proceed["office_id"]
+            url = f"http://127.0.0.1:{port}/api/offices/{office}/questions/{proceed['id']}/answer"
+            async with httpx.AsyncClient() as client:
+                headers = {"Authorization": f"Bearer {API_TOKEN}"}
+                ok = await client.post(url, json={"option": 1}, headers=headers)
+                assert ok.status_code == 200, ok.text
             shown = await job_status(folder, job, "done")
         decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
         assert len(decided) == 2 and all(d.startswith("allowed by a person") for d in decided)
