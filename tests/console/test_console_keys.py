@@ -32,6 +32,7 @@ from semo.engine.in_process import InProcessEngine
 from semo.engine.interface import SessionHandle
 from tests.console.console_snapshot_app import console_engine, office_scripts
 from tests.support.console_app import runtime_dir_fixture, waiter
+from tests.support.console_keys import ready, started_app
 from tests.support.script_agent import logged_prompts
 
 TIMEOUT = 20.0
@@ -46,25 +47,6 @@ wait_for = waiter(TIMEOUT)
 
 def prompts(folder: Path, role: str) -> list[str]:
     return logged_prompts(folder / f"{role}.log")
-
-
-def started_app(tmp_path: Path, runtime_dir: Path, *, max_sessions: int = 3) -> SemoApp:
-    engine = console_engine(
-        tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=max_sessions
-    )
-    return SemoApp(InProcessEngine(engine))
-
-
-async def ready(app: SemoApp) -> MainScreen:
-    await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
-    screen = app.screen
-    assert isinstance(screen, MainScreen)
-    await wait_for(lambda: len(screen.order) == 3, "three sessions")
-    await wait_for(
-        lambda: all(s.state.value == "ready" for s in app.engine.sessions()), "agents ready"
-    )
-    await asyncio.sleep(0.3)
-    return screen
 
 
 def session(screen: MainScreen, session_id: str | None) -> SessionHandle:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.console.test_inbox_layout import asked, inbox_app
 from tests.support.console_app import (
     fixed_times,  # noqa: F401 (autouse: the same picture every run)
     runtime_dir_fixture,
 )
+from tests.support.console_inbox import asked, inbox_app
 
 runtime_dir = runtime_dir_fixture("semo-inbox-snap-")
 

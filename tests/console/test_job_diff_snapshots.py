@@ -23,8 +23,8 @@ from semo.console.screens.jobs import JobsScreen
 from semo.engine.in_process import InProcessEngine
 from semo.engine.protocol.state import AgentState
 from tests.console.console_snapshot_app import console_engine
-from tests.console.test_jobs_view import create, job_in
 from tests.support.console_app import runtime_dir_fixture
+from tests.support.console_jobs import create, job_in
 from tests.support.git_repo import make_repo
 from tests.support.waiting import eventually
 

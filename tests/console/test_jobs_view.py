@@ -15,23 +15,20 @@ control client attached to its socket (tests/support/console_engines.py).
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from pathlib import Path
 
-from textual.command import CommandPalette
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable
 
 from semo.console.app import SemoApp
 from semo.console.confirm import Confirm
-from semo.console.screens.jobs import CreateJob, JobsScreen
+from semo.console.screens.jobs import JobsScreen
 from semo.console.screens.main import MainScreen
-from semo.engine.engine import Engine
 from semo.engine.in_process import InProcessEngine
-from semo.engine.store.models import Job
 from tests.console.console_snapshot_app import console_engine
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.console_engines import console_on, engine_kind_fixture
+from tests.support.console_jobs import create, job_in, run_palette
 
 TIMEOUT = 20.0
 SCRIPTS = {
@@ -47,27 +44,9 @@ engine_kind = engine_kind_fixture()
 wait_for = waiter(TIMEOUT)
 
 
-async def job_in(engine: Engine, status: str) -> Job:
-    for _ in range(int(TIMEOUT / 0.05)):
-        jobs = [j for j in await engine.list_jobs() if j.status == status]
-        if jobs:
-            return jobs[-1]
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no job became {status}")
-
-
 def rows(screen: JobsScreen) -> list[list[str]]:
     table = screen.query_one("#job-list", DataTable)
     return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
-
-
-async def create(app: SemoApp, pilot: object, role: str, task: str) -> None:
-    await wait_for(lambda: isinstance(app.screen, CreateJob), "the job form")
-    form = app.screen
-    form.query_one("#job-role", Input).value = role
-    form.query_one("#job-task", Input).value = task
-    form.query_one("#job-task", Input).focus()
-    await pilot.press("enter")  # type: ignore[attr-defined]
 
 
 async def test_create_follow_and_cancel_jobs_from_the_keyboard(
@@ -139,14 +118,6 @@ async def test_create_follow_and_cancel_jobs_from_the_keyboard(
         await wait_for(lambda: "cancelled in the console" in again.timeline_text, "its timeline")
         await pilot.press("escape")
         await wait_for(lambda: isinstance(app.screen, MainScreen), "back to the sessions")
-
-
-async def run_palette(app: SemoApp, pilot: object, name: str) -> None:
-    await pilot.press("ctrl+p")  # type: ignore[attr-defined]
-    await wait_for(lambda: isinstance(app.screen, CommandPalette), "the palette")
-    await pilot.press(*name)  # type: ignore[attr-defined]
-    await asyncio.sleep(0.5)  # the palette's search runs in a worker
-    await pilot.press("enter")  # type: ignore[attr-defined]
 
 
 async def test_ages_tick_in_place(tmp_path: Path, runtime_dir: Path) -> None:

@@ -20,8 +20,8 @@ from semo.console.screens.main import MainScreen
 from semo.console.widgets.terminal_pane import TerminalPane
 from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine
-from tests.console.test_jobs_view import create, job_in, run_palette
 from tests.support.console_app import runtime_dir_fixture, waiter
+from tests.support.console_jobs import create, job_in, run_palette
 from tests.support.git_repo import make_repo
 from tests.support.hostile_display import UNSAFE_OUTPUT, terminal_output
 

@@ -16,7 +16,7 @@ from semo.console.screens.jobs import JobsScreen
 from semo.console.widgets.key_bar import KeyBar, fit
 from semo.console.widgets.session_list import SessionList
 from semo.console.widgets.terminal_pane import TerminalPane
-from tests.console.test_console_keys import PREFIX, ready, started_app, wait_for
+from tests.support.console_keys import PREFIX, ready, started_app, wait_for
 from tests.support.temp_dirs import short_temp_dir
 
 
