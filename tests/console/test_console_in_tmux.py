@@ -85,10 +85,12 @@ def test_demo_console_in_tmux(tmp_path: Path, term: str) -> None:
                 "the pane's keys in the footer",
             )
             server.send("<C-]>d")
-        deadline = time.monotonic() + TIMEOUT
-        while not server.dead() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert server.dead(), "semo demo did not detach:\n" + "\n".join(server.state()[0])
+        wait_until(
+            server.dead,
+            "semo demo to detach",
+            TIMEOUT,
+            detail=lambda: "screen:\n" + "\n".join(server.state()[0]),
+        )
     finally:
         server.kill()
         subprocess.run([str(semo), "stop", "--demo"], env=env, timeout=60, capture_output=True)

@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,10 +91,12 @@ def test_a_console_in_tmux_notifies_a_question_and_an_engine_death(
         assert osc777.startswith("notify;semo ctl: A asks you;")
         questions = len(found)
         # tmux unwrapped them for the terminal attached to it
-        deadline = time.monotonic() + 30
-        while b"\x1b]9;semo ctl: A asks you" not in client.received():
-            assert time.monotonic() < deadline, client.received()[-2000:]
-            time.sleep(0.1)
+        wait_until(
+            lambda: b"\x1b]9;semo ctl: A asks you" in client.received(),
+            "the terminal to get the question's OSC 9",
+            30,
+            detail=lambda: client.received()[-2000:],
+        )
         assert b"\x1b]777;notify;semo ctl: A asks you;" in client.received()
         client.close()
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 import unicodedata
 
 import pytest
@@ -28,6 +27,7 @@ from semo.engine.terminal.stream import make_screen_and_stream
 from semo.engine.terminal.width import char_width
 from tests.control.office import Console, consoles, office_fixture
 from tests.support.tmux import TmuxServer
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(240)]
 
@@ -59,13 +59,14 @@ def tmux_cursor(text: str) -> int:
                    "sys.stdout.flush(); time.sleep(30)"]  # fmt: skip
         env = {"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"}
         server.start(program, cols=40, rows=3, env=env, cwd=None, term="xterm-256color")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            rows, cursor, _dead = server.state()
-            if rows and rows[0].rstrip().endswith("Y"):
-                return int(cursor.split(",")[0])
-            time.sleep(0.02)
-        raise AssertionError(f"tmux never drew {text!r}")
+        _rows, cursor, _dead = wait_until(
+            server.state,
+            f"tmux to draw {text!r}",
+            10,
+            until=lambda state: bool(state[0]) and state[0][0].rstrip().endswith("Y"),
+            interval=0.02,
+        )
+        return int(cursor.split(",")[0])
     finally:
         server.kill()
 

@@ -44,6 +44,7 @@ from semo.engine.store.models import (
     CreateSessionPayload,
 )
 from tests.support.dispatch_rig import BASH, NO_POLL, TIMEOUT, Rig, bash_env
+from tests.support.waiting import eventually
 
 
 def events_by_command(subscription: Subscription) -> dict[str, list[str]]:
@@ -179,10 +180,7 @@ async def test_failures_end_in_one_result_with_a_clear_message(
     dead = await rig.create(CreateSessionPayload(role="SH"))
     assert dead.pid is not None
     os.kill(dead.pid, signal.SIGKILL)
-    deadline = time.monotonic() + TIMEOUT
-    while not dead.ended:
-        assert time.monotonic() < deadline, "the killed session never ended"
-        await asyncio.sleep(0.02)
+    await eventually(lambda: dead.ended, TIMEOUT, what="the killed session to end", interval=0.02)
 
     # a payload that only the dispatcher sees as bad (the store's claim let it through)
     claim = rig.store.claim_next_command
@@ -288,10 +286,9 @@ async def test_stop_lets_commands_finish_within_grace_and_fails_the_rest(rig: Ri
         {"prompt": "sleep 0.5; echo quick-done", "wait": True},
         quick_session.session_id,
     )
-    deadline = time.monotonic() + TIMEOUT
-    while dispatcher.stats.claimed < 2:
-        assert time.monotonic() < deadline, "the commands were never claimed"
-        await asyncio.sleep(0.02)
+    await eventually(
+        lambda: dispatcher.stats.claimed >= 2, TIMEOUT, what="both commands claimed", interval=0.02
+    )
 
     await dispatcher.stop(grace=3)
     assert not dispatcher.running
@@ -369,9 +366,12 @@ async def test_a_result_the_store_refuses_is_retried_then_left_to_the_lease(
     caplog.set_level(logging.ERROR, logger="semo.routing")
     lost = await rig.insert("get_output", {}, sid)
     deadline = time.monotonic() + TIMEOUT
-    while dispatcher.stats.unrecorded == 0:
-        assert time.monotonic() < deadline, "the result was never given up on"
-        await asyncio.sleep(0.02)
+    await eventually(
+        lambda: dispatcher.stats.unrecorded > 0,
+        TIMEOUT,
+        what="the result given up on",
+        interval=0.02,
+    )
     assert any("left to its lease" in r.getMessage() for r in caplog.records)
     recovered: list[AgentCommand] = []
     while not any(c.id == lost for c in recovered):
