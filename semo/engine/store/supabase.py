@@ -43,7 +43,12 @@
   failed reconnects), when a channel reports CHANNEL_ERROR/CLOSED/TIMED_OUT and is not
   SUBSCRIBED again within `channel_grace`, or when a WebSocket ping goes unanswered (a half-open
   socket). realtime-py's own reconnect is switched off (`auto_reconnect=False`) so that exactly
-  one party reconnects; retries back off from 50 ms to at most 1 s and never give up.
+  one party reconnects; retries never give up and back off by the kind of refusal
+  (engine/store/refusals.py): transient failures from 50 ms to `max_backoff` (1 s), rate limits
+  `rate_limit_backoff` (30 s) or the server's Retry-After when longer, permanent refusals (a
+  wrong key, a table outside the publication, the channel cap) `refusal_retry` (300 s), reported
+  once as an error with the fix; all jittered, the socket closed meanwhile. The degraded timer
+  keeps the engine polling all along.
 - Our Realtime callbacks never raise (each body is wrapped and logs).
 - Engine events (`publish_event`) are Realtime broadcasts on the same private channel
   `office:{id}` (sent with the service role; members of the office receive them, see
@@ -125,6 +130,7 @@ from semo.engine.store.models import (
     UserQuestion,
     now,
 )
+from semo.engine.store.refusals import Backoff, classify, retry_after
 
 if TYPE_CHECKING:
     from semo.engine.store.settings import StoreConfig
@@ -210,6 +216,8 @@ class RealtimeStats:
     #: broadcasts sent by publish_event, and those it could not send
     broadcasts: int = 0
     broadcast_failures: int = 0
+    #: refusals by kind (permanent, rate_limited) and code, e.g. "permanent publication": count
+    refusals: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -250,6 +258,8 @@ class _Watch:
     state: str | None = None
     state_at: float = 0.0
     subscribed_at: float = 0.0
+    #: why the channel last left SUBSCRIBED (the server's reason), for classifying it
+    error: str | None = None
     #: "Subscribed to PostgreSQL" seen: events flow
     ready: bool = False
     #: publish_event waits for the channel until then (time.monotonic(); 0: never again)
@@ -289,6 +299,8 @@ class SupabaseStore(Store):
         ping_timeout: float = 3.0,
         max_backoff: float = 1.0,
         max_rows_recheck: float = 60.0,
+        rate_limit_backoff: float = 30.0,
+        refusal_retry: float = 300.0,
     ) -> None:
         url = (url or "").strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
@@ -311,6 +323,11 @@ class SupabaseStore(Store):
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.max_backoff = max_backoff
+        #: waits before reconnecting, by kind of refusal (engine/store/refusals.py)
+        self.backoff = Backoff(max_backoff, rate_limit_backoff, refusal_retry)
+        self._refused = 0  # rebuilds in a row for a permanent or rate-limit refusal
+        self._reported: set[str] = set()  # permanent refusals reported since the last success
+        self._hint: float | None = None  # the server's Retry-After of the last refused handshake
         self.max_rows_recheck = max_rows_recheck
         #: rows a listing asks for a request: PAGE_ROWS, or the project's "Max rows" below it
         self.page_rows = PAGE_ROWS
@@ -823,7 +840,8 @@ class SupabaseStore(Store):
                 continue
             if watch.state != RealtimeSubscribeStates.SUBSCRIBED.value:
                 if current - watch.state_at >= self.channel_grace:
-                    return f"channel office:{watch.office_id} stayed {watch.state}"
+                    why = f": {watch.error}" if watch.error else ""
+                    return f"channel office:{watch.office_id} stayed {watch.state}{why}"
             elif not watch.ready and current - watch.subscribed_at >= self.ready_grace:
                 # no "Subscribed to PostgreSQL" (an older server?): assume events flow
                 self._on_ready(watch)
@@ -848,9 +866,47 @@ class SupabaseStore(Store):
                 async with asyncio.timeout(0.05):
                     await self._poke.wait()
 
+    async def _wait_before_rebuild(self, reason: str) -> None:
+        """Back off by the kind of refusal `reason` is: transient ones from 50 ms to
+        `max_backoff`, rate limits `rate_limit_backoff` (or the server's Retry-After when
+        longer), permanent ones `refusal_retry` after reporting them once; jittered. The
+        socket is closed meanwhile (realtime-py would rejoin a refused channel by itself)."""
+        refusal = classify(reason)
+        if refusal.kind == "transient":
+            self._refused = 0
+            delay = self.backoff.delay(refusal, self._failures)
+        else:
+            self._refused += 1
+            key = f"{refusal.kind} {refusal.code}"
+            self.stats.refusals[key] = self.stats.refusals.get(key, 0) + 1
+            delay = self.backoff.delay(refusal, self._refused, self._hint)
+            if refusal.kind == "permanent" and refusal.code not in self._reported:
+                self._reported.add(refusal.code)
+                log.error(
+                    "semo: Supabase Realtime at %s refuses the office channels (%s): %s. Fix: %s."
+                    " Retrying every %g s; meanwhile the engine polls every %g s",
+                    self.url,
+                    refusal.code,
+                    reason,
+                    refusal.advice,
+                    self.backoff.permanent,
+                    self.degraded_interval,
+                )
+            elif refusal.kind == "rate_limited":
+                log.warning(
+                    "semo: Supabase Realtime at %s is rate limiting: %s; retrying in %.0f s",
+                    self.url,
+                    reason,
+                    delay,
+                )
+            old, self._rt = self._rt, None
+            if old is not None:
+                self._retire(old)
+        if delay > 0:
+            await asyncio.sleep(delay)
+
     async def _rebuild(self, reason: str) -> None:
-        if self._failures:
-            await asyncio.sleep(min(self.max_backoff, 0.05 * 2 ** (self._failures - 1)))
+        await self._wait_before_rebuild(reason)
         self.stats.rebuilds += 1
         self.stats.reasons[reason] = self.stats.reasons.get(reason, 0) + 1
         if reason != "not connected yet":
@@ -860,6 +916,7 @@ class SupabaseStore(Store):
         except Exception as error:
             self._failures += 1
             self.stats.rebuild_failures += 1
+            self._hint = retry_after(error) or retry_after(error.__cause__)
             self._forced = f"reconnecting after: {self._scrub(str(error)) or type(error).__name__}"
             current = time.monotonic()
             if current - self._last_failure_log > 30 or self._failures == 1:
@@ -955,7 +1012,8 @@ class SupabaseStore(Store):
         except TimeoutError:
             raise _RealtimeProblem(f"channel office:{office} was not joined in time") from None
         if watch.state != RealtimeSubscribeStates.SUBSCRIBED.value:
-            raise _RealtimeProblem(f"channel office:{office} is {watch.state or 'not joined'}")
+            why = f": {watch.error}" if watch.error else ""
+            raise _RealtimeProblem(f"channel office:{office} is {watch.state or 'not joined'}{why}")
 
     def _retire(self, rt: AsyncRealtimeClient) -> None:
         """Stop an old realtime client in the background (a dead socket can take a while)."""
@@ -1032,6 +1090,7 @@ class SupabaseStore(Store):
         current = time.monotonic()
         watch.state = getattr(status, "value", str(status))
         watch.state_at = current
+        watch.error = self._scrub(str(error)) if error else None
         if status == RealtimeSubscribeStates.SUBSCRIBED:
             self.stats.subscribed_at.append(current)
             watch.subscribed_at = current
@@ -1063,6 +1122,10 @@ class SupabaseStore(Store):
             return
         watch.ready = True
         self.stats.ready_at.append(time.monotonic())
+        if self._refused and all(w.ready for w in self._watches.values()):
+            log.info("semo: Supabase Realtime accepts the office channels again")
+            self._refused, self._hint = 0, None
+            self._reported.clear()
         if watch.initialized:
             self._bump(watch, "resubscribed")
         else:

@@ -33,7 +33,8 @@ a server with `wal_level=logical` it uses wal2json through a temporary logical r
 slot per emulator instance (dropped on close). The whole test file passes with both sources
 (the wal2json run used a private cluster started with wal_level=logical; point
 `SEMO_TEST_POSTGRES` at such a server to repeat it). Realtime emits changes only for tables in
-the `supabase_realtime` publication when it exists (`temporary_database` creates it empty, as
+the `supabase_realtime` publication when it exists (a binding on any other table fails the
+whole channel with a system error, as hosted) (`temporary_database` creates it empty, as
 Supabase does, before the migrations run), for every table of `public` otherwise.
 
 Fault injection (thread-safe): `drop_sockets(code=None)` (TCP abort → client sees 1006; or a
@@ -42,7 +43,8 @@ close frame with `code`), `freeze_sockets()` (half-open: nothing read or sent),
 `set_event_delay(seconds)`, `set_subscribe_delay(seconds)` (gap between SUBSCRIBED and
 "Subscribed to PostgreSQL", in which changes are not delivered), `pause_realtime()` /
 `resume_realtime()` (new WebSocket upgrades get HTTP 503), `fail_rest(n, status)`,
-`set_max_rows(n)` ("Max rows", for tables and set-returning functions alike).
+`refuse_realtime(status, retry_after)` (e.g. 429 with Retry-After), `set_max_rows(n)`
+("Max rows", for tables and set-returning functions alike).
 Counters: `stats()` → connections, connections_refused, sockets_dropped, joins, heartbeats,
 changes_read, events_sent, events_dropped, rest_requests, rest_failures_injected,
 open_sockets; `wait_until(pred)` / `await async_wait_until(pred)`.

@@ -585,6 +585,10 @@ class RealtimeSocket:
                     raise BindingError(f"invalid event {event}")
                 if table_name not in (None, "*") and table is None:
                     raise BindingError(f"table {schema}.{table_name} does not exist")
+                if table_name not in (None, "*") and (schema, table_name) not in (
+                    self.core.realtime_tables
+                ):  # hosted Realtime fails the whole channel, not just this binding
+                    raise BindingError(f"{schema}.{table_name} is not in the publication")
                 conditions = parse_filter(raw.get("filter"), table)
             except BindingError as error:
                 errors.append(

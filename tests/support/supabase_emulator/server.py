@@ -103,6 +103,8 @@ class _Core:
         self.event_delay = 0.0
         self.subscribe_delay = emulator.initial_subscribe_delay
         self.paused = False
+        #: (HTTP status, Retry-After or None) of refused upgrades while paused
+        self.refusal: tuple[int, float | None] = (503, None)
         self.rest_failures: list[int] = []
         self.postgrest = Postgrest(
             self.pool, self.cache, self.reload, emulator.switch_roles, emulator.max_rows
@@ -359,10 +361,13 @@ class _Core:
     async def upgrade(
         self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        def refuse(status: int, message: str) -> None:
+        def refuse(status: int, message: str, retry_after: float | None = None) -> None:
             self.count("connections_refused")
             body = json.dumps({"message": message}).encode()
-            response = Response(status, body, [("Content-Type", "application/json")])
+            headers = [("Content-Type", "application/json")]
+            if retry_after is not None:
+                headers.append(("Retry-After", f"{retry_after:g}"))
+            response = Response(status, body, headers)
             writer.write(encode_response(response, keep_alive=False))
             writer.close()
 
@@ -370,7 +375,11 @@ class _Core:
             refuse(404, "not found")
             return
         if self.paused:
-            refuse(503, "realtime is paused by the test")
+            status, retry_after = self.refusal
+            message = (
+                "Too many connected users" if status == 429 else "realtime is paused by the test"
+            )
+            refuse(status, message, retry_after)
             return
         params = parse_qs(request.query)
         apikey = (params.get("apikey") or [request.header("apikey") or ""])[0]
@@ -754,7 +763,14 @@ class SupabaseEmulator:
 
     def pause_realtime(self) -> None:
         """Refuse new WebSocket connections (HTTP 503) until resume_realtime()."""
-        self._core_or_fail().paused = True
+        self.refuse_realtime(503)
+
+    def refuse_realtime(self, status: int, retry_after: float | None = None) -> None:
+        """Refuse new WebSocket connections with HTTP `status` (429: "Too many connected
+        users", with `Retry-After` seconds when given) until resume_realtime()."""
+        core = self._core_or_fail()
+        core.refusal = (status, retry_after)
+        core.paused = True
 
     def resume_realtime(self) -> None:
         self._core_or_fail().paused = False
