@@ -41,6 +41,7 @@ from tests.console.console_snapshot_app import LONG
 from tests.control.office import SEMO, Console, Office, consoles
 from tests.support.office_toml import sqlite_office_toml
 from tests.support.tmux import TmuxServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 COLS, ROWS = 120, 32
@@ -76,10 +77,13 @@ def shown_in_tmux(frame: str, folder: Path, size: tuple[int, int]) -> list[str]:
         command = ["sh", "-c", f"cat {path}; sleep 60"]
         cols, rows = size
         tmux.start(command, cols=cols, rows=rows, env={"LANG": "C.UTF-8"}, cwd=folder, term=TERM)
-        deadline = time.monotonic() + 20
-        while "Palette" not in (shown := tmux.state()[0])[-1]:  # the key bar is painted last
-            assert time.monotonic() < deadline, "\n".join(shown)
-            time.sleep(0.05)
+        shown = wait_until(
+            lambda: tmux.state()[0],
+            "the key bar (painted last)",
+            20,
+            until=lambda rows: "Palette" in rows[-1],
+            interval=0.05,
+        )
         return [row.rstrip() for row in shown]
     finally:
         tmux.kill()
@@ -254,13 +258,9 @@ def tmp_output(office: Office, first_frame: bool, semo_args: str = CONSOLE_ARGS)
             ["sh", "-c", command], cols=COLS, rows=ROWS, env=env, cwd=office.folder, term=TERM
         )
         deadline = time.monotonic() + 60
-        while "#1" not in "\n".join(tmux.state()[0]):
-            assert time.monotonic() < deadline, "\n".join(tmux.state()[0])
-            time.sleep(0.1)
+        wait_until(lambda: "\n".join(tmux.state()[0]), "session #1", 60, until=lambda t: "#1" in t)
         tmux("send-keys", "-t", "fid", "C-q")
-        while not tmux.dead():
-            assert time.monotonic() < deadline, "the console did not detach"
-            time.sleep(0.1)
+        wait_until(tmux.dead, "the console to detach", max(deadline - time.monotonic(), 0))
         # the terminal's own modes are back once the console is gone (no raw input left)
         settings = modes.read_text().split()
         assert {"icanon", "echo", "isig", "ixon"} <= set(settings), settings
@@ -404,22 +404,33 @@ def test_a_signal_while_only_the_frame_is_painted_restores_the_terminal(
         )
         shell = int(tmux("display-message", "-p", "-t", "fid", "#{pane_pid}").strip())
         deadline = time.monotonic() + 60
-        while "A #1" not in "\n".join(tmux.state()[0]):
-            assert time.monotonic() < deadline, "\n".join(tmux.state()[0])
-            time.sleep(0.05)
+        wait_until(
+            lambda: "\n".join(tmux.state()[0]),
+            "session A #1",
+            60,
+            until=lambda t: "A #1" in t,
+            interval=0.05,
+        )
         assert tmux("display-message", "-p", "-t", "fid", "#{alternate_on}").strip() == "1"
         [semo] = subprocess.run(
             ["pgrep", "-P", str(shell)], capture_output=True, text=True
         ).stdout.split()
         os.kill(int(semo), signum)
-        while "EXIT-0" not in "\n".join(tmux.state()[0]):
-            assert time.monotonic() < deadline, "\n".join(tmux.state()[0])
-            time.sleep(0.05)
+        wait_until(
+            lambda: "\n".join(tmux.state()[0]),
+            "the shell's EXIT-0",
+            max(deadline - time.monotonic(), 0),
+            until=lambda t: "EXIT-0" in t,
+            interval=0.05,
+        )
         flags = "#{alternate_on} #{cursor_flag} #{mouse_any_flag} #{mouse_sgr_flag}"
         assert tmux("display-message", "-p", "-t", "fid", flags).split() == ["0", "1", "0", "0"]
-        while not modes.exists() or not modes.read_text():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(
+            lambda: modes.exists() and modes.read_text(),
+            "the terminal's modes written",
+            max(deadline - time.monotonic(), 0),
+            interval=0.05,
+        )
         assert {"icanon", "echo", "isig", "ixon"} <= set(modes.read_text().split())
     finally:
         tmux.kill()
