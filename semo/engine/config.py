@@ -162,6 +162,8 @@ class StoreSection(_Section):
     pooler: Literal["session", "transaction"] = "session"
     #: postgres: "poll" (one idle connection) or "listen" (LISTEN on a second one)
     wakeups: Literal["poll", "listen"] = "poll"
+    #: supabase: the most Realtime broadcasts this engine sends a second (None: no cap)
+    realtime_broadcasts_per_second: float | None = Field(default=None, gt=0)
 
     @field_validator("sqlite_path", mode="before")
     @classmethod
@@ -507,6 +509,7 @@ class SemoConfig(_Section):
             pool_size=from_env.pool_size if env.get("SEMO_PG_POOL_SIZE") else store.pool_size,
             pooler=from_env.pooler if env.get("SEMO_PG_POOLER") else store.pooler,
             wakeups=from_env.wakeups if env.get("SEMO_PG_WAKEUPS") else store.wakeups,
+            realtime_broadcasts_per_second=store.realtime_broadcasts_per_second,
         )
 
 
@@ -791,6 +794,10 @@ pooler = "session"
 # idle connection) or "listen" (LISTEN/NOTIFY, at once, on a second connection it holds;
 # not through a transaction-mode pooler). SEMO_PG_WAKEUPS overrides it. Default: "poll".
 wakeups = "poll"
+# supabase: the most Realtime broadcasts (engine events) this engine sends a second, its
+# share of the plan's message budget (Free 100/s, Pro 500/s; each delivery counts:
+# docs/SUPABASE.md). What goes over is dropped, not queued. Default: no cap.
+# realtime_broadcasts_per_second = 10
 
 [engine]
 # This engine's name in command claims and leases. Default: "" = <hostname>-<pid>.

@@ -155,3 +155,57 @@ async def test_a_rate_limited_handshake_waits_for_the_servers_hint_and_loses_not
     while (command := await engine.claim_next_command(office.id, "engine")) is not None:
         claimed.append(command.id)
     assert claimed == inserted
+
+
+async def test_a_channel_shut_down_over_the_message_quota_recovers_and_loses_no_command(
+    supabase_stores: Stores,
+) -> None:
+    """Broadcasts beyond the project's messages per second: Realtime shuts the channel down
+    ("Too many messages per second"); the engine backs off (a rate limit), polls meanwhile,
+    and rejoins; every command inserted meanwhile is claimed."""
+    emu = supabase_stores.emulator
+    assert emu is not None
+    engine = await supabase_stores.new(
+        rate_limit_backoff=0.5, channel_grace=0.1, catch_up_interval=600.0, degraded_interval=0.2
+    )
+    chatty = await supabase_stores.new()
+    client = await supabase_stores.new()
+    assert isinstance(engine, SupabaseStore)
+    office = await client.create_office(Office(name="chatty"))
+    await engine.wait_for_change(office.id, 0)
+    await eventually(lambda: engine.subscribed(office.id))
+    assert await chatty.publish_event(office.id, "semo_event", {"kind": "hello"}) is True
+
+    emu.set_message_quota(20)
+    for n in range(30):  # 30 broadcasts, each delivered to the engine: 60 messages
+        await chatty.publish_event(office.id, "semo_event", {"kind": "session_output", "n": n})
+    await eventually(lambda: emu.stats().quota_shutdowns >= 1)
+    await eventually(lambda: engine.stats.refusals.get("rate_limited rate limit", 0) >= 1)
+    inserted = [
+        (await client.insert_command(office.id, "get_output", session_id="s")).id for _ in range(3)
+    ]
+    emu.set_message_quota(None)
+    await eventually(lambda: engine.subscribed(office.id), 10)
+    claimed = []
+    while (command := await engine.claim_next_command(office.id, "engine")) is not None:
+        claimed.append(command.id)
+    assert claimed == inserted
+
+
+async def test_broadcasts_beyond_the_engines_budget_are_not_sent(supabase_stores: Stores) -> None:
+    """`broadcasts_per_second` 5: a burst of 20 sends about a second's worth (5, plus what
+    refills during the burst) and drops the rest, counted; the server's quota is never hit."""
+    emu = supabase_stores.emulator
+    assert emu is not None
+    engine = await supabase_stores.new(broadcasts_per_second=5)
+    client = await supabase_stores.new()
+    assert isinstance(engine, SupabaseStore)
+    office = await client.create_office(Office(name="budget"))
+    emu.set_message_quota(10)
+    sent = [
+        await engine.publish_event(office.id, "semo_event", {"kind": "session_output", "n": n})
+        for n in range(20)
+    ]
+    assert 5 <= sent.count(True) <= 6, sent
+    assert engine.stats.broadcasts_over_budget == sent.count(False)
+    assert emu.stats().quota_shutdowns == 0

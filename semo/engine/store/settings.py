@@ -28,6 +28,9 @@ class StoreConfig(BaseModel):
     #: supabase: the project URL and its service-role key
     supabase_url: str | None = None
     supabase_key: SecretStr | None = None
+    #: supabase: the most Realtime broadcasts (engine events) this engine sends a second, its
+    #: share of the plan's message budget (docs/SUPABASE.md); None: no cap
+    realtime_broadcasts_per_second: float | None = Field(default=None, gt=0)
     #: postgres: the most connections an engine opens at once (bursts; given back when idle)
     pool_size: int = Field(default=4, ge=1, le=100)
     #: postgres: "transaction" behind a transaction-mode pooler (PgBouncer, Supabase's port

@@ -216,6 +216,8 @@ class RealtimeStats:
     #: broadcasts sent by publish_event, and those it could not send
     broadcasts: int = 0
     broadcast_failures: int = 0
+    #: broadcasts not sent because they would exceed `broadcasts_per_second`
+    broadcasts_over_budget: int = 0
     #: refusals by kind (permanent, rate_limited) and code, e.g. "permanent publication": count
     refusals: dict[str, int] = field(default_factory=dict)
 
@@ -301,6 +303,7 @@ class SupabaseStore(Store):
         max_rows_recheck: float = 60.0,
         rate_limit_backoff: float = 30.0,
         refusal_retry: float = 300.0,
+        broadcasts_per_second: float | None = None,
     ) -> None:
         url = (url or "").strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
@@ -328,6 +331,13 @@ class SupabaseStore(Store):
         self._refused = 0  # rebuilds in a row for a permanent or rate-limit refusal
         self._reported: set[str] = set()  # permanent refusals reported since the last success
         self._hint: float | None = None  # the server's Retry-After of the last refused handshake
+        #: the engine's share of the project's Realtime budget: broadcasts a second, a second's
+        #: worth in a burst (None: no cap)
+        if broadcasts_per_second is not None and broadcasts_per_second <= 0:
+            raise StoreError("broadcasts_per_second must be positive")
+        self.broadcasts_per_second = broadcasts_per_second
+        self._tokens = float(broadcasts_per_second or 0.0)
+        self._tokens_at = time.monotonic()
         self.max_rows_recheck = max_rows_recheck
         #: rows a listing asks for a request: PAGE_ROWS, or the project's "Max rows" below it
         self.page_rows = PAGE_ROWS
@@ -753,6 +763,9 @@ class SupabaseStore(Store):
         closed, the office's channel is not joined right now, or the send failed."""
         if not self._open or self._client is None:
             return False
+        if not self._within_budget():
+            self.stats.broadcasts_over_budget += 1
+            return False
         try:
             channel = await self._broadcast_channel(office_id)
             if channel is None:
@@ -774,6 +787,20 @@ class SupabaseStore(Store):
                 )
             return False
         self.stats.broadcasts += 1
+        return True
+
+    def _within_budget(self) -> bool:
+        """Take one broadcast from the budget (a token bucket refilled at
+        `broadcasts_per_second`); False when it is spent."""
+        rate = self.broadcasts_per_second
+        if rate is None:
+            return True
+        current = time.monotonic()
+        self._tokens = min(rate, self._tokens + (current - self._tokens_at) * rate)
+        self._tokens_at = current
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
         return True
 
     async def _broadcast_channel(self, office_id: str) -> AsyncRealtimeChannel | None:
@@ -1090,7 +1117,10 @@ class SupabaseStore(Store):
         current = time.monotonic()
         watch.state = getattr(status, "value", str(status))
         watch.state_at = current
-        watch.error = self._scrub(str(error)) if error else None
+        if error:
+            watch.error = self._scrub(str(error))
+        elif status == RealtimeSubscribeStates.SUBSCRIBED:
+            watch.error = None  # (a CLOSED after an error keeps the error's reason)
         if status == RealtimeSubscribeStates.SUBSCRIBED:
             self.stats.subscribed_at.append(current)
             watch.subscribed_at = current
@@ -1729,4 +1759,6 @@ def from_config(config: StoreConfig) -> SupabaseStore:
     if missing:
         raise StoreError(f"the supabase store needs {' and '.join(missing)}")
     assert config.supabase_url is not None
-    return SupabaseStore(config.supabase_url, key)
+    return SupabaseStore(
+        config.supabase_url, key, broadcasts_per_second=config.realtime_broadcasts_per_second
+    )

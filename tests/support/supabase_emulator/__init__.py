@@ -44,7 +44,8 @@ close frame with `code`), `freeze_sockets()` (half-open: nothing read or sent),
 "Subscribed to PostgreSQL", in which changes are not delivered), `pause_realtime()` /
 `resume_realtime()` (new WebSocket upgrades get HTTP 503), `fail_rest(n, status)`,
 `refuse_realtime(status, retry_after)` (e.g. 429 with Retry-After), `set_max_rows(n)`
-("Max rows", for tables and set-returning functions alike).
+("Max rows", for tables and set-returning functions alike), `set_message_quota(n)` (messages
+a second: over it a channel gets "Too many messages per second" and is closed).
 Counters: `stats()` → connections, connections_refused, sockets_dropped, joins, heartbeats,
 changes_read, events_sent, events_dropped, rest_requests, rest_failures_injected,
 open_sockets; `wait_until(pred)` / `await async_wait_until(pred)`.

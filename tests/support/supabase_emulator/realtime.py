@@ -414,6 +414,9 @@ class RealtimeSocket:
             )
             if self.core.lose_event():
                 continue
+            if not self.core.spend(1):
+                self.core.shut_down(channel.topic)
+                continue
             message = {
                 "topic": channel.topic,
                 "event": "postgres_changes",
@@ -529,6 +532,19 @@ class RealtimeSocket:
             self.reply(topic, ref, join_ref, "ok", {})
         else:
             self.reply(topic, ref, join_ref, "error", {"reason": f"unknown event {event}"})
+
+    def close_channel(self, channel: Channel) -> None:
+        """The server closes the channel (phx_close) and forgets it."""
+        self._leave(channel)
+        self.send(
+            {
+                "topic": channel.topic,
+                "event": "phx_close",
+                "payload": {},
+                "ref": channel.join_ref,
+                "join_ref": channel.join_ref,
+            }
+        )
 
     def _leave(self, channel: Channel) -> None:
         if channel.activation:

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 COUNTERS = (
     "connections",  # WebSocket connections accepted
     "connections_refused",  # upgrades refused (paused, bad key)
+    "quota_shutdowns",  # messages over the message quota (their channel shut down)
     "sockets_dropped",  # sockets closed by drop_sockets()
     "joins",
     "heartbeats",
@@ -61,6 +62,7 @@ COUNTERS = (
 class Stats:
     connections: int
     connections_refused: int
+    quota_shutdowns: int
     sockets_dropped: int
     joins: int
     heartbeats: int
@@ -103,6 +105,10 @@ class _Core:
         self.event_delay = 0.0
         self.subscribe_delay = emulator.initial_subscribe_delay
         self.paused = False
+        #: the project's Realtime messages per second (None: no quota) and this second's count
+        self.message_quota: int | None = None
+        self._quota_second = 0
+        self._quota_used = 0
         #: (HTTP status, Retry-After or None) of refused upgrades while paused
         self.refusal: tuple[int, float | None] = (503, None)
         self.rest_failures: list[int] = []
@@ -334,9 +340,42 @@ class _Core:
         except psycopg.Error:
             return False, False
 
+    def spend(self, messages: int) -> bool:
+        """Count `messages` against the quota of this second; False when it is exceeded (the
+        caller shuts the channel down, as Realtime does: "Too many messages per second")."""
+        if self.message_quota is None:
+            return True
+        second = int(time.monotonic())
+        if second != self._quota_second:
+            self._quota_second, self._quota_used = second, 0
+        self._quota_used += messages
+        if self._quota_used > self.message_quota:
+            self.count("quota_shutdowns")
+            return False
+        return True
+
+    def shut_down(self, topic: str) -> None:
+        """Every socket's channel `topic`: a system error "Too many messages per second",
+        then closed (the client rejoins it later)."""
+        for sock in list(self.sockets):
+            channel = sock.channels.get(topic)
+            if channel is not None:
+                sock.system(channel, "error", "Too many messages per second")
+                sock.close_channel(channel)
+
     def broadcast(
         self, sender: RealtimeSocket | None, channel: Any, payload: dict[str, Any]
     ) -> None:
+        receivers = [
+            sock
+            for sock in list(self.sockets)
+            if not (sock is sender and not channel.broadcast_self)
+            and (target := sock.channels.get(channel.topic)) is not None
+            and target.private == channel.private
+        ]
+        if not self.spend(1 + len(receivers)):  # the message in, and each delivery
+            self.shut_down(channel.topic)
+            return
         for sock in list(self.sockets):
             if sock is sender and not channel.broadcast_self:
                 continue
@@ -771,6 +810,12 @@ class SupabaseEmulator:
         core = self._core_or_fail()
         core.refusal = (status, retry_after)
         core.paused = True
+
+    def set_message_quota(self, per_second: int | None) -> None:
+        """The project's Realtime messages per second (Free 100, Pro 500; None: no quota):
+        every broadcast received and every delivery counts; over it, the channel gets a system
+        error "Too many messages per second" and is closed."""
+        self._core_or_fail().message_quota = per_second
 
     def resume_realtime(self) -> None:
         self._core_or_fail().paused = False
