@@ -1,8 +1,8 @@
 """The in-process event bus: subscribers with bounded queues, and listeners.
 
 Events are any objects with a `kind` (and, to be filtered by office, an `office_id`): the
-engine's pydantic events (engine.events) and the records a console client reads from the
-control socket (engine.control.views) go through the same bus. A subscriber's full queue drops
+engine's pydantic events (semo.engine.events) and the records a console client reads from the
+control socket (semo.engine.control.views) go through the same bus. A subscriber's full queue drops
 its oldest `session_output` event first, never any other kind (the queue grows past maxsize
 instead): output can be read again from the screen, a command or a question cannot.
 Standard library only: the console imports it before its first frame."""

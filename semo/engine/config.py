@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 CONFIG_FILENAME = "semo.toml"
-#: The same rule as engine.store.models.Agent.role and the protocol's ROLE.
+#: The same rule as semo.engine.store.models.Agent.role and the protocol's ROLE.
 ROLE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 ENGINE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 #: seconds without a heartbeat after which an engine is taken for dead ([engine] failover_seconds)
@@ -186,14 +186,14 @@ class EngineConfig(_Section):
     #: Seconds a claim stays this engine's without renewal (renewed every lease_seconds / 3).
     lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     #: Seconds without a heartbeat after which the other engines take this one for dead and
-    #: take over its work (a beat every failover_seconds / 4; engine/heartbeat.py). None: 12 s,
+    #: take over its work (a beat every failover_seconds / 4; semo/engine/heartbeat.py). None: 12 s,
     #: or 3 x lease_seconds when that is shorter (`failover()`).
     failover_seconds: float | None = Field(default=None, gt=0, le=3600)
     shutdown_grace: float = Field(default=10.0, ge=0, le=3600)
     #: Seconds a busy agent may print nothing before it is reported `stale` (never "done").
     stale_after: float = Field(default=DEFAULT_STALE_AFTER, gt=0, le=86_400)
     #: Jobs (run_job commands) this engine runs at once: a budget of their own, beside the
-    #: other commands' (engine/routing/dispatcher.py).
+    #: other commands' (semo/engine/routing/dispatcher.py).
     max_jobs: int = 8
 
     @field_validator("max_jobs", mode="before")
@@ -258,7 +258,7 @@ class PoolConfig(_Section):
 
 class BudgetsConfig(_Section):
     """[budgets]: what one agent may make semo store and queue per `window` seconds, whatever
-    its turns (engine/routing/budgets.py; docs/CONFIG.md, docs/SECURITY.md)."""
+    its turns (semo/engine/routing/budgets.py; docs/CONFIG.md, docs/SECURITY.md)."""
 
     window: float = Field(default=60.0, ge=1, le=86_400)
     messages: int = Field(default=120, ge=1, le=1_000_000)

@@ -7,7 +7,7 @@
                                   # record the engine stopped
 
 `semo engine` talks to this class only; a console in the same process reaches it through
-`InProcessEngine` (engine/in_process.py), one attached through the control socket.
+`InProcessEngine` (semo/engine/in_process.py), one attached through the control socket.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class Engine:
         self._changes: ChangeFeed | None = None
         self.heartbeat: Heartbeat | None = None
         self._recovery: asyncio.Task[None] | None = None
-        #: `[ship] on_done`: ships the jobs this engine finishes (engine/ship/auto.py)
+        #: `[ship] on_done`: ships the jobs this engine finishes (semo/engine/ship/auto.py)
         self.auto_ship: AutoShip | None = None
         self._remove_auto_ship: Callable[[], None] | None = None
         #: stop() has run (a second call does nothing: e.g. after a start that failed)
@@ -131,10 +131,10 @@ class Engine:
         #: the office's control socket that consoles attach to (engine.control), if serving
         self.control: ControlServer | None = None
         self._serve_control = control
-        #: the record of this engine's Claude Code conversations (engine.control.resume), kept
+        #: the record of this engine's Claude Code conversations (semo.engine.control.resume), kept
         #: when it serves consoles
         self.conversations: ConversationKeeper | None = None
-        #: the office's notifications ([[notify]], engine.notify)
+        #: the office's notifications ([[notify]], semo.engine.notify)
         self.notices: EngineNotices | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -180,10 +180,10 @@ class Engine:
     async def _start_running(self, office_id: str) -> None:
         """What `start` does once the heartbeat runs: reconcile, sessions, routing, claims.
 
-        The Claude Code conversations a killed engine of the office left (engine.control.resume)
-        are resumed before anything else uses sessions: their jobs are taken over before
-        reconcile (which would cancel their work), the sessions are resumed before the pool
-        starts its warm sessions, the jobs are continued in them and the router types what
+        The Claude Code conversations a killed engine of the office left
+        (semo.engine.control.resume) are resumed before anything else uses sessions: their jobs are
+        taken over before reconcile (which would cancel their work), the sessions are resumed before
+        the pool starts its warm sessions, the jobs are continued in them and the router types what
         waited for them before the dispatcher claims new work."""
         self.notices = EngineNotices(self)
         self.notices.start()
@@ -450,7 +450,7 @@ class Engine:
         return await job_ops.job_timeline(self.store, job_id, self.office_id)
 
     async def job_review(self, job_id: str) -> JobReview:
-        """The job's branch, base, commits and diffstat (engine/jobwork/review.py)."""
+        """The job's branch, base, commits and diffstat (semo/engine/jobwork/review.py)."""
         from semo.engine.jobwork.review import job_review
 
         await job_ops.get_job(self.store, job_id, self.office_id)  # NotFound for another's
@@ -627,7 +627,7 @@ class Engine:
             return set()
 
     async def _ship_job(self, payload: ShipJobPayload) -> dict[str, Any]:
-        """A `ship_job` command: the job's steps (engine/ship/command.py), the report back."""
+        """A `ship_job` command: the job's steps (semo/engine/ship/command.py), the report back."""
         from semo.engine.ship.command import ship_command
         from semo.engine.ship.ship import ShipError
 

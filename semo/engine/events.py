@@ -1,17 +1,6 @@
-"""Engine events (seed 003 SE10): session status changes, output chunks, command claims and
-results, agent messages, signals and the engine's own status.
+"""Engine events (seed 003 SE10): what the engine's bus carries.
 
-- The models are frozen pydantic models with a `kind` discriminator; `event_from_json` reads
-  any of them back (`Event` is the discriminated union). Text fields are capped so that every
-  event except `SessionOutput` stays small whatever a producer puts in it.
-- `EventBus` is the in-process pub/sub the console listens to. `publish` is synchronous, never
-  blocks and never raises (PTY callbacks call it); a subscriber's queue is bounded by
-  dropping its oldest `SessionOutput` events first, never any other kind (the queue grows past
-  its bound instead), and counts what it dropped.
-- `EventForwarder` sends the bus's events to `Store.publish_event` (Realtime broadcasts
-  `semo_event` on the office's channel `office:{id}` on the supabase backend), coalescing
-  output chunks: at most one broadcast per session per `interval` (100 ms), each at most
-  `max_bytes` (64 KiB) of JSON, the oldest data cut when it is more (`truncated`).
+How it works: docs/OPERATIONS.md, "Engine events".
 """
 
 from __future__ import annotations
@@ -178,7 +167,7 @@ JobStep = Literal[
     "done",
     "failed",
     "pr_created",
-    # the job's branch (engine/jobwork): its start, a role's worktree put on it, a conflict
+    # the job's branch (semo/engine/jobwork): its start, a role's worktree put on it, a conflict
     # handed to a role, the leftovers committed, the roles' work combined, a conflict
     "branch",
     "worktree",
@@ -207,7 +196,7 @@ class JobEvent(BaseEvent):
 
 
 class SessionSignal(BaseEvent):
-    """A completion/error pattern seen in a session (engine.protocol.monitor.Signal)."""
+    """A completion/error pattern seen in a session (semo.engine.protocol.monitor.Signal)."""
 
     kind: Literal["session_signal"] = "session_signal"
     session_id: str
@@ -219,12 +208,12 @@ class SessionSignal(BaseEvent):
 
 
 class Notification(BaseEvent):
-    """A notification for the operator's terminal (engine.notify's console sink): every
+    """A notification for the operator's terminal (semo.engine.notify's console sink): every
     attached console shows it as a desktop notification (OSC 9 / OSC 777) and rings. The
-    texts are already made inert by engine.notify (one line, no controls, bounded)."""
+    texts are already made inert by semo.engine.notify (one line, no controls, bounded)."""
 
     kind: Literal["notification"] = "notification"
-    #: engine.notify.models.NoticeKind
+    #: semo.engine.notify.models.NoticeKind
     notice_kind: str
     headline: Text
     body: Text = ""

@@ -1,4 +1,4 @@
-"""One git command as an asyncio subprocess, run the way engine/gitsafe.py says.
+"""One git command as an asyncio subprocess, run the way semo/engine/gitsafe.py says.
 
     result = await run_git(repo, "rev-parse", "HEAD")       # GitResult(returncode, stdout, ...)
     out = await git_ok(repo, "merge-base", a, b, what="the merge base")  # GitError otherwise
@@ -9,7 +9,7 @@ config file), ``env`` adds variables to gitsafe's minimal environment.
 
 Before each command the repository's config is read (``git config --list --name-only``, with
 its includes) and every filter, diff and merge driver it defines is defanged for that command
-(`engine.gitsafe.driver_overrides`): the config is the agents' to write.
+(`semo.engine.gitsafe.driver_overrides`): the config is the agents' to write.
 """
 
 from __future__ import annotations

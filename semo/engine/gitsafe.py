@@ -1,32 +1,6 @@
 """How semo runs git on a repository its agents can write to.
 
-Agents share the repository's ``.git`` (every worktree points into it), so an agent can plant a
-hook (``.git/hooks/post-checkout``, ``reference-transaction``, ``post-index-change``), a config
-setting that runs a program (``core.fsmonitor``, ``core.hooksPath``, ``commit.gpgSign`` with
-``gpg.program``), an ``includeIf`` that pulls such settings from a file of its own, or a
-filter, diff or merge driver (``filter.<name>.clean``) that a ``.gitattributes`` it commits
-names, and wait for the engine's next ``git worktree add``, ``commit``, merge or diff. Every git
-command semo runs therefore treats the repository's config as untrusted:
-
-- settings that run a program are overridden on the command line, which wins over every
-  config file: :data:`SAFE_CONFIG` (hooks, fsmonitor, signing, editors, pager, the
-  alternate-refs command, the ``ext`` transport, submodule recursion, automatic gc);
-- every filter, diff and merge driver the repository's config defines (read first, with its
-  includes: :func:`driver_overrides`) is defanged the same way: a filter becomes ``cat`` with
-  no long-running process, a textconv ``cat``, an external diff ``true``, a merge driver git's
-  own ``merge-file``; so whatever ``.gitattributes`` names, no program of the agent's runs
-  (engine/gitrun.py does this for every command; the overrides go through
-  ``GIT_CONFIG_COUNT``, so a driver name with ``=`` or a newline cannot break them);
-- diffs semo shows are made with ``--no-ext-diff --no-textconv``;
-- git gets a minimal environment (:func:`git_environment`): PATH, HOME, USER, LOGNAME,
-  TMPDIR, XDG_CONFIG_HOME and nothing else from the engine (no store credentials, no token, no
-  ``GIT_*`` variable that would point git elsewhere or run a program: GIT_DIR,
-  GIT_SSH_COMMAND, GIT_EXTERNAL_DIFF, GIT_CONFIG_PARAMETERS, ...), never prompts, and speaks C.
-
-What is left (docs/SECURITY.md, "What is not defended"): the config is read just before each
-command, so a driver an agent defines in the instant between that read and the command can
-still run once; it runs as the same user with the minimal environment, so it gains nothing the
-agent did not have.
+How it works: docs/SECURITY.md, "git on a repository agents can write to".
 """
 
 from __future__ import annotations

@@ -7,26 +7,7 @@
     heartbeat.steady()             # True once beats have succeeded without a gap for 12 s
     await heartbeat.stop()         # no more beats; row stopped
 
-Every beat writes `last_seen` and `alive_until = now + dead_after` (the database's clock for
-postgres and supabase). Other engines treat this engine as dead once `alive_until` has passed:
-they claim (and fail) the commands of its sessions, and their periodic pass
-(`engine.reconcile.end_silent_engines`) ends its sessions, fails its running jobs and cancels
-its sessions' questions. The limit is `[engine] failover_seconds` (`dead_after`, 12 s by
-default); a beat every dead_after / 4 (four missed beats), and never less often than the
-leases are renewed (lease_seconds / 3). Without `dead_after` (older callers), the limit is
-3 x lease_seconds.
-
-A failed beat is logged and retried sooner (`RETRY_SECONDS`), so after a database outage
-every engine is seen again quickly. `steady()` says whether this engine may judge others: only
-once its own beats have gone through for a whole limit without a gap, so that an outage (when
-nobody could beat) is not taken for the death of every other engine.
-
-An engine id names one running engine. `refuse_if_running`, before the first beat, looks at
-the id's row: stopped or run out, the id is free; alive, the row is watched for
-`WATCH_BEATS` beat intervals: a beat in that time means another engine runs with this id
-(`EngineIdInUse`: it is left alone, its sessions and agents untouched); none means the row
-was left by a run that died without stopping (SIGKILL, power loss), which the start then
-cleans up after. Two engines that start with one id in the same instant are not told apart.
+How it works: docs/OPERATIONS.md, "The heartbeat".
 """
 
 from __future__ import annotations

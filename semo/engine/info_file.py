@@ -1,14 +1,6 @@
-"""The control info file beside an office's socket: read safely, and believed only when the
-engine it names does not answer.
+"""The control info file beside an office's socket: read safely, believed only as a fallback.
 
-A live engine writes `control-<office>-<hash>.json` (its pid, engine id, heartbeat start); a
-killed one leaves it behind, and that is how `semo answer`, prompts and the listings learn at
-once that it is gone (engine/liveness.py). Agents run as the operator's uid and can
-write that folder, so a file is a claim, not a fact: `read_info` never blocks on a FIFO, never
-follows a link, reads 64 KiB at most; `live_engine_ids` asks the engines themselves (each
-control socket greets with its engine id, served by a process of our uid per SO_PEERCRED), and
-a claim that an engine is gone is dropped when that engine answers, or when some socket could
-not be asked. docs/SECURITY.md ("The control socket").
+How it works: docs/CONSOLE.md, "The control info file".
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""Is an engine of this machine gone? Answered from local facts, without waiting for its
-heartbeat to run out (which takes 3 x lease_seconds after a SIGKILL).
+"""Is an engine of this machine gone? Answered from local facts, without waiting.
+
+Its heartbeat would take 3 x lease_seconds to run out after a SIGKILL.
 
 `local_engine_gone` is the one judgement `semo answer`, prompts to a session, and the listings
-(`semo sessions`, `semo engines`, the REST API's sessions) use (engine/office/operations.py)."""
+(`semo sessions`, `semo engines`, the REST API's sessions) use
+(semo/engine/office/operations.py)."""
 
 from __future__ import annotations
 

@@ -3,20 +3,7 @@
     configure_logging("json", secrets=[database_password, supabase_key])
     add_secret(session_token)      # a secret made at run time (discard_secret when it is gone)
 
-JSON lines carry ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``msg`` and any ``extra=`` fields
-a call passed; exceptions go in ``exc``. Strings are escaped as `engine.plain_text.plain_json`
-does (no raw C1 or bidi control either). Text entries show control characters made visible
-(`engine.plain_text.plain`: ESC as ``\\x1b``) and indent their continuation lines (a traceback,
-a newline in an agent's text) by two spaces, so agent text can neither reach the terminal that
-reads the log nor forge an entry of its own.
-
-Every secret (4+ characters) is replaced by ``***`` in the final line, whatever put it there (a
-DSN in an error message, a key in a library's log) and in whatever escaped form it got there:
-as is, JSON-escaped (ASCII or not), as a Python ``repr`` (either quote) or ``bytes`` repr,
-percent-encoded, made visible, and each of those JSON-escaped or repr'd once more (a repr in
-a traceback inside a JSON ``exc``). Secrets nobody registered are caught by their names: the
-value of a variable whose name says it is secret (``SEMO_HOOK_TOKEN=...``, ``'PGPASSWORD':
-'...'``, ``"api_key": "..."``) and an ``Authorization: Bearer ...`` credential are replaced too.
+How it works: docs/OPERATIONS.md, "Logs".
 """
 
 from __future__ import annotations

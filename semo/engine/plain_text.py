@@ -4,20 +4,7 @@
     cell = plain(question.question, one_line=True)   # \\n and \\t made visible too
     print(plain_json(rows, indent=2))           # JSON whose strings carry no raw control
 
-Agents are untrusted: a question, an error, a result may hold `ESC ] 52 ; c ; ... BEL` (a
-clipboard write), `ESC ] 2 ; ... BEL` (a window title), a C1 CSI (U+009B), a Trojan-source bidi
-override (U+202E) or a lone surrogate (which makes a strict UTF-8 writer raise). None of them
-may reach the operator's terminal, so every output boundary (console widgets, CLI text, text
-logs) passes its text through `plain` once, as late as possible.
-
-Choice: *visible*, not stripped. Each such character is shown as the escape a programmer
-would write for it: `\\x1b`, `\\x9b`, `\\r`, `\\u202e`, `\\udc80` (the notation of Python's repr
-and of JSON), so the operator sees that an agent tried something, and where; the characters
-around it are untouched. A literal backslash is not doubled: `\\x1b` typed by an agent and a
-real ESC look the same, which is fine for reading and never unsafe.
-
-`plain_json` is `json.dumps` (non-ASCII kept readable) with the same characters written as
-`\\uXXXX` escapes: still valid JSON that reads back to the very same strings.
+How it works: docs/SECURITY.md, "Plain text".
 """
 
 from __future__ import annotations

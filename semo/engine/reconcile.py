@@ -4,42 +4,7 @@ An engine that died (SIGKILL, power loss) leaves `agent_sessions` rows that say 
 alive, `agent_commands` rows it had claimed, `jobs` it was running, and questions its sessions
 asked. Two passes find dead engines and clean up after them, the same way:
 
-- `reconcile`, on start: the runs that are certainly dead from here (`DeadRuns`): its own
-  configured id (it cannot be running twice), or a default id ``<this host>-<pid>`` whose
-  process no longer exists. It also forgets the heartbeat rows of engines dead for a week.
-- `end_silent_engines`, every `failover_seconds / 4` while running (`SilentEngines`): engines
-  of the office, on any host, that are not alive by their heartbeat (`engines`: it ran out,
-  they stopped, or they never recorded one), and engines of this machine (`<host>-<pid>`)
-  whose process is gone, at once, whatever their heartbeat says (their row is expired first).
-
-What is done about them, per engine in one store transaction (`Store.end_engine`):
-
-- Their sessions are marked terminated (which cancels the sessions' pending questions).
-- Their in-flight commands fail with a reason; commands whose lease expired (any engine's) go
-  back to pending or fail, as `Store.recover_expired` decides.
-- Their running jobs fail with a reason (the `run_job` command that ran one is not safe to
-  repeat, and fails too); then each job's open invocations and results are cancelled and the
-  job is retried once, with a new `run_job` command, under the crash policy
-  (`engine.routing.job_recovery`). A job's engine is `jobs.engine_id`, or for rows
-  written without it the engine of the job's session.
-- Pending questions of any ended session of the office (left by an earlier run, whatever ended
-  it) are cancelled with the session's end reason: nobody can answer them any more.
-
-The periodic pass reads the heartbeats once, to find the candidates and word the reasons, but
-the decision that an engine is dead is taken again by the store with the writes
-(`end_engine(..., unless_alive=True)`): an engine that beats again after the reading, or starts
-after it (an id the reading did not have), keeps its sessions, commands and jobs. The start-up
-pass ends the runs it knows to be dead whatever their heartbeat says (a process that is gone,
-or this engine's own id).
-
-A row that cannot be written (one engine's `end_engine`, one question's cancel) is logged and
-left for the next pass: rows agents caused never stop an engine's start; only a store that
-cannot be reached does.
-
-Pending commands are picked up by the dispatcher afterwards; one addressed to a session that
-has ended, or whose engine is not alive, is failed by the claim ("session X has ended ...; the
-command was not run"). On start, runs on other hosts or still alive here are left alone: their
-heartbeats run out if they are really gone, and the periodic pass finds them then.
+How it works: docs/OPERATIONS.md, "Reconciling what dead engines left".
 """
 
 from __future__ import annotations
@@ -222,7 +187,7 @@ async def _end_engine(
     job_reason = _reason(dead, engine_id, "while running this job")
     # each job's work cancelled and the job retried or failed, one transaction per job, before
     # the engine's end: if this engine dies half-way, the jobs left still run on the dead
-    # engine and the next pass recovers them (engine.routing.job_recovery)
+    # engine and the next pass recovers them (semo.engine.routing.job_recovery)
     recovered = await recover_jobs(
         store, jobs, engine_id, job_reason, unless_alive=dead.unless_alive
     )

@@ -1,7 +1,7 @@
 """This user's runtime folder, whether a process lives (and whose child), a socket probe.
 
-Standard library only: the hook server (engine/protocol/hooks.py), the control socket's paths
-(engine/control/paths.py) and the engine's liveness checks share it, and the `semo hook` path
+Standard library only: the hook server (semo/engine/protocol/hooks.py), the control socket's paths
+(semo/engine/control/paths.py) and the engine's liveness checks share it, and the `semo hook` path
 must stay light.
 """
 

@@ -1,16 +1,6 @@
 """Bounded JSON parsing for everything that comes from outside the engine.
 
-Hook messages, marker payloads, ``semo command --payload``, API bodies and transcript lines are
-written by agents (untrusted) or people; ``json.loads`` on them has two failure modes worse than
-a clear error: text nested a few thousand levels deep raises :class:`RecursionError` (an
-unhandled exception that also breaks whatever re-serialises the value later), and a huge input
-costs memory and time in proportion. :func:`loads` refuses both up front and turns every other
-way the text can be wrong into the same error type, :class:`JSONInputError` (a ``ValueError``).
-
-The depth check is a linear pre-scan, not a recursive one: one regular-expression pass removes
-the strings (brackets inside them do not count) and everything else but brackets, and the depth
-is the running sum of what is left. Text with at most ``max_depth`` opening brackets is accepted
-without summing.
+How it works: docs/SECURITY.md, "Bounded JSON".
 """
 
 from __future__ import annotations

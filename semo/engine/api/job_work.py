@@ -1,5 +1,6 @@
-"""The routes of a job's work (docs/API.md, docs/JOBS.md "Shipping a job's work"), over
-engine/jobwork:
+"""The routes of a job's work, over semo/engine/jobwork (docs/API.md, docs/JOBS.md).
+
+The routes:
 
     GET  /api/offices/{office}/jobs/{job_id}/work                    JobReview
     GET  /api/offices/{office}/jobs/{job_id}/diff[?role=R][&stat=true]   JobDiff
@@ -35,7 +36,7 @@ class ResolveBody(BaseModel):
 
 
 def build_job_work_router(store: Store, settings: GitSection) -> APIRouter:
-    """The job-work routes for the app over `store` (engine/api/app.py includes them)."""
+    """The job-work routes for the app over `store` (semo/engine/api/app.py includes them)."""
     router = APIRouter(tags=["jobs"])
 
     @router.get(

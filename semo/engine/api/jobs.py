@@ -1,4 +1,4 @@
-"""The jobs routes of the REST API (docs/API.md, docs/JOBS.md), over engine/office/job_ops.py:
+"""The jobs routes of the REST API (docs/API.md, docs/JOBS.md), over semo/engine/office/job_ops.py:
 
     POST /api/offices/{office}/jobs                 create a job (201): the row and its command
     GET  /api/offices/{office}/jobs[?all=true]      pending, running, needs_review jobs (all: all)
@@ -51,7 +51,7 @@ class CancelJob(BaseModel):
 
 
 def build_jobs_router(store: Store) -> APIRouter:
-    """The jobs routes for the app over `store` (engine/api/app.py includes them)."""
+    """The jobs routes for the app over `store` (semo/engine/api/app.py includes them)."""
     router = APIRouter(tags=["jobs"])
 
     @router.post(

@@ -4,8 +4,8 @@ FastAPI's `JSONResponse` writes `json.dumps(..., ensure_ascii=False)`: C0 contro
 but C1 controls (U+0080-U+009F, e.g. the 8-bit CSI U+009B), DEL, bidi embedding/override/isolate
 controls and line separators go out raw, so an agent's question read with `curl` reached the
 operator's terminal as a control. `PlainJSONResponse` escapes them as `\\uXXXX`
-(`engine.plain_text.plain_json`, as the CLI's `--json`): still JSON that reads back to the exact
-text.
+(`semo.engine.plain_text.plain_json`, as the CLI's `--json`): still JSON that reads back to the
+exact text.
 """
 
 from __future__ import annotations

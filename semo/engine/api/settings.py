@@ -9,11 +9,7 @@
                                    # send_prompt's timeout)
     max_body_bytes = 1048576       # larger request bodies get 413
 
-Tokens come from the environment first: ``SEMO_API_TOKEN`` is the token of the config's
-``[office]``, ``SEMO_API_TOKENS`` a JSON object ``{"office name or id": "token", ...}`` for
-more offices. A token opens only the offices it is listed for; there is no token that opens
-every office. Tokens are ``SecretStr`` (never shown in a repr or a log line) and must be at
-least 16 characters.
+How it works: docs/API.md, "Settings and tokens".
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""`POST /api/offices/{office}/jobs/{job_id}/ship`: ship a done job's work (docs/API.md,
-docs/JOBS.md "Shipping a job's work"), as `semo job ship` does, with the API's `[ship]`.
+"""`POST /api/offices/{office}/jobs/{job_id}/ship`: ship a done job's work.
+
+As `semo job ship` does, with the API's `[ship]` (docs/API.md, docs/JOBS.md "Shipping a job's
+work").
 
 Body `{"push": bool, "pr": bool, "merge": bool}` (at least one true); 200 the ShipReport (what
 was pushed, the pull request, the merge); 404 another office's job; 409 a step failed (the
@@ -17,7 +19,7 @@ from semo.engine.store.base import Store
 
 
 def build_ship_router(store: Store, settings: ShipSection) -> APIRouter:
-    """The ship route for the app over `store` (engine/api/app.py includes it)."""
+    """The ship route for the app over `store` (semo/engine/api/app.py includes it)."""
     router = APIRouter(tags=["jobs"])
 
     @router.post(

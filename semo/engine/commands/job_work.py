@@ -1,5 +1,6 @@
-"""`semo job diff` and `semo job resolve`, and the work part of `semo job show` (docs/JOBS.md
-"Shipping a job's work").
+"""`semo job diff`, `semo job resolve`, and the work part of `semo job show`.
+
+See docs/JOBS.md "Shipping a job's work".
 
 Exit codes as the other job commands: 0 done, 2 bad input (an unknown job or role, a job with
 no branch yet, a job that does not need review), 3 the store is unreachable; `resolve --done`

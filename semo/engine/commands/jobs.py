@@ -1,6 +1,6 @@
 """`semo job create|show|cancel` and `semo jobs`: jobs from the command line (docs/JOBS.md).
 
-Like the other store commands (engine/commands/office.py): `--config` picks the store and the
+Like the other store commands (semo/engine/commands/office.py): `--config` picks the store and the
 office, exit codes 0 done, 2 bad input, 3 store unreachable, 4 a --wait that timed out; and for
 `job create --wait`, 1 when the job failed.
 """

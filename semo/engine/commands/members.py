@@ -1,8 +1,9 @@
-"""`semo office members [list|add USER|remove USER] [--role operator|viewer]`: who may use the
-office from a dashboard (Supabase Auth users; engine/store/members.py), with the engine's own
-access (the service role's key, or the direct connection). Exit codes as the other store
-commands: 0 done, 2 bad input (or not a postgres/supabase store), 3 the store is unreachable;
-`remove` of a user who is not a member is 1.
+"""`semo office members [list|add USER|remove USER] [--role operator|viewer]`.
+
+Who may use the office from a dashboard (Supabase Auth users; semo/engine/store/members.py),
+with the engine's own access (the service role's key, or the direct connection). Exit codes as
+the other store commands: 0 done, 2 bad input (or not a postgres/supabase store), 3 the store
+is unreachable; `remove` of a user who is not a member is 1.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ COLUMNS = ["user_id", "email", "role", "created_at"]
 
 
 def add_office_commands(commands: Any, run: Any, add_config_option: Any) -> None:
-    """Register `semo office ...`; `run` and `add_config_option` are engine.commands.options'."""
+    """Register `semo office ...`; `run` and `add_config_option` come from commands.options."""
     office = commands.add_parser("office", help="the office's members (Supabase Auth users)")
     sub = office.add_subparsers(dest="office_command", metavar="SUBCOMMAND", required=True)
     members = sub.add_parser(

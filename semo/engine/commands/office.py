@@ -1,5 +1,6 @@
-"""Store commands of `semo`: migrate, command, sessions, engines, end-session, questions,
-answer (and the job commands of engine/commands/jobs.py).
+"""Store commands of `semo`: migrate, command, sessions, engines, end-session, questions, answer.
+
+The job commands are in semo/engine/store/job_cli.py.
 
 Each handler opens the configured store, does one thing, prints a row or a table (or JSON with
 --json) and returns an exit code: 0 done, 2 bad input (or a bad config file), 3 the store is
@@ -209,7 +210,7 @@ async def _engines(store: Store, args: argparse.Namespace) -> int:
 def engine_state(status: str, alive: bool) -> str:
     """alive; stopped (a clean stop); dead (its heartbeat ran out, another engine ended what
     it left, which makes it run out at once, or it was a process of this machine that has
-    exited: engine/office/operations.py `engine_gone`)."""
+    exited: semo/engine/office/operations.py `engine_gone`)."""
     if alive:
         return "alive"
     return "stopped" if status == "stopped" else "dead"

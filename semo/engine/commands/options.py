@@ -1,6 +1,7 @@
-"""What every `semo` command over a store shares: --config, the office asked for, and running
-a handler with the configured store open (exit codes: 0 done, 2 bad input or config file, 3 the
-store is unreachable)."""
+"""What every `semo` command over a store shares: --config, the office, the store.
+
+A handler runs with the configured store open (exit codes: 0 done, 2 bad input or config file,
+3 the store is unreachable)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`semo job ship ID --push/--pr/--merge`: ship a job's work from the command line.
 
-Exit codes as the other job commands (engine/commands/jobs.py): 0 shipped, 1 a step failed (the
+Exit codes as the other job commands (semo/engine/commands/jobs.py): 0 shipped, 1 a step failed (the
 message says which and why; the timeline has it too), 2 bad input, 3 the store is unreachable.
 """
 

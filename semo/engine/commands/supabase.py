@@ -1,6 +1,7 @@
-"""`semo supabase doctor [--config]`: check the configured Supabase project for what semo needs
-(engine/doctor/). Prints one line per check; exit 0 when none failed, 1 when one did, 2 for bad
-input (not a supabase store), 3 when the project is unreachable."""
+"""`semo supabase doctor [--config]`: check the configured Supabase project for semo.
+
+See semo/engine/doctor/. Prints one line per check; exit 0 when none failed, 1 when one did, 2
+for bad input (not a supabase store), 3 when the project is unreachable."""
 
 from __future__ import annotations
 

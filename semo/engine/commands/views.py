@@ -1,5 +1,7 @@
-"""Rows as the store commands print them (engine/commands/office.py, jobs.py, members.py): a
-table, or JSON with --json; and the rows `semo sessions` and `semo engines` print.
+"""Rows as the store commands print them: a table, or JSON with --json.
+
+Used by semo/engine/store/cli.py, job_cli.py and member_cli.py; also the rows `semo sessions`
+and `semo engines` print.
 
 Imported when a command runs (it loads the models), never for `semo --help`.
 """
@@ -25,7 +27,7 @@ CELL_CHARS = 60
 class SessionView(AgentSession):
     """A session row with its agent's role and name (None when the agent row is gone), and its
     state for people: its `status`, or "lost" when it has not ended but its engine is not
-    running (`lost_reason` says why: engine/office/operations.py `lost_sessions`)."""
+    running (`lost_reason` says why: semo/engine/office/operations.py `lost_sessions`)."""
 
     role: str | None = None
     name: str | None = None
@@ -48,7 +50,7 @@ class EngineView(EngineHeartbeat):
     #: running, stopped, or dead (not alive, not stopped cleanly): never running for a dead one
     status: str  # type: ignore[assignment]  # the row's EngineState, and "dead"
     state: str
-    #: the engine's process id when this machine can tell (engine/liveness.py)
+    #: the engine's process id when this machine can tell (semo/engine/liveness.py)
     pid: int | None = None
     dead_reason: str | None = None
 
@@ -73,7 +75,7 @@ def emit(row: BaseModel | Sequence[BaseModel], as_json: bool, columns: list[str]
 
 def cell(value: object) -> str:
     """A table cell: store text (an agent's question, an error) on one line, every control
-    character made visible (engine.plain_text), at most CELL_CHARS characters."""
+    character made visible (semo.engine.plain_text), at most CELL_CHARS characters."""
     text = plain(value if isinstance(value, str) else plain_json(value), one_line=True)
     return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 3] + "..."
 

@@ -1,5 +1,7 @@
-"""`semo worktrees [--json]` and `semo worktrees prune [--force] [--json]` (docs/JOBS.md
-"Shipping a job's work"): the worktrees semo made, and removing those whose work is elsewhere.
+"""`semo worktrees [--json]` and `semo worktrees prune [--force] [--json]`.
+
+The worktrees semo made, and removing those whose work is elsewhere (docs/JOBS.md "Shipping a
+job's work").
 
 Exit codes as the other store commands: 0, 2 bad input (no repository), 3 store unreachable.
 """

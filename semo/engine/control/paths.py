@@ -27,7 +27,7 @@ class ControlPathError(RuntimeDirError):
 
 
 def private_dir(path: Path) -> Path:
-    """`engine.runtime.private_dir`, failing with ControlPathError."""
+    """`semo.engine.runtime.private_dir`, failing with ControlPathError."""
     return _private_dir(path, ControlPathError)
 
 

@@ -3,22 +3,7 @@
     refusal = refuse_peer(sock, os.getpid())   # None: a console; else why it is refused
     refusal.kind, refusal.text                 # "descendant", "process 812, started by ..."
 
-An agent runs as the operator's uid, so the uid check (SO_PEERCRED) lets it connect; what tells
-it apart is that the engine started it: it, or what it started, descends from the engine (the
-engine is a child subreaper, so even a daemonized agent stays below it). The check fails
-closed: whatever it cannot prove, it refuses. docs/SECURITY.md ("The control socket's peer
-check") lists the shapes it holds:
-
-- a peer process that is gone by the time of the check (it connected, handed the socket to a
-  child and exited), or whose pid a newer process took (its start time is after the accept);
-- an ancestor that is gone or whose pid was reused while the chain is walked (a parent never
-  starts after its child);
-- a chain of any depth (no step limit: the walk ends at pid 1, at a process without a parent,
-  at the engine, or at a pid seen before);
-- a peer the kernel cannot name (pid 0: another pid namespace).
-
-The peer itself is pinned by a pidfd where the kernel gives one (SO_PEERPIDFD, Linux 6.5):
-what /proc said about the pid is about the peer as long as the pidfd says it has not exited.
+How it works: docs/SECURITY.md, "Who may use the control socket".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The engine as its agents' child subreaper (Linux `PR_SET_CHILD_SUBREAPER`).
 
-The control socket refuses connections from the engine's descendants (an agent runs as the
-operator's uid and could otherwise drive every other agent). An agent that daemonizes (fork,
-setsid, fork, the middle process exits) would be reparented to init and stop being a
-descendant; with the engine a subreaper, orphaned descendants are reparented to the engine
-instead, so they stay its descendants for as long as they live.
-
-The engine then also becomes the parent of those orphans: when they exit they are zombies
-until it reaps them. `OrphanReaper` reaps them: a zombie child seen in two scans in a row.
-The engine's own children (agents' PTY processes, git) are reaped at once by whoever started
-them (pidfd watchers, asyncio's child watcher, `subprocess`), so a zombie still there a scan
-later is an adopted orphan; were one of ours taken, its owner handles ECHILD (exit unknown).
+How it works: docs/OPERATIONS.md, "The engine as its agents' subreaper".
 """
 
 from __future__ import annotations

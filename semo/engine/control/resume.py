@@ -1,35 +1,6 @@
 """Claude Code conversations outlive a killed engine.
 
-While an engine that serves consoles runs, `ConversationKeeper` records each live Claude Code
-session's own session id (from its hooks), folder, role, agent and the requests the operator
-allowed "for this session" (engine/routing/approvals.py) in
-`$XDG_STATE_HOME/semo/resume-<office>-<hash>.json` (0600). A session that ends while the engine
-runs (terminated, crashed, the engine stopped cleanly) is removed from the file: only a session
-lost with its engine (SIGKILL, a crash, a power cut) is left in it.
-
-The next engine of the office, while it starts (`Engine._start_running`, before its pool, router
-and dispatcher run):
-
-1. `take_over_jobs` (engine.routing.job_recovery), before reconcile: a job that ran in a
-   recorded session stays running, taken over with its open work;
-2. `resume_conversations`: each recorded conversation is started again with the CLI's own
-   resume (`claude ... --resume <id>`) in the same folder, and waited for until it is ready;
-   it joins the pool (the role's warm session when it ran in the warm worktree) and keeps
-   what the operator allowed for the old session (its grants). Questions it
-   had asked that nobody answered before the engine died (cancelled when its session was ended)
-   are asked again for the new session;
-3. the router types into it what was waiting for the old session (answers, results), the job
-   runner tells it to continue its job, and a session without a job is told that it was
-   restarted (`tell_restarted`).
-
-The ids come from the agents' own hook reports, so they are untrusted: only a UUID goes on a
-command line, and only when that conversation's transcript is a regular file directly inside the
-session's own Claude projects folder (`<config dir>/projects/<escaped folder>/<id>.jsonl`): an
-id of another worktree's conversation, or a symlink planted there, is refused. A resume that
-does not get ready (the CLI exits at once, or not in `ready_timeout`) is ended and reported
-(`resume_failed`, on the bus and the job's timeline); the job then goes on in a new session and
-what waited for the conversation goes to that one. Generic agents are not recorded: they are
-restarted fresh by the pool, as before.
+How it works: docs/CONSOLE.md, "Resuming Claude Code conversations".
 """
 
 from __future__ import annotations

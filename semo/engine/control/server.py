@@ -5,20 +5,7 @@
     server.ready()           # the engine is running: subscriptions are answered
     await server.stop("engine stopped")
 
-Each connection is one console. It may *subscribe* to the office (a snapshot of sessions,
-pool, questions and commands, then the bus's events and a new snapshot whenever one of them
-changes) and *attach* to sessions (a full screen, then the scrollback tail, then the rows that
-changed, at most one screen frame per session per `FRAME_SECONDS`). Screen updates are built
-when the connection can take them, from the screen as it is then (latest state wins): a
-console that reads slowly gets fewer, larger frames and the engine keeps no backlog of screen
-data for it. Replies and events are queued; a console that leaves `MAX_BACKLOG_BYTES` of them
-unread and takes nothing for `STALL_SECONDS` is disconnected (any console past
-`MAX_BACKLOG_HARD_BYTES`). One message of any size goes out whole (in pieces,
-engine/control/wire.py): the limit counts what was queued before it, so a big office snapshot or
-job list never drops a console that reads, and an office snapshot still queued is replaced by a
-newer one (latest wins, as for screens).
-
-Only the engine's own uid may connect (SO_PEERCRED); the socket is 0600 in a 0700 folder.
+How it works: docs/CONSOLE.md, "The control server".
 """
 
 from __future__ import annotations
@@ -341,7 +328,8 @@ class ControlServer:
         )
         self._tasks.append(asyncio.create_task(self._forward_events(), name="control events"))
         self._tasks.append(asyncio.create_task(self._office_loop(), name="control office"))
-        # agents that daemonize stay descendants, so still no consoles (engine/control/reaper.py)
+        # agents that daemonize stay descendants, so still no consoles
+        # (semo/engine/control/reaper.py)
         self._made_subreaper = not is_subreaper() and set_subreaper(True)
         if self._made_subreaper:
             self._tasks.append(asyncio.create_task(OrphanReaper().run(), name="control reaper"))

@@ -1,15 +1,6 @@
 """What a console reads from the engine's office snapshot, without pydantic.
 
-The snapshot (`subscribe`) carries the store's rows and the pool's status as the models'
-`model_dump(mode="json")`. The console shows them in its first frame, and importing pydantic
-and the store's models costs more than the rest of the console's start (issue 14: attach
-<= 300 ms from the command's start), so the client reads them through `Record`s (the same
-field names as the models, `*_at` fields as datetimes) into engine/interface.py's plain data.
-Jobs and timelines, which a console only asks for after it has drawn, come back as the real
-models (engine.control.client).
-
-The client's events go through engine.bus (standard library only), the engine's own bus; the
-events themselves are engine.events models, imported when the first one arrives.
+How it works: docs/CONSOLE.md, "The office snapshot, without pydantic".
 """
 
 from __future__ import annotations
@@ -99,7 +90,7 @@ STEP_DETAIL_CHARS = 200
 
 
 def step_view(event: Any, roles: dict[str, str], number: int) -> dict[str, Any]:
-    """A routing step (engine.events.RoutingStep) as the office snapshot carries it: plain
+    """A routing step (semo.engine.events.RoutingStep) as the office snapshot carries it: plain
     text only. `key` is the one the console gives the live event ("step:<step>:<ref id>"),
     so a step seen live and in a snapshot is one row; `roles` by agent id."""
     detail = plain(str(event.detail or ""), one_line=True)

@@ -1,15 +1,6 @@
 """The control socket's wire format: length-prefixed JSON frames, and screen rows in them.
 
-A message is one JSON object (UTF-8), sent as one or more *pieces*: a 4-byte big-endian header
-and at most `MAX_PIECE_BYTES` of the message's bytes. The header's top bit says another piece of
-the same message follows; the other 31 bits are the piece's length. A message of any size thus
-travels without one length announcing (or one buffer holding) all of it at once, and the receiver
-bounds the whole message by its own limit as the pieces come. The JSON's nesting is bounded too
-(engine.safe_json): a frame nested thousands deep is a clean FrameError, never a RecursionError.
-Screen rows travel as the terminal core's compact `Line`s: a row without styles is its text
-alone; a styled row is `[text, [start, end, style_id, ...], wrapped]`. Styles are interned per
-connection: the first frame that uses a style carries its definition
-(`"styles": {"id": [fg, bg, flags]}`), later frames only the id. docs/CONSOLE.md says why.
+How it works: docs/CONSOLE.md, "The control socket's wire format".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """A scripted demo agent: a tiny interactive CLI that looks and talks like a coding agent.
 
-It is labelled as a demo everywhere it prints: no AI, no network. It reads one prompt per line at
-its `❯` prompt, shows a spinner while "working", and answers in semo's protocol
-(docs/PROTOCOL.md), so a demo office shows every kind of message:
-
-- FE, given a task: asks the operator which database to use (ASK_USER, choice); given the
-  answer: invokes BE; given BE's result: invokes QA; given QA's result: `[SEMO:DONE]`.
-- BE and QA, given an invocation: work, then deliver a result to the caller (DELIVER_RESULT
-  with the invocation id); given a plain task: work, then `[SEMO:DONE]`.
-- Each role changes a file of its own in its working folder (FE `web/login.html`, BE
-  `api/login.py`, QA `tests/test_login.py`), so the demo job has a diff to review.
-
-It prints short, human lines: the terminal does not echo what semo types (a job's prompt is
-several lines: the task, its context, a reminder); the agent reads the lines typed together as
-one prompt and shows its first line, then its steps by name.
+How it works: docs/SESSIONS.md, "The demo agent".
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 Started as `python -m semo.engine.demo.background`.
 
-It runs the demo office (engine.demo.office) with its control socket until SIGTERM or SIGINT
+It runs the demo office (semo.engine.demo.office) with its control socket until SIGTERM or SIGINT
 (`semo stop --demo`, or the console's confirmed "Stop the office"), and gives FE the demo job
 once it runs. An office from semo.toml runs in the background as `semo engine --config ...`
-(engine.daemon) instead; both are started by engine.control.launcher.
+(semo.engine.daemon) instead; both are started by semo.engine.control.launcher.
 """
 
 from __future__ import annotations

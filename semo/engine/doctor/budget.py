@@ -1,5 +1,7 @@
-"""The doctor's Realtime budget check: what an office of this size may send at most, against the
-plan's message budget (Supabase counts every message a channel sends and every delivery)."""
+"""The doctor's Realtime budget check: an office's most messages against the plan's budget.
+
+What an office of this size may send at most, against the plan's message budget (Supabase
+counts every message a channel sends and every delivery)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from semo.engine.doctor.checks import Check
 
 #: Supabase's Realtime messages per second by plan (docs/SUPABASE.md)
 PLAN_BUDGETS = {"free": 100, "pro": 500}
-#: session_output broadcasts a busy session sends at most (engine/events.py: 0.1 s coalescing)
+#: session_output broadcasts a busy session sends at most (semo/engine/events.py: 0.1 s coalescing)
 OUTPUT_PER_SESSION = 10
 
 

@@ -1,5 +1,7 @@
-"""The doctor's private-channel check: a member signs in (Supabase Auth, password) and joins
-their office's channel (admitted) and another office's (refused), as a dashboard would."""
+"""The doctor's private-channel check: a member joins their office's channel, not another's.
+
+The member signs in (Supabase Auth, password) and joins their office's channel (admitted) and
+another office's (refused), as a dashboard would."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The doctor's catalog checks: `semo_doctor_facts()` (migration 0018) against expected.py, one
-Check per subject, each failure saying what is wrong and the SQL that fixes it."""
+"""The doctor's catalog checks: `semo_doctor_facts()` (migration 0018) against expected.py.
+
+One Check per subject, each failure saying what is wrong and the SQL that fixes it."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
     await switch_branch(path, "semo/FE/job-1", start="<base commit>")
     sha = await commit_all(path, "Login page (FE, job 1)", identity)
 
-Every command goes through engine/gitrun.py (the repository's config untrusted: no hook, no
+Every command goes through semo/engine/gitrun.py (the repository's config untrusted: no hook, no
 filter, diff or merge driver of the agents' runs). Untracked files count as work (``status
 --untracked-files=all`` on the command line, whatever the config says); ignored files do not
 (build output, semo's own ``.claude`` files). Nothing here deletes work: leftovers are committed

@@ -1,19 +1,6 @@
-"""A job that needs review (its roles' work conflicts) goes on: handed to an agent, or combined
-again after the operator resolved it by hand.
+"""A job that needs review goes on: handed to an agent, or combined again after a hand fix.
 
-    job, command = await hand_conflict(store, job_id, role="BE", prompt="Keep both greetings")
-    job = await combine_again(store, job_id, repository, settings)   # after a fix by hand
-
-`hand_conflict`: the job goes back to `pending` with a `run_job` command and a resolve request
-in its work (``work.resolve``); the engine that runs it leases a session of that role, puts the
-job branch's merge into the role's worktree (conflict markers in the files) and gives the agent
-the operator's words and what semo did, instead of the task. When the agent is done, the job's
-end runs again: its resolution is committed and combined, and the job is done (or needs review
-again).
-
-`combine_again`: the operator resolved it (in a role's worktree, or by committing on the job
-branch); the job's end runs here, in the office's repository: done when nothing conflicts any
-more, still `needs_review` (with the files) otherwise.
+How it works: docs/JOBS.md, "Resolving a job that needs review".
 """
 
 from __future__ import annotations

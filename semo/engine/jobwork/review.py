@@ -6,7 +6,7 @@
 The repository is the office's (``offices.repository``) unless one is given. What is compared:
 the job's base commit with the head of the job branch (the roles' work combined when the job
 ended), or with the head of one role's branch (``role``). Every git command goes through
-engine/gitrun.py (the repository's config untrusted); diffs are made with ``--no-ext-diff
+semo/engine/gitrun.py (the repository's config untrusted); diffs are made with ``--no-ext-diff
 --no-textconv --no-color``, so what is shown is the files' own text.
 """
 

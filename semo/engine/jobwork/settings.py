@@ -1,5 +1,6 @@
-"""`[git]` of semo.toml: the office's base branch and the agents' committer identity
-(docs/CONFIG.md, docs/JOBS.md "Shipping a job's work").
+"""`[git]` of semo.toml: the office's base branch and the agents' committer identity.
+
+See docs/CONFIG.md and docs/JOBS.md "Shipping a job's work".
 
     [git]
     base_branch = ""                           # default: the repository's checked-out branch

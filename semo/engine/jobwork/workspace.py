@@ -1,24 +1,6 @@
-"""The engine's side of a job's branch: start it, put each role's worktree on the job, record
-and combine the work at the end.
+"""The engine's side of a job's branch: start it, put worktrees on it, combine the work.
 
-    workspace = JobWorkspace(store, repository, settings=GitSection())
-    job = await workspace.start(job)                  # branch, base branch and base commit
-    entered = await workspace.enter(job.id, "FE", worktree_path)   # clean, on semo/FE/job-<id>
-    end = await workspace.finish(job.id)              # commit leftovers, combine on the job branch
-
-`enter` (docs/JOBS.md "Shipping a job's work"): a worktree already on the role's branch for the
-job (a retry) is left as it is, with what the earlier attempt left uncommitted; any other
-worktree first has its uncommitted leftovers saved (a commit on ``semo/saved/<ROLE>/<when>``,
-listed by ``semo worktrees``), then checks out the role's branch (made at the job's base
-commit). A role's branch that another worktree has checked out (an earlier attempt's) is
-freed first: that worktree's leftovers are committed on the branch, and it is detached.
-
-`finish`: each role's worktree still on its branch has its leftovers committed ("<task> (ROLE,
-job <id>)"); each role's branch is merged into the job branch (``engine.ship.gitops
-.merge_branch``: fast-forward or a merge commit, no checkout); a branch that conflicts is left
-out and named, with its files, in :class:`JobEnd.conflict`. `prepare_resolve` puts such a
-conflict into a role's worktree (``git merge --no-commit`` of the job branch, markers in the
-files) for the agent, or the operator, to resolve; the next `finish` commits the resolution.
+How it works: docs/JOBS.md, "A job's workspace".
 """
 
 from __future__ import annotations

@@ -3,14 +3,7 @@
     listing = await list_worktrees(store, office)        # WorktreeListing: worktrees, saved refs
     results = await prune_worktrees(store, office, force=False)
 
-A worktree's `state` says where its work is: ``missing`` (its folder is gone), ``dirty``
-(uncommitted changes: they exist nowhere else), ``merged`` (its commits are on the base branch),
-``shipped`` (on a remote's branch), ``combined`` (on a job branch, not yet shipped),
-``unmerged`` (only on its own branch). `prune` removes the worktrees whose work is merged or
-shipped (and those whose folder is gone), never one a live session works in; their branch goes
-too. Everything else is kept unless `force`: then a dirty worktree's changes are first saved on
-a ``semo/saved/...`` branch, the worktree is removed, and its branch is kept unless merged or
-shipped. So no prune ever deletes work that exists nowhere else.
+How it works: docs/JOBS.md, "Listing worktrees".
 """
 
 from __future__ import annotations

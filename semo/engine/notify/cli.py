@@ -1,5 +1,7 @@
-"""`semo notify test`: a test notification to every sink of semo.toml, one result a line;
-`semo notify engine-died`: a console's report of an engine that died under it (notify/death.py)."""
+"""`semo notify test` and `semo notify engine-died`.
+
+`test`: a test notification to every sink of semo.toml, one result a line; `engine-died`: a
+console's report of an engine that died under it (notify/death.py)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
 """An engine's death reported once to the office's sinks, whoever saw it first on this machine.
 
-Two kinds of witness see an engine die: the next engine (its reconcile report names the dead
-run: engine/notify/engine_hooks.py) and every console attached to it (its socket dropped
-without a goodbye). Each sends an ``engine_died`` notice only after it claimed the report:
-
-    if claim_report(paths, engine_id):   # False: someone here reported it already
-        ...send...
-
-The claim is a file created with ``O_EXCL`` in ``$XDG_STATE_HOME/semo/notified/`` (one per
-office and engine id), so of any number of consoles and the next engine on this machine
-exactly one reports. A console's report (`semo notify engine-died`, started by the console in
-the background) goes to the remote sinks only (webhook, ntfy, mail, command: the console
-showed its own desktop notification), and only when this machine knows the engine's process
-is gone (`local_engine_gone`): a console cut off from a live engine reports nothing. An engine
-on another machine that later finds the same dead run by its heartbeat cannot see the claim
-and reports it too (docs/NOTIFY.md).
+How it works: docs/NOTIFY.md, "An engine that died under a console".
 """
 
 from __future__ import annotations

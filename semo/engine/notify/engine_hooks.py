@@ -1,11 +1,13 @@
-"""The engine's side of notifications: a `Notifier` for its office, fed with its bus, its
-reconcile reports (dead engines) and its circuit breakers.
+"""The engine's side of notifications: a `Notifier` for its office.
+
+It is fed with the engine's bus, its reconcile reports (dead engines) and its circuit
+breakers.
 
 Engine death is reported by whoever ends what the dead engine left: the store ends an
 engine's sessions, commands and jobs once (one transaction, `Store.end_engine`), so exactly one
 engine's reconcile report names it, at the next engine's start or in a running engine's
 periodic pass; and that engine reports it only when no console attached to the dead engine
-reported it first (`claim_report`, engine/notify/death.py).
+reported it first (`claim_report`, semo/engine/notify/death.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a notification says: a `Notice`, built from engine events, cleaned on construction.
 
 A notice names the office, the agent, what is needed and the command or key that answers it;
-every text field is made inert and bounded (engine.notify.text.clean) when the model is built,
+every text field is made inert and bounded (semo.engine.notify.text.clean) when the model is built,
 whatever the producer passed in. `key` is what de-duplication compares.
 """
 

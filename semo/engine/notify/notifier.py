@@ -5,12 +5,7 @@
     notifier.notify(notice)   # also for what is not a bus event (engine death, breaker)
     await notifier.stop()     # what is queued gets `flush_timeout` seconds, then is dropped
 
-Each sink has its own bounded queue and worker: a slow or failing sink never delays the
-engine or another sink. A delivery that fails is logged (without secrets) and retried with
-exponential backoff, each attempt bounded by the sink's `timeout`; the notice is dropped after
-`retries` more attempts. Before the queue, each sink's `Throttle` drops duplicates and turns
-what exceeds its rate into one summary. Questions and permission requests wait: a sink hears
-of one once it waited that sink's `delay` and is still open (`still_waiting`).
+How it works: docs/NOTIFY.md, "The notifier".
 """
 
 from __future__ import annotations

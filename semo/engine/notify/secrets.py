@@ -1,5 +1,6 @@
-"""The secrets a notification must never carry: the office's store credentials and API
-tokens, from its config and from the environment."""
+"""The secrets a notification must never carry: the office's store credentials and tokens.
+
+They come from its config and from the environment (store credentials and API tokens)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
 
 A job is created as a `jobs` row (pending) plus a `run_job` command carrying its id: the
 dispatcher of an engine of the office claims the command and its JobRunner runs the job
-(engine/routing/jobs.py). The engine writes each step to the job's timeline (`job_events`); the
+(semo/engine/routing/jobs.py). The engine writes each step to the job's timeline (`job_events`); the
 invocations and results the job caused carry its id.
 """
 

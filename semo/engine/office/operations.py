@@ -81,7 +81,7 @@ def _permission_answer(question: UserQuestion, text: str | None, option: int | N
     return canonical_answer(text)
 
 
-#: set by the engine in every agent's environment (engine.protocol.hooks.ENV_TOKEN)
+#: set by the engine in every agent's environment (semo.engine.protocol.hooks.ENV_TOKEN)
 _AGENT_MARK = "SEMO_HOOK_TOKEN"
 
 
@@ -164,7 +164,7 @@ async def _engine_gone(store: Store, office_id: str, engine_id: str | None) -> s
 def engine_gone(engine_id: str, row: EngineHeartbeat | None) -> str | None:
     """Why engine `engine_id` (heartbeat row `row`, None when it has none) is not running, or
     None: a process of this machine that has exited, or whose pid is another process now, is
-    known at once (engine/liveness.py); otherwise its heartbeat decides (stopped, or
+    known at once (semo/engine/liveness.py); otherwise its heartbeat decides (stopped, or
     it ran out). The one judgement of `semo answer`, prompts, and the listings."""
     from semo.engine.liveness import local_engine_gone
 

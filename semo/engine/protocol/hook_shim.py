@@ -1,21 +1,6 @@
 """``semo hook EVENT``: the command Claude Code runs for each hook semo installs.
 
-Reads the hook JSON from stdin, sends it with the session's token to the engine's hook socket
-(``SEMO_HOOK_SOCKET`` / ``SEMO_HOOK_TOKEN``, set by the engine in the session's environment)
-as one line, waits up to 2 s for the engine's one-line answer, and exits.
-
-It always exits 0 and prints nothing on stdout: Claude Code feeds a hook's stdout to the model
-for some events and treats exit 2 as "block", and a missing engine must never stop an agent.
-The one exception is ``PermissionRequest``: the shim waits (without a time limit: Claude Code's
-hook timeout bounds it) for the engine's decision and prints it, ``{"hookSpecificOutput":
-{"hookEventName": "PermissionRequest", "decision": {...}}}``. Without a decision (no engine,
-the socket gone, the engine stopped while it waited) it prints nothing, so Claude Code shows
-its own dialog: a person decides, never a silent allow.
-Problems go to stderr. Without the two variables (the worktree used outside semo) it exits at
-once. Start-up matters (it runs on every prompt and every stop), so it imports only a few
-standard modules: the stdin JSON is forwarded as it came, not parsed (``json`` is imported only
-to shrink a payload over the size limit). Run it as ``python -I -S path/to/hook_shim.py EVENT``
-(fastest), ``python -m semo.engine.protocol.hook_shim EVENT`` or ``semo hook EVENT``.
+How it works: docs/SESSIONS.md, "The hook shim".
 """
 
 import _signal  # built in, like _socket: `signal` would import enum
@@ -27,9 +12,9 @@ import time
 ENV_SOCKET = "SEMO_HOOK_SOCKET"
 ENV_TOKEN = "SEMO_HOOK_TOKEN"
 ACK_TIMEOUT = 2.0
-DECISION_EVENTS = ("PermissionRequest",)  # engine.protocol.hooks.DECISION_EVENTS
+DECISION_EVENTS = ("PermissionRequest",)  # semo.engine.protocol.hooks.DECISION_EVENTS
 _DECISION_PREFIX = b'{"ok": true, "output": '
-MAX_MESSAGE_BYTES = 1024 * 1024  # the engine's limit (engine.protocol.hooks.MAX_MESSAGE_BYTES)
+MAX_MESSAGE_BYTES = 1024 * 1024  # the engine's limit (semo.engine.protocol.hooks.MAX_MESSAGE_BYTES)
 _SHRINK_KEEP = 4096  # in an oversize payload, fields whose JSON is longer than this are dropped
 
 

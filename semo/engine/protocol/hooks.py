@@ -1,35 +1,6 @@
 """Claude Code hooks: install them in a worktree, and receive what they report.
 
-Claude Code runs a *hook* (a shell command) at points of its life cycle and writes a JSON
-object about the event on the command's stdin. semo installs one hook per event it cares about
-(:data:`HOOK_EVENTS`) in the worktree's ``.claude/settings.local.json``; each runs the tiny
-``semo hook EVENT`` shim (:mod:`engine.protocol.hook_shim`), which forwards the JSON to the
-engine's :class:`HookServer` over a Unix socket, authenticated with a per-session token taken
-from the environment the engine gave the session (:meth:`HookServer.env_for`).
-
-Wire format (one request per connection, one UTF-8 JSON object on one line)::
-
-    -> {"token": "<per-session token>", "event": "Stop", "payload": {...hook stdin...},
-        "sent_at": 1760000000.123}            # sent_at: optional, the shim's wall clock
-    <- {"ok": true}                            # or {"ok": false, "error": "bad_token"}
-
-What Claude Code 2.1.328 writes on stdin (observed; paths shortened)::
-
-    SessionStart      {"session_id", "transcript_path", "cwd", "hook_event_name",
-                       "source": "startup", "model"}
-    UserPromptSubmit  {..., "prompt_id", "permission_mode", "prompt": "<typed text>"}
-    Stop              {..., "prompt_id", "permission_mode", "effort": {"level"},
-                       "stop_hook_active": false, "last_assistant_message": "<exact text>",
-                       "background_tasks": [], "session_crons": []}
-    SessionEnd        {..., "prompt_id", "reason": "prompt_input_exit"}
-    PermissionRequest {..., "prompt_id", "permission_mode", "tool_name": "Bash",
-                       "tool_input": {"command", "description"}, "permission_suggestions"}
-
-A PermissionRequest waits for the engine's decision (:attr:`HookServer.decide`): the answer is
-``{"ok": true, "output": {...}}`` whose ``output`` the shim prints for Claude Code, or
-``{"ok": true}`` (no decision: Claude Code shows its own dialog).
-
-Only the standard library and pydantic are used here; the shim itself imports neither.
+How it works: docs/SESSIONS.md, "Claude Code hooks".
 """
 
 from __future__ import annotations
@@ -276,7 +247,7 @@ def merge_hook_settings(
 
 def _read_settings(worktree: Path) -> tuple[str | None, dict[str, Any]]:
     """(text, settings) of the worktree's settings file; never through a symlink out of the
-    worktree, never a FIFO (engine/fsutil.py: read_text_in)."""
+    worktree, never a FIFO (semo/engine/fsutil.py: read_text_in)."""
     path = worktree / SETTINGS_RELPATH
     try:
         text = read_text_in(worktree, SETTINGS_RELPATH)
@@ -346,7 +317,7 @@ def install_hooks(
 def _git(worktree: Path, *args: str) -> str | None:
     try:
         proc = subprocess.run(
-            git_argv("git", worktree, *args),  # hooks off, no secrets: engine/gitsafe.py
+            git_argv("git", worktree, *args),  # hooks off, no secrets: semo/engine/gitsafe.py
             capture_output=True,
             text=True,
             timeout=10,
@@ -492,8 +463,8 @@ class HookServer:
     ``max_connections`` are open the oldest connection still waiting for its request (from the
     process holding the most) is dropped to make room. Events of one session are delivered in
     the order they were received. A session registered with a :class:`TranscriptScope` gets
-    its Stop's transcript read (see :mod:`engine.protocol.transcript`) in a worker thread within
-    ``transcript_timeout`` seconds, into :attr:`HookEvent.transcript_text`.
+    its Stop's transcript read (see :mod:`semo.engine.protocol.transcript`) in a worker thread
+    within ``transcript_timeout`` seconds, into :attr:`HookEvent.transcript_text`.
     """
 
     def __init__(
@@ -551,7 +522,7 @@ class HookServer:
         #: decides PermissionRequest events (the engine's approvals); None: never decided here
         self.decide: Decider | None = None
         #: whether a session's CLI can have sent this event now (the session's turn gate,
-        #: engine/protocol/turn_gate.py); None: every event with a valid token is taken
+        #: semo/engine/protocol/turn_gate.py); None: every event with a valid token is taken
         self.admit: Callable[[str, str], bool] | None = None
 
     # -- sessions --------------------------------------------------------------------------
@@ -792,7 +763,8 @@ class HookServer:
         if named is not None and named != event:
             return self._reject("event_mismatch", conn.peer, session_key, repr(named)[:60])
         if self.admit is not None and not self.admit(session_key, event):
-            # no turn semo started can have sent it: the agent's own (engine/protocol/turn_gate.py)
+            # no turn semo started can have sent it: the agent's own
+            # (semo/engine/protocol/turn_gate.py)
             return self._reject("no_turn", conn.peer, session_key, event)
         sent_at = message.get("sent_at")
         order = self._order.setdefault(session_key, asyncio.Lock())

@@ -1,6 +1,6 @@
 """Typed protocol messages (one pydantic model each) and the error reported for a malformed one.
 
-The grammar that produces them is in docs/PROTOCOL.md; `engine.protocol.parser` builds them.
+The grammar that produces them is in docs/PROTOCOL.md; `semo.engine.protocol.parser` builds them.
 """
 
 from __future__ import annotations

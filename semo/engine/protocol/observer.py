@@ -1,18 +1,6 @@
 """One agent session's protocol pipeline: hooks and screen in, messages/signals/states out.
 
-Claude Code sessions (`profile="claude"`): the truth comes from hooks. UserPromptSubmit ->
-executing; Stop -> the turn's text (every assistant text block of the turn, read from the
-session transcript, or the hook's `last_assistant_message` if that cannot be read) is parsed for
-protocol messages, its lines scanned for signals as model text, and the state becomes
-waiting_input if the turn asked the operator something, else ready. The screen adds what no hook
-says in time: a permission dialog (waiting_input), and tool output lines (signals that inform but
-do not decide).
-
-Other agents (`profile="generic"`): the screen is all there is. Each line is read when it is
-final (and again only if a redraw changed it), protocol markers are parsed from it, signals come
-from the screen, and the agent is ready when its prompt pattern is on the cursor line; a block
-still open then is reported as never closed. A turn (from one prompt semo typed to the next)
-yields at most MAX_MESSAGES_PER_TURN messages and MAX_SIGNALS_PER_TURN signals.
+How it works: docs/SESSIONS.md, "The observer".
 """
 
 from __future__ import annotations
@@ -63,7 +51,7 @@ _DIALOG = re.compile(
 )
 #: the line Claude Code (2.1.328) ends an interrupted turn with
 _INTERRUPTED = re.compile(r"^\s*⎿\s+Interrupted · What should Claude do instead\?\s*$")
-#: the reason of the state change when a dialog comes up (engine/routing/approvals.py)
+#: the reason of the state change when a dialog comes up (semo/engine/routing/approvals.py)
 DIALOG_REASON = "a dialog waits for you"
 _GUTTERS = ("● ", "  ")
 _TURN_END = re.compile(r"^[✻✢✳✶✽*·] \S+ for \d")

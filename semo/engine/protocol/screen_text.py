@@ -1,15 +1,6 @@
 """What the model said, read back from the screen, for agents whose hooks cannot tell us.
 
-Claude Code draws each reply as `● ` + text with a two-space gutter on following lines, tool
-calls as `● Tool(args)` with their output under `  ⎿  `, code blocks in a colour (the ``` fences
-are not drawn), a submitted prompt as `❯ text` on a shaded background, and wraps long lines
-itself at the terminal width. `claude_turn_text` undoes that for the latest turn: gutters and
-bullets removed, tool calls and their output left out, code lines put back inside fences (so a
-quoted marker is not a message), and lines the renderer wrapped joined again.
-
-`FinalLines` serves plain (non-Claude) agents: it returns each line when the cursor has moved
-below it or it scrolled into scrollback (redraws of the current line are never read), and a row
-again only when a redraw gave it new text.
+How it works: docs/SESSIONS.md, "Reading the screen".
 """
 
 from __future__ import annotations

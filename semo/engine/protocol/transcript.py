@@ -1,23 +1,6 @@
 """Reading a turn's text from a Claude Code transcript named by a (possibly hostile) Stop hook.
 
-The Stop hook's ``transcript_path`` comes from a message sent with the session's token, so it
-is agent input: it may name a FIFO (an ``open`` that never returns), ``/dev/zero``, a 200 MB
-file, a binary file, a symlink to any of these, or another session's transcript. The rules:
-
-* the path must be a ``*.jsonl`` file directly inside the session's Claude projects folder,
-  ``<config dir>/projects/<escaped worktree path>/``, where the config dir is
-  ``$CLAUDE_CONFIG_DIR`` or ``$HOME/.claude`` of the session's environment and the escaped path
-  is the worktree path with every character but ``[A-Za-z0-9]`` replaced by ``-`` (cut at 200
-  characters plus ``-<hash>`` for longer paths), as Claude Code 2.1.328 names it;
-* it is opened relative to that folder with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink is refused,
-  a FIFO opens without waiting for a writer) and must be a regular file by ``fstat``;
-* only its last :data:`TAIL_BYTES` are read, and lines are parsed from the end back to the
-  turn's prompt with :mod:`engine.safe_json` (bounded size and depth); a line that is not JSON
-  or not UTF-8 is skipped.
-
-:func:`read_turn_text` is blocking; the hook server runs it in a worker thread with a time
-limit. Anything refused raises :class:`TranscriptRefused`; the turn then ends with the hook's
-``last_assistant_message`` instead.
+How it works: docs/SESSIONS.md, "The turn's text from the transcript".
 """
 
 from __future__ import annotations

@@ -4,25 +4,7 @@
     gate.submitted()          # semo typed a prompt and Enter, or the operator pressed Enter
     gate.admit("Stop")        # True: the turn's end (it closes the turn); False: dropped
 
-A hook message carries the session's token, and the agent has that token (it is in the CLI's
-environment, which its tools inherit), so the agent can send hook messages of its own: each
-forged Stop used to be a new turn, with its own message budget and its own questions (3,000
-pending questions in 1.5 s). No secret fixes that for a same-uid agent: it can read its
-environment, its worktree, the settings file and the transcript, and its tool processes are
-children of the CLI just like the CLI's hook processes (docs/SECURITY.md, "Hook turns"). What the
-agent cannot do is make semo submit a prompt. So every turn is a *credit* semo hands out when it
-submits input; the credit is the per-turn nonce, held by the engine rather than the CLI:
-
-- ``SessionStart``: the first one of the CLI's life is free; later ones (``/clear``) need a
-  turn open (a submission).
-- ``UserPromptSubmit``: needs an open turn; it does not close it.
-- ``Stop``: needs an open turn and closes it.
-- ``SessionEnd``: always (it only ends the session).
-- Every other event (``Notification``, ``PermissionRequest``, any later one): needs an open turn,
-  at most ``MAX_EVENTS_PER_TURN`` of them per turn.
-
-At most ``MAX_OPEN_TURNS`` credits are outstanding (a submission whose turn never ended, such as
-one the operator cancelled, leaves one; the cap bounds what a forger can spend of them).
+How it works: docs/SECURITY.md, "Turn credits for hook reports".
 """
 
 from __future__ import annotations

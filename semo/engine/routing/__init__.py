@@ -1,6 +1,6 @@
 """Routing: what the engine does with remote commands and the agents' protocol messages.
 
-`engine.routing.dispatcher` claims `agent_commands` rows of an office and runs each against a
+`semo.engine.routing.dispatcher` claims `agent_commands` rows of an office and runs each against a
 session of this engine, one `agent_command_results` row per command.
 """
 

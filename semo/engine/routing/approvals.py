@@ -1,29 +1,6 @@
-"""Approvals: an agent's permission request decided by a rule, an earlier "for this session",
-or a person through the inbox.
+"""Approvals: an agent's permission request decided by a rule, the session, or a person.
 
-Claude Code's ``PermissionRequest`` hook waits in the hook server (engine/protocol/hooks.py)
-while :meth:`Approvals.decide` runs:
-
-1. the request's summary is built (engine/approval_policy.py: bounded, inert);
-2. a request the operator allowed "for this session" (same tool, same input) is allowed (the
-   grants are recorded with the session's conversation and survive an engine restart that
-   resumes it: engine/control/resume.py);
-3. else the first ``[approvals]`` rule that matches the agent's role decides;
-4. else a question of type ``permission`` is stored (a ``permission_asked`` step on the bus:
-   notifications, the console, the job's timeline) and its answer awaited: from the console
-   (:meth:`Router.answer`), `semo answer`, the REST API or a row update (the router's sweep
-   hands answered permissions here, never types them). ``[approvals] deny_after_minutes``
-   denies it when no one answered in time.
-
-Dialogs that never call the hook (auto mode's "can't check actions in this session", its
-plain "Do you want to proceed?" and its offer) are read off the screen
-(engine/routing/screen_dialogs.py) once the observer says a dialog waits and no hook request
-came with it: the same inbox item, answered with keys in the agent's pane.
-
-Every decision is a ``permission_decided`` step (who or which rule, and what) on the bus, so
-it is in the session's events and on its job's timeline. When semo cannot decide (the store
-refuses the row, the hook went away, the engine stops) the hook gets no decision and Claude
-Code shows its own dialog: a person decides there, never a silent allow.
+How it works: docs/ROUTING.md, "Approvals".
 """
 
 from __future__ import annotations
@@ -91,7 +68,7 @@ class Approvals:
         self._screen: dict[str, tuple[AgentSession, ScreenDialog]] = {}  # question id -> dialog
         self._answering: set[asyncio.Task[None]] = set()
         #: told a session's grants each time they change (the engine records them with the
-        #: session's conversation, so a resumed session keeps them: engine/control/resume.py)
+        #: session's conversation, so a resumed session keeps them: semo/engine/control/resume.py)
         self.on_grant: Callable[[str, list[tuple[str, str]]], None] | None = None
         #: seconds a dialog on the screen waits for its hook request before the screen is read
         self.screen_grace = SCREEN_GRACE

@@ -4,12 +4,7 @@
     refused = budgets.take(agent_id, "results", size=len(text))   # None, or why not
     if refused is not None and budgets.note_due(agent_id): tell the agent, once a window
 
-The per-turn cap of the observer (100 messages a turn) does not bound an agent: semo's own
-feedback and every result typed into a model agent start a new turn, and two agents can trade
-plain results forever. These budgets count per agent across turns and sessions, each a token
-bucket of `limit` tokens refilled at `limit / window` per second (a burst of `limit`, then the
-steady rate), so the memory they use is one float pair per agent and kind, whatever the flood.
-docs/SECURITY.md ("Budgets over time") says what happens at a limit.
+How it works: docs/ROUTING.md, "Budgets".
 """
 
 from __future__ import annotations

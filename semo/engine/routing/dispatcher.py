@@ -8,41 +8,7 @@
     ...
     await dispatcher.stop(grace=10)
 
-One claim loop waits on `store.wait_for_change(office_id, poll_interval)`. A wake-up is only a
-hint: the loop also claims when the wait times out, and once at start, so a command inserted
-while the engine was away or whose wake-up was lost still runs. It claims commands one at a
-time with `claim_next_command` while fewer than `max_concurrent` run (run_job commands have a
-budget of their own, `max_jobs`: while it is full the claim skips them, so jobs waiting for a
-session never hold the slots of the cancel and terminate commands that would free one), and runs
-each as its own task; a renewal task extends this engine's leases every `lease_seconds / 3`
-while commands run.
-
-Every claimed command ends in exactly one `complete_command` call:
-
-- success: a result dict per type (create_session: session_id, role, state; send_prompt:
-  delivered and waited_s, or with `wait` the turn's state, text and message kinds; get_output:
-  lines, cols, rows, cursor, state; ...);
-- failure, with a message for the operator: a payload that fails its model ("rejected: ..."),
-  "no session 'X' on this engine", an ended session, a failed delivery, "<type> timed out after
-  30 s" (`command_timeout`; send_prompt's own `timeout`), "jobs are not enabled on this engine",
-  "engine stopping", and "internal error: ..." for anything unexpected (logged with its
-  traceback).
-
-Several engines can serve one office: the store hands a command for a session only to the
-engine recorded as running it (`agent_sessions.engine_id`) while that engine is alive (its
-heartbeat, `engine/heartbeat.py`), and fails at claim one whose session has ended ("session X
-has ended: ...; the command was not run") or whose engine is not alive ("session X's engine Y
-stopped answering (last seen ...); the command was not run"), so "no session 'X' on this
-engine" is left for sessions the store does not tie to an engine (a row written by hand, a
-session whose row was never recorded).
-
-A `StoreError` while writing the result is retried with backoff (the lease keeps the command
-ours meanwhile); if the store still refuses, the command is left to `recover_expired`, which
-requeues or fails it once the lease has run out. `stop(grace)` stops claiming, gives running
-commands `grace` seconds, then cancels the rest and completes them failed ("engine stopping").
-
-Raw input to a session (send_text, send_keys, cancel) is serialised per session, so the keys of
-two commands never interleave; prompts are ordered by the session's own input queue.
+How it works: docs/STORE.md, "The command dispatcher, step by step".
 """
 
 from __future__ import annotations
@@ -221,7 +187,7 @@ class CommandDispatcher:
         self.bus = bus
         self.create_session = create_session
         self.run_job = run_job
-        #: ships a job's work (engine/ship via the engine); None: not on this engine
+        #: ships a job's work (semo/engine/ship via the engine); None: not on this engine
         self.ship_job = ship_job
         self.command_timeout = command_timeout
         self.lease_seconds = lease_seconds

@@ -1,5 +1,7 @@
-"""An operator's cancel of a running job, watched for the job's whole run: it wins over
-every later step (waiting for a session, for the agent's prompt, typing the task, a retry).
+"""An operator's cancel of a running job, watched for the job's whole run.
+
+It wins over every later step (waiting for a session, for the agent's prompt, typing the task,
+a retry).
 
     watch = CancelWatch(store, job_id, poll=1.0)
     lease = await watch.unless_cancelled(pool.acquire(...))      # JobCancelled if cancelled first

@@ -1,31 +1,10 @@
-"""What becomes of the jobs a dead engine was running (called by engine.reconcile).
+"""What becomes of the jobs a dead engine was running (called by semo.engine.reconcile).
 
     jobs = await running_jobs_of(store, office_id, engine_id)   # before Store.end_engine
     recovered = await recover_jobs(store, jobs, engine_id, reason)
     ended = await store.end_engine(..., job_reason=reason)      # the rest of its work
 
-For each job the dead engine was running, in ONE store transaction (`Store.recover_job`):
-
-- its open work is cancelled with the reason: invocations and results it caused are never sent
-  again, so no agent of a later engine works for a job that is over or starts again;
-- under the crash policy (`engine.routing.policy.decide`, kind ``crash``: one retry while
-  ``attempts`` is below ``MAX_ATTEMPTS``), and unless an operator asked to cancel it, it goes
-  back to pending with a new ``run_job`` command, else it fails with the reason. At most once
-  for this failure even when several engines find the dead one at the same time (the job must
-  still be running on the dead engine with the same attempts); the engine whose dispatcher
-  claims the command runs it from a new session, continuing the attempt count.
-
-Recovery runs before `end_engine`: an engine that dies half-way leaves the jobs it had not
-recovered running on the dead engine, so the next pass (any engine's reconcile) finds that
-engine again and recovers them; none stays failed without its retry.
-Its timeline steps (``engine_died``, then ``retry`` or ``failed``) are written in the same
-transaction (``timeline=True``).
-
-A job whose session was a Claude Code conversation the new engine resumes (engine.control.resume)
-is not recovered this way: `take_over_jobs` runs before reconcile and hands it to the new engine
-as it is, running, with its work open, and the job runner continues it in the resumed
-conversation (`JobRunner.continue_job`): the agent is told that semo restarted and goes on
-where it was; results and answers that were waiting for it are typed into it.
+How it works: docs/JOBS.md, "Recovering a dead engine's jobs".
 """
 
 from __future__ import annotations

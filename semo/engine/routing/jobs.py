@@ -4,64 +4,7 @@
     job = await runner.execute_job(job_id)          # -> the Job row, done or failed
     dispatcher = CommandDispatcher(..., run_job=runner.run_job)
 
-`execute_job` takes a ``pending`` job row, marks it ``running`` (with this engine's id, so that
-a later engine's reconcile fails it if this one dies), leases a session of the job's
-agent from the pool (``acquire(agent_id=...)``), delivers the task as a prompt, then watches
-that session's events until the outcome:
-
-- **done**: a ``[SEMO:DONE]`` message (``Done``) from that session, or a decisive ``semo_done``
-  completion signal. A job may span several turns (the agent asks a question, invokes another
-  agent and gets the result as a later prompt, delivered by other code to the same session):
-  the job waits for ``Done`` across turns; a turn that ends without one is not an outcome.
-- **failed attempt**, judged when a turn ends: a decisive error signal in the turn
-  (``ENOENT:``, ``Permission denied``, ``fatal:``, ``Error:`` in the agent's own text; tool
-  output only informs, and ``Done`` in the same turn wins); the session ending during the job
-  (a crash, or terminated); no outcome in ``job_timeout`` seconds (the agent not taking the
-  prompt counts as a timeout too).
-
-Each failed attempt goes through :func:`engine.routing.policy.decide`: ENOENT -> failed;
-Permission denied -> failed and ``needs_human``; another error -> failed; timeout -> one retry
-(the running turn is interrupted first; the same session is used again if it is back at its
-prompt within ``cancel_grace``, else it is ended and a new one acquired); crash -> one retry in
-a new session (the pool replaces crashed sessions). The retry's prompt says it is a retry. A
-circuit breaker that is open (``BreakerOpen`` from the pool), like any other failure to get a
-session, fails the job with the pool's message. A full pool is no failure: the job waits for a
-session as long as it takes (``queued`` on its timeline, with what the sessions are doing), so
-a burst beyond ``[pool] max_sessions`` queues; a cancel ends the wait. The row records
-``attempts`` (attempts that got a session), ``session_id`` (the latest), ``failure_reason`` and
-``needs_human``; the session is released to the pool at the end, whatever happened.
-
-**Generic agents** (screen only): the screen reader's signals see every line, including the
-echo of the prompt typed at the agent's prompt and lines inside code fences. For those sessions
-the runner re-reads each turn's lines itself when the turn ends, skipping the line the prompt was
-typed on and everything inside ````` / ``~~~`` fences, so neither a task that mentions
-``Error:`` nor a quoted marker decides a job. (Claude Code sessions' signals come from the
-model's own text, fence-aware, and are used as they are.) Whatever the profile, an agent's own
-"Created pull request #N" is the job's pull request (``pr_created`` on the timeline, once per
-number; `semo job ship --pr` opens no other); other completion lines only inform.
-
-**A job owns its work.** The session a job runs in is known to the router
-(`Router.job_of_session`), so the invocations it causes, and those the invoked agents cause in
-turn, and their results, carry the job's id. When an attempt fails (a crash, a timeout, a
-cancel) and when the job ends, its open invocations and results are cancelled with the reason
-(`Router.cancel_job_work`: the agents working on them are interrupted and told), so nothing
-goes on outside a job. A job whose engine died is retried once by a live engine
-(`engine.routing.job_recovery`); the runner then continues its attempt count and tells the
-agent that the earlier attempt's engine stopped. A job whose Claude Code conversation the new
-engine resumed is continued by `continue_job` instead: in that conversation, told to go on
-(`continuation_prompt`), its work left open.
-
-**Cancelling.** `Store.request_job_cancel` (``semo job cancel``, the API) records
-``cancel_reason`` on a running job; the runner reads its running job's row at once and then
-every ``cancel_poll`` seconds for the job's whole run (`engine.routing.job_cancel`), and the
-cancel wins over every later step: waiting for a session, for the agent's prompt, the typing of
-the task (the row is read again right before it is typed), the outcome, a retry. The turn is
-interrupted, the work cancelled, the job failed with ``cancelled: <reason>``.
-
-**The timeline.** Every step is published on the bus as a :class:`JobEvent` (``kind="job"``)
-and written, in order, as a `job_events` row (`Store.add_job_entry`); the router's steps that
-carry the job's id (questions, answers, invocations, results) are written there too. `semo job
-show` and the API read it back.
+How it works: docs/JOBS.md, "The job runner".
 """
 
 from __future__ import annotations
@@ -127,7 +70,7 @@ MAX_PENDING_ENTRIES = 10_000
 EVENT_FIELDS = frozenset("office_id job_id agent_id step status attempts session_id detail".split())
 
 
-# the generic reader's gutter and the monitor's fence, as engine.protocol uses them
+# the generic reader's gutter and the monitor's fence, as semo.engine.protocol uses them
 _GUTTER = re.compile(r"^(● |  )")
 #: an agent's "Created pull request #N" (the monitor's completion pattern), and a PR's address
 PULL_REQUEST = next(p.regex for p in PATTERNS if p.name == "pull_request")
@@ -488,7 +431,7 @@ class JobRunner:
         #: seconds between reads of a running job's row (an operator's cancel)
         self.cancel_poll = float(cancel_poll)
         self.router = router
-        #: the jobs' branches (engine/jobwork): None runs jobs without recording their work
+        #: the jobs' branches (semo/engine/jobwork): None runs jobs without recording their work
         self.workspace = workspace
         self._watches: dict[str, _Watch] = {}  # session id -> the attempt running in it
         self._running: set[str] = set()  # job ids being run by this runner
@@ -852,7 +795,7 @@ class JobRunner:
                 await session.terminate(reason)
         return False
 
-    # -- the job's branch (engine/jobwork) ----------------------------------------------------
+    # -- the job's branch (semo/engine/jobwork) ----------------------------------------------------
 
     async def _start_branch(self, job: Job) -> Job:
         """The job's branch at the base (kept on a retry), on the timeline; a repository that

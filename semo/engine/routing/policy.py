@@ -4,20 +4,7 @@
     if decision.retry: ...                      # one more attempt
     else: job failed, decision.reason, decision.needs_human
 
-| failure | retried | session | needs a human |
-|---|---|---|---|
-| ``enoent`` (``ENOENT:`` in the agent's own text) | no | - | no |
-| ``permission_denied`` (``Permission denied``) | no | - | yes |
-| ``timeout`` (no outcome in time; the prompt not taken) | once | kept if at its prompt | no |
-| ``crash`` (the agent's process ended during the job) | once | a new one | no |
-| ``error`` (``fatal:``, ``Error:``: any other decisive error) | no | - | no |
-| ``no_session`` (circuit breaker open, pool full, a session that did not start) | no | - | no |
-| ``terminated`` (the engine or an operator ended the session) | no | - | no |
-| ``cancelled`` (the runner was interrupted: engine stopping) | no | - | no |
-
-"Once" means: a retry is decided only while ``attempts`` (attempts so far, the failed one
-included) is below ``MAX_ATTEMPTS`` (2). The policy is a pure function: it never looks at
-sessions, stores or clocks, so every branch is a plain unit test.
+How it works: docs/JOBS.md, "The error policy in code".
 """
 
 from __future__ import annotations
@@ -80,7 +67,7 @@ class Decision(BaseModel):
 
 
 def kind_for_pattern(pattern: str) -> FailureKind:
-    """The failure kind of an error signal's pattern name (engine.protocol.monitor.PATTERNS):
+    """The failure kind of an error signal's pattern name (semo.engine.protocol.monitor.PATTERNS):
     ``enoent`` and ``permission_denied`` are their own kinds, every other error is ``error``."""
     return _SIGNAL_KINDS.get(pattern, "error")
 

@@ -1,46 +1,6 @@
 """Routing between agents and people: ASK_USER, INVOKE and DELIVER_RESULT (seed 002).
 
-Every protocol message a session's observer finds is handled in order by one worker task:
-
-- ``ASK_USER``: a ``user_questions`` row; the session stays ``waiting_input``. An answer (from
-  `answer` — the console —, from `semo answer`, or from any UPDATE of the row, e.g. a web app
-  through Realtime) is typed into that session as its next prompt, once.
-- ``INVOKE:ROLE``: an ``agent_invocations`` row; the task goes to the target's session (the one
-  this router already uses for that agent, else one acquired from the pool). Invocations of one
-  target run one after another: the next is sent only when the current one delivered its result.
-  Unknown targets, oneself, and a chain that would wait on itself (A -> B -> C -> A) are refused;
-  the caller is told why as its next prompt.
-- ``DELIVER_RESULT:ROLE`` (or ``[SEMO:DONE]`` from a session working on an invocation): an
-  ``agent_results`` row, then typed into the recipient's session when it is ready; the row is
-  marked delivered only when the agent confirmed the prompt. Pending results are delivered again
-  after an engine restart (to the session that resumed the caller's Claude Code conversation,
-  `resumed`, else a new session of the recipient, with a note that semo restarted), so none is
-  lost and none is delivered twice. Answers to a resumed conversation's questions, and
-  invocations it was working on, go to it the same way. A result that names an invocation is
-  checked against the store first: the invocation must exist in this office, have been sent to
-  the sender (only the invoked agent delivers its result), come from the recipient, be running
-  and have no result yet. A result that fails a check, one to oneself, and an oversize one are
-  refused and never stored.
-- A malformed message: the sending agent is told what was wrong, as its next prompt.
-
-Agents are untrusted (docs/SECURITY.md): a refusal is an event on the bus (`RoutingStep`
-``malformed``, ``invoke_refused``, ``result_refused``) and a log line, and is typed into the
-sender only when its profile says it reads prompts (`AgentProfile.reads_prompts`: a shell
-would run semo's text as a command). For the same reason an agent that does not read prompts
-is never given another agent's task or result: INVOKE and DELIVER_RESULT to it are refused.
-
-Budgets over time (`engine/routing/budgets.py`, `[budgets]`): what one agent may make semo
-store per window (messages, questions, invocations, results, bytes) and how many of semo's own
-prompts may wait in a session; past one a message is refused unstored, with one
-``over_budget`` step and one note to the agent per window.
-
-Rows already in the store that an agent caused (left by an older version, or written around
-the engine) never stop the router: `resume` and the sweep handle each row on its own; an
-invocation that cannot be sent is marked failed with the reason, a result whose invocation
-does not check out is delivered as a plain message (the invocation is left alone), and one
-whose recipient is no agent of the office, or does not read prompts, is skipped.
-
-Every step is a row in the store and an event on the bus (`RoutingStep`).
+How it works: docs/ROUTING.md, "The router".
 """
 
 from __future__ import annotations
@@ -137,7 +97,8 @@ class Router:
         #: the agents it invokes cause, carries the job's id
         self.job_of_session: Callable[[str], str | None] = lambda _session_id: None
         #: (session, role, job id): before an invocation of a job is typed into a session, its
-        #: worktree goes on the role's branch for the job (set by the JobRunner; engine/jobwork)
+        #: worktree goes on the role's branch for the job (set by the JobRunner;
+        #: semo/engine/jobwork)
         self.enter_job: Callable[[AgentSession, str, str], Awaitable[None]] | None = None
         #: sessions of a dead engine whose Claude Code conversation this engine resumed: old
         #: session id -> the session that resumed it (`resumed`); what was waiting for the old
@@ -302,7 +263,7 @@ class Router:
         if question.id in self._answers_sent or question.answer is None:
             return
         if question.question_type == "permission":
-            # never typed: the agent's hook waits for it (engine/routing/approvals.py)
+            # never typed: the agent's hook waits for it (semo/engine/routing/approvals.py)
             self._answers_sent.add(question.id)
             if self.approvals is None or not self.approvals.answered(question):
                 log.info("permission %s answered, but no request waits for it", question.id)

@@ -1,18 +1,6 @@
 """Claude Code dialogs that skip the PermissionRequest hook, brought to the inbox from the screen.
 
-Some of Claude Code 2.1.328's dialogs never call a hook: auto mode's "Auto mode can't check
-actions in this session" (its safety check does not get through a local endpoint or gateway),
-the plain "Do you want to proceed?" that follows it, and the offer to make auto mode the
-default. The observer sees them on the screen and puts the session in ``waiting_input``
-(engine/protocol/observer.py); this module reads the dialog off the screen and brings it to
-the inbox as a permission item, then answers it with keys:
-
-- allow: the dialog's "Yes" option (or Enter where Enter is the way on: "Enter to stay in
-  auto mode"), reached with the arrow keys from the highlighted one, then Enter;
-- deny: Escape ("Esc to cancel"); a reason is typed as the agent's next prompt.
-
-"Allow for this session" is an allow here (the dialog has no such choice). A dialog answered
-in the agent's pane before anyone answered the item cancels the item.
+How it works: docs/ROUTING.md, "Dialogs on screen".
 """
 
 from __future__ import annotations
@@ -58,7 +46,7 @@ class ScreenDialog:
         return next((i for i, o in enumerate(self.options) if re.match(r"Yes\b", o)), -1)
 
     def keys(self, answer: Answer) -> str:
-        """The key spec (engine.terminal.keys) that gives ``answer``."""
+        """The key spec (semo.engine.terminal.keys) that gives ``answer``."""
         if answer.decision == "deny":
             return "<Esc>"
         if self.enter_allows:

@@ -1,25 +1,6 @@
 """One agent session: a CLI in a PTY, its protocol observer, and a FIFO input queue.
 
-Prompts never go straight to the terminal. `submit` puts them in the session's queue; one
-delivery task types each only when the agent is ready for it:
-
-- a ``prompt`` when the session is ``ready`` (at its prompt, idle);
-- an ``answer`` (to the agent's own ASK_USER) also when it is ``waiting_input`` because of
-  that question, but never while Claude Code shows a permission dialog.
-
-The task takes the first item the agent accepts now: in order while it is ready, and while it
-waits for the operator the answer overtakes the prompts queued before it (another agent's
-result, semo's feedback, a job's task), which stay queued in their order until it is ready
-again. An agent that exits while its prompt is typed fails that prompt with `SessionEnded`.
-
-A prompt is pasted (bracketed when the CLI enabled mode 2004), Enter is pressed, and the agent
-must confirm it: Claude Code through its UserPromptSubmit hook, a generic program by answering
-with output. Without a confirmation in ``profile.confirm_timeout`` the delivery is retried
-once (Enter again if the text is still in Claude Code's input box, the whole paste otherwise);
-a second silence fails that prompt with `DeliveryFailed`, never silently.
-
-`send_text` / `send_keys` are the raw channel (an operator answering a dialog, a remote
-keystroke): they go to the terminal at once, whatever the state.
+How it works: docs/SESSIONS.md, "An agent session".
 """
 
 from __future__ import annotations
@@ -169,7 +150,7 @@ class AgentSession:
         self._queue_changed = asyncio.Event()
         self._state_changed = asyncio.Event()
         self._submitted = asyncio.Event()
-        #: the hook reports this session's CLI can have sent (engine/protocol/turn_gate.py;
+        #: the hook reports this session's CLI can have sent (semo/engine/protocol/turn_gate.py;
         #: the session manager asks it before the hook server delivers or decides one)
         self.turns = TurnGate()
         self._output_seen = asyncio.Event()

@@ -1,25 +1,6 @@
 """A circuit breaker per key (an agent role): keeps a crashing session from restarting in a storm.
 
-States (seed 003 TASK-SE08)::
-
-    closed ──(failure_threshold failures within window_seconds)──> open
-    open ──(reset_timeout elapsed, on the next allow())──> half_open   (that allow() is the trial)
-    half_open ──record_success──> closed        half_open ──record_failure──> open
-
-- ``closed``: everything is allowed. Failures are counted in a sliding window; a success does
-  *not* forget them, because a restart storm is start (success) -> crash (failure) -> start ...
-  and must still open the breaker. Failures older than the window are forgotten.
-- ``open``: :meth:`CircuitBreaker.allow` answers False until ``reset_timeout`` seconds have
-  passed since the breaker opened; failures reported meanwhile change nothing.
-- ``half_open``: exactly one trial is let through (the :meth:`~CircuitBreaker.allow` call that
-  moved the breaker there); every other ``allow`` answers False until that trial reports
-  :meth:`~CircuitBreaker.record_success` (-> closed, failures forgotten) or
-  :meth:`~CircuitBreaker.record_failure` (-> open again, for another ``reset_timeout``). The
-  caller that got the trial must report its outcome.
-
-State changes happen only inside ``allow`` / ``record_*`` (``state()`` never moves the breaker);
-each one calls ``on_transition`` with a :class:`BreakerTransition`, after the breaker's own lock
-is released. Time comes from ``clock`` (seconds, monotonic), injectable for tests.
+How it works: docs/SESSIONS.md, "The circuit breaker".
 """
 
 from __future__ import annotations

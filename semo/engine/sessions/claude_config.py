@@ -1,36 +1,6 @@
 """Pre-accept Claude Code's onboarding and a worktree's trust dialog in the user's config.
 
-A new session must reach its prompt without a human, so before starting ``claude`` in a worktree
-the engine sets, in Claude Code's global config file (``~/.claude.json``, or
-``$CLAUDE_CONFIG_DIR/.claude.json``)::
-
-    "hasCompletedOnboarding": true                                  # no theme/login walk-through
-    "hasSeenAutoDefaultNudge": true             # no "Make auto mode your default permission mode?"
-    "projects": {"<resolved worktree>": {"hasTrustDialogAccepted": true, ...}, ...}
-
-and nothing else: every other key (the user's login, other projects, keys this code has never
-heard of) is kept; JSON is parsed and written back, so values are kept semantically (numbers,
-strings, order of keys), not byte for byte. A file that is not valid JSON (or not an object) is
-an error and is never overwritten.
-
-That file is rewritten by every running ``claude``, so a change is made the way the CLI makes
-its own (checked against Claude Code 2.1.328's ``saveConfigWithLock``):
-
-1. semo's writers serialise on an ``fcntl.flock`` of a sidecar file ``<config>.semo-lock``
-   (threads and processes alike);
-2. then take the CLI's own lock: the directory ``<config>.lock`` (proper-lockfile's protocol:
-   ``mkdir`` to take it, stale after 10 s without an mtime refresh, ``rmdir`` to release), so a
-   CLI saving at the same moment waits for us and re-reads after;
-3. read the file, change only our keys (nothing is written when they are already set), write a
-   temporary file in the same directory with the file's mode (0600 for a new file: the file
-   holds the user's account), and just before ``os.replace`` read the file again: if anything
-   changed since step 3's read (a writer that does not take the lock), start over from 3.
-
-Entries semo creates are listed in ``<config>.semo-owned.json``; :func:`forget` removes a
-worktree's entry only when it is listed there, so the user's own entries are never deleted.
-
-All functions here block (file locks, short sleeps while the CLI holds its lock): from the event
-loop, call them through ``asyncio.to_thread`` (or the ``*_async`` variants).
+How it works: docs/SESSIONS.md, "Claude Code's config: onboarding and trust".
 """
 
 from __future__ import annotations

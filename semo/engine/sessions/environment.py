@@ -1,30 +1,6 @@
 """The environment an agent starts with: the engine's own, without credentials.
 
-An agent is untrusted (docs/SECURITY.md), so whatever it inherits it can send anywhere. From the
-engine's environment (or the base environment given in code) every variable that names a
-credential is removed (:func:`is_credential`):
-
-- the engine's own configuration and secrets: ``SEMO_*``, ``SUPABASE_*``;
-- database clients: ``PG*`` (libpq: PGPASSWORD, PGUSER, PGHOST, PGPASSFILE, ...),
-  ``DATABASE_URL`` and ``*_DATABASE_URL``;
-- cloud accounts: ``AWS_*``, ``AZURE_*``, ``GOOGLE_*`` (GOOGLE_APPLICATION_CREDENTIALS, ...);
-- forges and registries: ``GITHUB_TOKEN``, ``GH_TOKEN``, ``GH_ENTERPRISE_TOKEN``,
-  ``GITHUB_ENTERPRISE_TOKEN``, ``GITLAB_TOKEN``, ``NPM_TOKEN``, ``NODE_AUTH_TOKEN``;
-- other providers' keys: ``OPENAI_API_KEY``, ``HF_TOKEN``, ``VAULT_TOKEN``;
-- the operator's SSH agent: ``SSH_AUTH_SOCK``;
-- any name ending in ``_TOKEN``, ``_SECRET``, ``_PASSWORD``, ``_PASSWD``, ``_API_KEY``,
-  ``_SECRET_KEY``, ``_ACCESS_KEY``, ``_PRIVATE_KEY`` or ``_CREDENTIALS``.
-
-Kept on purpose: ``ANTHROPIC_*`` and ``CLAUDE_*`` (e.g. ANTHROPIC_API_KEY,
-ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL, CLAUDE_CODE_OAUTH_TOKEN). They are the Claude Code
-agent's own credentials: the CLI cannot reach its model without them, and every tool it runs is
-its child and could read them from the CLI's process anyway.
-
-An agent gets a credential only when the operator names it in ``[[agents]] env``
-(:func:`agent_env_values`): ``GITHUB_TOKEN = "ghp_..."`` passes that value, and
-``GITHUB_TOKEN = "${GITHUB_TOKEN}"`` (the whole value, one name) passes the engine's own value
-of that variable (nothing when the engine has none). ``SEMO_*`` and ``SUPABASE_*`` can never be
-passed, under any name.
+How it works: docs/SECURITY.md, "The agents' environment".
 """
 
 from __future__ import annotations

@@ -5,21 +5,7 @@
         await session.wait_ready(30)
         result = await manager.execute(session.session_id, "Add /health", wait=True, timeout=300)
 
-Creating a Claude Code session prepares its folder first: the persona and the protocol go into
-``.claude/CLAUDE.md`` (PersonaInjector), semo's hooks into ``.claude/settings.local.json``
-(install_hooks; both files kept out of commits), and the folder is marked trusted in the
-``~/.claude.json`` of the HOME the agent runs with (onboarding too), so the CLI reaches its
-prompt without a human. Each session gets its own hook token; hook reports are routed to
-their session by it.
-
-Agents never inherit the engine's credentials: their environment is the engine's own (or
-`agent_env` as given) without credential variables (:mod:`engine.sessions.environment`: SEMO_*,
-SUPABASE_*, PG*, AWS_*, ..._TOKEN, ...), plus what ``[[agents]] env`` names, plus the agent's hook
-socket and token.
-
-With a store, every session is a row in ``agent_sessions`` (pid, engine, worktree) and every
-state change is written to it, in order, by one writer task; a store that is down costs log
-lines, never a session.
+How it works: docs/SESSIONS.md, "The session manager".
 """
 
 from __future__ import annotations
@@ -96,7 +82,7 @@ class LaunchOptions:
 
 
 def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`base` (default: ours) without credentials (:func:`engine.sessions.environment.scrub`)."""
+    """`base` (default: ours) without credentials (`semo.engine.sessions.environment.scrub`)."""
     return scrub(os.environ if base is None else base)
 
 
@@ -134,7 +120,7 @@ class SessionManager:
         self.hooks = HookServer(runtime_dir=runtime_dir, on_event=self._on_hook)
         self.hooks.admit = self._admit_hook
         #: hook timeouts other than the default, by event (a PermissionRequest waits for a
-        #: person: engine/approval_policy.py ApprovalsSection.hook_timeout)
+        #: person: semo/engine/approval_policy.py ApprovalsSection.hook_timeout)
         self.hook_timeouts: dict[str, int] = {}
         self.record_dir = record_dir
         self.launch_options = launch_options or (lambda _agent: LaunchOptions())

@@ -1,25 +1,6 @@
 """Write an agent's persona into its worktree's ``.claude/CLAUDE.md`` (seed 004).
 
-Claude Code loads a project's instructions from both ``./CLAUDE.md`` and ``./.claude/CLAUDE.md``
-(and from every ``CLAUDE.md`` above the working directory), so semo writes its part to
-``.claude/CLAUDE.md`` and leaves a project's ``./CLAUDE.md`` untouched: both reach the model.
-
-What semo writes, between ``<!-- semo:persona:start -->`` and ``<!-- semo:persona:end -->``:
-who the agent is (name, role, its prompt), the files it may change (``scope_patterns``), its core
-skills, the agents it may invoke (role and name), and the agent part of docs/PROTOCOL.md (the
-text between its ``agent-protocol`` markers, verbatim).
-
-- No file yet: the file holds only semo's section.
-- A file is there (the project's own ``.claude/CLAUDE.md``): its text is kept and semo's section
-  is appended; later calls replace only that section. Same input, same bytes: nothing is written.
-- Keeping it out of commits: an untracked file is listed in the repository's ``info/exclude``
-  (:func:`engine.protocol.hooks.ensure_git_exclude`); a tracked file that semo changed is marked
-  ``git update-index --skip-worktree``, so ``git status``, ``git add -A`` and commits in the
-  worktree do not see semo's section (the index keeps the project's version).
-
-Where docs/PROTOCOL.md is found: ``docs/PROTOCOL.md`` of a source checkout (also an editable
-install), else the copy a wheel installs as a data file into ``<prefix>/share/semo/docs/``
-(pyproject's ``[tool.setuptools.data-files]``), like the migrations.
+How it works: docs/SESSIONS.md, "Personas".
 """
 
 from __future__ import annotations

@@ -6,44 +6,7 @@
     result = await lease.session.execute("Add /health", timeout=300)
     pool.release(lease.session_id)                      # back to idle; its idle clock starts
 
-- **Warm** sessions, one per role of ``warm_roles`` (FE, BE, QA), are started by :meth:`start`
-  (concurrently; a role that fails is reported in :meth:`status`, not fatal) and kept: they are
-  never reaped, and one that crashes is restarted.
-- **Cold** sessions are started by :meth:`acquire` when no ready session of the role is free,
-  and terminated by the reaper once idle (not leased, ready) for ``idle_timeout`` seconds
-  (10 minutes); a worktree the pool made for one is removed with it, unless it holds
-  uncommitted work (then it is kept; an unmerged branch is kept too).
-- :meth:`acquire` prefers the role's warm session, then an idle cold one (the one of the same
-  task first), else starts a cold one. The office never has more than ``max_sessions`` (6)
-  sessions, starting ones included; warm sessions count.
-
-**The 7th request.** When the office already has ``max_sessions`` sessions and none is free
-for the role, a request first evicts the cold session (of another role) that has been idle
-longest, if there is one; warm sessions are never evicted. When all of them are busy (leased,
-starting, not at their prompt), ``acquire(wait=0)`` (the default) raises :class:`PoolExhausted`
-at once: "office has 6/6 sessions, all busy; release one or raise [pool] max_sessions". With
-``wait=N`` it waits up to N seconds for a session of the role to be released or a slot to free
-(a reap, a crash, a session terminated) and takes it; at the deadline it raises PoolExhausted
-("... (waited N s) ..."). With ``wait=None`` it waits as long as it takes (the job runner's
-way: a burst of jobs beyond ``max_sessions`` queues, each taking a session as one frees).
-Waiting requests are counted in :attr:`PoolStatus.waiting` and served in no particular order.
-
-**Crashes and the breaker.** A session that ends without the pool or the manager ending it (its
-process died: kill -9, a crash, even an exit the pool did not ask for) is a failure of its role
-in the :class:`~engine.sessions.breaker.CircuitBreaker` (``restart_failures`` within
-``restart_window`` seconds open it, for ``restart_cooldown`` seconds), and so is a session that
-does not reach its prompt in ``ready_timeout``. A crashed warm session is restarted at once while
-the breaker allows it; a crashed cold session is dropped (its lessee's next operation on it gets
-``SessionEnded``; releasing it afterwards is a no-op). While a role's breaker is open nothing of
-that role is started, and ``acquire`` raises :class:`BreakerOpen` (with the seconds left); once
-the cooldown is over, the next ``acquire`` or the housekeeping loop gets the one half-open trial.
-A warm session someone else terminated (an operator through the manager) is not restarted until
-the role is acquired again.
-
-Every change (a lease, a release, a session's state, a start, a crash, a reap, the breaker) is
-reported to ``on_change`` with the new :class:`PoolStatus`. Time for ages, idle clocks and the
-reaper comes from ``clock``; the housekeeping loop (reaper, warm restarts) runs every
-``period`` seconds; both are injectable for tests.
+How it works: docs/SESSIONS.md, "The pool".
 """
 
 from __future__ import annotations
@@ -528,7 +491,7 @@ class SessionPoolManager:
         self, session: AgentSession, agent: Agent, worktree: Worktree | None, *, warm: bool = False
     ) -> PooledSession:
         """A session started outside the pool (a Claude Code conversation an engine restart
-        resumed, engine.control.resume) becomes a session of it: listed, leased to tasks of its
+        resumed, semo.engine.control.resume) becomes a session of it: listed, leased to tasks of its
         agent (first to its worktree's task). A cold one is reaped once idle, and `worktree`
         removed then unless another session of the pool uses the folder. With `warm` (it runs in
         its role's warm worktree), it is the role's warm session when the role is warm and has

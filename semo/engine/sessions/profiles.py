@@ -31,7 +31,7 @@ _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 @dataclass(frozen=True)
 class AgentProfile:
     name: ProfileName
-    #: keys (engine.terminal.keys spec) that interrupt the running turn
+    #: keys (semo.engine.terminal.keys spec) that interrupt the running turn
     cancel_keys: str
     #: the session's hooks report states (Claude Code) instead of the screen alone
     uses_hooks: bool

@@ -1,23 +1,6 @@
-"""One git worktree per task: ``{workspace_root}/agent/{role}/{task_id}`` on branch
-``semo/{role}/{task_id}`` (seed 004).
+"""One git worktree per task, on a branch of its own (seed 004).
 
-    manager = WorktreeManager(Path("~/src/shop").expanduser(), Path("/workspace"))
-    wt = await manager.create("BE", "task-42")           # git worktree add -b semo/BE/task-42 ...
-    await manager.disk_usage(wt)                          # bytes on disk, like du
-    await manager.remove(wt)                              # worktree gone; branch deleted if merged
-
-Names are validated before anything touches the disk: a role is ``[A-Za-z][A-Za-z0-9_-]{0,31}``
-(the protocol's ROLE), a task id ``[A-Za-z0-9][A-Za-z0-9._-]{0,63}`` without ``..`` and not
-ending in ``.`` or ``.lock`` (so the branch name is valid too). The path is built from the
-resolved workspace root and checked again after resolving: no component semo owns
-(``agent``, ``agent/<role>``, ``agent/<role>/<task>``) may be a symlink, and the result must stay
-under the root. Every failure is a :class:`WorktreeError` with a sentence to act on; a git
-failure carries git's own message.
-
-git runs through :mod:`engine.gitrun` (an asyncio subprocess, never blocking the loop), as
-:mod:`engine.gitsafe` says: the repository's config is untrusted (agents can write the shared
-``.git``): no hook, fsmonitor, filter, diff or merge driver of it runs; a minimal environment
-(no credentials, no ``GIT_*`` variable), prompts disabled.
+How it works: docs/SESSIONS.md, "Worktrees".
 """
 
 from __future__ import annotations
@@ -343,7 +326,7 @@ class WorktreeManager:
         exists (a task resumed after its worktree was removed), it is checked out as it is and
         ``base`` is not used; when another worktree of semo's has it checked out (a retry while the
         role's warm worktree holds the job's branch), the new worktree starts detached at its
-        commit (engine/jobwork takes the branch over). If the worktree exists, it is returned
+        commit (semo/engine/jobwork takes the branch over). If the worktree exists, it is returned
         unchanged (whatever branch it is on now).
         """
         validate_role(role)

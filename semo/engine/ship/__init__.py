@@ -1,2 +1,3 @@
-"""Shipping a job's work: push its branch, open a pull request, merge it (docs/JOBS.md,
-"Shipping a job's work")."""
+"""Shipping a job's work: push its branch, open a pull request, merge it.
+
+See docs/JOBS.md, "Shipping a job's work"."""

@@ -7,7 +7,7 @@
 
 Only the engine that ran the job sees its `done` on its bus, so a job is shipped once. A job
 that ends `needs_review` (its roles' work conflicts) or failed is not shipped. What shipping did
-or why it failed is on the job's timeline (engine/ship/ship.py); a failure is also logged.
+or why it failed is on the job's timeline (semo/engine/ship/ship.py); a failure is also logged.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The `ship_job` command (a row in `agent_commands`, e.g. from Supabase): ship one job of the
-engine's office with `ship_stored_job`, the report as the command's result (docs/JOBS.md)."""
+"""The `ship_job` command: ship one job of the engine's office from a store row.
+
+The row is in `agent_commands` (e.g. from Supabase); `ship_stored_job` ships it, and its
+report is the command's result (docs/JOBS.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""A job's diff cut to what a console can show: each file's patch at most `MAX_PATCH_CHARS`
-(the rest replaced by one line that says how much was left out and where to see it all)."""
+"""A job's diff cut to what a console can show.
+
+Each file's patch is at most `MAX_PATCH_CHARS`; the rest is replaced by one line that says how
+much was left out and where to see it all."""
 
 from __future__ import annotations
 

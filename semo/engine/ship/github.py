@@ -1,5 +1,7 @@
-"""Opening a pull request on GitHub: through ``gh`` when it is installed and logged in, else
-GitHub's REST API (``POST {api_url}/repos/{owner}/{name}/pulls``) with a token.
+"""Opening a pull request on GitHub: through ``gh``, else GitHub's REST API.
+
+``gh`` when it is installed and logged in, else ``POST {api_url}/repos/{owner}/{name}/pulls``
+with a token.
 
     slug = repo_slug("git@github.com:acme/shop.git")          # "acme/shop"
     pr = await open_pull_request(slug=slug, head="semo/job-1a2b", base="main",
@@ -8,7 +10,7 @@ GitHub's REST API (``POST {api_url}/repos/{owner}/{name}/pulls``) with a token.
 The API's base URL is a setting (GitHub Enterprise: ``https://HOST/api/v3``; the tests: a
 loopback server). The token goes in the ``Authorization`` header only; no message of this
 module ever holds it, and what GitHub answers is untrusted text (shown through
-engine/plain_text.py by the callers).
+semo/engine/plain_text.py by the callers).
 """
 
 from __future__ import annotations

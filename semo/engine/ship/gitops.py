@@ -3,22 +3,7 @@
     ref = await push_branch(repo, "origin", "semo/job-1a2b3c4d")
     merged = await merge_branch(repo, "semo/job-1a2b3c4d", "main")   # Merged(kind, commit, ...)
 
-Every command goes through engine/gitrun.py (engine/gitsafe.py: no hooks, no fsmonitor, a
-minimal environment). A push does not read the repository's config at all (agents can write it
-through their worktrees: an ``http.proxy`` with ``http.sslVerify`` off would take the user's
-credentials, a ``url.*.insteadOf`` the work): the remote's URL is read from it, then the commit
-is pushed to that URL from a throwaway bare repository of semo's own that borrows the
-repository's objects (``objects/info/alternates``), so only the user's global and system git
-settings apply. It also overrides on the command line every setting that would run a program
-or send credentials elsewhere: ``core.sshCommand``, ``core.askPass``, ``core.gitProxy``, the
-credential helpers (only the user's global ones are kept), the ``receive-pack`` program, the
-``ext`` and ``fd`` transports, signed pushes, submodule pushes.
-
-A merge never touches a working tree it does not have to: the merge is computed with
-``git merge-tree --write-tree`` (no checkout), a conflict refuses it with the files named and
-nothing changed; the result moves the base branch with ``update-ref`` (old value checked), or,
-when the base branch is checked out somewhere, with ``git merge --ff-only`` in that checkout
-(which refuses to overwrite local changes).
+How it works: docs/JOBS.md, "Shipping's git steps".
 """
 
 from __future__ import annotations

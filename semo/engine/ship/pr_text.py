@@ -3,14 +3,7 @@
     title = pr_title(timeline)
     body = pr_body(timeline, diffstat, secrets=[token])
 
-The task is the operator's, but the outcome and the agents' results are agents' words
-(untrusted, docs/SECURITY.md). On GitHub a body is Markdown: `@name` notifies a person,
-`#12` and URLs link, HTML and images render. Every text from the job therefore goes into a
-fenced code block whose fence is longer than any backtick run in the text (nothing inside a
-fence renders, links or mentions), after its control characters were made visible
-(engine/plain_text.py) and every known secret replaced by ``[redacted]``. The title is one
-line, plain, cut to 120 characters, and its `@` and `#` are followed by a zero-width joiner so
-they neither mention nor reference anything.
+How it works: docs/JOBS.md, "A pull request's text".
 """
 
 from __future__ import annotations

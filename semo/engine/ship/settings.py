@@ -1,5 +1,6 @@
-"""`[ship]` of semo.toml: where a job's work goes and what happens when a job is done
-(docs/CONFIG.md, docs/JOBS.md "Shipping a job's work").
+"""`[ship]` of semo.toml: where a job's work goes and what happens when a job is done.
+
+See docs/CONFIG.md and docs/JOBS.md "Shipping a job's work".
 
     [ship]
     remote = "origin"                      # a remote's name, or a URL / path

@@ -2,13 +2,7 @@
 
     report = await ship_job(store, job_id, ShipRequest(pr=True), settings, target)
 
-``target`` says where the job's work is (the repository, the job's branch and the base it
-left, from the job's branch model). A pull request needs the branch on the remote, so ``pr``
-pushes first. Each step that happened is a timeline entry: ``pushed`` (the remote and the
-commit), ``pr_opened`` (the pull request's address, ref ``#N``), ``merged`` (fast-forward or
-merge commit); a step that failed is ``ship_failed`` with the reason, and the steps after it
-are not run. A job that has a pull request already (opened by semo, or an agent's own
-"Created pull request #N", ``pr_created``) does not get a second one.
+How it works: docs/JOBS.md, "Shipping a job".
 """
 
 from __future__ import annotations

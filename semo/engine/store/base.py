@@ -1,42 +1,6 @@
 """The async Store interface every backend implements (sqlite, postgres, supabase).
 
-Guarantees all backends give, checked by one conformance suite (tests/store/):
-- `claim_next_command` is atomic: a pending command is handed to exactly one engine, which
-  holds it under a lease (`lease_seconds`) that it renews with `renew_leases`. A command for a
-  session that the store knows to be live and run by an engine (`agent_sessions.engine_id`)
-  that is alive (its heartbeat in `engines` has not run out) is handed only to that engine;
-  one for a session that has ended, or whose engine is no longer alive, is failed at claim, by
-  whichever engine meets it first, with a result saying so.
-- Heartbeats (`record_heartbeat`, `mark_engine_stopped`, `list_engines`) use the database's
-  clock (postgres, supabase), so engines on several machines agree on who is alive. An engine
-  id without a heartbeat row counts as alive only during the hour after the upgrade to
-  heartbeats (`LEGACY_GRACE_SECONDS`), as not alive afterwards.
-- A claim, and the failing of the commands it meets for ended sessions or engines that are not
-  alive, is one transaction (postgres, supabase: `semo_claim_next`).
-- `complete_command` writes exactly one `agent_command_results` row per command; completing a
-  command twice, or one whose claim the engine lost, raises `StoreConflict`.
-- `recover_expired` handles claims whose lease ran out (the engine died): commands safe to
-  repeat go back to pending, the others are failed with a reason and a result row.
-- Ending a session (`set_session_status(..., "terminated")`) cancels its pending questions,
-  with the session's end reason; a cancelled question cannot be answered (`StoreConflict`).
-  Ending a session that has ended already changes nothing (`StoreConflict`).
-- `end_engine` ends what a dead engine left (sessions, their questions, in-flight commands,
-  running jobs) in one transaction, and, when asked, only while that engine is not alive,
-  decided with the writes: an engine that beat again meanwhile keeps everything.
-- `wait_for_change` wakes on a new command or an answered question within the backend's
-  latency (sqlite: polling a data-version counter; postgres: LISTEN/NOTIFY; supabase:
-  Realtime), and also returns on timeout: a wake-up is only a hint, callers then read rows.
-- Bad input raises `InvalidCommand` / `NotFound` / `StoreConflict` with a sentence saying what
-  is wrong; nothing is half-written.
-- A job's status and the timeline step that says so are one transaction (`update_job(entry=)`,
-  `request_job_cancel`, `recover_job(timeline=True)`): a reader never sees one without the
-  other.
-- `publish_event` (engine events for remote watchers) is best effort and never raises; only
-  the supabase backend has a channel to send them on (the others return False).
-- Listings are read page by page (`LIST_PAGE_ROWS` rows a request, keyset pagination: each
-  page starts after the last row of the one before), so a server's row cap (Supabase's "Max
-  rows", 1000 by default) never cuts one short, and are narrowed to what the caller needs
-  (statuses, sessions, ids) so that the engine never reads an office's whole history.
+How it works: docs/STORE.md, "The Store interface's guarantees".
 """
 
 from __future__ import annotations

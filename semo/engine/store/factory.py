@@ -1,5 +1,7 @@
-"""open_store: the configured backend, not connected yet (re-exported by semo.engine.store,
-which loads this module on first use so that `semo --help` does not import pydantic)."""
+"""open_store: the configured backend, not connected yet.
+
+Re-exported by semo.engine.store, which loads this module on first use so that `semo --help`
+does not import pydantic."""
 
 from __future__ import annotations
 

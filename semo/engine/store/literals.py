@@ -1,6 +1,7 @@
-"""Names the command line needs at parse time (help texts, choices), without pydantic or the
-store models: `semo --help` imports this module only (engine/store/models.py and members.py
-take their literals from here)."""
+"""Names the command line needs at parse time (help texts, choices), without pydantic.
+
+`semo --help` imports this module only, not the store models (semo/engine/store/models.py and
+members.py take their literals from here)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Office members (migration 0007): Supabase Auth users who are an office's operators or
-viewers. Managed with the engine's own access (the service role's key on the supabase store,
+"""Office members (migration 0007): Supabase Auth users who are operators or viewers.
+
+They are managed with the engine's own access (the service role's key on the supabase store,
 the direct connection on the postgres store) through the SQL functions `semo_list_members`,
 `semo_add_member` and `semo_remove_member`, which no signed-in user may call. A user is named by
 id or by email (looked up in `auth.users`). The sqlite store has no members: it serves one

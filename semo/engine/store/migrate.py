@@ -1,21 +1,6 @@
 """Apply `migrations/*.sql` to a Postgres/Supabase database, in order, each exactly once.
 
-Each file runs in its own transaction and is recorded in `semo_migrations` (name, checksum,
-applied_at) in that same transaction, so a failing file leaves nothing behind. A session-level
-advisory lock makes two engines (or two `semo migrate`) running at once safe: the second waits,
-then finds nothing left to do.
-
-Supabase's default privileges grant every new table, sequence and function in `public` to
-`anon` and `authenticated`. While a file runs, the migrating role's default grants to them (and
-functions' EXECUTE for PUBLIC) are taken back, and restored exactly before the transaction
-commits: what a migration creates is closed until it grants it (`semo_lock_down`), and the
-project's own objects keep the defaults. After the files, every run calls
-`semo_ensure_channel_policy()` (0019) and reports (`warn`, a log warning by default) when the
-private-channel policy is not there (realtime.messages missing, or not the migrating role's).
-
-Where the files are: `$SEMO_MIGRATIONS_DIR` if set; else `migrations/` at the root of a source
-checkout; else the copy a wheel installs as data files into `<prefix>/share/semo/migrations`
-(see `migrations_dir`).
+How it works: docs/STORE.md, "Migrations".
 """
 
 from __future__ import annotations

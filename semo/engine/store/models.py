@@ -16,7 +16,7 @@ from semo.engine.store.literals import COMMAND_TYPES, CommandType
 
 SessionStatus = Literal["creating", "ready", "executing", "waiting_input", "error", "terminated"]
 CommandStatus = Literal["pending", "processing", "completed", "failed"]
-#: permission: an agent's tool use waiting for a person (engine/approval_policy.py)
+#: permission: an agent's tool use waiting for a person (semo/engine/approval_policy.py)
 QuestionType = Literal["text", "choice", "confirm", "permission"]
 QuestionStatus = Literal["pending", "answered", "cancelled"]
 #: cancelled: the job that caused it ended (failed attempt, engine death, cancel): never resent
@@ -180,7 +180,7 @@ class Job(Row):
     base_branch: str | None = None
     base_commit: str | None = None
     #: what the job's agents worked in, and a conflict of their work
-    #: (`engine.jobwork.model.JobWork`, as JSON)
+    #: (`semo.engine.jobwork.model.JobWork`, as JSON)
     work: dict[str, Any] | None = None
     created_at: datetime = Field(default_factory=now)
     updated_at: datetime = Field(default_factory=now)
@@ -294,7 +294,7 @@ class RunJobPayload(Payload):
 
 
 class ShipJobPayload(Payload):
-    """Ship a job's work (engine/ship): the steps to run, at least one (docs/JOBS.md)."""
+    """Ship a job's work (semo/engine/ship): the steps to run, at least one (docs/JOBS.md)."""
 
     job_id: str = Field(min_length=1)
     push: bool = False

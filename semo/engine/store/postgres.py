@@ -1,17 +1,6 @@
-"""The Postgres store: one database shared by several engines (e.g. a Supabase project's
-direct connection string). Needs the schema from `migrations/` (`semo migrate`).
+"""The Postgres store: one database shared by several engines.
 
-- Claims, lease renewal, completion, recovery, heartbeats and the end of a dead engine's work
-  run in the SQL functions of `migrations/` (`semo_claim_next` uses `FOR UPDATE SKIP LOCKED`,
-  skips commands for live sessions of other engines that are alive and fails those of ended
-  sessions and of engines that are not alive; `semo_end_engine`), so the supabase backend gets
-  the same behaviour through RPC, and every engine judges heartbeats by the database's clock.
-- Wake-ups: triggers `pg_notify('semo_changes', {"office_id": ...})`; a dedicated connection
-  LISTENs from `open()` on, so a change made while nobody was waiting is reported by the next
-  `wait_for_change` for that office.
-- Failures never hang: connect timeout, server-side statement timeout, a client-side deadline on
-  every operation, TCP keepalives, and a ping on the listening connection. A lost connection
-  raises `StoreUnavailable` and is dropped; the next call connects afresh.
+How it works: docs/STORE.md, "The postgres backend".
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Why Supabase Realtime refused a connection or a channel, and how long to wait before trying
-again: a permanent refusal (a wrong key, a table outside the `supabase_realtime` publication,
-the channel cap, Realtime disabled) does not go away by retrying, a rate limit goes away
-after a while (the server may say how long), anything else is transient.
+"""Why Supabase Realtime refused a connection or a channel, and how long to wait.
+
+A permanent refusal (a wrong key, a table outside the `supabase_realtime` publication, the
+channel cap, Realtime disabled) does not go away by retrying, a rate limit goes away after a
+while (the server may say how long), anything else is transient.
 
 The reasons are the real server's (supabase/realtime's operational error codes and messages,
 e.g. "ChannelRateLimitReached: Too many channels", "Unauthorized: You do not have permissions

@@ -1,8 +1,8 @@
-"""Short ids: the first characters of a row's id, as the console and `semo jobs` show them,
-accepted wherever the CLI takes a job's or a question's id (`semo job
-show/cancel/diff/resolve/ship`, `semo answer`). A full id is used as it is; a prefix of at
-least MIN_PREFIX characters must name exactly one row of the store (of every office it
-holds)."""
+"""Short ids: the first characters of a row's id, accepted wherever the CLI takes an id.
+
+The console and `semo jobs` show them; `semo job show/cancel/diff/resolve/ship` and
+`semo answer` take them. A full id is used as it is; a prefix of at least MIN_PREFIX characters
+must name exactly one row of the store (of every office it holds)."""
 
 from __future__ import annotations
 

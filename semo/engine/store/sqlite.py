@@ -1,26 +1,6 @@
 """The default store: one SQLite file, zero set-up, one machine.
 
-- WAL mode, so readers (the console, `semo sessions`) never block the engine and vice versa.
-- Every operation runs as one function on a dedicated thread that owns the connection; writes
-  run inside `BEGIN IMMEDIATE`, so a claim (read the oldest pending row, mark it processing) is
-  atomic across connections and processes.
-- The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`): a new file gets `SCHEMA`,
-  an older one the `UPGRADES` steps first (the same changes as `migrations/0002_*.sql`,
-  `0003_*.sql`, `0004_*.sql`, `0006_*.sql`, `0008_*.sql`, `0014_*.sql` and `0016_*.sql`; tables
-  whose CHECK changes are rebuilt, their rows copied by `AFTER_SCHEMA`). Upgrading a file from
-  before heartbeats records when (`semo_meta`): engine ids without a heartbeat row count as alive
-  for an hour after that.
-- Heartbeats (`engines`) and claims use this machine's clock: one machine, one clock.
-- Claims and the end of a dead engine's work are each one transaction, with the same rules as
-  `semo_claim_next` and `semo_end_engine` (migrations/0004).
-- Datetimes are ISO-8601 UTC text of fixed width (so text order is time order); JSON fields
-  are TEXT.
-- Wake-ups: triggers bump a per-office counter in `semo_wakeups` on a new command, a command
-  back to pending, a new result and a question update. `wait_for_change` polls
-  `PRAGMA data_version` (which changes when another connection, in this process or another,
-  commits) on a second connection every `poll_interval` seconds and reads the counters only
-  when it changed. The counters persist, so a change made while nobody was waiting is still
-  reported on the next call.
+How it works: docs/STORE.md, "The sqlite backend".
 """
 
 from __future__ import annotations

@@ -1,61 +1,9 @@
-"""The Supabase store: rows through PostgREST, wake-ups through Realtime, with the official
-`supabase` async client (2.34.1) used unmodified. Needs the schema from `migrations/`.
+"""The Supabase store: rows through PostgREST, wake-ups through Realtime.
 
-- Rows: the PostgREST table API. Claims, lease renewal, completion, recovery, heartbeats and
-  the end of a dead engine's work: RPC of the SQL functions of `migrations/` (the same ones the
-  postgres backend calls), so every backend hands a command to exactly one engine, and a
-  session's commands to the engine that runs it while that engine is alive (judged by the
-  database's clock). A claim is one request (`semo_claim_next`: it also fails the commands of
-  ended sessions and of engines that are not alive); only a claimed row that fails its model
-  (inserted around `insert_command`) takes a second request, to fail it.
-  Updates that the postgres backend runs under `SELECT ... FOR UPDATE` (session status, jobs)
-  are compare-and-set PATCHes here; ending a session cancels its pending questions with a
-  second PATCH (a failure there is logged; `reconcile` cancels them on the next start).
-- Listings are read PAGE_ROWS (500) rows a request, each page after the last row of the one
-  before (keyset pagination spelt as PostgREST `or` filters; `list_engines` pages the RPC's
-  result the same way), so Supabase's "Max rows" cap (1000 by default) never cuts one short.
-  A project whose "Max rows" is below PAGE_ROWS answers fewer rows than asked for, which
-  would read as the last page: the store measures the cap when it opens (`semo_rows`, migration
-  0018) and pages by it; a short page read `max_rows_recheck` seconds or more after the last
-  measurement measures it again (a lowered setting), and the listing goes on if the page was
-  cut by the cap.
-- Errors: SQLSTATE PT404/PT409 (raised by those functions; PostgREST answers 404/409) become
-  NotFound/StoreConflict, a foreign-key violation NotFound, a duplicate key StoreConflict, a
-  network error, a timeout or an HTTP 5xx StoreUnavailable. Messages never contain the key.
-- Wake-ups: one private Realtime channel `office:{id}` per office that `wait_for_change` was asked
-  about, with postgres_changes bindings for INSERT on agent_commands (`office_id=eq.{id}`),
-  UPDATE on agent_commands back to pending (`status=eq.pending`, office checked in the
-  callback), UPDATE on user_questions (`office_id=eq.{id}`) and INSERT on
-  agent_command_results (no office column: matched through the command ids this store has
-  seen). Realtime does not guarantee delivery, so:
-  - every SUBSCRIBED after the first (and the "Subscribed to PostgreSQL" that follows it) is
-    reported as a change: events committed while the channel was away are lost for good, and
-    the caller's read of pending rows is the catch-up;
-  - an office is watched from the first `wait_for_change` about it: that call reads its pending
-    commands, and the commands finished and questions answered since the store opened
-    (reported as a change when there are any), and the same read once its channel is
-    subscribed reports what changed in between;
-  - a slow timer reports a change when nothing else did for `catch_up_interval` seconds
-    (`degraded_interval` while the channel is not subscribed), which covers lost events.
-- A watchdog (one task) keeps the connection alive whatever realtime-py does: it rebuilds the
-  Realtime client and every channel when the socket is closed, when the listener task has ended
-  (a callback exception ends it silently; realtime-py gives up for good after `max_retries`
-  failed reconnects), when a channel reports CHANNEL_ERROR/CLOSED/TIMED_OUT and is not
-  SUBSCRIBED again within `channel_grace`, or when a WebSocket ping goes unanswered (a half-open
-  socket). realtime-py's own reconnect is switched off (`auto_reconnect=False`) so that exactly
-  one party reconnects; retries never give up and back off by the kind of refusal
-  (engine/store/refusals.py): transient failures from 50 ms to `max_backoff` (1 s), rate limits
-  `rate_limit_backoff` (30 s) or the server's Retry-After when longer, permanent refusals (a
-  wrong key, a table outside the publication, the channel cap) `refusal_retry` (300 s), reported
-  once as an error with the fix; all jittered, the socket closed meanwhile. The degraded timer
-  keeps the engine polling all along.
-- Our Realtime callbacks never raise (each body is wrapped and logs).
-- Engine events (`publish_event`) are Realtime broadcasts on the same private channel
-  `office:{id}` (sent with the service role; members of the office receive them, see
-  docs/SUPABASE.md):
-  publishing about an office starts watching it (the first publish waits for the channel, up to
-  `connect_timeout`). Best effort: while the channel is not joined, nothing is sent or
-  buffered (False), and a sent broadcast has no acknowledgement.
+It uses the official `supabase` async client (2.34.1) unmodified. Needs the schema from
+`migrations/`.
+
+How it works: docs/STORE.md, "The supabase backend".
 """
 
 from __future__ import annotations
@@ -326,7 +274,7 @@ class SupabaseStore(Store):
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.max_backoff = max_backoff
-        #: waits before reconnecting, by kind of refusal (engine/store/refusals.py)
+        #: waits before reconnecting, by kind of refusal (semo/engine/store/refusals.py)
         self.backoff = Backoff(max_backoff, rate_limit_backoff, refusal_retry)
         self._refused = 0  # rebuilds in a row for a permanent or rate-limit refusal
         self._reported: set[str] = set()  # permanent refusals reported since the last success

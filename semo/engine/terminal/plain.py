@@ -1,5 +1,6 @@
-"""Batch path for plain scrolling output: ASCII text, CR/LF and SGR while the cursor sits on
-the bottom row of a full-screen scroll region.
+"""Batch path for plain scrolling output on the bottom row of a full-screen scroll region.
+
+Plain output is ASCII text, CR/LF and SGR while the cursor sits on that row.
 
 Feeding such output line by line costs a scroll (every row shifted, the top row compacted into
 scrollback) plus a cell per character. Here the whole run is split into lines first; rows that

@@ -739,7 +739,7 @@ class TerminalProcess:
         process group (a job of its shell has its own); the engine's children that carry the
         child's `owner_mark` in their environment or hold its terminal open (orphans of its
         descendants, reparented to the engine as their child subreaper:
-        engine/control/reaper.py); and the descendants
+        semo/engine/control/reaper.py); and the descendants
         of all of these and of the child (a setsid'd one whose parent still lives)."""
         reused = self.exit_status is not None and start_ticks(self.pid, running=True) not in (
             None,

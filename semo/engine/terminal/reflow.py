@@ -1,22 +1,6 @@
 """Reflow of the primary screen and its scrollback on a resize, as tmux 3.3a does it.
 
-tmux keeps a flag on every row the terminal auto-wrapped (GRID_LINE_WRAPPED). On a width change
-it joins each run of wrapped rows and the row that ends it into one logical line, wraps that
-again at the new width (a wide character that does not fit moves to the next row whole), and
-keeps the cursor on the same cell of its logical line. Hard line breaks stay. Before that, a
-height change deletes rows below the cursor (shrinking; whatever they hold), then moves rows from
-the top into the history; growing pulls rows back out of the history, then adds blank rows at
-the bottom (tmux's `screen_resize_y`). The screen is then the last `lines` rows of history and
-screen together: narrowing pushes rows into the history even with blank rows below the cursor.
-
-Rows come in as the scrollback's packed records (`scrollback.Record`) and the screen's rows as
-`Line`s; a row that needs no change is passed through as the same object, so a resize costs
-one look at each history line's text unless its logical line is re-wrapped.
-
-A row holds its text's width in cells (tmux's cellused): a wrapped row keeps its trailing
-blanks (the scrollback and the rows made here keep them), so a row one cell short because a
-wide character wrapped stays short; on the cursor's row the blanks up to the cursor count as
-far as the row was written (a prompt's "$ " keeps its space).
+How it works: docs/TERMINAL.md, "Reflow, row by row".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Added or fixed over pyte 0.8: alternate screen buffers (47/1047/1049), answers t
 queries, a bounded compact scrollback, ZWJ / VS16 / wide-character handling as tmux 3.3 does it,
 colon-form SGR and `dim`, DEC special graphics in UTF-8 mode, tracked modes (bracketed paste,
 cursor keys, mouse, focus, synchronized output), `CSI S`/`CSI T` scrolling, and a fast path for
-plain ASCII text. The byte parser lives in `engine.terminal.stream`.
+plain ASCII text. The byte parser lives in `semo.engine.terminal.stream`.
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ class TerminalScreen(pyte.Screen):
         self._saved_screen: _SavedScreen | None = None
         self.deferred_rows: dict[int, list[tuple[Cell, str]]] = {}
         #: the absolute row (total_pushed + y) the cursor was on right after the latest reflow,
-        #: None before one: readers of final lines (engine.protocol.screen_text.FinalLines)
+        #: None before one: readers of final lines (semo.engine.protocol.screen_text.FinalLines)
         #: count what is above it as read
         self.reflow_mark: int | None = None
         self._glyphs = _GlyphCache(BLANK)
@@ -1314,7 +1314,7 @@ class TerminalScreen(pyte.Screen):
 
     def resize(self, lines: int | None = None, columns: int | None = None) -> None:
         """Resize. The primary screen is reflowed with its scrollback as tmux does it
-        (`engine.terminal.reflow`); the alternate screen is cut or padded (its program redraws
+        (`semo.engine.terminal.reflow`); the alternate screen is cut or padded (its program redraws
         on SIGWINCH) and the saved primary is reflowed when the program leaves it."""
         lines = lines or self.lines
         columns = columns or self.columns

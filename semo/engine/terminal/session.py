@@ -257,7 +257,7 @@ class TerminalSession:
         self.process.write(text)
 
     async def send_keys(self, spec: str) -> None:
-        """Type a key spec (see engine.terminal.keys), honouring the child's cursor-key mode."""
+        """Type a key spec (semo.engine.terminal.keys), honouring the child's cursor-key mode."""
         actions = parse_keys(spec, application_cursor=self.screen.modes.application_cursor_keys)
         for action in actions:
             if isinstance(action, Sleep):

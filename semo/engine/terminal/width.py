@@ -1,15 +1,6 @@
 """Character widths and cell clusters as tmux 3.3a counts them (no pyte: the console imports it).
 
-One width table (engine/terminal/width_table.py, glibc's wcwidth as tmux uses it) serves the
-terminal model and the console's renderer: the console makes Rich measure with it
-(console/widths.py), so a character an agent prints (U+3164 HANGUL FILLER: 0 cells for
-Rich's own table and for the `wcwidth` package, 2 in tmux and most terminals) takes the same cells
-in the model, in the console's layout and on the screen (docs/SECURITY.md).
-
-A cluster is what ends up in one cell: a narrow or wide character with the zero-width characters
-(VS16, combining marks) and ZWJ-joined characters that follow it. tmux 3.3a's rules: a ZWJ joins
-the next wide or zero-width character into the previous cell, keeping that cell's width; a ZWJ
-before a narrow character is dropped; zero-width characters join the previous cell.
+How it works: docs/TERMINAL.md, "Character widths".
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""A command of the operator's: run with the notice as JSON on stdin, killed after
-`timeout`. It gets the engine's environment without the engine's own credentials."""
+"""A command of the operator's: run with the notice as JSON on stdin.
+
+It is killed after `timeout`, and gets the engine's environment without the engine's own
+credentials."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Every attached console: a `Notification` on the engine's bus, which the control socket
-carries to each console; the console writes it to its terminal as OSC 9 and OSC 777 (desktop
-notifications) with a bell (console/desktop_notify.py)."""
+"""Every attached console: a `Notification` on the engine's bus.
+
+The control socket carries it to each console; the console writes it to its terminal as OSC 9
+and OSC 777 (desktop notifications) with a bell (semo/console/desktop_notify.py)."""
 
 from __future__ import annotations
 

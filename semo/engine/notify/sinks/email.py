@@ -1,5 +1,7 @@
-"""Mail over SMTP: STARTTLS (default) or implicit TLS, optional login. The subject is the
-notice's headline (one line: no header can be injected), the body its lines, in plain text."""
+"""Mail over SMTP: STARTTLS (default) or implicit TLS, optional login.
+
+The subject is the notice's headline (one line: no header can be injected), the body its
+lines, in plain text."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""ntfy (ntfy.sh or a server of one's own): the notice published as JSON to the server's root
-with the topic of the configured topic URL (`https://ntfy.sh/my-topic`)."""
+"""ntfy (ntfy.sh or a server of one's own): the notice published as JSON.
+
+It goes to the server's root with the topic of the configured topic URL
+(`https://ntfy.sh/my-topic`)."""
 
 from __future__ import annotations
 

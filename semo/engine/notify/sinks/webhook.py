@@ -1,6 +1,7 @@
-"""A webhook: a JSON POST. `format = "json"`: the notice's fields with `text`, its one-line
-form in Slack's markup (so Slack and compatible endpoints show it); `"slack"`: `{"text"}`
-only."""
+"""A webhook: a JSON POST of the notice.
+
+`format = "json"`: the notice's fields with `text`, its one-line form in Slack's markup (so
+Slack and compatible endpoints show it); `"slack"`: `{"text"}` only."""
 
 from __future__ import annotations
 
