@@ -1,1 +1,1 @@
-"""semo console: the Textual operator app; talks only to engine/interface.py's EngineInterface."""
+"""semo console: the Textual operator app; talks only to semo.engine.interface."""

@@ -1,18 +1,6 @@
 """The operator console: one Textual app on an engine, usually one that runs elsewhere.
 
-`semo console` and `semo demo` give the app an `EngineClient` (engine.control.client): the
-engine runs in its own process and the console attaches to it through the office's control
-socket. Leaving the console only detaches: ctrl+q outside a pane or the prefix chord then d
-(the detach keys), closing the terminal (SIGHUP) and SIGTERM all restore the terminal and leave
-every agent running. A focused pane gets every other key, ctrl+q and ctrl+p included
-(console/screens/main.py has the key model). The agents stop
-through `semo stop` or the palette's "Stop the office" (after a confirmation). When the engine
-goes away under the console, the console says so and the palette (and ctrl+r) offers to start
-it again.
-
-The app knows the engine only as engine/interface.py's `EngineInterface`: tests and scripts
-hand it an `InProcessEngine` instead, which the app starts when it mounts and stops when it
-exits.
+How it works: docs/CONSOLE.md, "The app".
 """
 
 from __future__ import annotations
@@ -82,7 +70,7 @@ class SemoApp(App[None]):
         launcher painted the office before the app ran: the operator may act on it already).
         `colours`: "16" for the ANSI theme, "auto" to choose it on a 16-colour terminal.
         `report_death(engine_id, reason)`: tells the office's remote sinks that the engine died
-        (console/death_report.py)."""
+        (semo/console/death_report.py)."""
         super().__init__()
         self._held_input: list[events.InputEvent] | None = [] if hold_input else None
         self.prefix = prefix_key(prefix)
@@ -93,13 +81,13 @@ class SemoApp(App[None]):
         self._report_death = report_death
         self._restarting = False
         self.sort = sort
-        #: what needs the operator (console.attention), as the main screen counted it last
+        #: what needs the operator (semo.console.attention), as the main screen counted it last
         self.attention = Attention()
         #: the terminal's title as the console set it last ("" before the first count)
         self.terminal_title = ""
         #: why the console ended: "detached", "SIGTERM", "SIGHUP"...
         self.exit_reason = "detached"
-        #: desktop notifications on this terminal (OSC 9 / 777, engine.notify's console sink)
+        #: desktop notifications on this terminal (OSC 9 / 777, semo.engine.notify's console sink)
         self.desktop = DesktopNotifier(self)
         self.colours = colours
 

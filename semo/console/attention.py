@@ -1,6 +1,7 @@
-"""What needs the operator: one count for the header of every view, the terminal's title,
-the attention key (F7) and the order of the session list. No Textual or Rich: the first frame
-(console/first_frame.py) says the same as Textual's.
+"""What needs the operator: one count for every view's header, the title and the list order.
+
+It also drives the attention key (F7). No Textual or Rich: the first frame
+(semo/console/first_frame.py) says the same as Textual's.
 
 A session needs the operator when it asks (a question or a permission in the inbox), when it is
 in error, when it is stale (busy and silent for `stale_after` seconds: stuck, or thinking for
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-#: a session row's state words beyond the engine's (engine.protocol.state.STATE_WORDS)
+#: a session row's state words beyond the engine's (semo.engine.protocol.state.STATE_WORDS)
 STALE = "stale"
 JOB_FAILED = "job_failed"
 #: the states that need the operator, in the order the attention key visits them

@@ -1,8 +1,8 @@
-"""The `semo` entry point: the console's two commands here, everything else in engine.cli.
+"""The `semo` entry point: the console's two commands here, everything else in semo.engine.cli.
 
 `engine` never imports the console (import-linter contract), so the commands that open the
 Textual app (`semo console`, and `semo demo` in a terminal) are dispatched from this module, and
-every other command goes straight to engine.cli without importing Textual.
+every other command goes straight to semo.engine.cli without importing Textual.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The console shows the death on its own terminal at once (`SemoApp._engine_died`)
 ntfy, mail and command sinks of semo.toml hear of it through `semo notify engine-died`, started
 here in the background (its own session: it outlives a console that quits) with its output
 appended to the engine's log. That command reports only a death this machine can confirm, and
-only once per engine, however many consoles saw it (engine/notify/death.py)."""
+only once per engine, however many consoles saw it (semo/engine/notify/death.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""A notification on the operator's own terminal: each `Notification` event of the engine
-(engine.notify's console sink) written once as OSC 9 / OSC 777 and a bell
-(engine.notify.osc)."""
+"""A notification on the operator's own terminal: OSC 9 / OSC 777 and a bell.
+
+Each `Notification` event of the engine (semo.engine.notify's console sink) is written once
+(semo.engine.notify.osc)."""
 
 from __future__ import annotations
 

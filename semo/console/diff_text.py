@@ -1,6 +1,7 @@
-"""A job's diff as the console's diff view shows it: one file at a time, each line a Rich Text
-coloured by what it is (added, removed, hunk, header), never markup, control characters made
-visible (console/text.py), tabs expanded.
+"""A job's diff as the console's diff view shows it: one file at a time, as Rich Text.
+
+Each line is coloured by what it is (added, removed, hunk, header), never markup, control
+characters made visible (semo/console/text.py), tabs expanded.
 
     lines = patch_lines(file.patch)       # [Text, ...] for a RichLog
     head = file_heading(file, 2, 5)       # "2/5  M app/login.py  +12 -3"
@@ -32,7 +33,7 @@ HEADERS = (
 
 
 class FileChange(Protocol):
-    """One file of a job's diff (engine.jobwork's FileDiff has these)."""
+    """One file of a job's diff (semo.engine.jobwork's FileDiff has these)."""
 
     path: str
     status: str

@@ -1,5 +1,6 @@
-"""A job and its timeline as lines of text for the console's jobs view (the console adds no
-markup: the lines go through console/text.py)."""
+"""A job and its timeline as lines of text for the console's jobs view.
+
+The console adds no markup: the lines go through semo/console/text.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""A job's work (branch, base, commits, diffstat) as lines for the jobs view's side panel; the
-console adds no markup: the lines go through console/text.py.
+"""A job's work (branch, base, commits, diffstat) as lines for the jobs view's side panel.
 
-    lines = review_lines(review)      # engine.jobwork.review.JobReview
+The console adds no markup: the lines go through semo/console/text.py.
+
+    lines = review_lines(review)      # semo.engine.jobwork.review.JobReview
 """
 
 from __future__ import annotations

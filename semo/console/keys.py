@@ -1,7 +1,7 @@
 """Textual key events -> the bytes a terminal would send to the child program.
 
 Textual names keys like `ctrl+up`, `alt+x`, `shift+tab`, `f5`, `left_square_bracket`; the child
-expects what xterm sends. The named keys are translated to `engine.terminal.keys` notation and
+expects what xterm sends. The named keys are translated to `semo.engine.terminal.keys` notation and
 encoded there, so the console and `semo capture --keys` agree on every sequence (cursor keys in
 CSI or SS3 form by the child's application-cursor-keys mode, `CSI 1;N X` and `CSI n;N ~` for
 modified keys, F1-F4 as SS3). Keys nobody can type to a terminal (e.g. a bare `shift`) give None.

@@ -1,14 +1,6 @@
-"""`semo console` / `semo demo`: attach to the office's engine, starting it in the background
-when none runs, and open the console on it. Leaving the console detaches (engine.control).
+"""`semo console` / `semo demo`: attach to the office's engine and open the console on it.
 
-The start is what the operator waits for (issue 14: first complete frame <= 300 ms from the
-command's start), and it is mostly imports. So the fast path imports no pydantic, no store and
-no engine: the office's socket comes from a cache of what the last full load of this config
-file gave (console/targets.py: keyed by the file's bytes and the environment that decides
-the socket's path), the connection and the office snapshot are requested in a thread
-(engine.control.client.Preconnect) while Textual is imported, and the app takes that
-connection over. When the cache does not know the file, or no engine answers where it says,
-the config is loaded and validated in full, as before, and the engine started if needed.
+How it works: docs/CONSOLE.md, "Starting the console".
 """
 
 from __future__ import annotations
@@ -128,7 +120,7 @@ FIRST_FRAME_WAIT = 0.25
 
 def _paint_first_frame(preconnect: Preconnect) -> list[Any] | None:
     """The main screen from the engine's snapshot, in ANSI, before Textual loads
-    (console/first_frame.py); nothing when stdin or stdout is no terminal, the engine does not
+    (semo/console/first_frame.py); nothing when stdin or stdout is no terminal, the engine does not
     answer in time, or `SEMO_FIRST_FRAME=0`.
 
     From then until the app runs, the terminal's input is raw as Textual will set it: a key

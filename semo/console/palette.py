@@ -1,5 +1,6 @@
-"""The command palette: Textual's, with a plain glyph before the search line (its own is an
-emoji two cells wide that common terminal fonts draw as a box) and the key bar under it."""
+"""The command palette: Textual's, with a plain search glyph and the key bar under it.
+
+Textual's own glyph is an emoji two cells wide that common terminal fonts draw as a box."""
 
 from __future__ import annotations
 

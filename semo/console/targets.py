@@ -1,13 +1,6 @@
 """Where a config file's office engine listens, remembered between console starts.
 
-Finding the socket takes the config loaded in full (pydantic, the store's settings) before the
-console can connect: about as long as the rest of its start. The answer only changes with the
-file's bytes, the environment that overrides or places things (SEMO_*, SUPABASE_*, XDG_*,
-HOME, TMPDIR...) and the code that computes it, so the last full load's answer is kept in
-`$XDG_STATE_HOME/semo/console-targets.json` (0600) under a fingerprint of all of these, and used
-only while the fingerprint matches. The console still checks it: it connects there, and falls
-back to the full load when nothing answers (console/launch.py). The file holds paths and an
-office name, never a setting's value; secrets from the environment only go into the hash.
+How it works: docs/CONSOLE.md, "The console's target cache".
 """
 
 from __future__ import annotations
@@ -35,7 +28,7 @@ _CODE = ("engine/config.py", "engine/control/paths.py", "engine/store/settings.p
 
 @dataclass(frozen=True)
 class Target:
-    """An office's control socket, info file and engine log (engine.control.paths.OfficePaths's
+    """An office's control socket, info file and engine log (semo.engine.control.paths.OfficePaths's
     fields), and the console's prefix chord from the same config."""
 
     office: str

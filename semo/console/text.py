@@ -3,7 +3,7 @@
 Every string the console did not write itself (a question, its options, an error, a result, a
 reason) reaches Textual through these two functions, never as a markup string: `[/x]` in a
 question is shown as typed, `[@click=app.quit]` is not a link, and `ESC ] 52 ; ...` is shown as
-`\\x1b]52;...` (engine.plain_text) instead of writing the operator's clipboard.
+`\\x1b]52;...` (semo.engine.plain_text) instead of writing the operator's clipboard.
 """
 
 from __future__ import annotations

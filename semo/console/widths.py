@@ -1,6 +1,6 @@
-"""Rich measures text with the terminal model's width table (engine/terminal/width_table.py).
+"""Rich measures text with the terminal model's width table (semo/engine/terminal/width_table.py).
 
-    import semo.console.widths  # console/__init__.py does it: before anything is measured
+    import semo.console.widths  # semo/console/__init__.py does it: before anything is measured
 
 Rich has its own table (Unicode's East Asian Width data), which differs from what terminals draw
 for a few hundred code points: U+3164 HANGUL FILLER is 0 cells for Rich and 2 in tmux (glibc),

@@ -3,7 +3,7 @@
 The heading says which file of how many, its status and its line counts; `n` / `p` (or `]` /
 `[`) go to the next / previous file, the arrows, PgUp/PgDn, Home/End scroll (left and right
 too: lines are not wrapped), Escape goes back. Every line is text from the repository, so
-untrusted: console/diff_text.py shows it literally (no markup, control characters visible).
+untrusted: semo/console/diff_text.py shows it literally (no markup, control characters visible).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The jobs view (F5, or the prefix then j): the office's jobs (state, role, the task's first
-line, age) and the selected job's timeline (engine.office.job_ops). It reloads on the engine's
+"""The jobs view (F5, or the prefix then j): the office's jobs and the selected one's timeline.
+
+Each job shows its state, role, the task's first line and age; the timeline comes from
+semo.engine.store.job_ops. It reloads on the engine's
 job events, changing only the cells that changed (the cursor stays), and the ages tick: once a
 second the age cells whose text changed (the session list's granularity: <1m, 5m, 3h, 2d) are
 repainted, nothing else. Keys: c create a job (role and task), x cancel the selected one (asks

@@ -13,7 +13,7 @@ from semo.console.attention import JOB_FAILED, STALE
 from semo.engine.plain_text import plain
 from semo.engine.protocol.state import STATE_WORDS
 
-if TYPE_CHECKING:  # the first frame (console/first_frame.py) uses this module without Rich
+if TYPE_CHECKING:  # the first frame (semo/console/first_frame.py) uses this module without Rich
     from rich.text import Text
 
 _STYLES = {
@@ -24,7 +24,7 @@ _STYLES = {
     "error": "bold red",
     "terminated": "dim",
 }
-#: each state: its words (engine.protocol.state.STATE_WORDS) and its style
+#: each state: its words (semo.engine.protocol.state.STATE_WORDS) and its style
 STATE_STYLES = {state: (STATE_WORDS[state], style) for state, style in _STYLES.items()}
 LOST = "lost"
 """A session of an engine that is gone (as `semo sessions` says it)."""

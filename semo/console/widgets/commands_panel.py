@@ -1,13 +1,6 @@
 """The commands panel: what the office was told to do, newest first.
 
-Commands from the store (`semo command`, the API, the console) and the agents' own requests
-the router carried out (questions asked, invocations sent, results delivered), as one list:
-time, what, status and a short detail. One column composed to the panel's width, so nothing is
-clipped and there is no horizontal scrollbar (narrow, the time loses its seconds and a detail
-that does not fit is left out before a word is cut: panel_text.command_parts). A changed status
-repaints its row only; the list is rebuilt when commands come or go. The newest row stays in
-view: the cursor on the top row follows the newest; moved down by the operator, it stays on its
-command while newer ones come in above it (back on the top row, it follows again).
+How it works: docs/CONSOLE.md, "The commands panel".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """The footer: what the keys do where the focus is, fitted to the terminal's width.
 
-Textual's Footer lists bindings left to right and cuts what does not fit: at 80 columns the
-console lost its detach key. This bar picks by importance instead: detach, the keys help and
-the palette are always there, then the rest while it fits (shown in their usual order), never
-a word cut. In a terminal pane it shows the prefix chord's commands (every other key is the
-agent's), in the pane's scrollback the scrollback keys. A focused widget (or its container)
-may name keys of its own that are no binding in `KEY_HINTS`: (key, what, priority) tuples; a
-screen may name all of its keys in `SCREEN_HINTS`. Dialogs (modal screens) have their own bar
-over the main screen's, so it always tells what the keys do on the screen in front.
-It is rewritten only when its text changes (a focus change, a pane armed or scrolling, a
-resize), never on a timer.
+How it works: docs/CONSOLE.md, "The key bar".
 """
 
 from __future__ import annotations

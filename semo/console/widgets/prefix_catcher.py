@@ -1,10 +1,10 @@
 """The prefix chord outside a pane: the next key, whatever it is, is the command.
 
 A one-cell focusable widget instead of a modal screen: the prefix moves the focus to it at once
-(console/focus.py focus_now), so a key typed right after the prefix (in the same read: typing
+(semo/console/focus.py focus_now), so a key typed right after the prefix (in the same read: typing
 fast, SSH, `tmux send-keys C-] d`) reaches it; a modal pushed by the prefix was not there yet
 for that key, which went to the session list instead. The footer says what the next key does
-(console/widgets/key_bar.py); the focus goes back where it was.
+(semo/console/widgets/key_bar.py); the focus goes back where it was.
 """
 
 from __future__ import annotations

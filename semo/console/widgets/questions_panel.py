@@ -1,24 +1,6 @@
 """The question inbox: pending ASK_USER questions of every agent, answered from the keyboard.
 
-The oldest pending question is selected and shown in full below the list: its whole text and
-every option on a line of its own. The inbox takes the room it needs before the commands panel
-below it (which keeps its border and a row). When the sidebar is too short for all of it, the
-options stay whole, the list shrinks to one row, and the question's text scrolls in what is
-left; the border says so ("PgDn: more") and PgUp/PgDn/Home/End scroll it.
-
-Keys while the panel has focus: up/down pick a question; 1-9 answer a choice (or confirm)
-question with that option; y/n answer a confirm question; Enter on a text question opens the
-answer line (Enter sends it, Escape closes it); PgUp/PgDn/Home/End scroll the question's text.
-
-Answer with context: the selected question's asker is the session the main screen shows
-(`Showing`). An answer leaves the inbox at once, before the store says so, and the next
-question is selected: a second digit typed right after can never answer the same question again
-(it is the next question's, or nothing). A question whose answer the engine refused comes back
-(`restore`).
-
-A permission request (an agent's tool use, marked "permission") takes the same keys: 1 allow,
-2 allow for the rest of the session, 3 deny (y and n: allow, deny), and Enter opens the answer
-line for a denial with a reason the agent reads.
+How it works: docs/CONSOLE.md, "The question inbox panel".
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The session list: every live session of the office, one row each, the selected one shown
-large beside it.
+"""The session list: every live session of the office, one row each.
+
+The selected one is shown large beside it.
 
 A row is role, name (#1, #2... among the sessions of the role), state in words, age, current
 job and the last line on the session's screen; the columns that do not fit the panel's width

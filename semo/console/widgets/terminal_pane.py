@@ -69,7 +69,7 @@ class TerminalPane(Widget, can_focus=True):
     """A terminal session, live: what the child draws, and every key typed goes to it.
 
     Keys: while the pane has focus, every key is sent to the child, translated to the bytes a
-    terminal sends (`console.keys`: arrows in CSI or SS3 form by the child's cursor-key mode,
+    terminal sends (`semo.console.keys`: arrows in CSI or SS3 form by the child's cursor-key mode,
     xterm modifier forms, ctrl and alt chords), Tab, Shift+Tab, ctrl+c, ctrl+q, ctrl+p and the
     F-keys included. Not sent:
 
