@@ -49,6 +49,7 @@ from semo.console.panel_text import (
     session_order,
     session_parts,
     snapshot_step_rows,
+    with_agent_name,
 )
 from semo.engine.plain_text import plain
 from semo.engine.terminal.width import char_width
@@ -256,9 +257,10 @@ def paint(
     title = ""
     if selected is not None:
         row = sessions[selected]
+        agent = (snapshot.get("agents") or {}).get(roles[selected]) or {}
         title = pane_title(
             roles[selected],
-            names[selected],
+            with_agent_name(names[selected], roles[selected], str(agent.get("name") or "")),
             states.get(selected, ""),
             int(row.get("queued") or 0),
         )

@@ -102,6 +102,18 @@ def screen_last_line(screen: object) -> str:
     return last_line(list(rows))
 
 
+def asked_line(question: str) -> str:
+    """An asking session's last line in the list: its question, on one line."""
+    return "asks: " + plain(" ".join(question.split()), one_line=True)
+
+
+def with_agent_name(number: str, role: str, agent_name: str | None) -> str:
+    """A session's name as the operator reads it: `#1`, or `#1 Ada` when its agent has a name
+    of its own in semo.toml (not only its role)."""
+    own = plain(agent_name or "", one_line=True).strip()
+    return f"{number} {own}" if own and own != role else number
+
+
 def pane_title(role: str, name: str, state: str, queued: int) -> str:
     queued_text = f" · {queued} queued" if queued else ""
     return f"{role} {name} · {state_word(state)}{queued_text}"

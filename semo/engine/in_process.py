@@ -88,7 +88,10 @@ class InProcessEngine:
 
     @property
     def agents(self) -> Mapping[str, AgentView]:
-        return {role: AgentView(id=a.id, role=role) for role, a in self.engine.agents.items()}
+        return {
+            role: AgentView(id=a.id, role=role, name=a.name)
+            for role, a in self.engine.agents.items()
+        }
 
     def sessions(self) -> Sequence[SessionHandle]:
         return self.engine.sessions()

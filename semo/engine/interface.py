@@ -39,6 +39,8 @@ class AgentView:
 
     id: str
     role: str
+    #: the name semo.toml gives it (the role when it gives none)
+    name: str = ""
 
 
 @dataclass(frozen=True)

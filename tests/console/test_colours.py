@@ -14,6 +14,7 @@ from semo.console.panel_text import KEY_STYLE, KEY_STYLE_16
 from semo.console.screens.main import MainScreen
 from semo.console.widgets.key_bar import KeyBar
 from semo.console.widgets.session_list import SessionList
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine, office_scripts, settle_office
 from tests.support.console_app import (
     fixed_times,  # noqa: F401 (autouse: the same picture every run)
@@ -51,7 +52,7 @@ async def test_on_16_colours_keys_are_yellow_and_red_is_for_errors(
     tmp_path: Path, runtime_dir: Path
 ) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=3)
-    app = SemoApp(engine, colours="16")
+    app = SemoApp(InProcessEngine(engine), colours="16")
     async with app.run_test(size=(80, 24)):
         await settle_office(app, 3)
         assert app.theme == ANSI_THEME and app.current_theme.ansi
@@ -63,7 +64,7 @@ async def test_on_16_colours_keys_are_yellow_and_red_is_for_errors(
 
 async def test_full_colours_keep_the_default_theme(tmp_path: Path, runtime_dir: Path) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=3)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(80, 24)):
         await settle_office(app, 3)
         assert app.theme != ANSI_THEME
@@ -79,7 +80,7 @@ async def test_the_selected_pane_of_a_grid_has_a_border_of_its_own(
     tmp_path: Path, runtime_dir: Path
 ) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=3)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle_office(app, 3)
         screen = app.screen
@@ -107,7 +108,7 @@ def test_sixteen_colour_snapshot(
     snap_compare, tmp_path: Path, runtime_dir: Path, size: tuple[int, int]
 ) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=office_scripts(3), max_sessions=3)
-    app = SemoApp(engine, colours="16")
+    app = SemoApp(InProcessEngine(engine), colours="16")
 
     async def settle(_pilot: object) -> None:
         await settle_office(app, 3)
@@ -117,7 +118,7 @@ def test_sixteen_colour_snapshot(
 
 def test_grid_selection_snapshot(snap_compare, tmp_path: Path, runtime_dir: Path) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=office_scripts(6), max_sessions=6)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
 
     async def settle(pilot: object) -> None:
         await settle_office(app, 6)

@@ -9,6 +9,7 @@ from textual.widgets import Input, Label
 
 from semo.console.app import SemoApp
 from semo.console.screens.jobs import CreateJob, JobsScreen
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import console_engine
 from tests.support.console_app import runtime_dir_fixture, waiter
 
@@ -26,7 +27,7 @@ def toasts(app: SemoApp) -> list[str]:
 
 async def test_the_role_comes_first_and_is_checked(tmp_path: Path, runtime_dir: Path) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         await pilot.press("f5")

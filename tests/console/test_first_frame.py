@@ -283,11 +283,11 @@ def test_semo_demo_paints_its_office_too(office: Office) -> None:
         out = tmp_output(office, True, "demo")
         before = out[: out.find(b"\x1b[?1000h")]
         assert b"\x1b[?1049h" in before and b"semo demo agent" in before
-        assert "FE #1 · asks you".encode() in before  # the session that asks comes first
+        assert "FE #1 frontend · asks you".encode() in before  # the session that asks comes first
         with consoles() as opened:  # and Textual's main screen selects it too
             opened.append(Console(office, "demo", cols=COLS, rows=ROWS))
             opened[0].wait(lambda _s: opened[0].flag("mouse_any_flag") == "1", "the app")
-            opened[0].wait(lambda s: "╭─ FE #1 · asks you" in s, "FE's pane")
+            opened[0].wait(lambda s: "╭─ FE #1 frontend · asks you" in s, "FE's pane")
     finally:
         office.semo("stop", "--demo", check=False)
 

@@ -10,6 +10,7 @@ from textual.widgets import DataTable
 
 from semo.console.app import SemoApp
 from semo.console.screens.jobs import JobsScreen
+from semo.engine.in_process import InProcessEngine
 from tests.console.console_snapshot_app import FOUR, console_engine
 from tests.support.console_app import runtime_dir_fixture, waiter
 
@@ -27,7 +28,7 @@ async def test_a_job_waiting_for_an_answer_says_so_at_80x24(
     tmp_path: Path, runtime_dir: Path
 ) -> None:
     engine = console_engine(tmp_path, runtime_dir, scripts=SCRIPTS)
-    app = SemoApp(engine)
+    app = SemoApp(InProcessEngine(engine))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
         job = await engine.create_job("FE", "Build the login page")

@@ -46,6 +46,7 @@ from semo.console.panel_text import (
     SHORT_ID,
     CommandRow,
     SessionRow,
+    asked_line,
     command_row,
     opening_selection,
     pane_title,
@@ -55,6 +56,7 @@ from semo.console.panel_text import (
     short_ids,
     snapshot_step_rows,
     step_what,
+    with_agent_name,
 )
 from semo.console.widgets.badges import LOST, clip, state_word
 from semo.console.widgets.commands_panel import CommandsPanel
@@ -396,10 +398,19 @@ class MainScreen(Screen[None]):
         session = self.engine.session(session_id)
         if session is None:
             return session_id[:6]
-        name = self.names.get(session_id, "")
+        name = self._shown_name(session_id)
         states = self.shown_states() if states is None else states
         state = states.get(session_id, self._state(session))
         return pane_title(session.role, name, state, session.queued)
+
+    def _shown_name(self, session_id: str, default: str = "") -> str:
+        """`#1`, or `#1 Ada` when the session's agent is named in semo.toml."""
+        number = self.names.get(session_id, default)
+        session = self.engine.session(session_id)
+        if session is None:
+            return number
+        agent = self.engine.agents.get(session.role)
+        return with_agent_name(number, session.role, agent.name if agent else None)
 
     def _state(self, session: SessionHandle) -> str:
         """The session's state, or "lost" while its engine is gone (the last state the console
@@ -410,7 +421,7 @@ class MainScreen(Screen[None]):
         """ "FE #1": a session as the operator knows it."""
         session = self.engine.session(session_id)
         role = session.role if session else "?"
-        return f"{role} {self.names.get(session_id, session_id[:6])}"
+        return f"{role} {self._shown_name(session_id, session_id[:6])}"
 
     def select(self, session_id: str | None, *, focus_pane: bool = False) -> None:
         if session_id is None or session_id not in self.panes:
@@ -542,6 +553,12 @@ class MainScreen(Screen[None]):
             self.order = order
             self._apply_layout()
         visible = set(self.visible_sessions())
+        # an asking session's row says what it asks, not the tail of its protocol block
+        asked = {
+            q.session_id: q.question
+            for q in self.query_one(QuestionsPanel).questions
+            if q.session_id is not None
+        }
         for session_id in self.order:
             session = self.engine.session(session_id)
             if session is None:
@@ -555,7 +572,11 @@ class MainScreen(Screen[None]):
                     state=states.get(session_id, self._state(session)),
                     age_s=info.age_s if info else None,
                     job=info.task_id.removeprefix("job-")[:6] if info and info.task_id else None,
-                    last_line=self._last_line(session_id, session, visible),
+                    last_line=(
+                        asked_line(asked[session_id])
+                        if session_id in asked
+                        else self._last_line(session_id, session, visible)
+                    ),
                 )
             )
         subtitle = ""
@@ -639,7 +660,7 @@ class MainScreen(Screen[None]):
 
     def _role_of(self, session_id: str) -> str:
         session = self.engine.session(session_id)
-        return f"{session.role} {self.names.get(session_id, '')}".strip() if session else "?"
+        return f"{session.role} {self._shown_name(session_id)}".strip() if session else "?"
 
     def _role(self, agent_id: str | None) -> str:
         for role, agent in self.engine.agents.items():
@@ -784,7 +805,7 @@ class MainScreen(Screen[None]):
         field = self.query_one("#prompt-input", Input)
         session = self._selected_session()
         who = (
-            f"{session.role} {self.names.get(session.session_id, '')}"
+            f"{session.role} {self._shown_name(session.session_id)}"
             if session
             else "the selected session"
         )
@@ -807,9 +828,7 @@ class MainScreen(Screen[None]):
             except Exception as error:  # e.g. the engine is gone: nothing was sent
                 self.tell(str(error), title="Prompt not sent", severity="error")
             else:
-                self.tell(
-                    f"prompt queued for {session.role} {self.names.get(session.session_id, '')}"
-                )
+                self.tell(f"prompt queued for {session.role} {self._shown_name(session.session_id)}")
         self._close_prompt()
 
     def action_cancel(self) -> None:
@@ -890,7 +909,7 @@ class MainScreen(Screen[None]):
         self.sync_panes()
         self._manual = True
         self.select(session.session_id)
-        self.tell(f"{role} session {self.names.get(session.session_id, '')} is ready", timeout=4)
+        self.tell(f"{role} session {self._shown_name(session.session_id)} is ready", timeout=4)
 
     def terminate_selected(self) -> None:
         session = self._selected_session()

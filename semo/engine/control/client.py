@@ -631,7 +631,10 @@ class EngineClient:
         self._connection_state = data.get("connection") or "?"
         self.consoles = int(data.get("consoles") or 0)
         agents = data.get("agents") or {}
-        self.agents = {role: AgentView(a.get("id") or "", role) for role, a in agents.items()}
+        self.agents = {
+            role: AgentView(a.get("id") or "", role, str(a.get("name") or ""))
+            for role, a in agents.items()
+        }
         live = {s["session_id"]: s for s in data.get("sessions") or []}
         for session_id in list(self._sessions):
             if session_id not in live:

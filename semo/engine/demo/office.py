@@ -50,11 +50,15 @@ def demo_workspace() -> Path:
     return Path(base) / "semo" / "demo-workspace"
 
 
+#: the demo agents' names (shown beside their roles: "FE #1 frontend")
+DEMO_NAMES = {"FE": "frontend", "BE": "backend", "QA": "tester"}
+
+
 def demo_config(*, steps: int = 2, delay: float = 0.3) -> SemoConfig:
     agents = [
         AgentConfig(
             role=role,
-            name=f"demo {role}",
+            name=DEMO_NAMES[role],
             profile="generic",
             command=python_module(
                 "semo.engine.demo.agent",
