@@ -828,7 +828,8 @@ class MainScreen(Screen[None]):
             except Exception as error:  # e.g. the engine is gone: nothing was sent
                 self.tell(str(error), title="Prompt not sent", severity="error")
             else:
-                self.tell(f"prompt queued for {session.role} {self._shown_name(session.session_id)}")
+                who = f"{session.role} {self._shown_name(session.session_id)}"
+                self.tell(f"prompt queued for {who}")
         self._close_prompt()
 
     def action_cancel(self) -> None:
