@@ -44,6 +44,7 @@ from tests.corpus.scenarios import BY_NAME, SCENARIOS, Scenario
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.claude_screen import prompt_ready, screen_text
 from tests.support.scripted_api import ScriptedMessagesAPI
+from tests.support.waiting import eventually
 
 CORPUS = Path(__file__).resolve().parent
 SESSION_KEY = "corpus/agent"
@@ -57,11 +58,13 @@ KEPT_ENTRIES = frozenset({"user", "assistant", "system"})
 async def wait_screen(
     session: TerminalSession, predicate: Callable[[str], bool], timeout: float, what: str
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate(screen_text(session)):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not on screen after {timeout}s:\n{screen_text(session)}")
-        await asyncio.sleep(0.03)
+    await eventually(
+        lambda: screen_text(session),
+        timeout,
+        what=f"{what} on screen",
+        until=predicate,
+        interval=0.03,
+    )
 
 
 def idle_title(session: TerminalSession) -> bool:
