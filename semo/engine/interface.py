@@ -98,6 +98,15 @@ class TerminalHandle(Protocol):
 
     def add_listener(self, listener: Callable[[str], None]) -> None: ...
 
+    def remove_listener(self, listener: Callable[[str], None]) -> None: ...
+
+    def set_visible(self, visible: bool) -> None:
+        """Whether a pane shows it: a client's engine sends no frames for a hidden one."""
+
+    def want_history(self, lines: int) -> None:
+        """A pane scrolled back wants the last `lines` lines of scrollback (0: none); a
+        client's engine sends them, an in-process screen has them all."""
+
 
 class SessionHandle(Protocol):
     """A live agent session, kept current by its engine."""

@@ -101,6 +101,16 @@ class ScreenFeed:
     def add_listener(self, listener: Callable[[str], None]) -> None:
         self._listeners.append(listener)
 
+    def remove_listener(self, listener: Callable[[str], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def set_visible(self, visible: bool) -> None:
+        """Nothing: the screen is fed by hand."""
+
+    def want_history(self, lines: int) -> None:
+        """Nothing: the whole scrollback is here."""
+
 
 STAGES = {
     "primary": PRIMARY,

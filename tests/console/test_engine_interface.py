@@ -27,7 +27,7 @@ engine_kind = engine_kind_fixture()
 wait_for = waiter(30.0)
 
 #: FE answers "hello" at once; a job for BE runs until cancelled
-SCRIPTS = {"FE": [{"match": "hello", "text": "fe-said-hello"}], "BE": []}
+SCRIPTS: dict[str, list[object]] = {"FE": [{"match": "hello", "text": "fe-said-hello"}], "BE": []}
 
 
 def rows(main: MainScreen) -> dict[str, tuple[str, str | None, str]]:

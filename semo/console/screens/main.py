@@ -351,9 +351,7 @@ class MainScreen(Screen[None]):
         for session_id, pane in self.panes.items():
             pane.display = session_id in visible
             pane.set_class(session_id == self.selected, "selected")
-            shown = getattr(pane.source, "set_visible", None)
-            if shown is not None:  # an attached engine sends no frames for hidden panes
-                shown(session_id in visible)
+            pane.source.set_visible(session_id in visible)  # no frames for hidden panes
         if size == 1:
             self.call_after_refresh(self._size_hidden_panes)
 
@@ -762,9 +760,7 @@ class MainScreen(Screen[None]):
         if self.zoomed:
             self.action_zoom()
         for pane in self.panes.values():  # covered: no frames for them until it closes
-            shown = getattr(pane.source, "set_visible", None)
-            if shown is not None:
-                shown(False)
+            pane.source.set_visible(False)
         self.app.push_screen(JobsScreen(self.engine, then))
 
     def action_attend(self) -> None:

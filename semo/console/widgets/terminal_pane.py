@@ -15,9 +15,9 @@ import contextlib
 import contextvars
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.cells import cell_len
 from rich.color import Color
@@ -38,6 +38,9 @@ from semo.engine.terminal.pty_process import TerminalClosedError
 from semo.engine.terminal.screen import ZWJ, TerminalScreen, char_width
 from semo.engine.terminal.scrollback import Line
 
+if TYPE_CHECKING:
+    from semo.engine.interface import TerminalHandle
+
 CURSOR_STYLE = Style(reverse=True)
 _ANSI_INDEX = {
     "black": 0,
@@ -50,19 +53,6 @@ _ANSI_INDEX = {
     "cyan": 6,
     "white": 7,
 }
-
-
-class TerminalSource(Protocol):
-    """What a pane needs: a `TerminalSession` or anything shaped like one."""
-
-    @property
-    def screen(self) -> TerminalScreen: ...
-
-    def write(self, text: str) -> None: ...
-
-    def resize(self, cols: int, rows: int) -> None: ...
-
-    def add_listener(self, listener: Callable[[str], None]) -> None: ...
 
 
 class TerminalPane(Widget, can_focus=True):
@@ -159,7 +149,7 @@ class TerminalPane(Widget, can_focus=True):
 
     def __init__(
         self,
-        source: TerminalSource,
+        source: TerminalHandle,
         *,
         title: str = "",
         name: str | None = None,
@@ -202,7 +192,7 @@ class TerminalPane(Widget, can_focus=True):
     # -- public API ------------------------------------------------------------------------------
 
     @property
-    def source(self) -> TerminalSource:
+    def source(self) -> TerminalHandle:
         """The session shown."""
         return self._source
 
@@ -323,18 +313,14 @@ class TerminalPane(Widget, can_focus=True):
         self._frame_loop = asyncio.get_running_loop()
         self._frame_context = contextvars.copy_context()
         self._attached = True
-        want_history = getattr(self._source, "want_history", None)
-        if want_history is not None:  # a remote session: its history comes when scrolled back
-            want_history(0)
+        self._source.want_history(0)  # a remote session's history comes when scrolled back
         self._source.add_listener(self._on_output)
         self._source.screen.dirty.clear()
         self._note_cursor()
 
     def on_unmount(self) -> None:
         self._attached = False
-        remove = getattr(self._source, "remove_listener", None)
-        if remove is not None:
-            remove(self._on_output)
+        self._source.remove_listener(self._on_output)
 
     def on_resize(self, event: events.Resize) -> None:
         cols, rows = self.size
@@ -522,9 +508,7 @@ class TerminalPane(Widget, can_focus=True):
     def _ask_history(self, offset: int) -> None:
         """A remote session's history is sent while the view is scrolled back (`offset` rows),
         a step beyond what the view shows; live, only the count of lines pushed comes."""
-        want_history = getattr(self._source, "want_history", None)
-        if want_history is None:
-            return
+        want_history = self._source.want_history
         if offset <= 0:
             if self._history_asked:
                 self._history_asked = 0

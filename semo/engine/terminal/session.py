@@ -151,6 +151,19 @@ class TerminalSession:
         may hand its output on in several chunks (see TerminalProcess._read_slice)."""
         self._listeners.append(listener)
 
+    def remove_listener(self, listener: OutputListener) -> None:
+        """`listener` is called no more (nothing when it was not added)."""
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def set_visible(self, visible: bool) -> None:
+        """Nothing: the screen is kept current whether a console shows it or not (a console's
+        client pauses its frames instead, engine/control/client.py)."""
+
+    def want_history(self, lines: int) -> None:
+        """Nothing: the whole scrollback is here (a console's client asks its engine for it,
+        engine/control/client.py)."""
+
     def add_turn_listener(self, listener: Callable[[], None]) -> None:
         """Called after each turn of reading output, once its chunks went to the listeners
         (output read while the child exits comes after the last turn: see add_exit_listener)."""
