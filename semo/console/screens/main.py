@@ -246,7 +246,7 @@ class MainScreen(Screen[None]):
         elif event.kind == "notification":
             desktop = getattr(self.app, "desktop", None)
             if desktop is not None:
-                desktop.show(event.notice_kind, event.headline, event.body, event.ref)  # type: ignore[union-attr]
+                desktop.show(event.notice_kind, event.headline, event.body, event.ref)
         elif isinstance(event, JobEvent):
             self._job_roles[event.job_id] = self._role(event.agent_id)
             if event.step in ("done", "failed"):
@@ -324,7 +324,7 @@ class MainScreen(Screen[None]):
                     prefix=self.prefix,
                     prefix_display=self.prefix_display,
                 )
-                pane.session_id = session_id  # type: ignore[attr-defined]
+                pane.session_id = session_id
                 self.panes[session_id] = pane
                 grid.mount(pane)
         if self.selected not in sessions:
@@ -844,9 +844,13 @@ class MainScreen(Screen[None]):
             return
         keys = "Claude Code gets Esc, other agents Ctrl+C (a program that does not handle it ends)"
         if job_id is None:
+
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self._cancel(session_id)
+
             self.app.push_screen(
-                Confirm(f"Cancel {who}'s turn? {keys}.", "Cancel the turn"),
-                callback=lambda yes: self._cancel(session_id) if yes else None,
+                Confirm(f"Cancel {who}'s turn? {keys}.", "Cancel the turn"), callback=confirmed
             )
             return
         job = f"job {job_id[:SHORT_ID]}"
@@ -917,10 +921,13 @@ class MainScreen(Screen[None]):
             f"Terminate {self._who(session.session_id)}? Its agent process ends; "
             "what it was doing is lost."
         )
-        self.app.push_screen(
-            Confirm(question, "Terminate"),
-            callback=lambda yes: self._terminate(session.session_id) if yes else None,
-        )
+        session_id = session.session_id
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._terminate(session_id)
+
+        self.app.push_screen(Confirm(question, "Terminate"), callback=confirmed)
 
     @work(group="terminate")
     async def _terminate(self, session_id: str) -> None:
