@@ -1,21 +1,6 @@
-"""The console's first frame, painted in plain ANSI from the engine's snapshot before Textual
-has loaded.
+"""The console's first frame, painted in plain ANSI from the engine's snapshot.
 
-`semo console` spends most of its start importing and starting Textual (a one-line Textual app
-needs ~200 ms for its first frame on a 2-CPU machine, semo's main screen ~350 ms), while the
-engine's snapshot is on hand after ~70 ms (console/launch.py). So the launcher paints the main
-screen as Textual will show it (the header, the session list, the question inbox, the
-commands, the selected session's pane with its screen, the key bar) straight from the office
-snapshot and the attach's first screen, in the alternate screen, and Textual's own first frame
-replaces it cell for cell a moment later. Keys typed meanwhile wait in the terminal's input
-queue for the app. What each panel says comes from console/panel_text.py, as in the widgets;
-the geometry follows console/app.tcss and the widgets' CSS (tests/console/test_first_frame.py
-compares this frame with the real console's, row by row, in tmux). The inbox is laid out as
-QuestionsPanel fits it (panel_text.inbox_rows): its text wrapped as Textual wraps it, the
-list down to a row and the text scrolling when the sidebar is short.
-
-Nothing here imports Textual, Rich, pydantic or pyte. Agent text (rows, roles, questions) goes
-through `engine.plain_text.plain` like every other output, (bidi controls too).
+How it works: docs/CONSOLE.md, "The first frame".
 """
 
 from __future__ import annotations
@@ -69,7 +54,7 @@ LEAVE_FIRST_FRAME = (
 )
 _NAMED = {"black": 0, "red": 1, "green": 2, "yellow": 3, "brown": 3, "blue": 4, "magenta": 5}
 _NAMED |= {"cyan": 6, "white": 7}
-#: CommandsPanel's min-height (console/app.tcss): what the inbox leaves below it
+#: CommandsPanel's min-height (semo/console/app.tcss): what the inbox leaves below it
 COMMANDS_MIN_HEIGHT = 3
 #: the question text's scrollbar (#question-text's scrollbar-size-vertical) and its glyphs
 TEXT_SCROLLBAR = 1
@@ -586,7 +571,7 @@ class _Canvas:
         self.out.append(f"\x1b[38;2;{_rgb(MUTED)}m{bottom[:-1]}{border}{bottom[-1:]}╯{self.base}")
 
     def screen(self, box: Box, frame: dict[str, Any]) -> None:
-        """The attach's first frame: rows as text with style runs (engine/control/wire.py)."""
+        """The attach's first frame: rows as text with style runs (semo/engine/control/wire.py)."""
         styles = frame.get("styles") or {}
         rows = frame.get("rows") or {}
         for y in range(box.height):

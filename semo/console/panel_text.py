@@ -1,7 +1,7 @@
 """What the console's panels say, as (text, style) parts, without Textual or Rich.
 
-The widgets turn the parts into Rich `Text` (console/widgets/); the first frame, painted before
-Textual has loaded (console/first_frame.py), turns the same parts into ANSI. One place decides
+The widgets turn the parts into Rich `Text` (semo/console/widgets/); the first frame, painted before
+Textual has loaded (semo/console/first_frame.py), turns the same parts into ANSI. One place decides
 what a session row, a question or the key bar reads, so the two frames cannot drift apart.
 A style is a Rich style string from a small vocabulary: "bold", "dim", colour names, and
 "#rrggbb".
@@ -215,7 +215,7 @@ def command_row(
     return CommandRow(command_id, at, what, status, outcome)
 
 
-#: how the commands panel names a routing step (engine.events.RoutingStep.step)
+#: how the commands panel names a routing step (semo.engine.events.RoutingStep.step)
 ROUTING_WORDS = {
     "question_asked": "asked you",
     "question_answered": "got answer",
@@ -239,7 +239,7 @@ def step_what(role: str, step: str) -> str:
 
 
 def snapshot_step_rows(steps: Iterable[object]) -> list[CommandRow]:
-    """The office snapshot's routing steps (engine.control.views.step_view) as the commands
+    """The office snapshot's routing steps (semo.engine.control.views.step_view) as the commands
     panel's rows, newest first: what a console that attaches shows of the steps it did not
     see. A step with a missing or wrong field is left out."""
     rows: list[CommandRow] = []
@@ -399,7 +399,7 @@ SCROLL_KEYS = [
     ("q", "live view", 0),
 ]
 KEY_STYLE = "bold #ffa62b"
-#: the same on a 16-colour terminal, where #ffa62b comes out bright red (console.colours)
+#: the same on a 16-colour terminal, where #ffa62b comes out bright red (semo.console.colours)
 KEY_STYLE_16 = "bold yellow"
 DETACH_KEY = "ctrl+q"
 #: the main screen's keys the key bar shows (the screen's bindings are made from these):

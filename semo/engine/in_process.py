@@ -3,7 +3,8 @@
     app = SemoApp(InProcessEngine(Engine(config)))   # the app starts it, and stops it on exit
 
 Tests and scripts run the console on an engine in their own process; `semo console` runs it
-on an `EngineClient` instead (engine/control/client.py). Both implement engine/interface.py.
+on an `EngineClient` instead (semo/engine/control/client.py). Both implement
+semo/engine/interface.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The engine as the console sees it: one interface, two implementations.
 
-`EngineClient` (engine/control/client.py: an engine in another process, through the office's
-control socket) and `InProcessEngine` (engine/in_process.py: an `Engine` in this process) both
+`EngineClient` (semo/engine/control/client.py: an engine in another process, through the office's
+control socket) and `InProcessEngine` (semo/engine/in_process.py: an `Engine` in this process) both
 implement `EngineInterface`; the console is typed against it and nothing else. What the
 interface returns is plain data (the dataclasses here), live sessions (`SessionHandle`), or,
 for the jobs view only, the engine's job models. Standard library only at run time: the
@@ -35,7 +35,7 @@ class OfficeView:
 
 @dataclass(frozen=True)
 class AgentView:
-    """One of the office's agents (engine.store.models.Agent's id and role)."""
+    """One of the office's agents (semo.engine.store.models.Agent's id and role)."""
 
     id: str
     role: str
@@ -64,7 +64,7 @@ class PoolView:
 
 @dataclass(frozen=True)
 class QuestionView:
-    """A pending question of the inbox (engine.store.models.UserQuestion's fields)."""
+    """A pending question of the inbox (semo.engine.store.models.UserQuestion's fields)."""
 
     id: str
     agent_id: str
@@ -77,7 +77,7 @@ class QuestionView:
 
 @dataclass(frozen=True)
 class CommandView:
-    """A recent command of the commands panel (engine.store.models.AgentCommand's fields)."""
+    """A recent command of the commands panel (semo.engine.store.models.AgentCommand's fields)."""
 
     id: str
     created_at: datetime
@@ -87,7 +87,7 @@ class CommandView:
 
 
 class TerminalHandle(Protocol):
-    """A session's terminal as a console pane drives it (console/widgets/terminal_pane.py)."""
+    """A session's terminal as a console pane drives it (semo/console/widgets/terminal_pane.py)."""
 
     @property
     def screen(self) -> TerminalScreen: ...
@@ -168,7 +168,7 @@ class EngineInterface(Protocol):
 
     @property
     def bus(self) -> EventBus:
-        """The engine's events (engine.events models)."""
+        """The engine's events (semo.engine.events models)."""
 
     @property
     def office(self) -> OfficeView | None: ...
@@ -195,7 +195,7 @@ class EngineInterface(Protocol):
     def pool_status(self) -> PoolView | None: ...
 
     def recent_steps(self) -> list[dict[str, Any]]:
-        """Routing steps from before this console came (engine.control.views.step_view)."""
+        """Routing steps from before this console came (semo.engine.control.views.step_view)."""
 
     async def pending_questions(self) -> list[QuestionView]: ...
 

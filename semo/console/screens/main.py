@@ -1,18 +1,6 @@
-"""The one screen: the session list, questions and commands on the left, the selected session
-large on the right.
+"""The one screen: sessions, questions and commands on the left, the selected session large.
 
-Layouts (F2): one large pane of the selected session (the default), or a grid of 2, 4 or 6
-panes holding it. Zoom (F3, or the prefix then z) shows the pane on the whole terminal.
-
-Keys outside a pane (also in the footer, the keys help F1 and the palette): Enter on the list
-opens the selected session's pane, n/p or up/down pick a session, F2 layout, F3 zoom, F4 the
-question inbox, F5 the jobs view (console/screens/jobs.py), F6 a prompt for the selected
-session (Escape closes it), F8 cancel its turn, ctrl+p the palette, ctrl+q detach. In a pane
-every key goes to the agent except the prefix chord (ctrl+] unless `[console] prefix` says
-otherwise), tmux-style: the prefix, then d detach, z zoom, n/p next/previous session,
-q questions, j jobs, : palette, [ scrollback, o out of the pane, ? keys; the prefix twice
-sends the chord to the agent. Outside a pane the prefix works the same
-(twice: into the selected pane).
+How it works: docs/CONSOLE.md, "The main screen".
 """
 
 from __future__ import annotations
@@ -174,7 +162,7 @@ class MainScreen(Screen[None]):
         timeout: float | None = None,
     ) -> None:
         """A toast whose text may come from an agent or the store: never markup, control
-        characters made visible (engine.plain_text), at most NOTIFY_CHARS characters. The same
+        characters made visible (semo.engine.plain_text), at most NOTIFY_CHARS characters. The same
         text while it is still shown is not repeated."""
         if len(message) > NOTIFY_CHARS:
             message = message[: NOTIFY_CHARS - 1] + "…"
@@ -370,7 +358,7 @@ class MainScreen(Screen[None]):
                     pane.source.resize(cols, rows)
 
     def shown_states(self) -> dict[str, str]:
-        """Each live session's state as the list shows it (console.attention.shown_state)."""
+        """Each live session's state as the list shows it (semo.console.attention.shown_state)."""
         states: dict[str, str] = {}
         for session_id in self.panes:
             session = self.engine.session(session_id)
@@ -479,7 +467,7 @@ class MainScreen(Screen[None]):
         return not (isinstance(self.focused, TerminalPane) and action in SCREEN_KEYS)
 
     def action_prefix(self) -> None:
-        """The prefix outside a pane: the next key is a command (console/widgets/prefix_catcher)."""
+        """The prefix outside a pane: the next key is a command (widgets/prefix_catcher.py)."""
         self.query_one(PrefixCatcher).arm(self.focused)
 
     def run_prefixed(self, key: str, pane: TerminalPane | None = None) -> None:

@@ -7,7 +7,7 @@
     await client.answer(question_id, option=1)
     await client.close()                 # detach; the engine and its agents go on
 
-It implements the console's `EngineInterface` (engine/interface.py), as `InProcessEngine` does
+It implements the console's `EngineInterface` (semo/engine/interface.py), as `InProcessEngine` does
 for an engine in the console's own process. When the engine goes away, `gone` is set with the
 reason, every operation raises `EngineGone`, and `on_gone` callbacks run; nothing is ever
 reported as delivered to an engine that is not there.
@@ -209,7 +209,7 @@ class RemoteSession:
 
 
 class SocketPaths(Protocol):
-    """Where an office's engine listens (engine.control.paths.OfficePaths has these)."""
+    """Where an office's engine listens (semo.engine.control.paths.OfficePaths has these)."""
 
     @property
     def office(self) -> str: ...
@@ -378,7 +378,7 @@ class EngineClient:
             "nothing was delivered"
         )
 
-    # -- the EngineInterface (engine/interface.py) -------------------------------------------
+    # -- the EngineInterface (semo/engine/interface.py) -------------------------------------------
 
     def sessions(self) -> Sequence[RemoteSession]:
         return list(self._sessions.values())
@@ -419,7 +419,7 @@ class EngineClient:
 
     def recent_steps(self) -> list[dict[str, Any]]:
         """The engine's latest routing steps, oldest first: what a console that attaches
-        now missed (engine.control.views.step_view's fields)."""
+        now missed (semo.engine.control.views.step_view's fields)."""
         return list(self._steps)
 
     async def answer(
@@ -703,7 +703,7 @@ EVENT_MODELS_DELAY = 1.0
 
 
 def _load_event_models_soon() -> None:
-    """Import engine.events (pydantic and the store's models) in a thread once the first frame
+    """Import semo.engine.events (pydantic and the store's models) in a thread once the first frame
     is drawn: the first event the engine sends would otherwise stop the console for as long
     (0.1-0.3 s on a loaded machine)."""
     if "semo.engine.events" in sys.modules:
@@ -745,7 +745,7 @@ def check_hello(hello: dict[str, Any] | None) -> None:
 
 @dataclass
 class FirstScreen:
-    """What a console can paint before its app runs (console/first_frame.py)."""
+    """What a console can paint before its app runs (semo/console/first_frame.py)."""
 
     snapshot: dict[str, Any]
     #: the first full screen frame of each session `pick` chose, by session id (a session
@@ -852,7 +852,7 @@ class Preconnect:
     ) -> dict[str, dict[str, Any]]:
         """Attach to each of `sessions` (requests 2, 3...) for its first full screen, then
         detach. Every frame read goes on to the client too, in order: a screen frame defines
-        style ids the connection's later frames only refer to (engine/control/wire.py)."""
+        style ids the connection's later frames only refer to (semo/engine/control/wire.py)."""
         waiting = {2 + index: session for index, session in enumerate(sessions)}
         for request_id, session in waiting.items():
             attach = {"op": "attach", "id": request_id, "session": session, "history": False}
