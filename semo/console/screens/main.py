@@ -50,7 +50,7 @@ from semo.console.widgets.badges import LOST, clip, state_word
 from semo.console.widgets.commands_panel import CommandsPanel
 from semo.console.widgets.key_bar import KeyBar
 from semo.console.widgets.prefix_catcher import PrefixCatcher
-from semo.console.widgets.questions_panel import QuestionsPanel
+from semo.console.widgets.questions_panel import QuestionList, QuestionsPanel
 from semo.console.widgets.session_list import SessionList
 from semo.console.widgets.terminal_pane import TerminalPane
 from semo.engine.heap import freeze_startup_heap
@@ -473,7 +473,7 @@ class MainScreen(Screen[None]):
     def run_prefixed(self, key: str, pane: TerminalPane | None = None) -> None:
         """What the prefix chord then `key` does (keys help: PREFIX_KEYS)."""
         if key == "d":
-            self.app.action_detach()  # type: ignore[attr-defined]
+            self.app.action_detach()  # type: ignore[attr-defined]  # SemoApp's; the app is typed App
         elif key == "z":
             self.action_zoom()
         elif key in ("n", "p"):
@@ -930,7 +930,7 @@ class MainScreen(Screen[None]):
         panel = self.query_one(QuestionsPanel)
         self.action_questions()
         if panel.questions:
-            panel.query_one("#question-list").highlighted = 0  # type: ignore[attr-defined]
+            panel.query_one("#question-list", QuestionList).highlighted = 0
         else:
             self.tell("no pending questions", timeout=3)
 
