@@ -204,8 +204,8 @@ def paint(
             shown = _wrap(text, inner - TEXT_SCROLLBAR)
             bar = _scrollbar(text_rows, len(shown))
             width = inner - TEXT_SCROLLBAR
-            for row, (glyph, thumb) in zip(shown, bar, strict=False):
-                question_lines.append([*_padded(row, width), (glyph, SCROLLBAR[thumb])])
+            for text_row, (glyph, thumb) in zip(shown, bar, strict=False):
+                question_lines.append([*_padded(text_row, width), (glyph, SCROLLBAR[thumb])])
         else:
             question_lines += _wrap(text, inner)
         question_lines += answer
@@ -241,13 +241,13 @@ def paint(
     pane = Box(sidebar, 1, cols - sidebar, body_height)
     title = ""
     if selected is not None:
-        row = sessions[selected]
+        shown_row = sessions[selected]
         agent = (snapshot.get("agents") or {}).get(roles[selected]) or {}
         title = pane_title(
             roles[selected],
             with_agent_name(names[selected], roles[selected], str(agent.get("name") or "")),
             states.get(selected, ""),
-            int(row.get("queued") or 0),
+            int(shown_row.get("queued") or 0),
         )
     out.box(pane, title, "", [], FOREGROUND)
     if selected in screens:

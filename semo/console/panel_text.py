@@ -71,7 +71,8 @@ def opening_selection(
         return asker
     needing = [sid for sid in order if needs_operator(states.get(sid, ""))]
     working = [sid for sid in order if states.get(sid) == "executing"]
-    return (needing or working or order or [None])[0]
+    first = needing or working or order
+    return first[0] if first else None
 
 
 def session_names(
