@@ -571,7 +571,8 @@ class EngineClient:
             listener(reason)
 
     def _reply(self, frame: dict[str, Any]) -> None:
-        future = self._replies.get(frame.get("id"))  # type: ignore[arg-type]
+        request_id = frame.get("id")
+        future = self._replies.get(request_id) if isinstance(request_id, int) else None
         if future is None or future.done():
             return
         if frame.get("ok"):
@@ -585,7 +586,8 @@ class EngineClient:
         styles = frame.get("styles")
         if styles:
             self._styles.add(styles)
-        terminal = self._terminals.get(frame.get("s"))  # type: ignore[arg-type]
+        session_id = frame.get("s")
+        terminal = self._terminals.get(session_id) if isinstance(session_id, str) else None
         if terminal is None:
             return
         terminal.mirror.apply(frame, self._styles)
