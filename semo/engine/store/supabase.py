@@ -555,6 +555,9 @@ class SupabaseStore(Store):
             requeue = {"p_job_id": "", "p_command_id": "", "p_reason": ""}
             await self._run(lambda c: c.rpc("semo_requeue_job", requeue))  # 0017
             await self._run(lambda c: c.rpc("semo_rows", {"p_count": 0}))  # 0018
+            await self._rows(  # 0020
+                lambda c: c.table("agent_command_results").select("office_id").limit(1)
+            )
         except StoreUnavailable:
             raise
         except StoreError as error:
@@ -969,7 +972,7 @@ class SupabaseStore(Store):
             (insert, "agent_commands", f"office_id=eq.{office}", self._on_command),
             (update, "agent_commands", "status=eq.pending", self._on_requeue),
             (update, "user_questions", f"office_id=eq.{office}", self._on_question),
-            (insert, "agent_command_results", None, self._on_result),
+            (insert, "agent_command_results", f"office_id=eq.{office}", self._on_result),
         ]
         for event, table, row_filter, on_change in changes:
             channel.on_postgres_changes(
