@@ -31,11 +31,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from semo.engine.agents.claude.transcript import turn_text_from_transcript
 from semo.engine.protocol.observer import (
     AgentObserver,
     MalformedMessage,
     MessageFound,
-    turn_text_from_transcript,
 )
 from semo.engine.protocol.replay import EXIT_PREFIX, HOOK_PREFIX
 from semo.engine.protocol.state import StateChange

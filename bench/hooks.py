@@ -27,9 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from semo.engine import safe_json
+from semo.engine.agents.claude.transcript import TranscriptScope, project_slug, read_turn_text
 from semo.engine.protocol import hook_shim
 from semo.engine.protocol.hooks import HookServer
-from semo.engine.protocol.transcript import TranscriptScope, project_slug, read_turn_text
 
 HOLDER = """
 import os, socket, sys

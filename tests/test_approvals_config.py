@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.agents.claude.settings import install_hooks
 from semo.engine.approval_policy import ApprovalsSection, PermissionRequest
 from semo.engine.config import EXAMPLE_CONFIG, ConfigError, parse_config
-from semo.engine.protocol.hooks import install_hooks
 
 OFFICE = '[office]\nname = "o"\n'
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from semo.engine.agents import registry
 from semo.engine.config import AgentConfig, SemoConfig
 from semo.engine.control.paths import office_paths
 from semo.engine.control.resume import (
@@ -56,7 +57,6 @@ from semo.engine.sessions.breaker import CircuitBreaker
 from semo.engine.sessions.environment import agent_env_values
 from semo.engine.sessions.manager import LaunchOptions, SessionManager, UnknownSession
 from semo.engine.sessions.pool import SessionPoolManager
-from semo.engine.sessions.profiles import profile_for_command, profile_named
 from semo.engine.sessions.worktrees import WorktreeManager
 from semo.engine.ship.auto import AutoShip
 from semo.engine.store import open_store
@@ -542,7 +542,7 @@ class Engine:
         if config is None:
             return LaunchOptions(stale_after=stale_after, env=identity)
         return LaunchOptions(
-            profile=profile_named(
+            profile=registry.profile_named(
                 config.profile,
                 prompt_pattern=config.prompt_pattern,
                 reads_prompts=config.reads_prompts,
@@ -556,7 +556,7 @@ class Engine:
 
     def _reads_prompts(self, agent: Agent) -> bool:
         """Whether `agent` reads typed text as a prompt for a model (its profile says)."""
-        profile = self._launch_options(agent).profile or profile_for_command(agent.command)
+        profile = self._launch_options(agent).profile or registry.profile_for_command(agent.command)
         return profile.reads_prompts
 
     def agent_launch_env(self, agent: Agent) -> dict[str, str]:

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.agents.claude.transcript import project_slug
 from semo.engine.config import parse_config
 from semo.engine.control.paths import office_paths
 from semo.engine.control.resume import conversations_path, save
 from semo.engine.engine import Engine
 from semo.engine.events import BaseEvent, RoutingStep
-from semo.engine.protocol.transcript import project_slug
 from tests.control.office import CONFIG
 from tests.support.waiting import eventually
 

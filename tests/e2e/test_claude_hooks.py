@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
+from semo.engine.agents.claude.settings import install_hooks
+from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command
 from semo.engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env
 from tests.support.claude_screen import prompt_ready, wait_screen
@@ -170,7 +171,7 @@ async def test_hooks_report_session_prompts_and_exact_replies(
             assert start.payload["hook_event_name"] == "SessionStart"
             assert start.payload["source"] == "startup"
             assert start.payload["cwd"] == str(worktree)
-            claude_session = start.claude_session_id
+            claude_session = start.payload.get("session_id")
             assert claude_session
             await wait_screen(session, prompt_ready, STARTUP_TIMEOUT, "the prompt")
 
@@ -179,14 +180,14 @@ async def test_hooks_report_session_prompts_and_exact_replies(
                 await submit(session, prompt)
                 submitted = await rec.next("UserPromptSubmit", TURN_TIMEOUT)
                 assert submitted.prompt == prompt
-                assert submitted.claude_session_id == claude_session
+                assert submitted.payload.get("session_id") == claude_session
                 try:
                     stop = await rec.next("Stop", TURN_TIMEOUT)
                 except AssertionError as exc:
                     raise AssertionError(f"{exc}\n{api.describe()}") from None
                 assert stop.last_assistant_message == text.text  # exact, no wrapping, no ANSI
                 assert stop.payload["stop_hook_active"] is False
-                assert stop.claude_session_id == claude_session
+                assert stop.payload.get("session_id") == claude_session
                 assert text.sent_at is not None
                 latencies.append(stop.received_at - text.sent_at)
                 assert stop.sent_at is not None

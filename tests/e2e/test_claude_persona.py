@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from semo.engine.sessions.persona import PersonaInjector, agent_protocol_text
+from semo.engine.agents.persona import PersonaInjector, agent_protocol_text
 from semo.engine.sessions.worktrees import WorktreeManager
 from semo.engine.store.models import Agent
 from semo.engine.terminal.session import TerminalSession

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.agents.claude.trust import project_key
 from semo.engine.protocol.messages import StepComplete
 from semo.engine.protocol.state import AgentState, StateChange
 from semo.engine.sessions.agent_session import AgentSession
-from semo.engine.sessions.claude_config import project_key
 from semo.engine.sessions.manager import SessionManager
 from semo.engine.store.models import Agent
 from tests.support.claude_home import claude_env

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command, install_hooks
+from semo.engine.agents.claude.settings import install_hooks
+from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command
 from semo.engine.protocol.messages import AskUser, Done
 from semo.engine.protocol.observer import AgentObserver, MessageFound
 from semo.engine.protocol.state import AgentState, StateChange

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from semo.engine.sessions.claude_config import ensure_trusted, forget, owned_projects, project_key
+from semo.engine.agents.claude.trust import ensure_trusted, forget, owned_projects, project_key
 from semo.engine.sessions.worktrees import Worktree, WorktreeManager
 from semo.engine.terminal.session import TerminalSession
 from tests.support.claude_home import claude_argv, claude_env

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.agents.generic import GENERIC
 from semo.engine.protocol.state import AgentState
 from semo.engine.sessions.agent_session import AgentSession, SessionEnded
 from semo.engine.sessions.manager import SessionManager
-from semo.engine.sessions.profiles import GENERIC
 from semo.engine.store.models import Agent
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually

@@ -35,6 +35,8 @@ from typing import Any
 
 import pytest
 
+from semo.engine.agents.claude import CLAUDE
+from semo.engine.agents.claude.transcript import project_slug
 from semo.engine.protocol import hooks
 from semo.engine.protocol.hooks import (
     MAX_CONNECTIONS,
@@ -46,10 +48,8 @@ from semo.engine.protocol.hooks import (
 from semo.engine.protocol.messages import StepComplete
 from semo.engine.protocol.observer import MessageFound
 from semo.engine.protocol.state import AgentState
-from semo.engine.protocol.transcript import project_slug
 from semo.engine.sessions.agent_session import AgentSession
 from semo.engine.sessions.manager import SessionManager
-from semo.engine.sessions.profiles import CLAUDE
 from semo.engine.store.models import Agent
 from tests.support.temp_dirs import short_temp_dir
 from tests.support.waiting import eventually

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from semo.engine.agents.generic import GENERIC
 from semo.engine.protocol.messages import AskUser, ProtocolError, StepComplete
 from semo.engine.protocol.observer import MAX_MESSAGES_PER_TURN, MalformedMessage, MessageFound
 from semo.engine.protocol.state import AgentState
 from semo.engine.sessions.agent_session import AgentSession, SessionEvent
-from semo.engine.sessions.profiles import GENERIC
 from tests.support.script_agent import logged_prompts
 from tests.support.waiting import eventually
 

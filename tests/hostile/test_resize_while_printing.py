@@ -12,9 +12,9 @@ import os
 import sys
 from pathlib import Path
 
+from semo.engine.agents.generic import GENERIC
 from semo.engine.protocol.observer import MalformedMessage, MessageFound
 from semo.engine.sessions.agent_session import AgentSession, SessionEvent
-from semo.engine.sessions.profiles import GENERIC
 from tests.support.waiting import eventually
 
 SOURCE = Path(__file__).resolve().parents[2]

@@ -33,13 +33,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from semo.engine.agents.claude.settings import SETTINGS_RELPATH, HookSettingsError, install_hooks
+from semo.engine.agents.persona import PersonaError, PersonaInjector
 from semo.engine.config import AgentConfig
 from semo.engine.fsutil import UnsafePathError, contained_path
 from semo.engine.fsutil import _open_folder as open_folder
-from semo.engine.protocol.hooks import SETTINGS_RELPATH, HookSettingsError, install_hooks
 from semo.engine.sessions.environment import agent_env_values, is_credential, scrub
 from semo.engine.sessions.manager import SessionManager
-from semo.engine.sessions.persona import PersonaError, PersonaInjector
 from semo.engine.sessions.worktrees import WorktreeManager
 from semo.engine.store.models import Agent
 from semo.engine.store.sqlite import SqliteStore

@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from semo.engine.agents.claude import ClaudeAdapter
+from semo.engine.agents.claude.settings import SETTINGS_RELPATH, HookSettingsError, install_hooks
+from semo.engine.agents.gitexclude import ensure_git_exclude
 from semo.engine.logs import ThrottledWarnings
 from semo.engine.protocol import hook_shim
 from semo.engine.protocol.hooks import (
@@ -27,11 +30,8 @@ from semo.engine.protocol.hooks import (
     HookEvent,
     HookServer,
     HookServerError,
-    HookSettingsError,
     default_hook_command,
-    ensure_git_exclude,
     hook_command_line,
-    install_hooks,
     is_semo_hook_command,
 )
 from tests.support.git_repo import git
@@ -229,7 +229,7 @@ def test_exclude_goes_to_the_common_dir_for_a_linked_worktree(tmp_path: Path) ->
     repo = make_repo(tmp_path / "repo")
     linked = tmp_path / "wt-fe"
     git(repo, "worktree", "add", "-q", "-b", "fe", str(linked))
-    exclude = ensure_git_exclude(linked)
+    exclude = ensure_git_exclude(linked, SETTINGS_RELPATH)
     assert exclude is not None
     assert exclude.resolve() == (repo / ".git" / "info" / "exclude").resolve()
     install_hooks(linked, MODULE_COMMAND)
@@ -248,7 +248,7 @@ def test_exclude_pattern_is_anchored_at_the_top_level(tmp_path: Path) -> None:
 
 
 def test_no_git_repository_no_exclude(tmp_path: Path) -> None:
-    assert ensure_git_exclude(tmp_path) is None
+    assert ensure_git_exclude(tmp_path, SETTINGS_RELPATH) is None
     install_hooks(tmp_path, MODULE_COMMAND)  # still installs
 
 
@@ -316,7 +316,7 @@ async def test_server_accepts_a_valid_event(server: HookServer) -> None:
     assert isinstance(event, HookEvent)
     assert (event.session_key, event.event, event.payload) == ("office1/BE", "Stop", STOP_PAYLOAD)
     assert event.last_assistant_message == "Line one.\n\n[SEMO:DONE]"
-    assert event.claude_session_id == STOP_PAYLOAD["session_id"]
+    assert ClaudeAdapter().conversation_id(event.payload) == STOP_PAYLOAD["session_id"]
     assert before <= event.received_at <= time.monotonic()
     assert event.received_wall.tzinfo is not None
     assert server.accepted == 1

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from semo.engine.agents.claude.transcript import turn_text_from_transcript
 from semo.engine.protocol.messages import AskUser, Done, Invoke
 from semo.engine.protocol.monitor import OutputMonitor, Signal, scan_line
 from semo.engine.protocol.observer import (
@@ -13,7 +14,6 @@ from semo.engine.protocol.observer import (
     MalformedMessage,
     MessageFound,
     turn_interrupted,
-    turn_text_from_transcript,
 )
 from semo.engine.protocol.screen_text import claude_turn_text, screen_lines
 from semo.engine.protocol.state import AgentState, StateChange, StateTracker
@@ -156,25 +156,25 @@ def test_stop_reads_every_text_block_of_the_turn_from_the_transcript(tmp_path):
     assert turn_text_from_transcript(str(transcript)) == (
         '[INVOKE:BE]\n{"task": "t"}\n[/INVOKE]\n\nfinal words'
     )
-    observer = AgentObserver("claude")
+    observer = AgentObserver("claude", read_transcript=turn_text_from_transcript)
     payload = {"transcript_path": str(transcript), "last_assistant_message": "final words"}
     events = observer.on_hook("Stop", payload, 1.0)
     assert [type(m) for m in _messages(events)] == [Invoke]
 
 
 def test_unreadable_transcript_falls_back_to_last_assistant_message(tmp_path):
-    observer = AgentObserver("claude")
+    observer = AgentObserver("claude", read_transcript=turn_text_from_transcript)
     payload = {"transcript_path": str(tmp_path / "missing.jsonl"), "last_assistant_message": ASK}
     assert [type(m) for m in _messages(observer.on_hook("Stop", payload, 1.0))] == [AskUser]
 
 
 def test_transcript_read_is_bounded_like_the_hook_servers(tmp_path):
-    """One reader for both (engine/protocol/transcript.py): a FIFO is not waited on, and of a
+    """One reader for both (engine/agents/claude/transcript.py): a FIFO is not waited on, and of a
     large transcript only the tail is read, so a turn whose prompt is further back yields the
     text that is in the tail."""
     import os
 
-    from semo.engine.protocol.transcript import TAIL_BYTES
+    from semo.engine.agents.claude.transcript import TAIL_BYTES
 
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import time
 
+from semo.engine.agents.generic import GENERIC
 from semo.engine.protocol.state import AgentState, StateChange
 from semo.engine.sessions.agent_session import AgentSession, SessionEvent
-from semo.engine.sessions.profiles import GENERIC
 from tests.support.waiting import eventually
 
 TIMEOUT = 15.0

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.agents.claude import CLAUDE
+from semo.engine.agents.generic import GENERIC
 from semo.engine.protocol.observer import MalformedMessage, MessageFound
 from semo.engine.protocol.replay import replay
 from semo.engine.sessions.agent_session import AgentSession, SessionEvent
-from semo.engine.sessions.profiles import CLAUDE, GENERIC
 from tests.support.waiting import eventually
 
 SOURCE = Path(__file__).resolve().parents[2]

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from semo.engine.agents.claude import CLAUDE
 from semo.engine.protocol.messages import Done
 from semo.engine.protocol.monitor import Signal, scan_line
 from semo.engine.protocol.observer import MessageFound
@@ -43,7 +44,6 @@ from semo.engine.routing.jobs import (
 from semo.engine.routing.policy import MAX_ATTEMPTS, Decision, Failure, decide, kind_for_pattern
 from semo.engine.sessions.agent_session import AgentSession
 from semo.engine.sessions.breaker import CircuitBreaker
-from semo.engine.sessions.profiles import CLAUDE
 from semo.engine.store.base import Store
 from semo.engine.store.models import Agent, Job, JobEntry, Office, RunJobPayload
 from tests.support.job_rig import TIMEOUT, JobRig

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from semo.engine.sessions import claude_config
-from semo.engine.sessions.claude_config import (
+from semo.engine.agents.claude import trust as claude_config
+from semo.engine.agents.claude.trust import (
     ClaudeConfigBusy,
     ClaudeConfigError,
     claude_config_path,

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.agents.generic import GENERIC
 from semo.engine.protocol.messages import AskUser
 from semo.engine.protocol.monitor import Signal
 from semo.engine.protocol.observer import MessageFound
 from semo.engine.protocol.state import AgentState, StateChange
 from semo.engine.sessions.agent_session import AgentSession, SessionEnded, SessionError
 from semo.engine.sessions.manager import LaunchOptions, SessionManager, UnknownSession
-from semo.engine.sessions.profiles import GENERIC
 from semo.engine.store.models import Agent, Office
 from semo.engine.store.sqlite import SqliteStore
 from tests.support.claude_screen import wait_screen

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from semo.engine.protocol.parser import parse_reply
-from semo.engine.sessions.persona import (
+from semo.engine.agents.persona import (
     PERSONA_RELPATH,
     SECTION_END,
     SECTION_START,
@@ -21,6 +20,7 @@ from semo.engine.sessions.persona import (
     protocol_file,
     remove_section,
 )
+from semo.engine.protocol.parser import parse_reply
 from semo.engine.sessions.worktrees import WorktreeManager
 from semo.engine.store.models import Agent
 from tests.support.git_repo import git

@@ -5,10 +5,10 @@ timeline keeps it as `pr_created` (ref `#N`, the address when the line has one),
 
 from __future__ import annotations
 
+from semo.engine.agents.claude import CLAUDE
 from semo.engine.protocol.monitor import Signal
 from semo.engine.routing.jobs import _Watch, pull_request_detail
 from semo.engine.sessions.agent_session import AgentSession
-from semo.engine.sessions.profiles import CLAUDE
 from semo.engine.ship.settings import ShipSection
 from semo.engine.ship.ship import ShipRequest, ship_job
 from semo.engine.store.models import JobEntry

@@ -1,4 +1,4 @@
-"""Claude Code conversations outlive a killed engine.
+"""Agents' conversations outlive a killed engine (Claude Code's today: its adapter resumes).
 
 How it works: docs/CONSOLE.md, "Resuming Claude Code conversations".
 """
@@ -7,22 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
 import json
 import logging
-import os
-import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol
 
+from semo.engine.agents import registry
 from semo.engine.control.paths import OfficePaths, private_dir
 from semo.engine.events import RoutingStep
 from semo.engine.fsutil import atomic_write
 from semo.engine.protocol.state import AgentState, StateChange
-from semo.engine.protocol.transcript import TranscriptScope
 from semo.engine.sessions.pool import warm_place, warm_task_id
 from semo.engine.store.base import StoreError
 from semo.engine.store.models import JobEntry, new_id, now
@@ -63,10 +59,8 @@ log = logging.getLogger("semo.resume")
 
 #: seconds a resumed session gets to reach its prompt (without a pool: the pool's ready_timeout)
 READY_TIMEOUT = 60.0
-#: what Claude Code's session ids look like (a UUID). The id comes from the agent's own hook
-#: reports, so it is checked before it goes on a command line: "--dangerously-..." must never
-#: become a flag of the resumed CLI.
-CLAUDE_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+#: an entry's conversation id; files of an older semo name it by Claude Code
+ID_KEYS = ("conversation_id", "claude_session_id")
 
 
 #: grants kept per recorded conversation, and the longest tool name among them
@@ -74,8 +68,9 @@ MAX_GRANTS = 500
 MAX_TOOL = 128
 
 
-def valid_claude_id(value: object) -> TypeGuard[str]:
-    return isinstance(value, str) and CLAUDE_SESSION_ID.fullmatch(value) is not None
+def conversation_of(entry: Mapping[str, Any]) -> object:
+    """The (unchecked) conversation id a recorded entry names."""
+    return next((entry[key] for key in ID_KEYS if entry.get(key) is not None), None)
 
 
 def conversations_path(paths: OfficePaths) -> Path:
@@ -143,14 +138,15 @@ class ConversationKeeper:
             if self.entries.pop(sid, None) is not None:
                 self._save()
             return
-        claude_id = session.claude_session_id
-        if not valid_claude_id(claude_id) or session.ended:
+        conversation = session.conversation_id
+        if conversation is None or session.ended:
             return
         known = self.entries.get(sid)
-        if known is not None and known.get("claude_session_id") == claude_id:
+        if known is not None and conversation_of(known) == conversation:
             return
         self.entries[sid] = {
-            "claude_session_id": claude_id,
+            "conversation_id": conversation,
+            "profile": session.profile.name,
             "role": session.role,
             "agent_id": session.agent_id,
             "folder": str(session.cwd) if session.cwd else None,
@@ -163,7 +159,7 @@ class ConversationKeeper:
         try:
             save(self.path, self.entries)
         except OSError as error:
-            log.warning("cannot record Claude Code sessions in %s: %s", self.path, error)
+            log.warning("cannot record agent conversations in %s: %s", self.path, error)
 
 
 @dataclass
@@ -187,31 +183,10 @@ class Resumed:
         )
 
 
-def transcript_of(folder: Path, env: Mapping[str, str], claude_id: str) -> Path | None:
-    """The transcript of conversation `claude_id` in `folder`'s Claude projects folder (the
-    one the CLI's `--resume` reads), if it is a regular file there (not a symlink); else None."""
-    scope = TranscriptScope.for_session(folder, env)
-    for slug in sorted(scope.slugs):
-        candidates = [scope.projects / slug]
-        if len(slug) > 200:  # Claude Code cuts long names and adds a hash
-            with contextlib.suppress(OSError):
-                candidates = sorted(scope.projects.glob(f"{glob.escape(slug[:200])}-*"))
-        for project in candidates:
-            path = project / f"{claude_id}.jsonl"
-            try:
-                if os.path.realpath(project) != os.fspath(project):
-                    continue  # a symlinked project folder
-                if stat.S_ISREG(os.lstat(path).st_mode):
-                    return path
-            except OSError:
-                continue
-    return None
-
-
 async def resume_conversations(
     engine: ResumingEngine, keeper: ConversationKeeper, jobs: Mapping[str, str] | None = None
 ) -> list[Resumed]:
-    """Start the Claude Code sessions a killed engine left again, with `--resume`, and wait
+    """Start the conversations a killed engine left again, each with its CLI's resume, and wait
     until each is ready or has failed (concurrently). `jobs`: old session id -> the job it
     ran (a failed resume is written on its timeline)."""
     if getattr(engine, "conversations", keeper) is not keeper:
@@ -240,24 +215,33 @@ async def _resume_one(
     assert manager is not None
     agent = engine.agents.get(str(entry.get("role")))
     folder = Path(str(entry.get("folder") or ""))
-    claude_id = entry.get("claude_session_id")
+    conversation = conversation_of(entry)
     if agent is None or agent.id != entry.get("agent_id"):
         log.info("not resuming session %s: its agent is no longer configured", old_id)
         return None
-    if not valid_claude_id(claude_id):
+    try:  # the CLI that recorded it (an older semo's entries name none: Claude Code's)
+        adapter = registry.adapter(str(entry.get("profile") or registry.UNNAMED_RECORDS))
+    except ValueError as error:
+        log.warning("not resuming session %s: %s", old_id, error)
+        return None
+    if not adapter.valid_conversation_id(conversation):
         log.warning(
-            "not resuming session %s: %r is not a Claude Code session id", old_id, claude_id
+            "not resuming session %s: %r is not a %s conversation id",
+            old_id,
+            conversation,
+            adapter.name,
         )
         return None
     if not entry.get("folder") or not await asyncio.to_thread(folder.is_dir):
         log.info("not resuming session %s: its folder %s is gone", old_id, folder)
         return None
     env = engine.agent_launch_env(agent)
-    if await asyncio.to_thread(transcript_of, folder, env, claude_id) is None:
-        why = f"no transcript of conversation {claude_id} in the projects folder of {folder}"
+    conversation = str(conversation)
+    why = await asyncio.to_thread(adapter.missing_conversation, folder, env, conversation)
+    if why is not None:
         await _failed(engine, old_id, agent, job_id, why)
         return None
-    argv = [*agent.command, "--resume", claude_id]
+    argv = adapter.resume_command(agent.command, conversation)
     session: AgentSession | None = None
     timeout = engine.pool.ready_timeout if engine.pool is not None else READY_TIMEOUT
     try:
@@ -274,9 +258,10 @@ async def _resume_one(
         await _failed(engine, old_id, agent, job_id, f"the resumed CLI did not get ready: {why}")
         return None
     log.info(
-        "resumed %s's Claude Code conversation %s as session %s (was %s)",
+        "resumed %s's %s conversation %s as session %s (was %s)",
         agent.role,
-        claude_id,
+        adapter.name,
+        conversation,
         session.session_id,
         old_id,
     )

@@ -1,4 +1,4 @@
-"""Claude Code hooks: install them in a worktree, and receive what they report.
+"""Agent hooks: the command an agent CLI runs for each, and the server that receives them.
 
 How it works: docs/SESSIONS.md, "Claude Code hooks".
 """
@@ -19,24 +19,20 @@ import shlex
 import socket
 import stat
 import struct
-import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from semo.engine import safe_json
-from semo.engine.fsutil import read_text_in, write_text_in
-from semo.engine.gitsafe import git_argv, git_environment
 from semo.engine.logs import ThrottledWarnings, add_secret, discard_secret
-from semo.engine.protocol.transcript import TranscriptRefused, TranscriptScope, read_turn_text
 from semo.engine.runtime import pid_alive, private_dir, runtime_dir
 
 __all__ = [
@@ -47,25 +43,22 @@ __all__ = [
     "MAX_CONNECTIONS_PER_PEER",
     "MAX_JSON_DEPTH",
     "MAX_MESSAGE_BYTES",
-    "SETTINGS_RELPATH",
     "HookEvent",
     "HookServer",
     "HookServerError",
-    "HookSettingsError",
     "Peer",
-    "TranscriptScope",
+    "TurnTextReader",
+    "TurnTextRefused",
     "default_hook_command",
     "default_runtime_dir",
-    "ensure_git_exclude",
     "hook_command_line",
-    "install_hooks",
     "is_semo_hook_command",
-    "merge_hook_settings",
 ]
 
 log = logging.getLogger("semo.hooks")
 
-#: The events semo installs hooks for, in Claude Code's spelling.
+#: The events semo installs hooks for, as the observer (engine.protocol.observer) names them:
+#: Claude Code's spelling.
 HOOK_EVENTS: tuple[str, ...] = (
     "SessionStart",
     "UserPromptSubmit",
@@ -86,12 +79,6 @@ ENV_TOKEN = "SEMO_HOOK_TOKEN"
 #: Largest accepted request line (the JSON, without its newline).
 MAX_MESSAGE_BYTES = 1024 * 1024
 
-#: Where the hooks go, relative to the worktree (Claude Code's per-user, uncommitted settings).
-SETTINGS_RELPATH = Path(".claude") / "settings.local.json"
-
-#: Seconds Claude Code lets one of our hooks run before killing it (the shim gives up after 2).
-HOOK_TIMEOUT_SECONDS = 10
-
 #: AF_UNIX paths are limited to sizeof(sun_path) - 1 bytes on Linux (107), 103 on macOS.
 _MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
 
@@ -106,9 +93,6 @@ _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
 
 #: How long a client may take to send its request line.
 _READ_TIMEOUT = 5.0
-
-#: Largest settings.local.json semo merges into (Claude Code's are a few KiB).
-_SETTINGS_MAX_BYTES = 4 * 1024 * 1024
 
 #: Deepest JSON nesting accepted in a request (Claude Code's payloads nest 3 levels).
 MAX_JSON_DEPTH = 64
@@ -138,11 +122,7 @@ WARN_INTERVAL = 10.0
 _LOCK_SUFFIX = ".lock"
 
 
-# -- settings.local.json -----------------------------------------------------------------------
-
-
-class HookSettingsError(Exception):
-    """A settings file semo must merge into is not what Claude Code would accept."""
+# -- the hook command ---------------------------------------------------------------------------
 
 
 def default_hook_command() -> list[str]:
@@ -185,186 +165,6 @@ def is_semo_hook_command(command_line: Any) -> bool:
     return False
 
 
-def _is_our_hook(hook: Any) -> bool:
-    return isinstance(hook, dict) and is_semo_hook_command(hook.get("command"))
-
-
-def merge_hook_settings(
-    settings: Mapping[str, Any],
-    command: Sequence[str],
-    events: Iterable[str] = HOOK_EVENTS,
-    *,
-    timeout: int = HOOK_TIMEOUT_SECONDS,
-    timeouts: Mapping[str, int] | None = None,
-    permission_mode: str | None = None,
-    source: str = "settings",
-) -> dict[str, Any]:
-    """Return ``settings`` with our hooks for ``events`` and everything else kept.
-
-    Our previous entries (see :func:`is_semo_hook_command`) are removed wherever they are, and a
-    matcher group holding only them goes with them; every other key, event, group and hook is
-    kept in place and order. Merging the result again with the same arguments changes nothing.
-    ``timeouts`` gives some events another timeout than ``timeout`` (a PermissionRequest waits
-    for a person); ``permission_mode`` sets ``permissions.defaultMode`` (None: left as it is).
-    Raises :class:`HookSettingsError` when the shape is not Claude Code's (``source`` names the
-    file in the message).
-    """
-    if not isinstance(settings, Mapping):
-        raise HookSettingsError(f"{source}: expected a JSON object at the top level")
-    result = dict(settings)
-    hooks_value = result.get("hooks", {})
-    if not isinstance(hooks_value, Mapping):
-        raise HookSettingsError(f'{source}: "hooks" must be a JSON object')
-    hooks: dict[str, Any] = {}
-    for event, groups in hooks_value.items():
-        if not isinstance(groups, list):
-            raise HookSettingsError(f'{source}: "hooks.{event}" must be a JSON array')
-        kept = []
-        for group in groups:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(inner, list):
-                kept.append(group)  # not ours to judge; Claude Code will say if it is wrong
-                continue
-            remaining = [h for h in inner if not _is_our_hook(h)]
-            if len(remaining) == len(inner):
-                kept.append(group)
-            elif remaining:
-                kept.append({**group, "hooks": remaining})
-        if kept:
-            hooks[event] = kept
-    for event in events:
-        seconds = (timeouts or {}).get(event, timeout)
-        ours = {"type": "command", "command": hook_command_line(command, event), "timeout": seconds}
-        hooks.setdefault(event, []).append({"hooks": [ours]})
-    result["hooks"] = hooks
-    if permission_mode is not None:
-        permissions = result.get("permissions", {})
-        if not isinstance(permissions, Mapping):
-            raise HookSettingsError(f'{source}: "permissions" must be a JSON object')
-        result["permissions"] = {**permissions, "defaultMode": permission_mode}
-    return result
-
-
-def _read_settings(worktree: Path) -> tuple[str | None, dict[str, Any]]:
-    """(text, settings) of the worktree's settings file; never through a symlink out of the
-    worktree, never a FIFO (semo/engine/fsutil.py: read_text_in)."""
-    path = worktree / SETTINGS_RELPATH
-    try:
-        text = read_text_in(worktree, SETTINGS_RELPATH)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HookSettingsError(f"{path}: cannot read it ({exc}); semo left it unchanged") from exc
-    return text, _parse_settings(path, text)
-
-
-def _parse_settings(path: Path, text: str | None) -> dict[str, Any]:
-    if text is None or not text.strip():
-        return {}
-    try:  # the worktree is the agent's: its settings file may be hostile too
-        value = safe_json.loads(text, max_bytes=_SETTINGS_MAX_BYTES, max_depth=MAX_JSON_DEPTH)
-    except safe_json.JSONInputError as exc:
-        raise HookSettingsError(
-            f"{path}: {exc}; fix or remove it, semo will not overwrite it"
-        ) from None
-    if not isinstance(value, dict):
-        raise HookSettingsError(
-            f"{path}: expected a JSON object, found {type(value).__name__}; "
-            "fix or remove it, semo will not overwrite it"
-        )
-    return value
-
-
-def install_hooks(
-    worktree: Path,
-    command: Sequence[str],
-    *,
-    events: Iterable[str] = HOOK_EVENTS,
-    timeout: int = HOOK_TIMEOUT_SECONDS,
-    timeouts: Mapping[str, int] | None = None,
-    permission_mode: str | None = None,
-    exclude_from_git: bool = True,
-) -> Path:
-    """Install ``<command> <Event>`` hooks in ``worktree/.claude/settings.local.json``.
-
-    Merges with what is there (see :func:`merge_hook_settings`), writes atomically and only when
-    something changed, and (``exclude_from_git``) lists the file in the repository's
-    ``info/exclude`` when the worktree is in a git repository. Returns the settings path.
-    Raises :class:`HookSettingsError` for an existing file that is not a JSON object of
-    Claude Code's shape; the file is never overwritten then.
-    """
-    worktree = Path(worktree)
-    path = worktree / SETTINGS_RELPATH
-    before, current = _read_settings(worktree)
-    merged = merge_hook_settings(
-        current,
-        command,
-        events,
-        timeout=timeout,
-        timeouts=timeouts,
-        permission_mode=permission_mode,
-        source=str(path),
-    )
-    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    if before != text:
-        try:  # a symlink may lead elsewhere inside the worktree, never out of it
-            write_text_in(worktree, SETTINGS_RELPATH, text)
-        except OSError as exc:
-            raise HookSettingsError(f"{path}: cannot write it: {exc}") from exc
-    if exclude_from_git:
-        ensure_git_exclude(worktree, SETTINGS_RELPATH)
-    return path
-
-
-def _git(worktree: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(
-            git_argv("git", worktree, *args),  # hooks off, no secrets: semo/engine/gitsafe.py
-            capture_output=True,
-            text=True,
-            timeout=10,
-            env=git_environment(),
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.strip()
-
-
-def ensure_git_exclude(worktree: Path, relpath: Path = SETTINGS_RELPATH) -> Path | None:
-    """List ``worktree/relpath`` in the repository's ``info/exclude`` (found with
-    ``git rev-parse --git-path info/exclude``, so linked worktrees share their repository's file).
-
-    Returns the exclude file's path, or None when ``worktree`` is not in a git repository (or
-    git is not installed). Idempotent; the pattern is anchored at the repository's top level.
-    """
-    worktree = Path(worktree)
-    top = _git(worktree, "rev-parse", "--show-toplevel")
-    git_path = _git(worktree, "rev-parse", "--git-path", "info/exclude")
-    if not top or not git_path:
-        return None
-    exclude = Path(git_path)
-    if not exclude.is_absolute():
-        exclude = worktree / exclude
-    target = Path(os.path.realpath(worktree / relpath))
-    try:
-        rel = target.relative_to(os.path.realpath(top))
-    except ValueError:
-        return None  # the file is outside the repository (a symlink out of it)
-    pattern = "/" + rel.as_posix()
-    git_dir = exclude.parent.parent  # agents can write it too: never through a symlink out
-    where = "the repository's git folder"
-    existing = read_text_in(git_dir, "info/exclude", where=where) or ""
-    if pattern in (line.strip() for line in existing.splitlines()):
-        return exclude
-    if existing and not existing.endswith("\n"):
-        existing += "\n"
-    body = existing + "# Claude Code hooks installed by semo (per-machine, never committed)\n"
-    write_text_in(git_dir, "info/exclude", body + pattern + "\n", mode=0o644, where=where)
-    if _git(Path(top), "ls-files", "--error-unmatch", "--", rel.as_posix()) is not None:
-        log.warning("%s is tracked by git; info/exclude does not hide changes to it", target)
-    return exclude
-
-
 # -- the receiving end ------------------------------------------------------------------------
 
 
@@ -379,8 +179,9 @@ class HookEvent(BaseModel):
     received_at: float  # time.monotonic() when the engine had the whole message
     received_wall: datetime = Field(default_factory=lambda: datetime.now(UTC))
     sent_at: float | None = None  # the shim's time.time() when it sent, if it said
-    #: Stop: the turn's assistant text read (safely) from ``transcript_path``; None when the
-    #: session has no transcript scope, the path was refused, or the file held no such text
+    #: the turn's whole text, read (safely) by the session's TurnTextReader from where the
+    #: hook said it is (Claude Code's Stop: its ``transcript_path``); None when the session has
+    #: no reader, the place was refused, or it held no such text
     transcript_text: str | None = None
 
     @property
@@ -395,10 +196,27 @@ class HookEvent(BaseModel):
         value = self.payload.get("prompt")
         return value if isinstance(value, str) else None
 
-    @property
-    def claude_session_id(self) -> str | None:
-        value = self.payload.get("session_id")
-        return value if isinstance(value, str) else None
+
+class TurnTextRefused(Exception):
+    """The place a hook names for its turn's text is not one semo reads; the message says why."""
+
+
+class TurnTextReader(Protocol):
+    """Reads a turn's whole text from where a hook says it is (an adapter's, per session).
+
+    The hook's payload is agent input: the reader refuses any place but the session's own."""
+
+    #: the event whose payload names the place (the one that ends a turn)
+    event: str
+
+    def source(self, payload: dict[str, Any]) -> str | None:
+        """Where `payload` says the text is, for messages (None: it names no place)."""
+        ...
+
+    def read(self, payload: dict[str, Any], *, wait: float) -> str | None:
+        """The turn's text, waiting up to `wait` seconds for it to be complete. Blocking;
+        raises TurnTextRefused."""
+        ...
 
 
 class HookServerError(OSError):
@@ -462,8 +280,8 @@ class HookServer:
     refused, one process may hold ``max_connections_per_peer`` at a time, and when
     ``max_connections`` are open the oldest connection still waiting for its request (from the
     process holding the most) is dropped to make room. Events of one session are delivered in
-    the order they were received. A session registered with a :class:`TranscriptScope` gets
-    its Stop's transcript read (see :mod:`semo.engine.protocol.transcript`) in a worker thread
+    the order they were received. A session registered with a :class:`TurnTextReader` gets
+    its turn's text read (Claude Code's: `engine.agents.claude.transcript`) in a worker thread
     within ``transcript_timeout`` seconds, into :attr:`HookEvent.transcript_text`.
     """
 
@@ -510,7 +328,7 @@ class HookServer:
         self._warnings = ThrottledWarnings(log, warn_interval)
         self._sessions: dict[bytes, str] = {}  # sha256(token) -> session key
         self._tokens: dict[str, str] = {}  # session key -> token
-        self._scopes: dict[str, TranscriptScope] = {}  # session key -> where its transcripts are
+        self._readers_of: dict[str, TurnTextReader] = {}  # session key -> its turn text reader
         self._order: dict[str, asyncio.Lock] = {}  # session key -> delivery in arrival order
         self._server: asyncio.AbstractServer | None = None
         self._inode: tuple[int, int] | None = None
@@ -532,12 +350,12 @@ class HookServer:
         session_key: str,
         token: str | None = None,
         *,
-        transcripts: TranscriptScope | None = None,
+        transcripts: TurnTextReader | None = None,
     ) -> str:
         """Issue (or, with ``token``, adopt) the session's token; a previous one stops working.
 
-        ``transcripts``: where the session's Claude Code writes its transcripts; without it no
-        ``transcript_path`` is ever read for this session."""
+        ``transcripts``: what reads the session's turn texts where its hooks say they are;
+        without it no place a hook names is ever read for this session."""
         if token is not None and not _TOKEN_RE.fullmatch(token):
             raise ValueError("a hook token is 16+ characters of [A-Za-z0-9_-]")
         self.unregister(session_key)
@@ -546,7 +364,7 @@ class HookServer:
         self._tokens[session_key] = token
         add_secret(token)  # redacted in every log line while the session holds it
         if transcripts is not None:
-            self._scopes[session_key] = transcripts
+            self._readers_of[session_key] = transcripts
         return token
 
     def unregister(self, session_key: str) -> None:
@@ -554,7 +372,7 @@ class HookServer:
         if token is not None:
             self._sessions.pop(_token_key(token), None)
             discard_secret(token)
-        self._scopes.pop(session_key, None)
+        self._readers_of.pop(session_key, None)
         self._order.pop(session_key, None)
 
     def env_for(self, session_key: str) -> dict[str, str]:
@@ -770,8 +588,9 @@ class HookServer:
         order = self._order.setdefault(session_key, asyncio.Lock())
         async with order:  # a Stop being read does not let a later event overtake it
             transcript_text = None
-            if event == "Stop":
-                transcript_text = await self._turn_text(session_key, payload)
+            turn_reader = self._readers_of.get(session_key)
+            if turn_reader is not None and event == turn_reader.event:
+                transcript_text = await self._turn_text(session_key, turn_reader, payload)
             hook_event = HookEvent(
                 session_key=session_key,
                 event=event,
@@ -813,37 +632,32 @@ class HookServer:
             return None
         return deciding.result()
 
-    async def _turn_text(self, session_key: str, payload: dict[str, Any]) -> str | None:
-        """The turn's text from the Stop's transcript, or None (refusals are logged)."""
-        path = payload.get("transcript_path")
-        scope = self._scopes.get(session_key)
-        if path is None or scope is None:
+    async def _turn_text(
+        self, session_key: str, reader: TurnTextReader, payload: dict[str, Any]
+    ) -> str | None:
+        """The turn's text from where the hook said it is, or None (refusals are logged)."""
+        where = reader.source(payload)
+        if where is None:
             return None
         if self._readers is None:
             self._readers = ThreadPoolExecutor(_TRANSCRIPT_READERS, "semo-transcript")
-        last = payload.get("last_assistant_message")
-        read = functools.partial(
-            read_turn_text,
-            path,
-            scope,
-            final_text=last if isinstance(last, str) else "",
-            wait=self.transcript_timeout * 2 / 3,  # then the best text so far, in time
-        )
+        # then the best text so far, in time
+        read = functools.partial(reader.read, payload, wait=self.transcript_timeout * 2 / 3)
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.transcript_timeout):
                 return await loop.run_in_executor(self._readers, read)
-        except TranscriptRefused as exc:
+        except TurnTextRefused as exc:
             problem = str(exc)
         except TimeoutError:
             problem = f"not read within {self.transcript_timeout:g} s"
-        except Exception as exc:  # never lose the Stop over its transcript
+        except Exception as exc:  # never lose the turn's end over its text
             problem = f"cannot be read ({type(exc).__name__}: {exc})"
         self.rejected["transcript"] += 1
         self._warnings.warning(
             "transcript",
-            f"transcript_path {str(path)[:200]!r} of session {session_key} refused: {problem}; "
-            "the turn ends with the hook's last_assistant_message",
+            f"{where[:200]} of session {session_key} refused: {problem}; "
+            "the turn ends with the hook's own text",
         )
         return None
 

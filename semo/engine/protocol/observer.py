@@ -30,7 +30,6 @@ from semo.engine.protocol.screen_text import (
     screen_lines,
 )
 from semo.engine.protocol.state import AgentState, StateChange, StateSource, StateTracker
-from semo.engine.protocol.transcript import read_turn_text_at
 from semo.engine.terminal.screen import TerminalScreen
 from semo.engine.terminal.scrollback import Line
 
@@ -89,7 +88,8 @@ class AgentObserver:
         self.tracker = StateTracker()
         self.monitor = OutputMonitor(stale_after)
         self._prompt = re.compile(prompt_pattern)
-        self._read_transcript = read_transcript or turn_text_from_transcript
+        #: the turn's whole text where a Stop names it (a session's: what its hooks read)
+        self._read_transcript = read_transcript or _no_transcript
         self._final_lines = FinalLines()
         self._prompts = PromptIndex()
         self._parser = MarkerParser()
@@ -427,12 +427,5 @@ def input_box_in(rows: Sequence[str]) -> bool:
     )
 
 
-def turn_text_from_transcript(path: str) -> str | None:
-    """All assistant text of the last turn in a Claude Code transcript (JSONL), or None.
-
-    The Stop hook's `last_assistant_message` holds only the turn's final text block; a marker
-    written before a tool call would be lost without this. The engine reads transcripts named
-    by hooks through `transcript.read_turn_text` (scoped to the session's folder); this is the
-    same bounded reader for a path the caller chose (replays, the recorded corpus).
-    """
-    return read_turn_text_at(path)
+def _no_transcript(_path: str) -> None:
+    return None

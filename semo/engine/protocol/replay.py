@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from semo.engine.agents.claude.transcript import turn_text_from_transcript
 from semo.engine.protocol.monitor import Signal
 from semo.engine.protocol.observer import (
     AgentObserver,
@@ -20,7 +21,6 @@ from semo.engine.protocol.observer import (
     MessageFound,
     ObserverEvent,
     Profile,
-    turn_text_from_transcript,
 )
 from semo.engine.terminal.asciicast import AsciicastEvent, read_asciicast
 from semo.engine.terminal.stream import make_screen_and_stream

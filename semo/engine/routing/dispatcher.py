@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from semo.engine.agents.base import AgentSetupError
 from semo.engine.events import CommandClaimed, CommandFinished, EventBus
 from semo.engine.sessions.agent_session import (
     AgentSession,
@@ -28,9 +29,7 @@ from semo.engine.sessions.agent_session import (
     SessionError,
     TurnResult,
 )
-from semo.engine.sessions.claude_config import ClaudeConfigError
 from semo.engine.sessions.manager import SessionManager, UnknownSession
-from semo.engine.sessions.persona import PersonaError
 from semo.engine.sessions.pool import PoolError
 from semo.engine.sessions.worktrees import WorktreeError
 from semo.engine.store.base import NotFound, Store, StoreConflict, StoreError
@@ -77,9 +76,8 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     SessionError,
     KeySpecError,
     StoreError,
-    PersonaError,
+    AgentSetupError,
     WorktreeError,
-    ClaudeConfigError,
     TerminalSpawnError,
     PoolError,
     OSError,

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from semo.engine.agents import registry
+from semo.engine.agents.base import AgentAdapter
 from semo.engine.protocol.hooks import HookEvent
 from semo.engine.protocol.messages import ProtocolMessage
 from semo.engine.protocol.monitor import DEFAULT_STALE_AFTER, Signal
@@ -116,6 +118,7 @@ class AgentSession:
         argv: Sequence[str],
         profile: AgentProfile,
         *,
+        adapter: AgentAdapter | None = None,
         role: str = "",
         agent_id: str = "",
         cwd: str | os.PathLike[str] | None = None,
@@ -131,6 +134,8 @@ class AgentSession:
         self.interrupted_by_operator = False
         self.agent_id = agent_id
         self.profile = profile
+        #: the agent CLI's adapter (engine.agents): default, the profile's
+        self.adapter = adapter or registry.adapter(profile.name)
         self.cwd = Path(cwd) if cwd is not None else None
         self.terminal = TerminalSession(argv, cols=cols, rows=rows, cwd=cwd, env=env, record=record)
         self._transcript_text: str | None = None  # the Stop's turn text, read by the hooks
@@ -163,8 +168,8 @@ class AgentSession:
         self._ending: str | None = None
         self._typing: _Queued | None = None
         self._last_turn_text = ""
-        #: Claude Code's own session id, from its hooks (what `claude --resume` takes)
-        self.claude_session_id: str | None = None
+        #: the CLI's own id of this conversation, from its hooks (what its resume takes)
+        self.conversation_id: str | None = None
         self._turn_messages: list[ProtocolMessage] = []
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -368,8 +373,8 @@ class AgentSession:
         """A hook report for this session (routed here by the session manager, once its turn
         gate `turns` admitted it)."""
         self.last_activity = time.monotonic()
-        if event.claude_session_id:
-            self.claude_session_id = event.claude_session_id
+        if conversation := self.adapter.conversation_id(event.payload):
+            self.conversation_id = conversation
         if event.event == "UserPromptSubmit":
             self._submitted.set()
             self._turn_messages = []

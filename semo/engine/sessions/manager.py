@@ -18,13 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from semo.engine.protocol.hooks import (
-    HookEvent,
-    HookServer,
-    TranscriptScope,
-    default_hook_command,
-    install_hooks,
-)
+from semo.engine.agents import registry
+from semo.engine.agents.base import AgentProfile, WorktreeSetup
+from semo.engine.agents.persona import PersonaInjector
+from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command
 from semo.engine.protocol.monitor import DEFAULT_STALE_AFTER
 from semo.engine.protocol.state import AgentState, StateChange
 from semo.engine.sessions.agent_session import (
@@ -35,10 +32,7 @@ from semo.engine.sessions.agent_session import (
     SessionListener,
     TurnResult,
 )
-from semo.engine.sessions.claude_config import ensure_trusted_async
 from semo.engine.sessions.environment import agent_env_values, scrub
-from semo.engine.sessions.persona import PersonaInjector
-from semo.engine.sessions.profiles import AgentProfile, profile_for_command
 from semo.engine.sessions.worktrees import WorktreeManager
 from semo.engine.store.base import Store, StoreConflict, StoreError
 from semo.engine.store.models import Agent, new_id
@@ -77,7 +71,7 @@ class LaunchOptions:
     cols: int = DEFAULT_COLS
     rows: int = DEFAULT_ROWS
     stale_after: float = DEFAULT_STALE_AFTER
-    #: Claude Code's permission mode, written to the worktree's settings (None: left alone)
+    #: the CLI's permission mode, written to the worktree's settings (None: left alone)
     permission_mode: str | None = None
 
 
@@ -117,7 +111,9 @@ class SessionManager:
         self.worktrees = worktrees
         self.persona = persona or PersonaInjector()
         self.hook_command = list(hook_command or default_hook_command())
-        self.hooks = HookServer(runtime_dir=runtime_dir, on_event=self._on_hook)
+        self.hooks = HookServer(
+            runtime_dir=runtime_dir, on_event=self._on_hook, events=registry.hook_events()
+        )
         self.hooks.admit = self._admit_hook
         #: hook timeouts other than the default, by event (a PermissionRequest waits for a
         #: person: semo/engine/approval_policy.py ApprovalsSection.hook_timeout)
@@ -185,26 +181,38 @@ class SessionManager:
         from `peers()`."""
         await self.start()
         options = self.launch_options(agent)
-        profile = profile or options.profile or profile_for_command(agent.command)
+        profile = profile or options.profile or registry.profile_for_command(agent.command)
+        adapter = registry.adapter(profile.name)
         env = env if env is not None else options.env
         cols, rows = cols or options.cols, rows or options.rows
         peers = self.peers() if peers is None else peers
         session_id = new_id()
         folder = await self._folder(agent, working_dir, task_id or session_id[:8])
-        if profile.uses_hooks:
-            await self._prepare_claude(folder, agent, peers, options.permission_mode)
+        launch_env = {**self.agent_env, **agent_env_values(env or {})}
+        await adapter.prepare(
+            WorktreeSetup(
+                folder=folder,
+                agent=agent,
+                peers=[p for p in peers if p.id != agent.id],
+                persona=self.persona,
+                hook_command=self.hook_command,
+                hook_timeouts=self.hook_timeouts,
+                permission_mode=options.permission_mode,
+                env=self.agent_env,
+            )
+        )
         token_env = {}
         if profile.uses_hooks:
-            launch_env = {**self.agent_env, **agent_env_values(env or {})}
-            transcripts = TranscriptScope.for_session(folder, launch_env)
-            self.hooks.register_session(session_id, transcripts=transcripts)
+            reader = adapter.turn_text_reader(folder, launch_env)
+            self.hooks.register_session(session_id, transcripts=reader)
             token_env = self.hooks.env_for(session_id)
-        child_env = {**self.agent_env, **agent_env_values(env or {}), **token_env}
+        child_env = {**launch_env, **token_env}
         record = self.record_dir / f"{session_id}.cast" if self.record_dir else None
         session = AgentSession(
             session_id,
             agent.command,
             profile,
+            adapter=adapter,
             role=agent.role,
             agent_id=agent.id,
             cwd=folder,
@@ -241,20 +249,6 @@ class SessionManager:
             )
         worktree = await self.worktrees.create(agent.role, task_id)
         return worktree.path
-
-    async def _prepare_claude(
-        self, folder: Path, agent: Agent, peers: Sequence[Agent], permission_mode: str | None
-    ) -> None:
-        await self.persona.inject_async(folder, agent, [p for p in peers if p.id != agent.id])
-        await asyncio.to_thread(
-            install_hooks,
-            folder,
-            self.hook_command,
-            timeouts=self.hook_timeouts,
-            permission_mode=permission_mode,
-        )
-        home = self.agent_env.get("HOME")
-        await ensure_trusted_async(folder, home=Path(home) if home else None)
 
     # -- operations (seed 001) ------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Write an agent's persona into its worktree's ``.claude/CLAUDE.md`` (seed 004).
+"""Write an agent's persona into its CLI's instructions file in the worktree (seed 004).
 
 How it works: docs/SESSIONS.md, "Personas".
 """
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from semo.engine.agents.base import AgentSetupError
+from semo.engine.agents.gitexclude import ensure_git_exclude
 from semo.engine.fsutil import (
     UnsafePathError,
     contained_path,
@@ -25,7 +27,6 @@ from semo.engine.fsutil import (
     write_text_in,
 )
 from semo.engine.gitsafe import git_argv, git_environment
-from semo.engine.protocol.hooks import ensure_git_exclude
 from semo.engine.store.models import Agent
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
 
 log = logging.getLogger("semo.persona")
 
-#: Where the persona goes, relative to the worktree (seed 004).
+#: Where Claude Code's persona goes, relative to the worktree (seed 004): the default.
 PERSONA_RELPATH = Path(".claude") / "CLAUDE.md"
 
 SECTION_START = "<!-- semo:persona:start -->"
@@ -59,7 +60,7 @@ INSTALLED_PROTOCOL = "share/semo/docs/PROTOCOL.md"
 _HERE = Path(__file__).resolve().parent
 
 
-class PersonaError(Exception):
+class PersonaError(AgentSetupError):
     """The persona cannot be written (bad input, a file semo must not overwrite, ...)."""
 
 
@@ -282,20 +283,18 @@ def _update_index(top: Path, flag: str, rel: str) -> None:
         raise PersonaError(f"git update-index {flag} {rel} failed: {message}")
 
 
-def _read(root: Path) -> str | None:
+def _read(root: Path, relpath: Path) -> str | None:
     try:
-        return read_text_in(root, PERSONA_RELPATH)
+        return read_text_in(root, relpath)
     except (OSError, UnicodeDecodeError) as exc:
-        raise PersonaError(
-            f"cannot read {root / PERSONA_RELPATH} ({exc}); semo left it unchanged"
-        ) from exc
+        raise PersonaError(f"cannot read {root / relpath} ({exc}); semo left it unchanged") from exc
 
 
-def _write(root: Path, text: str) -> None:
+def _write(root: Path, relpath: Path, text: str) -> None:
     try:
-        write_text_in(root, PERSONA_RELPATH, text)
+        write_text_in(root, relpath, text)
     except OSError as exc:
-        raise PersonaError(f"cannot write {root / PERSONA_RELPATH}: {exc}") from exc
+        raise PersonaError(f"cannot write {root / relpath}: {exc}") from exc
 
 
 class PersonaInjector:
@@ -316,35 +315,42 @@ class PersonaInjector:
         """semo's section for ``agent`` (markers included)."""
         return render_persona(agent, peers, self.protocol)
 
-    def _target(self, worktree: Path) -> tuple[Path, Path]:
+    def _target(self, worktree: Path, relpath: Path) -> tuple[Path, Path]:
         """(resolved worktree, resolved persona file), refusing a file that leads outside."""
         root = Path(os.path.realpath(worktree))
         if not root.is_dir():
             raise PersonaError(f"worktree {worktree} does not exist or is not a folder")
         try:
-            target = contained_path(root, PERSONA_RELPATH)
+            target = contained_path(root, relpath)
         except UnsafePathError as exc:
             raise PersonaError(str(exc)) from None
         if target.exists() and not target.is_file():
             raise PersonaError(f"{target} exists and is not a file")
         return root, target
 
-    def inject(self, worktree: Path, agent: Agent, peers: Sequence[Agent] = ()) -> InjectResult:
-        """Write (or update) semo's section in ``worktree/.claude/CLAUDE.md`` and keep the file
-        out of commits. Blocking (file and git I/O): from the event loop use
+    def inject(
+        self,
+        worktree: Path,
+        agent: Agent,
+        peers: Sequence[Agent] = (),
+        *,
+        relpath: Path = PERSONA_RELPATH,
+    ) -> InjectResult:
+        """Write (or update) semo's section in ``worktree/relpath`` and keep the file out of
+        commits. Blocking (file and git I/O): from the event loop use
         :meth:`inject_async`. Raises :class:`PersonaError`; a file it cannot merge safely is
         never overwritten."""
         section = self.render(agent, peers)
-        root, target = self._target(worktree)
+        root, target = self._target(worktree, relpath)
         top = _git_top(root)
         rel = target.relative_to(top).as_posix() if top and target.is_relative_to(top) else None
         flags = _index_flags(top, rel) if top and rel else None
 
-        existing = _read(root)
+        existing = _read(root, relpath)
         merged = merge_section(existing, section, source=str(target))
         changed = merged != existing
         if changed:
-            _write(root, merged)
+            _write(root, relpath, merged)
 
         hidden_by: Literal["exclude", "skip-worktree"] | None = None
         if top is not None and rel is not None:
@@ -359,18 +365,23 @@ class PersonaInjector:
         return InjectResult(target, changed, hidden_by)
 
     async def inject_async(
-        self, worktree: Path, agent: Agent, peers: Sequence[Agent] = ()
+        self,
+        worktree: Path,
+        agent: Agent,
+        peers: Sequence[Agent] = (),
+        *,
+        relpath: Path = PERSONA_RELPATH,
     ) -> InjectResult:
         """:meth:`inject` in a worker thread."""
         if self._protocol is None:
             await asyncio.to_thread(lambda: self.protocol)
-        return await asyncio.to_thread(self.inject, worktree, agent, peers)
+        return await asyncio.to_thread(self.inject, worktree, agent, peers, relpath=relpath)
 
-    def remove(self, worktree: Path) -> bool:
+    def remove(self, worktree: Path, *, relpath: Path = PERSONA_RELPATH) -> bool:
         """Take semo's section out again: a file left empty is deleted (if git does not track
         it); a tracked file loses its skip-worktree mark. Returns whether anything changed."""
-        root, target = self._target(worktree)
-        existing = _read(root)
+        root, target = self._target(worktree, relpath)
+        existing = _read(root, relpath)
         if existing is None:
             return False
         top = _git_top(root)
@@ -381,13 +392,13 @@ class PersonaInjector:
             return False
         if not rest.strip() and flags is None:
             try:
-                unlink_in(root, PERSONA_RELPATH)
+                unlink_in(root, relpath)
             except OSError as exc:
                 raise PersonaError(f"cannot remove {target}: {exc}") from exc
             with contextlib.suppress(OSError):
                 contained_path(root, target.parent.relative_to(root)).rmdir()
         else:
-            _write(root, rest)
+            _write(root, relpath, rest)
         if flags == "S" and top is not None and rel is not None:
             _update_index(top, "--no-skip-worktree", rel)
         return True

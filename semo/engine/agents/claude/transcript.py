@@ -12,8 +12,10 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 from semo.engine import safe_json
+from semo.engine.protocol.hooks import TurnTextRefused
 
 __all__ = [
     "TAIL_BYTES",
@@ -23,6 +25,7 @@ __all__ = [
     "read_turn_text",
     "read_turn_text_at",
     "turn_text_from_lines",
+    "turn_text_from_transcript",
 ]
 
 #: At most this much of the end of a transcript is read.
@@ -40,7 +43,7 @@ _SLUG_MAX = 200
 _NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]")
 
 
-class TranscriptRefused(Exception):
+class TranscriptRefused(TurnTextRefused):
     """The transcript path or file is not one the engine reads; the message says why."""
 
 
@@ -52,10 +55,26 @@ def project_slug(path: str) -> str:
 
 @dataclass(frozen=True)
 class TranscriptScope:
-    """Where one session's transcripts may be: ``projects/<slug>`` for any of ``slugs``."""
+    """Where one session's transcripts may be: ``projects/<slug>`` for any of ``slugs``.
+
+    The session's TurnTextReader (engine.protocol.hooks): a Stop's ``transcript_path``."""
+
+    #: the hook whose payload names a transcript
+    event: ClassVar[str] = "Stop"
 
     projects: Path
     slugs: frozenset[str]
+
+    def source(self, payload: dict[str, Any]) -> str | None:
+        path = payload.get("transcript_path")
+        return None if path is None else f"transcript_path {str(path)[:200]!r}"
+
+    def read(self, payload: dict[str, Any], *, wait: float) -> str | None:
+        """The turn's text from the Stop's transcript (:func:`read_turn_text`)."""
+        path: Any = payload.get("transcript_path")  # untrusted: read_turn_text checks it
+        last = payload.get("last_assistant_message")
+        final_text = last if isinstance(last, str) else ""
+        return read_turn_text(path, self, final_text=final_text, wait=wait)
 
     @classmethod
     def for_session(cls, worktree: Path | str, env: Mapping[str, str]) -> TranscriptScope:
@@ -223,3 +242,14 @@ def _is_prompt(content: object) -> bool:
     return isinstance(content, list) and any(
         isinstance(block, dict) and block.get("type") == "text" for block in content
     )
+
+
+def turn_text_from_transcript(path: str) -> str | None:
+    """All assistant text of the last turn in a Claude Code transcript (JSONL), or None.
+
+    The Stop hook's `last_assistant_message` holds only the turn's final text block; a marker
+    written before a tool call would be lost without this. The engine reads transcripts named
+    by hooks through `read_turn_text` (scoped to the session's folder); this is the same
+    bounded reader for a path the caller chose (replays, the recorded corpus).
+    """
+    return read_turn_text_at(path)

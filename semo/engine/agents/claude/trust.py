@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from semo.engine import safe_json
+from semo.engine.agents.base import AgentSetupError
 from semo.engine.fsutil import atomic_write
 
 __all__ = [
@@ -55,7 +56,7 @@ MALFORMED_RETRIES = 3
 _RETRY_PAUSE = 0.05
 
 
-class ClaudeConfigError(Exception):
+class ClaudeConfigError(AgentSetupError):
     """The config file cannot be changed safely (malformed, unreadable, unexpected shape)."""
 
 
