@@ -2,7 +2,7 @@
 
     python bench/detection.py [--repeat 20]
 
-Accuracy: every recording is replayed (engine.protocol.replay) and compared with its scenario's
+Accuracy: every recording is replayed (engine.agents.replay) and compared with its scenario's
 hand-written expectation: expected messages found, missing (false negatives), unexpected
 (false positives), and whole scenarios as expected (messages, protocol errors, final state,
 state order, decisive / informational signals). Three sources:
@@ -31,13 +31,13 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from semo.engine.agents.claude.transcript import turn_text_from_transcript
+from semo.engine.agents import registry
+from semo.engine.agents.replay import EXIT_PREFIX, HOOK_PREFIX
 from semo.engine.protocol.observer import (
     AgentObserver,
     MalformedMessage,
     MessageFound,
 )
-from semo.engine.protocol.replay import EXIT_PREFIX, HOOK_PREFIX
 from semo.engine.protocol.state import StateChange
 from semo.engine.terminal.asciicast import read_asciicast
 from semo.engine.terminal.stream import make_screen_and_stream
@@ -92,9 +92,10 @@ def latencies(name: str) -> list[float]:
     header, events = read_asciicast(cast)
     profile = load_expected(name)["agent"]
     screen, stream = make_screen_and_stream(header.width, header.height)
+    adapter = registry.adapter(profile)
     observer = AgentObserver(
-        profile,
-        read_transcript=lambda path: turn_text_from_transcript(str(CORPUS / path)),
+        adapter.screen_reader(adapter.profile()),
+        read_transcript=lambda path: adapter.recorded_turn_text(str(CORPUS / path)),
         screen=screen,
     )
     out: list[float] = []

@@ -85,11 +85,14 @@ def streams() -> dict[str, Callable[[int, random.Random], bytes]]:
 
 def measure(data: bytes, profile: str, cols: int, rows: int) -> tuple[float, float]:
     """(screen seconds, observer seconds) for one pass over `data`."""
+    from semo.engine.agents import registry
     from semo.engine.protocol.observer import AgentObserver
     from semo.engine.terminal.stream import make_screen_and_stream
 
     screen, stream = make_screen_and_stream(cols, rows)
-    observer = AgentObserver(profile, screen=screen if profile == "claude" else None)
+    adapter = registry.adapter(profile)
+    reader = adapter.screen_reader(adapter.profile())
+    observer = AgentObserver(reader, screen=screen if profile == "claude" else None)
     if profile == "claude":
         observer.on_hook("SessionStart", {}, 0.0)  # hooks seen: the screen only watches dialogs
     decoder = codecs.getincrementaldecoder("utf-8")("replace")

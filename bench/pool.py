@@ -48,9 +48,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from semo.engine.agents.claude.screen import input_box_visible
 from semo.engine.agents.claude.trust import ensure_trusted
 from semo.engine.events import EventBus
-from semo.engine.protocol.observer import input_box_visible
 from semo.engine.protocol.state import AgentState, StateChange
 from semo.engine.session_events import bus_event
 from semo.engine.sessions.agent_session import AgentSession, SessionEvent

@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--cols", type=_positive, help="replay at this width instead")
     parse.add_argument(
         "--profile",
-        choices=["claude", "generic"],
+        choices=_profile_names(),
         help="agent kind (default: claude if the recording has hook events)",
     )
     parse.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -274,8 +274,14 @@ def _run_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile_names() -> list[str]:
+    from semo.engine.agents.registry import names
+
+    return list(names())
+
+
 def _run_parse(args: argparse.Namespace) -> int:
-    from semo.engine.protocol.replay import describe_event, format_event, replay
+    from semo.engine.agents.replay import describe_event, format_event, replay
     from semo.engine.terminal.asciicast import AsciicastError
 
     try:

@@ -269,12 +269,20 @@ class BudgetsConfig(_Section):
     queued_prompts: int = Field(default=16, ge=1, le=100_000)
 
 
+#: semo.toml's agent profiles (engine.agents.registry's names)
+AgentProfileName = Literal["claude", "generic"]
+#: the profiles read from the screen alone, whose prompt_pattern says when they are ready
+SCREEN_PROFILES: tuple[str, ...] = ("generic",)
+
+
 class AgentConfig(_Section):
     """One `[[agents]]` table: a persona of the office."""
 
     role: str
     name: str = Field(default="", max_length=100)  # "" -> the role (filled in on validation)
-    profile: Literal["claude", "generic"] = "claude"
+    #: the agent CLI's adapter: one of engine.agents.registry's names (config is a foundation
+    #: and cannot import the registry; tests/test_agent_adapters.py holds the two the same)
+    profile: AgentProfileName = "claude"
     command: list[str] = Field(default_factory=lambda: ["claude"], min_length=1)
     prompt: str = ""
     scope_patterns: list[str] = Field(default_factory=list)
@@ -364,7 +372,8 @@ class AgentConfig(_Section):
 
     @model_validator(mode="after")
     def _pattern_is_for_generic(self) -> AgentConfig:
-        if "prompt_pattern" in self.model_fields_set and self.profile != "generic":
+        screen_only = self.profile in SCREEN_PROFILES
+        if "prompt_pattern" in self.model_fields_set and not screen_only:
             raise _KeyProblem(
                 ("prompt_pattern",),
                 'applies to profile = "generic" only (Claude Code agents are read through hooks)',

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from semo.engine.agents.replay import HOOK_PREFIX, describe_event, replay
 from semo.engine.protocol.monitor import Signal
 from semo.engine.protocol.observer import MalformedMessage, MessageFound, ObserverEvent
-from semo.engine.protocol.replay import HOOK_PREFIX, describe_event, replay
 from semo.engine.protocol.state import AgentState, StateChange
 
 CORPUS = Path(__file__).resolve().parent

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from semo.engine.agents.claude.settings import install_hooks
+from semo.engine.agents.replay import exit_marker, hook_marker
 from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command
-from semo.engine.protocol.replay import exit_marker, hook_marker
 from semo.engine.terminal.session import TerminalSession
 from tests.corpus.check import END_MARKER
 from tests.corpus.scenarios import BY_NAME, SCENARIOS, Scenario

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from semo.engine.agents.claude.screen import ClaudeScreen
 from semo.engine.agents.claude.settings import install_hooks
 from semo.engine.protocol.hooks import HookEvent, HookServer, default_hook_command
 from semo.engine.protocol.messages import AskUser, Done
@@ -70,7 +71,7 @@ async def test_ask_user_reply_means_waiting_input_then_ready(tmp_path: Path) -> 
             server.register_session("fe")
             env = claude_env(work, tmp_path / "home", api) | server.env_for("fe")
             session = TerminalSession(claude_argv(), cols=100, rows=30, cwd=work, env=env)
-            observer = AgentObserver("claude", screen=session.screen)
+            observer = AgentObserver(ClaudeScreen(), screen=session.screen)
             session.add_listener(lambda _: observer.on_screen(session.screen, time.monotonic()))
             session.start()
             try:

@@ -94,7 +94,7 @@ async def test_a_10_mb_line_without_newline_is_an_oversize_error_and_the_session
         assert result.state == AgentState.READY
         assert kinds(agent.errors()) == ["oversize"]
         assert not [m for m in agent.messages() if isinstance(m, AskUser)]
-        assert agent.session.observer._final_lines._size == 0  # nothing left accumulated
+        assert agent.session.observer.reader._final_lines._size == 0  # nothing left accumulated
         await answered(agent)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from semo.engine.agents.claude.screen import ClaudeScreen
 from semo.engine.protocol.messages import MAX_PAYLOAD_BYTES, ProtocolError
 from semo.engine.protocol.monitor import Signal
 from semo.engine.protocol.observer import (
@@ -105,7 +106,7 @@ def check_parser_bounds(parser: MarkerParser) -> None:
 @given(text=stream_text, sizes=cuts, columns=st.integers(2, 60), rows=st.integers(2, 12))
 def test_the_generic_observer_survives_anything_and_stays_bounded(text, sizes, columns, rows):
     screen, stream = make_screen_and_stream(columns, rows)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     messages = signals = 0
     for number, chunk in enumerate(chunks(text, sizes)):
         stream.feed(chunk)
@@ -117,9 +118,9 @@ def test_the_generic_observer_survives_anything_and_stays_bounded(text, sizes, c
                 )
             elif isinstance(event, Signal):
                 signals += 1
-        reader = observer._final_lines
+        reader = observer.reader._final_lines
         assert reader._size <= LINE_CAP and len(reader._seen) in (0, screen.lines)
-        check_parser_bounds(observer._parser)
+        check_parser_bounds(observer.reader._parser)
     # the budget holds within a turn (+1: the one too_many error; a prompt starts a new turn)
     turns = 1 + sum(1 for change in observer.tracker.history if change.state == "ready")
     assert messages <= turns * (MAX_MESSAGES_PER_TURN + 1) + turns
@@ -155,7 +156,7 @@ def test_feeding_whole_lines_never_fails_and_stays_bounded(lines):
 @given(text=stream_text, sizes=cuts)
 def test_the_claude_observer_without_hooks_survives_anything(text, sizes):
     screen, stream = make_screen_and_stream(40, 8)
-    observer = AgentObserver("claude", screen=screen)
+    observer = AgentObserver(ClaudeScreen(), screen=screen)
     for number, chunk in enumerate(chunks(text, sizes)):
         stream.feed(chunk)
         observer.on_screen(screen, float(number))
@@ -240,7 +241,7 @@ CLAUDE_BITS = [
 @settings(max_examples=100, deadline=None)
 @given(parts=st.lists(st.one_of(st.sampled_from(CLAUDE_BITS), st.text(max_size=10)), max_size=80))
 def test_the_latest_turn_from_the_last_prompt_on_equals_the_one_from_every_line(parts):
-    from semo.engine.protocol.screen_text import (
+    from semo.engine.agents.claude.screen_text import (
         claude_rows,
         claude_turn_text,
         latest_turn,
@@ -276,7 +277,7 @@ def test_a_prompt_index_kept_across_frames_finds_what_a_fresh_one_finds(pieces, 
     """The observer keeps one PromptIndex for the session and checks only the lines pushed
     since the last frame; after every frame it must agree with one that checks every line
     (small scrollback limits evict prompts it has seen, `\\x1b[3J` clears them)."""
-    from semo.engine.protocol.screen_text import PromptIndex, classify
+    from semo.engine.agents.claude.screen_text import PromptIndex, classify
 
     def every_line(scrollback):  # what the index must answer, from a look at every line
         kinds = [classify(line, False).kind for line in scrollback]

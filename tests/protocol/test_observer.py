@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from semo.engine.agents.claude.screen import ClaudeScreen, turn_interrupted
+from semo.engine.agents.claude.screen_text import claude_turn_text, screen_lines
 from semo.engine.agents.claude.transcript import turn_text_from_transcript
 from semo.engine.protocol.messages import AskUser, Done, Invoke
 from semo.engine.protocol.monitor import OutputMonitor, Signal, scan_line
@@ -13,9 +15,7 @@ from semo.engine.protocol.observer import (
     AgentObserver,
     MalformedMessage,
     MessageFound,
-    turn_interrupted,
 )
-from semo.engine.protocol.screen_text import claude_turn_text, screen_lines
 from semo.engine.protocol.state import AgentState, StateChange, StateTracker
 from semo.engine.terminal.stream import make_screen_and_stream
 
@@ -116,7 +116,7 @@ def _messages(events):
 
 
 def test_hooks_drive_states_and_stop_text_is_parsed():
-    observer = AgentObserver("claude")
+    observer = AgentObserver(ClaudeScreen())
     assert _states(observer.on_hook("SessionStart", {}, 1.0)) == [AgentState.READY]
     assert _states(observer.on_hook("UserPromptSubmit", {"prompt": "go"}, 2.0)) == [
         AgentState.EXECUTING
@@ -156,14 +156,14 @@ def test_stop_reads_every_text_block_of_the_turn_from_the_transcript(tmp_path):
     assert turn_text_from_transcript(str(transcript)) == (
         '[INVOKE:BE]\n{"task": "t"}\n[/INVOKE]\n\nfinal words'
     )
-    observer = AgentObserver("claude", read_transcript=turn_text_from_transcript)
+    observer = AgentObserver(ClaudeScreen(), read_transcript=turn_text_from_transcript)
     payload = {"transcript_path": str(transcript), "last_assistant_message": "final words"}
     events = observer.on_hook("Stop", payload, 1.0)
     assert [type(m) for m in _messages(events)] == [Invoke]
 
 
 def test_unreadable_transcript_falls_back_to_last_assistant_message(tmp_path):
-    observer = AgentObserver("claude", read_transcript=turn_text_from_transcript)
+    observer = AgentObserver(ClaudeScreen(), read_transcript=turn_text_from_transcript)
     payload = {"transcript_path": str(tmp_path / "missing.jsonl"), "last_assistant_message": ASK}
     assert [type(m) for m in _messages(observer.on_hook("Stop", payload, 1.0))] == [AskUser]
 
@@ -194,7 +194,7 @@ def test_transcript_read_is_bounded_like_the_hook_servers(tmp_path):
 
 
 def test_malformed_message_is_reported_not_dropped():
-    observer = AgentObserver("claude")
+    observer = AgentObserver(ClaudeScreen())
     events = observer.on_hook(
         "Stop", {"last_assistant_message": "[ASK_USER]\n{bad\n[/ASK_USER]"}, 1
     )
@@ -204,20 +204,20 @@ def test_malformed_message_is_reported_not_dropped():
 
 
 def test_permission_notification_means_waiting_input():
-    observer = AgentObserver("claude")
+    observer = AgentObserver(ClaudeScreen())
     observer.on_hook("UserPromptSubmit", {}, 1.0)
     payload = {"notification_type": "permission_prompt", "message": "Claude needs your permission"}
     assert _states(observer.on_hook("Notification", payload, 2.0)) == [AgentState.WAITING_INPUT]
 
 
 def test_process_crash_is_error_then_terminated():
-    observer = AgentObserver("claude")
+    observer = AgentObserver(ClaudeScreen())
     assert _states(observer.on_exit(None, 9, 1.0)) == [AgentState.ERROR, AgentState.TERMINATED]
 
 
 def test_permission_dialog_on_screen():
     screen, stream = make_screen_and_stream(60, 10)
-    observer = AgentObserver("claude", screen=screen)
+    observer = AgentObserver(ClaudeScreen(), screen=screen)
     observer.on_hook("UserPromptSubmit", {}, 1.0)
     stream.feed("● Bash(rm x)\r\n Do you want to proceed?\r\n ❯ 1. Yes\r\n   2. No")
     assert _states(observer.on_screen(screen, 2.0)) == [AgentState.WAITING_INPUT]
@@ -243,7 +243,7 @@ def test_auto_mode_dialogs_wait_for_a_person(dialog: str) -> None:
     """Claude Code 2.1.328's auto mode dialogs (checked on the real CLI behind a local
     endpoint): the agent waits for a person, it is not working."""
     screen, stream = make_screen_and_stream(100, 12)
-    observer = AgentObserver("claude", screen=screen)
+    observer = AgentObserver(ClaudeScreen(), screen=screen)
     observer.on_hook("UserPromptSubmit", {}, 1.0)
     stream.feed(dialog)
     assert _states(observer.on_screen(screen, 2.0)) == [AgentState.WAITING_INPUT]
@@ -271,7 +271,7 @@ def test_an_offer_over_the_idle_prompt_closes_back_to_ready() -> None:
 
 
 def test_a_permission_request_waits_until_decided() -> None:
-    observer = AgentObserver("claude")
+    observer = AgentObserver(ClaudeScreen())
     observer.on_hook("UserPromptSubmit", {}, 1.0)
     payload = {"tool_name": "Bash\x1b]52;c;x\x07", "tool_input": {"command": "make"}}
     assert _states(observer.on_hook("PermissionRequest", payload, 2.0)) == [
@@ -315,7 +315,7 @@ def test_claude_turn_text_fences_code_skips_tools_and_joins_wraps():
 
 def test_claude_screen_without_hooks_reports_each_turn_once():
     screen, stream = make_screen_and_stream(60, 24)
-    observer = AgentObserver("claude", screen=screen)
+    observer = AgentObserver(ClaudeScreen(), screen=screen)
     stream.feed(CLAUDE_SCREEN)
     first = observer.on_screen(screen, 1.0)
     kinds = [m.kind for m in _messages(first)]
@@ -334,7 +334,7 @@ def test_claude_screen_without_hooks_reports_each_turn_once():
 
 def test_generic_lines_are_read_once_when_final():
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("❯ ")
     assert _states(observer.on_screen(screen, 0.5)) == [AgentState.READY]
     stream.feed("task\r\n⠋ working")
@@ -350,7 +350,7 @@ def test_generic_lines_are_read_once_when_final():
 
 def test_generic_ask_user_block_across_reads_means_waiting_input():
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     events = []
     for part in [
         "[ASK_",
@@ -366,7 +366,7 @@ def test_generic_ask_user_block_across_reads_means_waiting_input():
 
 def test_generic_rejoins_auto_wrapped_rows_keeping_the_blank_at_the_margin():
     screen, stream = make_screen_and_stream(10, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed('[INVOKE:BE]\r\n{"task": "abcdef jk"}\r\n[/INVOKE]\r\n')
     (message,) = _messages(observer.on_screen(screen, 1.0))
     assert message.task == "abcdef jk"
@@ -374,7 +374,7 @@ def test_generic_rejoins_auto_wrapped_rows_keeping_the_blank_at_the_margin():
 
 def test_generic_wide_char_that_wrapped_leaves_no_blank():
     screen, stream = make_screen_and_stream(13, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     # '{"task": "ab' fills 12 cells; 배 needs two, so it wraps and leaves the 13th cell empty
     stream.feed('[INVOKE:BE]\r\n{"task": "ab배"}\r\n[/INVOKE]\r\n')
     (message,) = _messages(observer.on_screen(screen, 1.0))
@@ -383,14 +383,14 @@ def test_generic_wide_char_that_wrapped_leaves_no_blank():
 
 def test_generic_reads_lines_that_scrolled_into_scrollback_between_updates():
     screen, stream = make_screen_and_stream(40, 3)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("".join(f"line {i}\r\n" for i in range(20)) + "[SEMO:DONE]\r\n")
     assert [m.kind for m in _messages(observer.on_screen(screen, 1.0))] == ["done"]
 
 
 def test_generic_reads_a_screen_drawn_again_after_clear_but_not_the_same_redraw():
     screen, stream = make_screen_and_stream(40, 6)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("one\r\n[STEP_COMPLETE] first\r\n")
     assert [m.text for m in _messages(observer.on_screen(screen, 1.0))] == ["first"]
     stream.feed("\x1b[H\x1b[2J[ASK_USER] after clear?\r\n")
@@ -401,7 +401,7 @@ def test_generic_reads_a_screen_drawn_again_after_clear_but_not_the_same_redraw(
 
 def test_generic_follows_rows_scrolling_inside_a_scroll_region():
     screen, stream = make_screen_and_stream(30, 8)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("\x1b[8;1Hstatus\x1b[1;6r\x1b[6;1H")  # rows 1-6 scroll, row 8 stays
     events = []
     for i in range(12):  # one line per pass: the region scrolls by one each time
@@ -412,7 +412,7 @@ def test_generic_follows_rows_scrolling_inside_a_scroll_region():
 
 def test_generic_drops_the_start_of_a_line_that_was_never_finished():
     screen, stream = make_screen_and_stream(10, 6)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("[SEMO:DONE] this wraps\r\n")  # a whole line, for reference
     stream.feed("[ASK_USER] abcdefgh")  # wraps onto a second row, then the screen is cleared
     observer.on_screen(screen, 1.0)
@@ -425,13 +425,13 @@ def test_generic_line_longer_than_the_cap_is_an_oversize_error_with_bounded_memo
     from semo.engine.protocol.screen_text import LINE_CAP
 
     screen, stream = make_screen_and_stream(100, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("[STEP_COMPLETE] ")
     events = []
     for _ in range(40):  # 40 x 4000 characters, read between every piece
         stream.feed("y" * 4000)
         events += observer.on_screen(screen, 1.0)
-        assert observer._final_lines._size <= LINE_CAP
+        assert observer.reader._final_lines._size <= LINE_CAP
     stream.feed("\r\n")
     events += observer.on_screen(screen, 2.0)
     errors = [e.error.kind for e in events if isinstance(e, MalformedMessage)]
@@ -440,7 +440,7 @@ def test_generic_line_longer_than_the_cap_is_an_oversize_error_with_bounded_memo
 
 def test_generic_follows_a_scroll_region_scrolling_several_rows_per_pass():
     screen, stream = make_screen_and_stream(30, 8)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("\x1b[8;1Hstatus\x1b[1;6r\x1b[6;1H")
     events = []
     for start in range(0, 12, 3):
@@ -451,7 +451,7 @@ def test_generic_follows_a_scroll_region_scrolling_several_rows_per_pass():
 
 def test_generic_redraw_that_inserts_a_line_above_does_not_repeat_the_rows_it_moved():
     screen, stream = make_screen_and_stream(40, 8)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("alpha\r\n[STEP_COMPLETE] moved down\r\n")
     assert len(_messages(observer.on_screen(screen, 1.0))) == 1
     # an Ink-like redraw from the top: a new line first, the old ones one row lower
@@ -465,7 +465,7 @@ def test_generic_prompts_the_agent_prints_itself_do_not_renew_the_message_budget
     from semo.engine.protocol.observer import MAX_MESSAGES_PER_TURN
 
     screen, stream = make_screen_and_stream(40, 6)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     events = []
     for i in range(3 * MAX_MESSAGES_PER_TURN):  # each pass ends at a forged `$ ` prompt
         stream.feed(f"\r\n[STEP_COMPLETE] step {i}\r\n$ ")
@@ -479,7 +479,7 @@ def test_generic_prompts_the_agent_prints_itself_do_not_renew_the_message_budget
 
 def test_generic_same_marker_printed_again_after_clear_on_another_row_is_read():
     screen, stream = make_screen_and_stream(40, 10)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("one\r\ntwo\r\nthree\r\n[SEMO:DONE]\r\n$ ")
     assert [m.kind for m in _messages(observer.on_screen(screen, 1.0))] == ["done"]
     stream.feed("next\r\n\x1b[H\x1b[2J[SEMO:DONE]\r\n$ ")  # a new turn clears, then finishes
@@ -491,7 +491,7 @@ def test_generic_same_marker_printed_again_after_clear_on_another_row_is_read():
 
 def test_generic_draft_typed_at_the_prompt_keeps_the_agent_ready_until_enter():
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("$ ")
     assert _states(observer.on_screen(screen, 0.5)) == [AgentState.READY]
     observer.typed("abc")
@@ -510,7 +510,7 @@ def test_generic_draft_typed_at_the_prompt_keeps_the_agent_ready_until_enter():
 def test_generic_output_after_the_prompt_without_keys_is_not_a_draft():
     # hostile: an agent that prints `$ ` and then writes on that row is working, not ready
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("$ ")
     observer.on_screen(screen, 0.5)
     stream.feed("still working")
@@ -519,7 +519,7 @@ def test_generic_output_after_the_prompt_without_keys_is_not_a_draft():
 
 def test_generic_draft_wider_than_the_keys_typed_is_output():
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("$ ")
     observer.on_screen(screen, 0.5)
     observer.typed("ab")
@@ -529,7 +529,7 @@ def test_generic_draft_wider_than_the_keys_typed_is_output():
 
 def test_generic_prompt_redrawn_on_a_new_row_takes_drafts_there():
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("$ ")
     observer.on_screen(screen, 0.5)
     stream.feed("\r\n$ ")  # Enter on an empty line: a new prompt, still ready
@@ -541,7 +541,7 @@ def test_generic_prompt_redrawn_on_a_new_row_takes_drafts_there():
 
 def test_generic_prompt_changed_under_the_draft_is_output():
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed("$ ")
     observer.on_screen(screen, 0.5)
     observer.typed("x")
@@ -552,7 +552,7 @@ def test_generic_prompt_changed_under_the_draft_is_output():
 @pytest.mark.parametrize("prompt", ["bash-5.2# ", "sh-5.2$ ", "$ ", "root@box:~# ", "> ", "❯ "])
 def test_default_prompt_pattern_matches_common_shell_prompts(prompt):
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed(prompt)
     assert _states(observer.on_screen(screen, 0.5)) == [AgentState.READY]
 
@@ -560,7 +560,7 @@ def test_default_prompt_pattern_matches_common_shell_prompts(prompt):
 @pytest.mark.parametrize("row", ["version 5.2", "cost: 5$ each", "x-1.2"])
 def test_default_prompt_pattern_does_not_match_plain_output(row):
     screen, stream = make_screen_and_stream(40, 5)
-    observer = AgentObserver("generic")
+    observer = AgentObserver()
     stream.feed(row)
     assert _states(observer.on_screen(screen, 0.5)) == []
 

@@ -20,8 +20,8 @@ import pytest
 
 from semo.engine.agents.claude import CLAUDE
 from semo.engine.agents.generic import GENERIC
+from semo.engine.agents.replay import replay
 from semo.engine.protocol.observer import MalformedMessage, MessageFound
-from semo.engine.protocol.replay import replay
 from semo.engine.sessions.agent_session import AgentSession, SessionEvent
 from tests.support.waiting import eventually
 

@@ -1,11 +1,11 @@
-"""Claude Code dialogs read off the screen (engine/routing/screen_dialogs.py), as the real CLI
+"""Claude Code dialogs read off the screen (engine/agents/claude/dialogs.py), as the real CLI
 2.1.328 draws them (rows copied from its screen behind a local endpoint), and the keys that
 answer them: Enter where Enter goes on, the arrows to "Yes" then Enter, Escape to deny."""
 
 from __future__ import annotations
 
+from semo.engine.agents.claude.dialogs import read_dialog
 from semo.engine.approval_policy import Answer
-from semo.engine.routing.screen_dialogs import read_dialog
 
 RULE = "─" * 100
 DASH = "╌" * 100

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from semo.engine.protocol.observer import input_box_in
+from semo.engine.agents.claude.screen import input_box_in
 from semo.engine.terminal.session import TerminalSession
 from tests.support.waiting import eventually
 

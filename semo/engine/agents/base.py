@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from semo.engine.protocol.observer import DEFAULT_PROMPT_PATTERN
+from semo.engine.protocol.monitor import DEFAULT_PROMPT_PATTERN
 
 if TYPE_CHECKING:
     from semo.engine.agents.persona import PersonaInjector
     from semo.engine.protocol.hooks import TurnTextReader
+    from semo.engine.protocol.observer import ScreenReader
     from semo.engine.store.models import Agent
 
 
@@ -93,6 +94,15 @@ class AgentAdapter(Protocol):
     def turn_text_reader(self, folder: Path, env: Mapping[str, str]) -> TurnTextReader | None:
         """What reads a turn's whole text for the hook server (e.g. from a transcript the
         hook names), for a session in `folder` with `env`; None: the hook's text is all."""
+        ...
+
+    def recorded_turn_text(self, path: str) -> str | None:
+        """The last turn's text from a record at a path the caller chose (a replay's
+        transcript beside its recording); None: there is none."""
+        ...
+
+    def screen_reader(self, profile: AgentProfile) -> ScreenReader:
+        """A new reader of one session's screen: readiness, dialogs, turns no hook reports."""
         ...
 
     def conversation_id(self, payload: Mapping[str, Any]) -> str | None:

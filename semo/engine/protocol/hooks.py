@@ -206,8 +206,10 @@ class TurnTextReader(Protocol):
 
     The hook's payload is agent input: the reader refuses any place but the session's own."""
 
-    #: the event whose payload names the place (the one that ends a turn)
-    event: str
+    @property
+    def event(self) -> str:
+        """The event whose payload names the place (the one that ends a turn)."""
+        ...
 
     def source(self, payload: dict[str, Any]) -> str | None:
         """Where `payload` says the text is, for messages (None: it names no place)."""

@@ -24,9 +24,8 @@ from semo.engine.approval_policy import (
 )
 from semo.engine.events import EventBus, RoutingStep
 from semo.engine.protocol.hooks import HookEvent
-from semo.engine.protocol.observer import DIALOG_REASON
+from semo.engine.protocol.observer import DIALOG_REASON, PaneDialog
 from semo.engine.protocol.state import AgentState, StateChange
-from semo.engine.routing.screen_dialogs import ScreenDialog, read_dialog
 from semo.engine.sessions.agent_session import AgentSession
 from semo.engine.sessions.manager import SessionManager
 from semo.engine.store.base import Store, StoreConflict, StoreError
@@ -65,7 +64,7 @@ class Approvals:
         self._hooked: dict[str, float] = {}  # session -> when its latest hook request came
         self._hook_pending: dict[str, int] = {}  # session -> hook requests being decided
         self._screen_tasks: dict[str, asyncio.Task[None]] = {}  # session -> its screen dialog
-        self._screen: dict[str, tuple[AgentSession, ScreenDialog]] = {}  # question id -> dialog
+        self._screen: dict[str, tuple[AgentSession, PaneDialog]] = {}  # question id -> dialog
         self._answering: set[asyncio.Task[None]] = set()
         #: told a session's grants each time they change (the engine records them with the
         #: session's conversation, so a resumed session keeps them: semo/engine/control/resume.py)
@@ -265,7 +264,7 @@ class Approvals:
         recent = time.monotonic() - hooked < self.screen_grace * 2
         if recent or session.session_id in self._hook_pending or session.ended:
             return  # the hook asks for it (the dialog shows while the hook waits)
-        dialog = read_dialog(session.screen_rows())
+        dialog = session.observer.reader.dialog(session.screen_rows())
         if dialog is None:
             return
         try:
@@ -286,7 +285,7 @@ class Approvals:
             raise
 
     async def _answer_screen(
-        self, session: AgentSession, dialog: ScreenDialog, question: UserQuestion
+        self, session: AgentSession, dialog: PaneDialog, question: UserQuestion
     ) -> None:
         answer = parse_answer(question.answer)
         with contextlib.suppress(StoreError):
@@ -303,7 +302,7 @@ class Approvals:
         # the next dialog may replace this one in the same frame (auto mode's "can't check"
         # is followed by "Do you want to proceed?"): the observer sees no change then
         await asyncio.sleep(self.screen_grace)
-        following = None if session.ended else read_dialog(session.screen_rows())
+        following = None if session.ended else session.observer.reader.dialog(session.screen_rows())
         if following is not None and following != dialog and session.state.value == "waiting_input":
             self._watch_screen(session)
 

@@ -274,8 +274,9 @@ class _Watch:
         # turns that ended before the session confirmed the prompt (a fast agent under load):
         # their steps follow the "delivered" step, as they happened after it
         self._held_turns: list[str] = []
-        generic = session.profile.name == "generic"
-        self.screen = _ScreenTurns(session.terminal.screen) if generic else None
+        # without hooks, the screen says where a turn ends
+        screen_only = not session.profile.uses_hooks
+        self.screen = _ScreenTurns(session.terminal.screen) if screen_only else None
 
     def on_event(self, event: SessionEvent) -> None:
         if isinstance(event, PromptDelivered) and not self.delivered:

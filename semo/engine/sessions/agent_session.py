@@ -140,10 +140,9 @@ class AgentSession:
         self.terminal = TerminalSession(argv, cols=cols, rows=rows, cwd=cwd, env=env, record=record)
         self._transcript_text: str | None = None  # the Stop's turn text, read by the hooks
         self.observer = AgentObserver(
-            profile.name,
+            self.adapter.screen_reader(profile),
             read_transcript=lambda _path: self._transcript_text,
             stale_after=stale_after,
-            prompt_pattern=profile.prompt_pattern,
             screen=self.terminal.screen if profile.uses_hooks else None,
         )
         self.created_at = time.monotonic()
@@ -563,7 +562,8 @@ class AgentSession:
                 return attempt
             if self.ended:
                 break
-            if self.profile.uses_hooks and not _input_has_text(self):
+            screen = self.terminal.screen
+            if self.profile.uses_hooks and not self.observer.reader.input_holds_text(screen):
                 await self._paste(item.text)
             log.warning(
                 "session %s: prompt %d not confirmed, retrying", self.session_id, item.prompt_id
@@ -651,13 +651,3 @@ class AgentSession:
             line = screen.scrollback[relative] if relative < 0 else screen.row_line(relative)
             lines.append(line.text.rstrip())
         return lines
-
-
-def _input_has_text(session: AgentSession) -> bool:
-    """Whether Claude Code's input box (the `❯` row under a rule) holds typed or pasted text."""
-    rows = session.terminal.screen.text_rows()
-    return any(
-        row.startswith("❯") and rows[index - 1].startswith("─") and row[1:].strip(" \xa0")
-        for index, row in enumerate(rows)
-        if index
-    )

@@ -20,8 +20,9 @@ from typing import Any
 
 from semo.engine.agents.base import AgentProfile, WorktreeSetup
 from semo.engine.agents.claude.conversations import transcript_of, valid_session_id
+from semo.engine.agents.claude.screen import ClaudeScreen
 from semo.engine.agents.claude.settings import HOOK_EVENTS, install_hooks
-from semo.engine.agents.claude.transcript import TranscriptScope
+from semo.engine.agents.claude.transcript import TranscriptScope, turn_text_from_transcript
 from semo.engine.agents.claude.trust import ensure_trusted_async
 from semo.engine.agents.persona import PERSONA_RELPATH
 
@@ -62,6 +63,12 @@ class ClaudeAdapter:
 
     def turn_text_reader(self, folder: Path, env: Mapping[str, str]) -> TranscriptScope:
         return TranscriptScope.for_session(folder, env)
+
+    def recorded_turn_text(self, path: str) -> str | None:
+        return turn_text_from_transcript(path)
+
+    def screen_reader(self, profile: AgentProfile) -> ClaudeScreen:
+        return ClaudeScreen()
 
     def conversation_id(self, payload: Mapping[str, Any]) -> str | None:
         value = payload.get("session_id")

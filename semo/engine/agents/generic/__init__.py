@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from semo.engine.agents.base import AgentProfile, WorktreeSetup
+from semo.engine.protocol.observer import PromptScreen
 
 __all__ = ["GENERIC", "GenericAdapter"]
 
@@ -47,6 +48,12 @@ class GenericAdapter:
 
     def turn_text_reader(self, folder: Path, env: Mapping[str, str]) -> None:
         return None
+
+    def recorded_turn_text(self, path: str) -> str | None:
+        return None
+
+    def screen_reader(self, profile: AgentProfile) -> PromptScreen:
+        return PromptScreen(profile.prompt_pattern)
 
     def conversation_id(self, payload: Mapping[str, Any]) -> str | None:
         return None

@@ -1,4 +1,4 @@
-"""Claude Code dialogs that skip the PermissionRequest hook, brought to the inbox from the screen.
+"""Claude Code dialogs that skip the PermissionRequest hook, read off the screen.
 
 How it works: docs/ROUTING.md, "Dialogs on screen".
 """
@@ -13,7 +13,7 @@ from semo.engine.approval_policy import Answer, bounded
 
 __all__ = ["ScreenDialog", "read_dialog"]
 
-#: the first line of a dialog that waits for a person (the observer's _DIALOG says when)
+#: the first line of a dialog that waits for a person (screen.py's _DIALOG says when)
 _OPENERS = re.compile(
     r"Do you want to (proceed|make this edit|create|allow|run)"
     r"|Auto mode can't check actions in this session"
@@ -46,7 +46,7 @@ class ScreenDialog:
         return next((i for i, o in enumerate(self.options) if re.match(r"Yes\b", o)), -1)
 
     def keys(self, answer: Answer) -> str:
-        """The key spec (semo.engine.terminal.keys) that gives ``answer``."""
+        """The key spec (engine.terminal.keys) that gives ``answer``."""
         if answer.decision == "deny":
             return "<Esc>"
         if self.enter_allows:

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from semo.engine.agents.claude.transcript import turn_text_from_transcript
+from semo.engine.agents import registry
 from semo.engine.protocol.monitor import Signal
 from semo.engine.protocol.observer import (
     AgentObserver,
     MalformedMessage,
     MessageFound,
     ObserverEvent,
-    Profile,
 )
 from semo.engine.terminal.asciicast import AsciicastEvent, read_asciicast
 from semo.engine.terminal.stream import make_screen_and_stream
@@ -31,7 +30,7 @@ EXIT_PREFIX = "exit:"
 
 @dataclass
 class ReplayResult:
-    profile: Profile
+    profile: str
     events: list[ObserverEvent]
     columns: int
     rows: int
@@ -45,27 +44,34 @@ def exit_marker(code: int | None, signal: int | None) -> str:
     return EXIT_PREFIX + json.dumps({"code": code, "signal": signal})
 
 
-def detect_profile(events: list[AsciicastEvent]) -> Profile:
+def detect_profile(events: list[AsciicastEvent]) -> str:
+    """The profile of a recording: the first adapter with hooks when it holds hook events."""
     hooked = any(e.kind == "m" and e.data.startswith(HOOK_PREFIX) for e in events)
-    return "claude" if hooked else "generic"
+    if hooked:
+        for name in registry.names():
+            if registry.adapter(name).hook_events:
+                return name
+    return registry.FALLBACK
 
 
 def replay(
     source: str | Path | TextIO,
     *,
-    profile: Profile | None = None,
+    profile: str | None = None,
     columns: int | None = None,
 ) -> ReplayResult:
     header, events = read_asciicast(source)
     base = Path(source).parent if isinstance(source, str | Path) else Path.cwd()
     chosen = profile or detect_profile(events)
+    adapter = registry.adapter(chosen)
     cols = columns or header.width
     screen, stream = make_screen_and_stream(cols, header.height)
 
     def read_transcript(path: str) -> str | None:
-        return turn_text_from_transcript(str(base / path))
+        return adapter.recorded_turn_text(str(base / path))
 
-    observer = AgentObserver(chosen, read_transcript=read_transcript, screen=screen)
+    reader = adapter.screen_reader(adapter.profile())
+    observer = AgentObserver(reader, read_transcript=read_transcript, screen=screen)
     for event in events:
         if event.kind == "o":
             stream.feed(event.data)

@@ -1,0 +1,67 @@
+"""The agent-adapter seam: the registry's adapters against what the rest of semo assumes."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from semo.engine.agents import registry
+from semo.engine.config import SCREEN_PROFILES, AgentProfileName, parse_config
+
+
+def test_semo_toml_offers_exactly_the_registry_s_profiles():
+    """config.py cannot import the registry (a foundation): its list is held the same here."""
+    assert set(get_args(AgentProfileName)) == set(registry.names())
+    screen_only = {n for n in registry.names() if not registry.profile_named(n).uses_hooks}
+    assert set(SCREEN_PROFILES) == screen_only
+
+
+def test_an_unknown_profile_is_refused_with_the_known_ones():
+    with pytest.raises(
+        ValueError, match=r"unknown agent profile 'nope' \(known: claude, generic\)"
+    ):
+        registry.adapter("nope")
+
+
+@pytest.mark.parametrize(
+    ("command", "profile"),
+    [(["claude"], "claude"), (["/usr/local/bin/claude", "--x"], "claude"), (["bash"], "generic")],
+)
+def test_an_agent_without_a_profile_gets_the_adapter_its_command_runs(command, profile):
+    assert registry.adapter_for_command(command).name == profile
+    assert registry.profile_for_command(command).name == profile
+
+
+def test_only_an_id_the_adapter_accepts_reaches_a_resume_command():
+    claude = registry.adapter("claude")
+    uuid = "0d9c1b7e-3f41-4b8e-9c55-2a1e6f0b7d31"
+    assert claude.conversation_id({"session_id": uuid}) == uuid
+    for forged in ("--dangerously-skip-permissions", "../x", uuid + "\n", 7, None):
+        assert claude.conversation_id({"session_id": forged}) is None
+        assert not claude.valid_conversation_id(forged)
+    with pytest.raises(ValueError):
+        claude.resume_command(["claude"], "--dangerously-skip-permissions")
+    assert claude.resume_command(["claude", "--model", "x"], uuid) == [
+        "claude", "--model", "x", "--resume", uuid,
+    ]  # fmt: skip
+    generic = registry.adapter("generic")
+    assert generic.conversation_id({"session_id": uuid}) is None
+    with pytest.raises(ValueError):
+        generic.resume_command(["bash"], uuid)
+
+
+def test_the_hook_server_accepts_every_adapter_s_events():
+    events = registry.hook_events()
+    for name in registry.names():
+        assert set(registry.adapter(name).hook_events) <= set(events)
+
+
+def test_a_generic_agent_s_prompt_pattern_still_only_applies_to_generic(tmp_path):
+    office = '[office]\nname = "o"\nrepository = "."\n'
+    config = parse_config(
+        office + '[[agents]]\nrole = "sh"\nprofile = "generic"\nprompt_pattern = "[%]$"\n',
+        tmp_path / "semo.toml",
+    )
+    assert config.agents[0].prompt_pattern == "[%]$"
+    assert registry.profile_named("generic", prompt_pattern="[%]$").prompt_pattern == "[%]$"
