@@ -7,7 +7,7 @@ from typing import get_args
 import pytest
 
 from semo.engine.agents import registry
-from semo.engine.config import SCREEN_PROFILES, AgentProfileName, parse_config
+from semo.engine.config import SCREEN_PROFILES, AgentProfileName
 
 
 def test_semo_toml_offers_exactly_the_registry_s_profiles():
@@ -57,11 +57,9 @@ def test_the_hook_server_accepts_every_adapter_s_events():
         assert set(registry.adapter(name).hook_events) <= set(events)
 
 
-def test_a_generic_agent_s_prompt_pattern_still_only_applies_to_generic(tmp_path):
-    office = '[office]\nname = "o"\nrepository = "."\n'
-    config = parse_config(
-        office + '[[agents]]\nrole = "sh"\nprofile = "generic"\nprompt_pattern = "[%]$"\n',
-        tmp_path / "semo.toml",
-    )
-    assert config.agents[0].prompt_pattern == "[%]$"
-    assert registry.profile_named("generic", prompt_pattern="[%]$").prompt_pattern == "[%]$"
+def test_semo_toml_s_overrides_reach_the_profile():
+    generic = registry.profile_named("generic", prompt_pattern="[%]$", reads_prompts=True)
+    assert (generic.prompt_pattern, generic.reads_prompts) == ("[%]$", True)
+    assert registry.profile_named("generic").reads_prompts is False
+    claude = registry.profile_named("claude", prompt_pattern="[%]$", reads_prompts=False)
+    assert claude.prompt_pattern != "[%]$" and claude.reads_prompts is False

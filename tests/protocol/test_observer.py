@@ -255,7 +255,7 @@ def test_an_offer_over_the_idle_prompt_closes_back_to_ready() -> None:
     start: the agent waits for a person while it shows, and is ready (not working) once it is
     answered; a dialog during a turn still closes to executing."""
     screen, stream = make_screen_and_stream(100, 12)
-    observer = AgentObserver("claude", screen=screen)
+    observer = AgentObserver(ClaudeScreen(), screen=screen)
     observer.on_hook("SessionStart", {}, 1.0)
     stream.feed("─" * 20 + "\r\n❯ \r\n" + "─" * 20)
     assert _states(observer.on_screen(screen, 1.5)) == [AgentState.READY]

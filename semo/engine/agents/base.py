@@ -12,17 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from semo.engine.agents.errors import AgentSetupError
 from semo.engine.protocol.monitor import DEFAULT_PROMPT_PATTERN
+
+__all__ = ["AgentAdapter", "AgentProfile", "AgentSetupError", "WorktreeSetup"]
 
 if TYPE_CHECKING:
     from semo.engine.agents.persona import PersonaInjector
     from semo.engine.protocol.hooks import TurnTextReader
     from semo.engine.protocol.observer import ScreenReader
     from semo.engine.store.models import Agent
-
-
-class AgentSetupError(Exception):
-    """A worktree cannot be prepared for an agent; the message is for the operator."""
 
 
 @dataclass(frozen=True)

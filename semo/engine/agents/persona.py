@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from semo.engine.agents.base import AgentSetupError
+from semo.engine.agents.errors import AgentSetupError
 from semo.engine.agents.gitexclude import ensure_git_exclude
 from semo.engine.fsutil import (
     UnsafePathError,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from semo.engine import safe_json
-from semo.engine.agents.base import AgentSetupError
+from semo.engine.agents.errors import AgentSetupError
 from semo.engine.fsutil import atomic_write
 
 __all__ = [
