@@ -7,6 +7,7 @@ from typing import get_args
 import pytest
 
 from semo.engine.agents import registry
+from semo.engine.approval_policy import Answer
 from semo.engine.config import SCREEN_PROFILES, AgentProfileName
 
 
@@ -63,3 +64,17 @@ def test_semo_toml_s_overrides_reach_the_profile():
     assert registry.profile_named("generic").reads_prompts is False
     claude = registry.profile_named("claude", prompt_pattern="[%]$", reads_prompts=False)
     assert claude.prompt_pattern != "[%]$" and claude.reads_prompts is False
+
+
+def test_a_permission_decision_is_printed_in_the_cli_s_own_shape():
+    claude = registry.adapter("claude")
+    denied = claude.permission_output(Answer(decision="deny"), "no reason given")
+    assert denied == {
+        "hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "no reason given"},
+        }
+    }
+    allowed = claude.permission_output(Answer(decision="allow_session"), "x")
+    assert allowed["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+    assert registry.adapter("generic").permission_output(Answer(decision="allow"), "x") == {}

@@ -588,7 +588,7 @@ def test_an_interrupted_turn_is_read_off_the_screen() -> None:
     spoofed = ["● Interrupted · What should Claude do instead?", *INTERRUPTED_TURN[5:]]
     assert not turn_interrupted(spoofed)  # the model's own text is not the CLI's line
     screen, stream = make_screen_and_stream(100, 12)
-    observer = AgentObserver("claude", screen=screen)
+    observer = AgentObserver(ClaudeScreen(), screen=screen)
     observer.on_hook("UserPromptSubmit", {}, 1.0)
     stream.feed("\r\n".join(INTERRUPTED_TURN))
     assert _states(observer.on_screen(screen, 2.0)) == [AgentState.READY]

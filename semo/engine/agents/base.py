@@ -19,6 +19,7 @@ __all__ = ["AgentAdapter", "AgentProfile", "AgentSetupError", "WorktreeSetup"]
 
 if TYPE_CHECKING:
     from semo.engine.agents.persona import PersonaInjector
+    from semo.engine.approval_policy import Answer
     from semo.engine.protocol.hooks import TurnTextReader
     from semo.engine.protocol.observer import ScreenReader
     from semo.engine.store.models import Agent
@@ -123,4 +124,9 @@ class AgentAdapter(Protocol):
 
     def resume_command(self, command: Sequence[str], conversation: str) -> list[str]:
         """`command` changed to resume `conversation` (a valid id) instead of starting anew."""
+        ...
+
+    def permission_output(self, answer: Answer, default_reason: str) -> dict[str, Any]:
+        """What the CLI's permission hook prints to give `answer` (a deny without a reason
+        gives `default_reason`)."""
         ...

@@ -19,7 +19,6 @@ from semo.engine.approval_policy import (
     Answer,
     ApprovalsSection,
     PermissionRequest,
-    hook_decision,
     parse_answer,
 )
 from semo.engine.events import EventBus, RoutingStep
@@ -152,7 +151,7 @@ class Approvals:
                 granted.add(request.key())
                 self._grants_changed(session.session_id)
         session.permission_decided()
-        return hook_decision(answer, DENIED)
+        return session.adapter.permission_output(answer, DENIED)
 
     def _item(self, session: AgentSession, summary: str) -> UserQuestion:
         """The inbox item for a permission request (from the hook or read off the screen)."""

@@ -25,6 +25,7 @@ from semo.engine.agents.claude.settings import HOOK_EVENTS, install_hooks
 from semo.engine.agents.claude.transcript import TranscriptScope, turn_text_from_transcript
 from semo.engine.agents.claude.trust import ensure_trusted_async
 from semo.engine.agents.persona import PERSONA_RELPATH
+from semo.engine.approval_policy import Answer, hook_decision
 
 __all__ = ["CLAUDE", "ClaudeAdapter"]
 
@@ -88,3 +89,6 @@ class ClaudeAdapter:
         if not valid_session_id(conversation):
             raise ValueError(f"{conversation!r} is not a Claude Code session id")
         return [*command, "--resume", conversation]
+
+    def permission_output(self, answer: Answer, default_reason: str) -> dict[str, Any]:
+        return hook_decision(answer, default_reason)

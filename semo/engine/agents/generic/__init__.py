@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from semo.engine.agents.base import AgentProfile, WorktreeSetup
+from semo.engine.approval_policy import Answer
 from semo.engine.protocol.observer import PromptScreen
 
 __all__ = ["GENERIC", "GenericAdapter"]
@@ -68,3 +69,6 @@ class GenericAdapter:
 
     def resume_command(self, command: Sequence[str], conversation: str) -> list[str]:
         raise ValueError("a generic agent's conversation cannot be resumed")
+
+    def permission_output(self, answer: Answer, default_reason: str) -> dict[str, Any]:
+        return {}  # no hooks: nothing asks
