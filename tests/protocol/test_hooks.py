@@ -191,6 +191,9 @@ def test_existing_file_mode_is_kept(tmp_path: Path) -> None:
         ("/home/u/.local/bin/semo hook Notification", True),
         ("'/x y/python' -m semo.engine.protocol.hook_shim Stop", True),
         ("/usr/bin/python3 -I -S /srv/semo/engine/protocol/hook_shim.py Stop", True),
+        # written by an install from before the `semo.` package: rewritten on the next start
+        ("/usr/bin/python3 -m engine.protocol.hook_shim Stop", True),
+        ("/usr/bin/python3 -I -S /srv/engine/protocol/hook_shim.py Stop", True),
         ("semo hooks-report", False),
         ("notify-send semo", False),
         ("echo 'semo hook' >> log", False),
