@@ -58,6 +58,11 @@ class SemoCommands(Provider):
                 partial(screen.action_jobs, "shell"),
             ),
             (
+                "Pool",
+                "sessions warm/cold, leased/idle; roles without one; breakers; waiting (F9)",
+                screen.action_pool,
+            ),
+            (
                 "Zoom the selected pane",
                 f"the whole terminal (F3); {screen.prefix_display} then z leaves (the zoomed "
                 "pane's keys go to its agent)",

@@ -43,6 +43,8 @@ OUTSIDE_KEYS = [
     ("F6", "a prompt for the selected session (Escape closes)"),
     ("F7", "the next thing that needs you: the inbox, then failed, errored or stale sessions"),
     ("F8", "cancel the selected session's turn"),
+    ("F9", "the pool: warm/cold, leased/idle, roles without a session (s starts one),"),
+    ("", "open breakers and their retry time, jobs waiting for a session"),
     ("ctrl+p", "the command palette: new session, terminate, record, stop the office..."),
     ("ctrl+q", "detach (the agents keep running)"),
     ("ctrl+r", "start the engine again (only when it is gone)"),

@@ -382,6 +382,7 @@ PRIORITY = {
     "jobs": 6,
     "cancel": 7,
     "zoom": 8,
+    "pool": 6,
 }
 PANE_KEYS = [  # (key after the prefix, what, priority)
     ("d", "detach", 0),
@@ -414,6 +415,7 @@ MAIN_KEYS = [
     ("f6", "prompt", "Prompt"),
     ("f7", "attend", "Next need"),
     ("f8", "cancel", "Cancel"),
+    ("f9", "pool", "Pool"),
 ]
 SESSION_LIST_HINTS = [("Enter", "type in pane", 2.5)]
 

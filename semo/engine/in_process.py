@@ -19,10 +19,10 @@ from semo.engine.interface import (
     CommandView,
     EngineInterface,
     OfficeView,
-    PooledView,
     PoolView,
     QuestionView,
     SessionHandle,
+    pool_view,
 )
 
 if TYPE_CHECKING:
@@ -109,15 +109,7 @@ class InProcessEngine:
         if pool is None:
             return None
         status = pool.status()
-        return PoolView(
-            total=status.total,
-            max_sessions=status.max_sessions,
-            down=tuple(status.down),
-            sessions={
-                sid: PooledView(age_s=info.age_s, task_id=info.task_id)
-                for sid, info in status.sessions.items()
-            },
-        )
+        return pool_view(status.model_dump(mode="json"))
 
     def recent_steps(self) -> list[dict[str, Any]]:
         return []  # its console is there from the start: it sees every step on the bus

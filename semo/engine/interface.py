@@ -49,17 +49,49 @@ class PooledView:
 
     age_s: float | None
     task_id: str | None
+    role: str = ""
+    #: the role's warm session (kept running), else a cold one (reaped when idle too long)
+    warm: bool = False
+    leased: bool = False
+    #: seconds idle (None while leased or not ready)
+    idle_s: float | None = None
+
+
+@dataclass(frozen=True)
+class BreakerView:
+    """A role's restart breaker (sessions.breaker): open means no new session until the
+    retry time."""
+
+    state: str
+    failures: int
+    retry_after_s: float
+
+
+@dataclass(frozen=True)
+class WaiterView:
+    """A request waiting for a session of `role` (a job's task id is `job-<id>`)."""
+
+    role: str
+    task_id: str | None
+    waited_s: float
 
 
 @dataclass(frozen=True)
 class PoolView:
-    """The pool as the session list's header and rows show it (sessions.pool.PoolStatus)."""
+    """The pool as the session list's header and the pool view show it
+    (sessions.pool.PoolStatus)."""
 
     total: int
     max_sessions: int
     #: warm roles without a session
     down: tuple[str, ...] = ()
     sessions: Mapping[str, PooledView] = field(default_factory=dict)
+    #: why each warm role in `down` has no session
+    why_down: Mapping[str, str] = field(default_factory=dict)
+    starting: int = 0
+    #: by role; closed ones included
+    breakers: Mapping[str, BreakerView] = field(default_factory=dict)
+    waiting: tuple[WaiterView, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -243,3 +275,46 @@ class EngineInterface(Protocol):
     ) -> Job: ...
 
     async def cancel_job(self, job_id: str, reason: str = "") -> Job: ...
+
+
+def pool_view(data: Mapping[str, Any]) -> PoolView:
+    """A PoolView from sessions.pool.PoolStatus's JSON (both engines: the control snapshot
+    carries that JSON, the in-process engine dumps its pool's status)."""
+    sessions = {
+        session_id: PooledView(
+            age_s=row.get("age_s"),
+            task_id=row.get("task_id"),
+            role=str(row.get("role") or ""),
+            warm=bool(row.get("warm")),
+            leased=bool(row.get("leased")),
+            idle_s=row.get("idle_s"),
+        )
+        for session_id, row in (data.get("sessions") or {}).items()
+    }
+    down = data.get("down") or {}
+    breakers = {
+        str(role): BreakerView(
+            state=str(row.get("state") or "closed"),
+            failures=int(row.get("failures") or 0),
+            retry_after_s=float(row.get("retry_after_s") or 0.0),
+        )
+        for role, row in (data.get("breakers") or {}).items()
+    }
+    waiting = tuple(
+        WaiterView(
+            role=str(row.get("role") or ""),
+            task_id=row.get("task_id"),
+            waited_s=float(row.get("waited_s") or 0.0),
+        )
+        for row in data.get("waiters") or ()
+    )
+    return PoolView(
+        total=int(data.get("total") or 0),
+        max_sessions=int(data.get("max_sessions") or 0),
+        down=tuple(down),
+        sessions=sessions,
+        why_down=dict(down) if isinstance(down, Mapping) else {},
+        starting=int(data.get("starting") or 0),
+        breakers=breakers,
+        waiting=waiting,
+    )

@@ -62,11 +62,12 @@ def console_engine(
     stale_after: float | None = None,
     repository: Path | None = None,
     control: bool = False,
+    warm_roles: list[str] | None = None,
 ) -> Engine:
     """`agent`: the module each agent runs (tests.support.hostile_agent for a hostile one);
     `stale_after`: the agents' (AgentConfig.stale_after); with `repository` the agents work in
     its worktrees and jobs get branches (docs/JOBS.md); `control`: it serves its control
-    socket (tests/support/console_engines.py)."""
+    socket (tests/support/console_engines.py); `warm_roles`: every role unless given."""
     scripts = SCRIPTS if scripts is None else scripts
     agents = [
         script_agent(folder, role, replies, 60, 12, agent=agent, stale_after=stale_after)
@@ -79,7 +80,10 @@ def console_engine(
             repository=repository or Path("."),
         ),
         store={"backend": "sqlite", "sqlite_path": folder / "semo.db"},
-        pool=PoolConfig(max_sessions=max_sessions, warm_roles=list(scripts)),
+        pool=PoolConfig(
+            max_sessions=max_sessions,
+            warm_roles=list(scripts) if warm_roles is None else warm_roles,
+        ),
         agents=agents,
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "HOME": str(folder)}

@@ -319,6 +319,8 @@ async def test_seventh_request_fails_at_once_or_waits_for_a_release(make_pool: M
     waiter = asyncio.create_task(pool.acquire(role="QA", task_id="task-7", wait=TIMEOUT))
     await watch.until(lambda s: s.waiting == 1, "one acquire waiting")
     assert not waiter.done()
+    # the pool view names the waiting request: its role and task
+    assert [(w.role, w.task_id) for w in pool.status().waiters] == [("QA", "task-7")]
 
     async def another_task_releases() -> None:
         pool.release(warm["QA"].session_id)
@@ -328,6 +330,7 @@ async def test_seventh_request_fails_at_once_or_waits_for_a_release(make_pool: M
     assert got is warm["QA"] and got.task_id == "task-7"
     status = pool.status()
     assert (status.total, status.leased, status.waiting) == (6, 6, 0)
+    assert status.waiters == []
 
     with pytest.raises(PoolExhausted, match=r"all busy \(waited 0.2 s\)"):
         await pool.acquire(role="FE", wait=0.2)

@@ -78,6 +78,7 @@ SCREEN_KEYS = {
     "back",
     "prefix",
     "jobs",
+    "pool",
 }
 
 
@@ -750,6 +751,19 @@ class MainScreen(Screen[None]):
         for pane in self.panes.values():  # covered: no frames for them until it closes
             pane.source.set_visible(False)
         self.app.push_screen(JobsScreen(self.engine, then))
+
+    def action_pool(self) -> None:
+        """The pool view (console/screens/pool.py): its sessions, roles without one,
+        breakers, requests waiting."""
+        from semo.console.screens.pool import PoolScreen
+
+        if self.zoomed:
+            self.action_zoom()
+        for pane in self.panes.values():  # covered: no frames for them until it closes
+            shown = getattr(pane.source, "set_visible", None)
+            if shown is not None:
+                shown(False)
+        self.app.push_screen(PoolScreen(self.engine, lambda: self.names))
 
     def action_attend(self) -> None:
         """F7 (the prefix then a): to the next thing that needs the operator. The inbox first

@@ -49,9 +49,9 @@ from semo.engine.interface import (
     AgentView,
     CommandView,
     OfficeView,
-    PooledView,
     PoolView,
     QuestionView,
+    pool_view,
 )
 from semo.engine.plain_text import plain
 from semo.engine.protocol.state import AgentState
@@ -656,20 +656,6 @@ class EngineClient:
             self._results.update(data.get("results") or {})
         for listener in list(self._office_listeners):
             listener()
-
-
-def pool_view(data: dict[str, Any]) -> PoolView:
-    """The snapshot's pool (sessions.pool.PoolStatus's JSON)."""
-    sessions = {
-        session_id: PooledView(age_s=row.get("age_s"), task_id=row.get("task_id"))
-        for session_id, row in (data.get("sessions") or {}).items()
-    }
-    return PoolView(
-        total=int(data.get("total") or 0),
-        max_sessions=int(data.get("max_sessions") or 0),
-        down=tuple(data.get("down") or ()),
-        sessions=sessions,
-    )
 
 
 def question_view(data: dict[str, Any]) -> QuestionView:

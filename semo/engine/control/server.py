@@ -966,7 +966,11 @@ def _without_ages(snapshot: dict[str, Any]) -> dict[str, Any]:
         role: {k: v for k, v in b.items() if k != "retry_after_s"}
         for role, b in pool.get("breakers", {}).items()
     }
-    return {**snapshot, "pool": {**pool, "sessions": sessions, "breakers": breakers}}
+    waiters = [{k: v for k, v in w.items() if k != "waited_s"} for w in pool.get("waiters") or []]
+    return {
+        **snapshot,
+        "pool": {**pool, "sessions": sessions, "breakers": breakers, "waiters": waiters},
+    }
 
 
 def stop_reason(engine: ServedEngine, default: str) -> str:

@@ -52,6 +52,7 @@ __all__ = [
     "PoolError",
     "PoolExhausted",
     "PoolStatus",
+    "PoolWaiter",
     "PooledSession",
     "PooledSessionStatus",
     "RoleBreakerStatus",
@@ -208,6 +209,17 @@ class RoleBreakerStatus(BaseModel):
     retry_after_s: float
 
 
+class PoolWaiter(BaseModel):
+    """An acquire call waiting for a session: its role, its task (a job's is `job-<id>`) and
+    for how long."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    task_id: str | None
+    waited_s: float
+
+
 class PoolStatus(BaseModel):
     """What the console and ``semo engine`` show about the pool."""
 
@@ -223,6 +235,7 @@ class PoolStatus(BaseModel):
     leased: int
     idle: int
     waiting: int  # acquire calls waiting for a session
+    waiters: list[PoolWaiter] = []  # those calls, the longest waiting first
     down: dict[str, str]  # warm roles without a session: why
     breakers: dict[str, RoleBreakerStatus]  # per known role
     closed: bool
@@ -311,6 +324,7 @@ class SessionPoolManager:
         self._housekeeper: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._waiting = 0
+        self._waiters: dict[int, tuple[str, str | None, float]] = {}  # role, task, since
         self._started = False
         self._closed = False
         manager.add_listener(self._on_session_event)
@@ -439,6 +453,7 @@ class SessionPoolManager:
         loop = asyncio.get_running_loop()
         deadline = None if wait is None else loop.time() + max(0.0, wait)
         waiting = False
+        waiter_key = object()  # this call's key in _waiters
         try:
             while True:
                 changed = self._changed
@@ -455,6 +470,7 @@ class SessionPoolManager:
                 if not waiting:  # report the waiter, then look again: the report may free one
                     waiting = True
                     self._waiting += 1
+                    self._waiters[id(waiter_key)] = (agent.role, task_id, self.clock())
                     self._emit()
                     if on_wait is not None:
                         on_wait(self._occupancy(agent.role))
@@ -465,6 +481,7 @@ class SessionPoolManager:
         finally:
             if waiting:
                 self._waiting -= 1
+                self._waiters.pop(id(waiter_key), None)
                 self._emit()
 
     def release(self, session_id: str) -> None:
@@ -578,6 +595,10 @@ class SessionPoolManager:
             leased=sum(e.leased for e in entries),
             idle=sum(e.idle_since() is not None for e in entries),
             waiting=self._waiting,
+            waiters=[
+                PoolWaiter(role=role, task_id=task, waited_s=round(max(0.0, now - since), 3))
+                for role, task, since in sorted(self._waiters.values(), key=lambda w: w[2])
+            ],
             down=dict(self._down),
             breakers=breakers,
             closed=self._closed,
