@@ -87,9 +87,16 @@ class PoolScreen(Screen[None]):
             if selected in keys:
                 table.move_cursor(row=keys.index(selected))
         else:
+            widths = {
+                c: max(len(r.cells[i]) for r in self.rows) for i, c in enumerate(POOL_COLUMNS)
+            }
             for old, new in zip(self.rows, rows, strict=True):
                 for column, before, after in zip(POOL_COLUMNS, old.cells, new.cells, strict=True):
-                    if before != after:
+                    if before == after:
+                        continue
+                    if len(after) > max(widths[column], len(column)):  # the column widens
+                        table.update_cell(new.key, column, after, update_width=True)
+                    else:
                         set_cell(table, new.key, column, after)
         self.rows = rows
         self.query_one("#pool-summary", Static).update(pool_summary(status))
