@@ -1,5 +1,7 @@
-"""The pool view's text (screens/pool.py): a row per pooled session and per role without
-one, and lines for open breakers and requests waiting for a session."""
+"""The pool view's text (screens/pool.py): a row per pooled session and per idle role.
+
+A row per pooled session and per role without one, and lines for open breakers and requests
+waiting for a session."""
 
 from __future__ import annotations
 

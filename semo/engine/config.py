@@ -269,7 +269,7 @@ class BudgetsConfig(_Section):
     queued_prompts: int = Field(default=16, ge=1, le=100_000)
 
 
-#: semo.toml's agent profiles (engine.agents.registry's names)
+#: semo.toml's agent profiles (semo.engine.agents.registry's names)
 AgentProfileName = Literal["claude", "generic"]
 #: the profiles read from the screen alone, whose prompt_pattern says when they are ready
 SCREEN_PROFILES: tuple[str, ...] = ("generic",)
@@ -280,7 +280,7 @@ class AgentConfig(_Section):
 
     role: str
     name: str = Field(default="", max_length=100)  # "" -> the role (filled in on validation)
-    #: the agent CLI's adapter: one of engine.agents.registry's names (config is a foundation
+    #: the agent CLI's adapter: one of semo.engine.agents.registry's names (config is a foundation
     #: and cannot import the registry; tests/test_agent_adapters.py holds the two the same)
     profile: AgentProfileName = "claude"
     command: list[str] = Field(default_factory=lambda: ["claude"], min_length=1)

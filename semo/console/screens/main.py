@@ -753,7 +753,7 @@ class MainScreen(Screen[None]):
         self.app.push_screen(JobsScreen(self.engine, then))
 
     def action_pool(self) -> None:
-        """The pool view (console/screens/pool.py): its sessions, roles without one,
+        """The pool view (semo/console/screens/pool.py): its sessions, roles without one,
         breakers, requests waiting."""
         from semo.console.screens.pool import PoolScreen
 

@@ -1,7 +1,7 @@
-"""Agent adapters: one package per agent CLI behind `engine.agents.base.AgentAdapter`.
+"""Agent adapters: one package per agent CLI behind `semo.engine.agents.base.AgentAdapter`.
 
-`engine.agents.registry` finds an adapter by profile name (semo.toml's ``profile``) or by the
+`semo.engine.agents.registry` finds an adapter by profile name (semo.toml's ``profile``) or by the
 command an agent runs; sessions, routing and control go through it and never name a CLI.
-`engine.agents.persona` renders the persona and protocol an adapter writes into its CLI's
+`semo.engine.agents.persona` renders the persona and protocol an adapter writes into its CLI's
 instructions file.
 """

@@ -1,7 +1,7 @@
 """The agent-adapter interface: what semo needs from each kind of agent CLI.
 
-One adapter per CLI (`engine.agents.claude`, `engine.agents.generic`), found by profile name in
-`engine.agents.registry`; nothing outside `engine.agents` names a specific one. See
+One adapter per CLI (`semo.engine.agents.claude`, `semo.engine.agents.generic`), found by profile
+name in `semo.engine.agents.registry`; nothing outside `engine.agents` names a specific one. See
 docs/AGENTS.md for what an adapter provides and how to add one.
 """
 
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 class AgentProfile:
     """How a session talks to its CLI: keys, delivery, readiness (the adapter's runtime side)."""
 
-    #: the adapter's name (`engine.agents.registry`), also semo.toml's ``profile``
+    #: the adapter's name (`semo.engine.agents.registry`), also semo.toml's ``profile``
     name: str
-    #: keys (engine.terminal.keys spec) that interrupt the running turn
+    #: keys (semo.engine.terminal.keys spec) that interrupt the running turn
     cancel_keys: str
     #: the session's hooks report states (Claude Code) instead of the screen alone
     uses_hooks: bool
@@ -66,7 +66,7 @@ class AgentAdapter(Protocol):
     """One agent CLI behind the interface semo's sessions, routing and control use.
 
     Hook events are named in the CLI's own spelling; the observer understands the ones of
-    `engine.protocol.observer` (SessionStart, UserPromptSubmit, Stop, PermissionRequest,
+    `semo.engine.protocol.observer` (SessionStart, UserPromptSubmit, Stop, PermissionRequest,
     Notification, SessionEnd): an adapter whose CLI names them otherwise maps them in its
     hook command. A conversation id is the CLI's own id of a session (what its resume takes).
     """

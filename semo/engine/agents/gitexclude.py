@@ -18,7 +18,7 @@ log = logging.getLogger("semo.hooks")
 def _git(worktree: Path, *args: str) -> str | None:
     try:
         proc = subprocess.run(
-            git_argv("git", worktree, *args),  # hooks off, no secrets: engine/gitsafe.py
+            git_argv("git", worktree, *args),  # hooks off, no secrets: semo/engine/gitsafe.py
             capture_output=True,
             text=True,
             timeout=10,

@@ -57,7 +57,7 @@ __all__ = [
 
 log = logging.getLogger("semo.hooks")
 
-#: The events semo installs hooks for, as the observer (engine.protocol.observer) names them:
+#: The events semo installs hooks for, as the observer (semo.engine.protocol.observer) names them:
 #: Claude Code's spelling.
 HOOK_EVENTS: tuple[str, ...] = (
     "SessionStart",
@@ -283,7 +283,7 @@ class HookServer:
     ``max_connections`` are open the oldest connection still waiting for its request (from the
     process holding the most) is dropped to make room. Events of one session are delivered in
     the order they were received. A session registered with a :class:`TurnTextReader` gets
-    its turn's text read (Claude Code's: `engine.agents.claude.transcript`) in a worker thread
+    its turn's text read (Claude Code's: `semo.engine.agents.claude.transcript`) in a worker thread
     within ``transcript_timeout`` seconds, into :attr:`HookEvent.transcript_text`.
     """
 

@@ -35,7 +35,7 @@ MAX_MESSAGES_PER_TURN = 100
 rest of the turn's markers are dropped (a marker flood must not flood the office)."""
 MAX_SIGNALS_PER_TURN = 100
 """Completion/error signals reported per turn; later ones only inform and are dropped."""
-#: the reason of the state change when a dialog comes up (engine/routing/approvals.py)
+#: the reason of the state change when a dialog comes up (semo/engine/routing/approvals.py)
 DIALOG_REASON = "a dialog waits for you"
 _GUTTERS = ("● ", "  ")
 
@@ -59,7 +59,7 @@ ObserverEvent = MessageFound | MalformedMessage | Signal | StateChange
 
 class PaneDialog(Protocol):
     """A dialog read off an agent's screen that no hook asked about: what it asks, and the keys
-    that answer it (engine/routing/approvals.py brings it to the inbox)."""
+    that answer it (semo/engine/routing/approvals.py brings it to the inbox)."""
 
     @property
     def summary(self) -> str:
@@ -67,7 +67,7 @@ class PaneDialog(Protocol):
         ...
 
     def keys(self, answer: Answer) -> str:
-        """The key spec (engine.terminal.keys) that gives `answer`."""
+        """The key spec (semo.engine.terminal.keys) that gives `answer`."""
         ...
 
 

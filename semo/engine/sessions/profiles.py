@@ -1,6 +1,6 @@
 """Agent profiles and what goes into an agent's terminal: typed and pasted text, made safe.
 
-A profile (`engine.agents.base.AgentProfile`) says how to talk to a kind of CLI (deliver a
+A profile (`semo.engine.agents.base.AgentProfile`) says how to talk to a kind of CLI (deliver a
 prompt, cancel a turn, know it is ready); each comes from its adapter (`engine.agents`).
 """
 

@@ -158,11 +158,11 @@ class TerminalSession:
 
     def set_visible(self, visible: bool) -> None:
         """Nothing: the screen is kept current whether a console shows it or not (a console's
-        client pauses its frames instead, engine/control/client.py)."""
+        client pauses its frames instead, semo/engine/control/client.py)."""
 
     def want_history(self, lines: int) -> None:
         """Nothing: the whole scrollback is here (a console's client asks its engine for it,
-        engine/control/client.py)."""
+        semo/engine/control/client.py)."""
 
     def add_turn_listener(self, listener: Callable[[], None]) -> None:
         """Called after each turn of reading output, once its chunks went to the listeners

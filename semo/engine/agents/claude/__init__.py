@@ -1,11 +1,11 @@
 """Claude Code: hooks in the worktree's settings, persona in ``.claude/CLAUDE.md``, trust.
 
 Before the CLI starts in a folder, the persona and the protocol go into ``.claude/CLAUDE.md``
-(`engine.agents.persona`), semo's hooks into ``.claude/settings.local.json``
-(`engine.agents.claude.settings`; both kept out of commits), and the folder is marked trusted
+(`semo.engine.agents.persona`), semo's hooks into ``.claude/settings.local.json``
+(`semo.engine.agents.claude.settings`; both kept out of commits), and the folder is marked trusted
 in the ``~/.claude.json`` of the HOME the agent runs with, onboarding too
-(`engine.agents.claude.trust`), so the CLI reaches its prompt without a person. A Stop's
-whole turn text is read from the transcript the hook names (`engine.agents.claude.transcript`);
+(`semo.engine.agents.claude.trust`), so the CLI reaches its prompt without a person. A Stop's
+whole turn text is read from the transcript the hook names (`semo.engine.agents.claude.transcript`);
 a conversation is resumed with ``--resume <session id>``.
 """
 

@@ -46,7 +46,7 @@ class ScreenDialog:
         return next((i for i, o in enumerate(self.options) if re.match(r"Yes\b", o)), -1)
 
     def keys(self, answer: Answer) -> str:
-        """The key spec (engine.terminal.keys) that gives ``answer``."""
+        """The key spec (semo.engine.terminal.keys) that gives ``answer``."""
         if answer.decision == "deny":
             return "<Esc>"
         if self.enter_allows:

@@ -46,7 +46,7 @@ _BLANKS = re.compile(r"\s+")
 
 
 class ClaudeScreen:
-    """One Claude Code session's screen reader (engine.protocol.observer.ScreenReader)."""
+    """One Claude Code session's screen reader (semo.engine.protocol.observer.ScreenReader)."""
 
     def __init__(self) -> None:
         self._prompts = PromptIndex()

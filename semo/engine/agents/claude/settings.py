@@ -1,8 +1,8 @@
 """Claude Code's ``.claude/settings.local.json``: semo's hooks merged in, the rest kept.
 
-Each hook runs ``<hook command> <Event>`` (the shim, `engine.protocol.hook_shim`); Claude Code
+Each hook runs ``<hook command> <Event>`` (the shim, `semo.engine.protocol.hook_shim`); Claude Code
 runs hooks through a shell. Entries of an older semo (see
-`engine.protocol.hooks.is_semo_hook_command`) are replaced wherever they are, so a worktree an
+`semo.engine.protocol.hooks.is_semo_hook_command`) are replaced wherever they are, so a worktree an
 older install prepared gets today's command when a session starts there.
 """
 
@@ -108,7 +108,7 @@ def merge_hook_settings(
 
 def _read_settings(worktree: Path) -> tuple[str | None, dict[str, Any]]:
     """(text, settings) of the worktree's settings file; never through a symlink out of the
-    worktree, never a FIFO (engine/fsutil.py: read_text_in)."""
+    worktree, never a FIFO (semo/engine/fsutil.py: read_text_in)."""
     path = worktree / SETTINGS_RELPATH
     try:
         text = read_text_in(worktree, SETTINGS_RELPATH)

@@ -57,7 +57,7 @@ def project_slug(path: str) -> str:
 class TranscriptScope:
     """Where one session's transcripts may be: ``projects/<slug>`` for any of ``slugs``.
 
-    The session's TurnTextReader (engine.protocol.hooks): a Stop's ``transcript_path``."""
+    The session's TurnTextReader (semo.engine.protocol.hooks): a Stop's ``transcript_path``."""
 
     #: the hook whose payload names a transcript
     event: ClassVar[str] = "Stop"
