@@ -293,8 +293,10 @@ class MainScreen(Screen[None]):
 
     def sync_panes(self) -> None:
         """One pane per live session, in role order; hidden beyond the layout."""
+        grid = next(iter(self.query("#panes").results(Grid)), None)
+        if grid is None:  # the app is closing (its engine's last events): nothing to show
+            return
         sessions = {s.session_id: s for s in self.engine.sessions() if not s.ended}
-        grid = self.query_one("#panes", Grid)
         for session_id in list(self.panes):
             if session_id not in sessions:
                 self.panes.pop(session_id).remove()
