@@ -363,12 +363,14 @@ async def _other(
 @pytest.mark.timeout(300)
 async def test_auto_mode_behind_a_gateway_brings_its_dialogs_to_the_inbox(folder: Path) -> None:
     """Claude Code's own default (auto mode), behind an endpoint that does not pass its safety
-    check through: "Auto mode can't check actions in this session" and then "Do you want to
-    proceed?" call no hook; semo reads each off the screen into the inbox, the agent is
-    `waiting_input` (not working), and `allow` answers each with keys: the command runs. The
-    first is answered with `semo answer`, the second through the REST API."""
+    check through: "Auto mode can't check actions in this session" (the first action) and
+    "Do you want to proceed?" (each action) call no hook; semo reads them off the screen into
+    the inbox, the agent is `waiting_input` (not working), and `allow` answers with keys: the
+    command runs. The notice's answer carries to the "proceed" that follows for the same
+    command (one item per action): the first action is answered with `semo answer`, the
+    second's "proceed" through the REST API."""
     command = 'python3 -c \'open("made.txt", "w")\''
-    replies = [uses(bash(command)), "[SEMO:DONE] made"]
+    replies = [uses(bash(command)), uses(bash(f"{command} # 2"), text="Again."), "[SEMO:DONE] made"]
     port = free_port()
     with ScriptedMessagesAPI(replies=replies, safeguards=False) as api:
         write_office(folder, api, mode=None, approvals=f'\n[api]\nlisten = "127.0.0.1:{port}"\n')
@@ -388,7 +390,7 @@ async def test_auto_mode_behind_a_gateway_brings_its_dialogs_to_the_inbox(folder
 
             proceed = await eventually_value(second, "the proceed dialog", TIMEOUT)
             assert "Do you want to proceed?" in proceed["question"]
-            assert command in proceed["question"]
+            assert f"{command} # 2" in proceed["question"]
             office = proceed["office_id"]
             url = f"http://127.0.0.1:{port}/api/offices/{office}/questions/{proceed['id']}/answer"
             async with httpx.AsyncClient() as client:
@@ -397,8 +399,11 @@ async def test_auto_mode_behind_a_gateway_brings_its_dialogs_to_the_inbox(folder
                 assert ok.status_code == 200, ok.text
             shown = await job_status(folder, job, "done")
         decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
-        assert len(decided) == 2 and all(d.startswith("allowed by a person") for d in decided)
-        assert [r["is_error"] for r in tool_results(api)] == [False]
+        assert decided == [
+            f"allowed by a person: Bash: {command}",
+            f"allowed by a person: Bash: {command} # 2",
+        ]
+        assert [r["is_error"] for r in tool_results(api)] == [False, False]
 
 
 @pytest.mark.timeout(300)
@@ -430,9 +435,10 @@ async def test_a_request_no_one_answers_is_denied_after_the_policys_wait(folder:
 @pytest.mark.timeout(300)
 async def test_auto_mode_dialog_denied_with_a_reason_the_model_reads_it(folder: Path) -> None:
     """Claude Code's own default (auto mode) behind a gateway: its "can't check actions"
-    dialog, denied with a reason in the inbox, is cancelled in the pane (Escape): the command
-    does not run, the reason reaches the model as the agent's next prompt, and the job goes on
-    to its end; the timeline says who denied it and why."""
+    dialog, denied with a reason in the inbox: semo stays in auto mode (Enter) and answers the
+    "Do you want to proceed?" that follows with "No, and tell Claude what to do differently"
+    and the reason. The command does not run, the model reads the reason as the tool's
+    refusal, and the job goes on to its end; the timeline says who denied it and why."""
     command = 'python3 -c \'open("never.txt", "w")\''
     replies = [uses(bash(command)), "[SEMO:DONE] did without python"]
     with ScriptedMessagesAPI(replies=replies, safeguards=False) as api:
@@ -449,8 +455,8 @@ async def test_auto_mode_dialog_denied_with_a_reason_the_model_reads_it(folder: 
             shown = await job_status(folder, job, "done")
             worktrees = list((folder / "ws").rglob("never.txt"))
         decided = [e["detail"] for e in shown["entries"] if e["step"] == "permission_decided"]
-        assert len(decided) == 1
-        assert decided[0].startswith("denied by a person (no python here): Claude Code's dialog")
-        told = [r for r in api.main_requests if "no python here" in r.last_user_text()]
-        assert told and "The operator denied this tool use" in told[0].last_user_text()
+        assert decided == [f"denied by a person (no python here): Bash: {command}"]
+        [refusal] = tool_results(api)
+        assert refusal["is_error"] is True
+        assert "The operator denied this tool use: no python here" in result_text(refusal)
         assert worktrees == []  # the command never ran

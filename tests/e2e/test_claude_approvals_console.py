@@ -119,9 +119,12 @@ async def test_auto_modes_dialogs_are_allowed_from_the_inbox(
 ) -> None:
     """Claude Code's own default (auto mode) behind a gateway: its dialogs call no hook; the
     console's inbox shows each as a permission read off the screen while the agent is
-    `waiting_input`, and `1` answers it in the agent's pane: the command runs."""
+    `waiting_input`, and `1` answers it in the agent's pane: the command runs. The first
+    action's notice ("can't check") is one item with its "Do you want to proceed?"; the next
+    action's "proceed" is an item of its own."""
     command = 'python3 -c \'open("auto.txt", "w")\''
-    replies = [uses(bash(command)), "Made it."]
+    second = 'python3 -c \'open("auto2.txt", "w")\''
+    replies = [uses(bash(command)), uses(bash(second), text="Again."), "Made it."]
     with ScriptedMessagesAPI(replies=replies, safeguards=False) as api:
         app = SemoApp(InProcessEngine(claude_engine(tmp_path, runtime_dir, api, mode=None)))
         async with app.run_test(size=(160, 48)) as pilot:
@@ -143,10 +146,12 @@ async def test_auto_modes_dialogs_are_allowed_from_the_inbox(
             def proceed() -> bool:
                 return any("Do you want to proceed?" in q.question for q in panel.questions)
 
-            await wait_for(proceed, "the proceed dialog in the inbox")
+            await wait_for(proceed, "the next action's proceed dialog in the inbox")
+            assert second in panel.questions[0].question
             assert session.state.value == "waiting_input"
             await pilot.press("f4", "1")
             await wait_for(lambda: session.state.value == "ready", "the turn finished")
             await wait_for(lambda: not panel.questions, "the inbox empty again")
         assert (tmp_path / "work" / "auto.txt").exists()
-        assert [r["is_error"] for r in tool_results(api)] == [False]
+        assert (tmp_path / "work" / "auto2.txt").exists()
+        assert [r["is_error"] for r in tool_results(api)] == [False, False]

@@ -70,7 +70,42 @@ def test_the_unnumbered_proceed_dialog_goes_down_to_yes() -> None:
     assert 'python3 -c \'open("made.txt","w")\'' in dialog.summary
     assert dialog.keys(ALLOW) == "<Down><Enter>"
     assert dialog.keys(Answer(decision="allow_session")) == "<Down><Enter>"
-    assert dialog.keys(DENY) == "<Esc>"
+    assert dialog.keys(DENY) == "<Tab><Sleep:300>no<Sleep:200><Enter>"  # No, with a message
+    assert dialog.keys(Answer(decision="deny")) == "<Esc>"
+    assert dialog.amend and dialog.request is not None
+    assert dialog.request.key() == ("Bash", 'python3 -c \'open("made.txt","w")\'')
+
+
+def test_a_reason_is_typed_inert_into_the_dialogs_no() -> None:
+    """The reason is one line without controls, its `<` typed as itself (not a key name),
+    cut at REASON_CHARS; the arrows go from the highlighted row to No."""
+    rows = [*PROCEED_AUTO[:-4], "   No", " ❯ Yes", " Esc to cancel · Tab to amend"]
+    dialog = read_dialog(rows)
+    assert dialog is not None and dialog.highlighted == 1
+    keys = dialog.keys(Answer(decision="deny", reason="a <Enter>\r\nb\x1b[2J" + "x" * 600))
+    assert keys.startswith("<Up><Tab><Sleep:300>a <lt>Enter>")
+    assert keys.endswith("<Sleep:200><Enter>") and "\x1b" not in keys and "\n" not in keys
+    assert len(keys) < 600
+
+
+def test_the_command_is_read_for_rules_and_grants() -> None:
+    """The notice's "⎿  $ command" row and the dialog's box give the same request; a command
+    wrapped over rows, or cut short with "…", is not matched as a shorter one."""
+    notice = read_dialog(["", *CANT_CHECK, "", ""])
+    proceed = read_dialog(PROCEED_AUTO)
+    assert notice is not None and proceed is not None and notice.request is not None
+    assert notice.request == proceed.request
+    spaced = read_dialog([*CANT_CHECK[:3], *[""] * 14, *CANT_CHECK[3:]])  # a taller screen
+    assert spaced is not None and spaced.request == notice.request
+    assert notice.request.summary == 'Bash: python3 -c \'open("made.txt","w")\''
+    wrapped = [*CANT_CHECK[:3], "     && rm -rf ~", *CANT_CHECK[3:]]
+    assert (dialog := read_dialog(wrapped)) is not None and dialog.request is None
+    cut = [*PROCEED_AUTO[:4], " touch a.txt && rm …", *PROCEED_AUTO[5:]]
+    assert (dialog := read_dialog(cut)) is not None and dialog.request is None
+    two = [*PROCEED_AUTO[:5], " && rm -rf ~", *PROCEED_AUTO[5:]]
+    assert (dialog := read_dialog(two)) is not None and dialog.request is not None
+    assert dialog.request.subject.endswith("\n&& rm -rf ~")
+    assert read_dialog(PROCEED_CLASSIC).request.subject == "touch made.txt"  # type: ignore[union-attr]
 
 
 def test_the_classic_dialog_takes_yes_where_it_is() -> None:

@@ -27,7 +27,7 @@ from semo.engine.protocol.state import AgentState, StateChange, StateSource, Sta
 from semo.engine.terminal.screen import TerminalScreen
 
 if TYPE_CHECKING:
-    from semo.engine.approval_policy import Answer
+    from semo.engine.approval_policy import Answer, PermissionRequest
 
 EVENT_HISTORY = 2000
 MAX_MESSAGES_PER_TURN = 100
@@ -68,6 +68,18 @@ class PaneDialog(Protocol):
 
     def keys(self, answer: Answer) -> str:
         """The key spec (semo.engine.terminal.keys) that gives `answer`."""
+        ...
+
+    @property
+    def request(self) -> PermissionRequest | None:
+        """The tool and input it is about, when read off the screen whole (rules and "allow
+        for this session" match it); None: a person decides."""
+        ...
+
+    @property
+    def leads_on(self) -> bool:
+        """Only a step before the request's own dialog (Claude Code's auto mode notice): its
+        allow keys go on to that dialog, which gets the decision made here."""
         ...
 
 

@@ -65,6 +65,9 @@ class Approvals:
         self._screen_tasks: dict[str, asyncio.Task[None]] = {}  # session -> its screen dialog
         self._screen: dict[str, tuple[AgentSession, PaneDialog]] = {}  # question id -> dialog
         self._answering: set[asyncio.Task[None]] = set()
+        #: session -> a decision made on auto mode's notice, for the "Do you want to proceed?"
+        #: that follows it for the same command (request key, answer, timeline detail)
+        self._carried: dict[str, tuple[tuple[str, str], Answer, str]] = {}
         #: told a session's grants each time they change (the engine records them with the
         #: session's conversation, so a resumed session keeps them: semo/engine/control/resume.py)
         self.on_grant: Callable[[str, list[tuple[str, str]]], None] | None = None
@@ -81,6 +84,7 @@ class Approvals:
         sid = session.session_id
         if event.state == AgentState.TERMINATED:
             self._granted.pop(sid, None)  # its grants end with it
+            self._carried.pop(sid, None)
         if event.source != "screen":
             return
         if event.state == AgentState.WAITING_INPUT and event.reason == DIALOG_REASON:
@@ -236,9 +240,7 @@ class Approvals:
             watching = self._screen_tasks.get(session.session_id)
             if watching is not None:
                 watching.cancel()  # its item is answered: a next dialog gets a watcher again
-            task = asyncio.create_task(self._answer_screen(session, dialog, question))
-            self._answering.add(task)
-            task.add_done_callback(self._answering.discard)
+            self._spawn(self._answer_screen(session, dialog, question))
             return True
         waiter = self._waiting.get(question.id)
         if waiter is None or waiter.done():
@@ -266,6 +268,9 @@ class Approvals:
         dialog = session.observer.reader.dialog(session.screen_rows())
         if dialog is None:
             return
+        if await self._settle_screen(session, dialog):
+            self._spawn(self._follow(session, dialog))
+            return
         try:
             question = await self.store.create_question(self._item(session, dialog.summary))
         except StoreError as error:
@@ -283,6 +288,60 @@ class Approvals:
                     )
             raise
 
+    async def _settle_screen(self, session: AgentSession, dialog: PaneDialog) -> bool:
+        """A dialog answered with no one asked (False: a person decides it): a decision
+        carried from auto mode's notice, an earlier "allow for this session", or a rule, each
+        on the command read off the screen."""
+        request = dialog.request
+        carried = None if dialog.leads_on else self._carried.pop(session.session_id, None)
+        if request is None:
+            return False
+        if carried is not None and carried[0] == request.key():
+            await self._press(session, dialog, carried[1], carried[2], record=False)
+            return True
+        if request.key() in self._granted.get(session.session_id, ()):
+            answer = Answer(decision="allow")
+            detail = f"allowed for this session earlier: {request.summary}"
+        elif (rule := self.policy.match(request, session.role, session.cwd)) is not None:
+            reason = rule.reason or f"Denied by the office's rule {rule.label()!r}."
+            answer = Answer(decision=rule.decision, reason=reason)
+            verb = "allowed" if rule.decision == "allow" else "denied"
+            detail = f"{verb} by rule {rule.label()!r}: {request.summary}"
+        else:
+            return False
+        await self._press(session, dialog, answer, detail)
+        return True
+
+    async def _press(
+        self,
+        session: AgentSession,
+        dialog: PaneDialog,
+        answer: Answer,
+        detail: str,
+        ref: str | None = None,
+        *,
+        record: bool = True,
+    ) -> None:
+        """Answer ``dialog`` with keys. Auto mode's notice only asks whether to stay in auto
+        mode: Enter (each action is then asked), and the decision is carried to the "Do you
+        want to proceed?" that follows for the same command; a deny is that dialog's "No,
+        and tell Claude what to do differently" with the reason, so the model reads it as
+        the tool's refusal (Escape, and the reason as the next prompt, where it has none)."""
+        if answer.decision == "deny" and not answer.reason:
+            answer = answer.model_copy(update={"reason": DENIED})
+        if dialog.leads_on and dialog.request is not None:
+            self._carried[session.session_id] = (dialog.request.key(), answer, detail)
+            keys = dialog.keys(Answer(decision="allow"))
+        else:
+            keys = dialog.keys(answer)
+        if record:
+            await self._decided(session, detail, ref)
+        if session.ended:
+            return
+        await session.send_keys(keys)
+        if keys == "<Esc>" and answer.decision == "deny" and session.profile.reads_prompts:
+            session.post(f"[semo] {answer.reason}")
+
     async def _answer_screen(
         self, session: AgentSession, dialog: PaneDialog, question: UserQuestion
     ) -> None:
@@ -291,19 +350,29 @@ class Approvals:
             await self.store.mark_answer_delivered(question.id)
         if session.ended:
             return
-        await session.send_keys(dialog.keys(answer))
         reason = f" ({answer.reason})" if answer.reason else ""
-        await self._decided(
-            session, f"{_verb(answer)} by a person{reason}: {dialog.summary}", question.id
-        )
-        if answer.decision == "deny" and answer.reason and session.profile.reads_prompts:
-            session.post(f"[semo] {DENIED[:-1]}: {answer.reason}")
-        # the next dialog may replace this one in the same frame (auto mode's "can't check"
-        # is followed by "Do you want to proceed?"): the observer sees no change then
+        summary = dialog.request.summary if dialog.request is not None else dialog.summary
+        detail = f"{_verb(answer)} by a person{reason}: {summary}"
+        if answer.decision == "allow_session" and dialog.request is not None:
+            self._granted.setdefault(session.session_id, set()).add(dialog.request.key())
+            self._grants_changed(session.session_id)
+        if answer.reason:  # the agent learns who said it
+            answer = answer.model_copy(update={"reason": f"{DENIED[:-1]}: {answer.reason}"})
+        await self._press(session, dialog, answer, detail, question.id)
+        await self._follow(session, dialog)
+
+    async def _follow(self, session: AgentSession, dialog: PaneDialog) -> None:
+        """The next dialog may replace ``dialog`` in the same frame (auto mode's notice is
+        followed by "Do you want to proceed?"): the observer sees no change then."""
         await asyncio.sleep(self.screen_grace)
         following = None if session.ended else session.observer.reader.dialog(session.screen_rows())
         if following is not None and following != dialog and session.state.value == "waiting_input":
             self._watch_screen(session)
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     # -- steps --------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from semo.engine.approval_policy import Answer, bounded
+from semo.engine.approval_policy import Answer, PermissionRequest, bounded, plain
 
 __all__ = ["ScreenDialog", "read_dialog"]
 
@@ -24,6 +24,11 @@ _OPTION = re.compile(r"^\s*(❯)?\s*(?:\d+\.\s+)?(\S.*?)\s*$")
 _FOOTER = re.compile(r"Esc to cancel|Enter to stay in auto mode|Enter to confirm")
 _RULE = re.compile(r"^[─╌━\s]+$")
 _SOLID = re.compile(r"^\s*─{10,}\s*$")  # the line a dialog's box starts with
+_DASHED = re.compile(r"^\s*╌{10,}\s*$")  # the lines around the command in a dialog
+_RUNNING = re.compile(r"^\s*⎿\s+\$ (\S.*?)\s*$")  # the command above auto mode's notice
+_AMEND = re.compile(r"Tab to amend")
+#: the longest reason typed into "No, and tell Claude what to do differently"
+REASON_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,15 @@ class ScreenDialog:
     options: tuple[str, ...]  # the option rows, as shown (empty: none numbered or marked)
     highlighted: int  # index into options of the ❯ row (-1: none)
     enter_allows: bool  # "Enter to stay in auto mode": Enter goes on
+    #: the Bash command the dialog is about, read off the screen (None: not read, or another
+    #: tool); what rules and "allow for this session" match
+    request: PermissionRequest | None = None
+    amend: bool = False  # "Tab to amend": its No takes a message for the model
+
+    @property
+    def leads_on(self) -> bool:
+        """Auto mode's notice: Enter stays in auto mode, where "proceed?" asks next."""
+        return self.enter_allows
 
     def picks(self) -> str:
         """What "allow" chooses in the dialog, in its own words."""
@@ -45,10 +59,24 @@ class ScreenDialog:
     def _yes(self) -> int:
         return next((i for i, o in enumerate(self.options) if re.match(r"Yes\b", o)), -1)
 
+    def _no(self) -> int:
+        return next((i for i, o in enumerate(self.options) if re.match(r"No\b", o)), -1)
+
     def keys(self, answer: Answer) -> str:
-        """The key spec (semo.engine.terminal.keys) that gives ``answer``."""
+        """The key spec (semo.engine.terminal.keys) that gives ``answer``; a deny's reason
+        is typed into the dialog's No ("tell Claude what to do differently") where it has one:
+        the model reads it as the tool's refusal."""
         if answer.decision == "deny":
-            return "<Esc>"
+            target = self._no()
+            if not (self.amend and answer.reason and target >= 0 and self.highlighted >= 0):
+                return "<Esc>"
+            step = "<Down>" if target > self.highlighted else "<Up>"
+            return (
+                step * abs(target - self.highlighted)
+                + "<Tab><Sleep:300>"
+                + typed(answer.reason)
+                + "<Sleep:200><Enter>"
+            )
         if self.enter_allows:
             return "<Enter>"
         target = self._yes()
@@ -56,6 +84,36 @@ class ScreenDialog:
             return "<Esc>"  # no Yes to pick: never a guess that might allow something else
         step = "<Down>" if target > self.highlighted else "<Up>"
         return step * abs(target - self.highlighted) + "<Enter>"
+
+
+def typed(text: str) -> str:
+    """``text`` as a key spec that types it literally: one line, no controls, ``<`` escaped."""
+    line = plain(text, one_line=True)[:REASON_CHARS]
+    return line.replace("<", "<lt>")
+
+
+def _request(context: list[str]) -> PermissionRequest | None:
+    """The Bash command of a dialog, from the rows above its question (None: not read).
+
+    "Do you want to proceed?" shows "Bash command", then the command between two dashed
+    lines (a wrapped command's rows joined by newlines); auto mode's notice follows the
+    transcript's "⎿  $ command" row."""
+    starts = [i for i, row in enumerate(context) if row.strip() == "Bash command"]
+    if starts:
+        dashed = [i for i in range(starts[-1], len(context)) if _DASHED.match(context[i])]
+        if len(dashed) < 2:
+            return None
+        lines = [row.strip() for row in context[dashed[0] + 1 : dashed[1]]]
+        command = "\n".join(line for line in lines if line)
+    else:
+        running = [i for i, row in enumerate(context) if _RUNNING.match(row)]
+        after = context[running[-1] + 1 :] if running else []
+        if not running or any(row.strip() and not _RULE.match(row) for row in after):
+            return None  # none, or a wrapped one: only a whole command is matched
+        command = _RUNNING.match(context[running[-1]]).group(1)  # type: ignore[union-attr]
+    if not command or "…" in command:
+        return None  # cut short on the screen: nothing to match
+    return PermissionRequest(tool="Bash", subject=command, summary=f"Bash: {bounded(command)}")
 
 
 def read_dialog(rows: list[str]) -> ScreenDialog | None:
@@ -73,6 +131,8 @@ def read_dialog(rows: list[str]) -> ScreenDialog | None:
     while head > 0 and not _SOLID.match(rows[head - 1]) and start - head < 12:
         head -= 1
     context = [r.strip() for r in rows[head:start] if r.strip() and not _RULE.match(r)]
+    # auto mode's notice has no box of its own around the command: the transcript above it
+    request = _request(rows[head:start] if head < start else rows[max(start - 25, 0) : start])
     body: list[str] = []
     options: list[str] = []
     highlighted = -1
@@ -96,6 +156,8 @@ def read_dialog(rows: list[str]) -> ScreenDialog | None:
         options=tuple(options),
         highlighted=highlighted,
         enter_allows=any(_ENTER_ON.search(r) for r in rows[start:]),
+        request=request,
+        amend=any(_AMEND.search(r) for r in rows[start:]),
     )
     # what each answer picks: the operator decides without the agent's pane in front of them
     picks = dialog.picks()
