@@ -89,18 +89,21 @@ async def test_the_selected_pane_of_a_grid_has_a_border_of_its_own(
         assert border(alone)[0] == "round"  # one pane: nothing to tell apart
         await pilot.press("f2", "f2")  # four panes: the three sessions side by side
         await wait_for(lambda: sum(p.display for p in screen.panes.values()) == 3, "a grid")
-        await pilot.pause()
+        await wait_for(lambda: heavy(screen) == [screen.selected], "the selected pane's border")
         selected = screen.panes[screen.selected]
         others = [p for sid, p in screen.panes.items() if p.display and sid != screen.selected]
-        assert border(selected)[0] == "heavy"
         assert all(border(p)[0] == "round" for p in others)
         assert all(border(p)[1] != border(selected)[1] for p in others)
         screen.query_one(SessionList).focus()
         await pilot.press("down")  # the selection moves: so does the border
         await wait_for(lambda: screen.panes[screen.selected] is not selected, "the next one")
-        await pilot.pause()
-        assert border(screen.panes[screen.selected])[0] == "heavy"
+        await wait_for(lambda: heavy(screen) == [screen.selected], "the border moving with it")
         assert border(selected)[0] == "round"
+
+
+def heavy(screen: MainScreen) -> list[str]:
+    """The displayed panes with a heavy border (the selected one in a grid)."""
+    return [sid for sid, p in screen.panes.items() if p.display and border(p)[0] == "heavy"]
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
