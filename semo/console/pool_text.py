@@ -46,11 +46,15 @@ def task_text(task_id: str | None) -> str:
 def pool_rows(
     status: PoolView | None, roles: Iterable[str], names: Mapping[str, str]
 ) -> list[PoolRow]:
-    """The sessions, warm first (the pool's order), then each configured role that has no
-    session (why, when it is a warm role that is down)."""
+    """The sessions, warm first, by role, the oldest first; then each configured role that
+    has no session (why, when it is a warm role that is down)."""
     rows: list[PoolRow] = []
     have: set[str] = set()
-    for session_id, info in (status.sessions if status else {}).items():
+    sessions = sorted(
+        (status.sessions if status else {}).items(),
+        key=lambda item: (not item[1].warm, item[1].role, -(item[1].age_s or 0.0)),
+    )
+    for session_id, info in sessions:
         have.add(info.role)
         if info.leased:
             lease, what = "leased", task_text(info.task_id) or "a turn"

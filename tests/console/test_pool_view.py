@@ -61,8 +61,8 @@ async def test_the_pool_view_shows_the_pool_and_starts_a_missing_role(
             lambda: (
                 [r[:4] for r in rows(pool)]
                 == [
-                    ["FE", "#1", "warm", "idle"],
                     ["BE", "#1", "warm", "idle"],
+                    ["FE", "#1", "warm", "idle"],
                     ["QA", "", "", "no session"],
                 ]
             ),
@@ -125,6 +125,7 @@ def test_breakers_and_waiting_requests_are_named_with_their_times() -> None:
             "waiters": [{"role": "BE", "task_id": "job-99887766aa", "waited_s": 12.0}],
         }
     )
+    # warm first: FE's session before BE's cold one
     assert [r.cells for r in pool_rows(status, ["FE", "BE", "QA"], {"s1": "#1 Ada"})] == [
         ("FE", "#1 Ada", "warm", "leased", "2m", "job 1a2b3c4d"),
         ("BE", "s2", "cold", "idle", "<1m", "idle 1m"),
