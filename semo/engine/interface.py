@@ -43,6 +43,11 @@ class AgentView:
     name: str = ""
 
 
+#: how an evicted session's end reason starts (sessions/pool_words.py; the console's
+#: announcement reads it; tests/console/test_pool_view.py holds the two together)
+EVICTED = "evicted"
+
+
 @dataclass(frozen=True)
 class PooledView:
     """A session of the pool: how old it is and the task its lease runs (None: idle)."""

@@ -136,3 +136,48 @@ def test_breakers_and_waiting_requests_are_named_with_their_times() -> None:
         "waiting for BE: job 99887766 (<1m)",
     ]
     assert pool_summary(status) == ("2/2 sessions · warm 1, cold 1 · leased 1, idle 1 · 1 waiting")
+
+
+async def test_an_eviction_is_announced_with_the_session_and_why(
+    tmp_path: Path, runtime_dir: Path, engine_kind: str
+) -> None:
+    """A full office (2/2) starts QA: the pool ends BE's idle cold session for it, and the
+    console says so (a warning naming BE #1 and why), from the session's terminated event."""
+    engine = console_engine(
+        tmp_path,
+        runtime_dir,
+        scripts=SCRIPTS,
+        control=engine_kind == "client",
+        warm_roles=["FE"],
+        max_sessions=2,
+    )
+    async with console_on(engine_kind, engine) as app, app.run_test(size=(120, 40)) as pilot:
+        await wait_for(lambda: getattr(app.screen, "started", False), "the engine")
+        main = app.screen
+        assert isinstance(main, MainScreen)
+        await pilot.press("f9")
+        await wait_for(lambda: isinstance(app.screen, PoolScreen), "the pool view")
+        pool = app.screen
+        assert isinstance(pool, PoolScreen)
+        await wait_for(lambda: [r[0] for r in rows(pool)] == ["FE", "BE", "QA"], "FE alone")
+        await pilot.press("down", "s")  # BE: cold, then idle
+        await wait_for(
+            lambda: (
+                [r[:4] for r in rows(pool)][:2]
+                == [["FE", "#1", "warm", "idle"], ["BE", "#1", "cold", "idle"]]
+            ),
+            "BE's cold session idle",
+        )
+        table = pool.query_one("#pool-list", DataTable)
+        table.move_cursor(row=[r[0] for r in rows(pool)].index("QA"))
+        await pilot.press("s")  # QA: the office is full, BE's session makes room
+        await wait_for(
+            lambda: [r[:3] for r in rows(pool)][:2] == [["FE", "#1", "warm"], ["QA", "#1", "cold"]],
+            "QA's session in BE's place",
+        )
+        await wait_for(
+            lambda: any(n.title == "Session evicted" for n in app._notifications), "the notice"
+        )
+        notice = next(n for n in app._notifications if n.title == "Session evicted")
+        assert notice.severity == "warning"
+        assert notice.message.startswith("BE #1 evicted for a QA session (idle ")

@@ -54,10 +54,11 @@ from semo.console.widgets.questions_panel import QuestionList, QuestionsPanel
 from semo.console.widgets.session_list import SessionList
 from semo.console.widgets.terminal_pane import TerminalPane
 from semo.engine.heap import freeze_startup_heap
+from semo.engine.interface import EVICTED
 from semo.engine.plain_text import plain
 
 if TYPE_CHECKING:  # an attached console imports none of these before its first frame
-    from semo.engine.events import Event, JobEvent, RoutingStep
+    from semo.engine.events import Event, JobEvent, RoutingStep, SessionStatusChanged
     from semo.engine.interface import EngineInterface, SessionHandle
 
 log = logging.getLogger("semo.console")
@@ -226,6 +227,8 @@ class MainScreen(Screen[None]):
         )
 
         if isinstance(event, SessionStatusChanged):
+            if event.status == "terminated" and str(event.reason).startswith(EVICTED):
+                self._evicted(event)
             if event.status == "terminated" or event.session_id not in self.panes:
                 self.sync_panes()
             elif pane := self.panes.get(event.session_id):
@@ -244,6 +247,13 @@ class MainScreen(Screen[None]):
             role = self._role_of(event.session_id)
             log.warning("%s is stale: %s", role, event.text)
             self.refresh_panels()
+
+    def _evicted(self, event: SessionStatusChanged) -> None:
+        """The pool ended an idle session to make room (docs/CONSOLE.md, "The pool view")."""
+        who = f"{event.role or '?'} {self.names.get(event.session_id, event.session_id[:6])}"
+        reason = plain(str(event.reason), one_line=True)
+        log.warning("%s: %s", who, reason)
+        self.tell(f"{who} {reason}", title="Session evicted", severity="warning", timeout=8)
 
     def _job_ended(self, event: JobEvent) -> None:
         """A job's outcome: a failed one marks its session until the operator looks at it."""

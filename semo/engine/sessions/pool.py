@@ -34,6 +34,7 @@ from semo.engine.sessions.agent_session import (
 )
 from semo.engine.sessions.breaker import BreakerState, CircuitBreaker
 from semo.engine.sessions.manager import SessionManager, UnknownSession
+from semo.engine.sessions.pool_words import EVICTED
 from semo.engine.sessions.worktrees import Worktree, WorktreeError, validate_task_id
 from semo.engine.store.models import Agent, new_id
 
@@ -698,7 +699,15 @@ class SessionPoolManager:
             if not idle_cold:
                 return None
             since, victim = min(idle_cold, key=lambda item: item[0])
-            reason = f"evicted for a {agent.role} session (idle {self.clock() - since:.0f} s)"
+            reason = f"{EVICTED} for a {agent.role} session (idle {self.clock() - since:.0f} s)"
+            log.warning(
+                "pool: full (%d/%d): idle cold %s session %s %s",
+                self._live(),
+                self.max_sessions,
+                victim.role,
+                victim.session_id,
+                reason,
+            )
             evict = (victim, reason)
         if not self.breaker.allow(agent.role):
             raise self._trial_under_way(agent.role)

@@ -1,0 +1,3 @@
+"""Words of the pool's that others read: an evicted session's end reason starts with EVICTED."""
+
+EVICTED = "evicted"
