@@ -8,6 +8,10 @@ resumes the conversation (`claude --resume`); the reply to its "restarted" note 
 same command again, which the resumed session gets without anyone asked: the request is
 decided as "allowed for this session earlier", no permission item is made, and the model gets
 the command's output, not a refusal.
+
+The same in Claude Code's own default (auto mode) behind an endpoint that does not pass its
+safety check: the request is its dialogs read off the screen (no hook), the grant is kept the
+same way, and the resumed session's dialogs for the same command are answered by semo.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ pytestmark = [pytest.mark.claude, pytest.mark.timeout(300)]
 
 COMMAND = "touch granted.txt"
 MODE = 'permission_mode = "default"\n'
+#: auto mode (no permission_mode): a command its safety check would look at
+AUTO_COMMAND = 'python3 -c \'open("granted.txt", "w")\''
+NOTICE = "Auto mode can't check actions in this session"
 
 
 def pending_permissions(env: dict[str, str], folder: Path) -> list[dict[str, Any]]:
@@ -43,7 +50,9 @@ def pending_permissions(env: dict[str, str], folder: Path) -> list[dict[str, Any
     return [r for r in rows if r["question_type"] == "permission"]
 
 
-def first_engine(tmp_path: Path, env: dict[str, str], api: ScriptedMessagesAPI) -> None:
+def first_engine(
+    tmp_path: Path, env: dict[str, str], api: ScriptedMessagesAPI, command: str = COMMAND
+) -> None:
     """`semo engine`: BE asks, is allowed for the session, runs the command; then SIGKILL."""
     first = start_engine(tmp_path, env, tmp_path / "first.log")
     try:
@@ -58,7 +67,10 @@ def first_engine(tmp_path: Path, env: dict[str, str], api: ScriptedMessagesAPI) 
         assert sent.returncode == 0, sent
         wait_until(lambda: pending_permissions(env, tmp_path), "the permission request", 120)
         [asked] = pending_permissions(env, tmp_path)
-        assert asked["question"] == f"Bash: {COMMAND}"
+        if command == COMMAND:
+            assert asked["question"] == f"Bash: {COMMAND}"
+        else:
+            assert NOTICE in asked["question"]  # read off the screen: no hook in auto mode
         answered = semo(env, tmp_path, "answer", asked["id"], "--option", "2")
         assert answered.returncode == 0, answered
         wait_until(lambda: tool_results(api), "the command run", 120)
@@ -68,7 +80,7 @@ def first_engine(tmp_path: Path, env: dict[str, str], api: ScriptedMessagesAPI) 
         def recorded() -> bool:
             found = list(records.glob("resume-*.json"))
             entry = json.loads(found[0].read_text()).get(str(row["session_id"])) if found else None
-            return bool(entry) and entry.get("grants") == [["Bash", COMMAND]]
+            return bool(entry) and entry.get("grants") == [["Bash", command]]
 
         wait_until(recorded, "the grant recorded with the conversation")
         time.sleep(1.0)  # the CLI writes its transcript after the turn's hooks
@@ -82,26 +94,29 @@ def first_engine(tmp_path: Path, env: dict[str, str], api: ScriptedMessagesAPI) 
     wait_until(lambda: not alive(agent_pid), "the agent to go with its engine", 30)
 
 
+@pytest.mark.parametrize("auto", [False, True], ids=["classic", "auto-mode"])
 async def test_allow_for_this_session_survives_an_engine_restart(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, auto: bool
 ) -> None:
+    command = AUTO_COMMAND if auto else COMMAND
     await asyncio.to_thread(make_repo, tmp_path)
     runtime = Path(tempfile.mkdtemp(prefix="semo-ctl-"))
     replies = [
-        uses(bash(COMMAND)),
+        uses(bash(command)),
         "Made it.",
-        uses(bash(COMMAND), text="Once more, after the restart."),
+        uses(bash(command), text="Once more, after the restart."),
         "Made it again.",
     ]
-    with ScriptedMessagesAPI(replies=replies) as api:
-        (tmp_path / "semo.toml").write_text(CONFIG.format(base_url=api.base_url) + MODE)
+    with ScriptedMessagesAPI(replies=replies, safeguards=not auto) as api:
+        mode = "" if auto else MODE
+        (tmp_path / "semo.toml").write_text(CONFIG.format(base_url=api.base_url) + mode)
         env = {
             **claude_env(tmp_path / "elsewhere", tmp_path / "home", api),
             "XDG_RUNTIME_DIR": str(runtime),
             "XDG_STATE_HOME": str(tmp_path / "state"),
             "LANG": "C.UTF-8",
         }
-        await asyncio.to_thread(first_engine, tmp_path, env, api)
+        await asyncio.to_thread(first_engine, tmp_path, env, api, command)
         assert [r["is_error"] for r in tool_results(api)] == [False]
 
         config = load_config(tmp_path / "semo.toml")
@@ -128,7 +143,7 @@ async def test_allow_for_this_session_survives_an_engine_restart(
             [resumed] = [s for s in second.sessions() if "--resume" in s.terminal.argv]
             decided = [s for s in steps if s.step == "permission_decided"]
             assert [(s.detail, s.session_id) for s in decided] == [
-                (f"allowed for this session earlier: Bash: {COMMAND}", resumed.session_id)
+                (f"allowed for this session earlier: Bash: {command}", resumed.session_id)
             ]
             assert [r["is_error"] for r in tool_results(api)] == [False, False]
         finally:

@@ -449,7 +449,10 @@ async def test_auto_mode_dialog_denied_with_a_reason_the_model_reads_it(folder: 
             job = await create_job(folder, "Make the file with python")
             asked = await pending_permission(folder)
             assert "Auto mode can't check actions in this session" in asked["question"]
-            assert asked["question"].endswith("[allow: Enter; deny: Esc]")
+            assert command in asked["question"]  # what the decision goes on to
+            assert asked["question"].endswith(
+                "[allow: Enter, then Yes; deny: Enter, then No and the reason]"
+            )
             denied = await semo(folder, "answer", asked["id"], "deny: no python here")
             assert denied.returncode == 0, denied.stderr
             shown = await job_status(folder, job, "done")

@@ -98,6 +98,8 @@ def test_the_command_is_read_for_rules_and_grants() -> None:
     spaced = read_dialog([*CANT_CHECK[:3], *[""] * 14, *CANT_CHECK[3:]])  # a taller screen
     assert spaced is not None and spaced.request == notice.request
     assert notice.request.summary == 'Bash: python3 -c \'open("made.txt","w")\''
+    assert notice.summary.startswith(f"Claude Code's dialog: {notice.request.summary} · Auto")
+    assert proceed.summary.endswith("[allow: Yes; deny: No, and the reason]")
     wrapped = [*CANT_CHECK[:3], "     && rm -rf ~", *CANT_CHECK[3:]]
     assert (dialog := read_dialog(wrapped)) is not None and dialog.request is None
     cut = [*PROCEED_AUTO[:4], " touch a.txt && rm …", *PROCEED_AUTO[5:]]

@@ -56,6 +56,12 @@ class ScreenDialog:
         yes = self._yes()
         return self.options[yes] if yes >= 0 and self.highlighted >= 0 else "Esc (no Yes to pick)"
 
+    def denies(self) -> str:
+        """What "deny" does in the dialog, in its own words."""
+        if self.amend and self._no() >= 0 and self.highlighted >= 0:
+            return f"{self.options[self._no()]}, and the reason"
+        return "Esc"
+
     def _yes(self) -> int:
         return next((i for i, o in enumerate(self.options) if re.match(r"Yes\b", o)), -1)
 
@@ -150,7 +156,9 @@ def read_dialog(rows: list[str]) -> ScreenDialog | None:
             options.append(text)
         else:
             body.append(text)
-    words = " · ".join([*context, *body[:3]])
+    # the notice shows no command of its own: the one it is about, read above it, goes first
+    about = [request.summary] if request is not None and not context else []
+    words = " · ".join([*about, *context, *body[:3]])
     dialog = ScreenDialog(
         summary="",
         options=tuple(options),
@@ -161,5 +169,11 @@ def read_dialog(rows: list[str]) -> ScreenDialog | None:
     )
     # what each answer picks: the operator decides without the agent's pane in front of them
     picks = dialog.picks()
-    summary = f"Claude Code's dialog: {bounded(words)} [allow: {bounded(picks, 120)}; deny: Esc]"
+    denies = dialog.denies()
+    if dialog.enter_allows and request is not None:  # the decision goes on to "proceed?"
+        picks, denies = f"{picks}, then Yes", f"{picks}, then No and the reason"
+    summary = (
+        f"Claude Code's dialog: {bounded(words)} "
+        f"[allow: {bounded(picks, 120)}; deny: {bounded(denies, 120)}]"
+    )
     return dataclasses.replace(dialog, summary=summary)
