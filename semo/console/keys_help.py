@@ -33,7 +33,7 @@ PREFIX_KEYS = [
 OUTSIDE_KEYS = [
     ("up / down, n / p", "pick a session"),
     ("Enter", "type into the selected session's pane"),
-    ("Tab", "next panel"),
+    ("Tab, shift+Tab", "next / previous panel (never into a pane: Enter opens it)"),
     ("F1, ?", "this help"),
     ("F2", "layout: one large pane, or 2, 4, 6"),
     ("F3", "zoom the selected pane (it takes the keys: the prefix then z leaves)"),

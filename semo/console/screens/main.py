@@ -97,6 +97,10 @@ class MainScreen(Screen[None]):
         Binding("n", "next_session(1)", "Next", show=False),
         Binding("p", "next_session(-1)", "Previous", show=False),
         Binding("escape", "back", show=False),
+        # outside a pane Tab walks the sidebar (and the prompt line), never into a pane (Enter
+        # opens the selected one); in a pane the pane takes Tab, as every key
+        Binding("tab", "walk(1)", "Next panel", show=False),
+        Binding("shift+tab", "walk(-1)", "Previous panel", show=False),
     ]
 
     def __init__(
@@ -717,6 +721,14 @@ class MainScreen(Screen[None]):
             self._close_prompt()
         else:
             focus_now(self.query_one(SessionList))
+
+    def action_walk(self, step: int) -> None:
+        """Tab / shift+Tab outside a pane: the next / previous widget that is not a pane."""
+        chain = [w for w in self.focus_chain if not isinstance(w, TerminalPane)]
+        if not chain:
+            return
+        index = chain.index(self.focused) if self.focused in chain else -1 if step > 0 else 0
+        focus_now(chain[(index + step) % len(chain)])
 
     def action_cycle_layout(self) -> None:
         index = LAYOUTS.index(self.layout_size)
