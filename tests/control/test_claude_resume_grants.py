@@ -30,9 +30,9 @@ from semo.engine.config import load_config
 from semo.engine.engine import Engine
 from semo.engine.events import RoutingStep
 from tests.control.office import alive, start_engine, wait_until
-from tests.control.test_claude_resume import CONFIG, make_repo, ready_session, semo
-from tests.e2e.test_claude_approvals import bash, tool_results, uses
+from tests.support.claude_approvals import bash, tool_results, uses
 from tests.support.claude_home import claude_env
+from tests.support.claude_resume import CONFIG, make_repo, ready_session, semo
 from tests.support.scripted_api import ScriptedMessagesAPI
 
 pytestmark = [pytest.mark.claude, pytest.mark.timeout(300)]

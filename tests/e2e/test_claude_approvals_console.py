@@ -24,7 +24,7 @@ from semo.engine.config import AgentConfig, OfficeConfig, PoolConfig, SemoConfig
 from semo.engine.engine import Engine
 from semo.engine.in_process import InProcessEngine
 from semo.engine.store.models import Agent
-from tests.e2e.test_claude_approvals import bash, result_text, tool_results, uses
+from tests.support.claude_approvals import bash, result_text, tool_results, uses
 from tests.support.claude_home import claude_env
 from tests.support.console_app import runtime_dir_fixture, waiter
 from tests.support.scripted_api import ScriptedMessagesAPI

@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from semo.engine.store.migrate import migrate
-from tests.e2e.test_claude_approvals import (
+from tests.store.conftest import ADMIN_DSN, admin_connection_check
+from tests.support.claude_approvals import (
     TIMEOUT,
     bash,
     create_job,
@@ -38,7 +39,6 @@ from tests.e2e.test_claude_approvals import (
     uses,
     write_office,
 )
-from tests.store.conftest import ADMIN_DSN, admin_connection_check
 from tests.support.claude_home import claude_env
 from tests.support.office_files import kept_temp_dir, write_claude_office
 from tests.support.scripted_api import ScriptedMessagesAPI

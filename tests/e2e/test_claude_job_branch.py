@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_claude_jobs import (
+from tests.support.claude_jobs import (
     ROLES,
     TIMEOUT,
     WAITING,

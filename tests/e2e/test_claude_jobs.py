@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
 import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -26,44 +24,27 @@ from semo.engine.config import load_config
 from semo.engine.store import open_store
 from semo.engine.store.migrate import migrate
 from tests.store.conftest import fresh_database
-from tests.support.claude_home import claude_env
-from tests.support.office_files import kept_temp_dir, write_claude_office
+from tests.support.claude_jobs import (
+    ASK,
+    INVOKE_BE,
+    INVOKE_QA,
+    ROLES,
+    TIMEOUT,
+    WAITING,
+    answer_the_question,
+    block,
+    deliver,
+    engine_process,
+    semo,
+    start_job,
+    team_ready,
+    write_office,
+)
+from tests.support.office_files import kept_temp_dir
 from tests.support.scripted_api import ScriptedMessagesAPI
 from tests.support.scripted_api import last_user_text as last_user
-from tests.support.semo_process import engine_in, run_semo, start_semo
-from tests.support.waiting import eventually_value
 
 pytestmark = pytest.mark.claude
-
-TIMEOUT = 120.0
-ROLES = ("FE", "BE", "QA")
-
-
-def block(tag: str, body: dict[str, Any], close: str) -> str:
-    return f"[{tag}]\n{json.dumps(body)}\n[/{close}]"
-
-
-def invocation_id(request: dict[str, Any]) -> str:
-    match = re.search(r"Invocation ([0-9a-f-]{36}) from FE", json.dumps(request))
-    assert match, "the invocation prompt names its id"
-    return match.group(1)
-
-
-def deliver(summary: str) -> Any:
-    def reply(request: dict[str, Any]) -> str:
-        body = {"invocation_id": invocation_id(request), "summary": summary}
-        return "Done.\n\n" + block("DELIVER_RESULT:FE", body, "DELIVER_RESULT")
-
-    return reply
-
-
-ASK = block(
-    "ASK_USER",
-    {"type": "choice", "question": "Which database?", "options": ["postgres", "sqlite"]},
-    "ASK_USER",
-)
-INVOKE_BE = block("INVOKE:BE", {"task": "Add GET /health", "context": {"db": "postgres"}}, "INVOKE")
-INVOKE_QA = "[INVOKE:QA]\nRun the whole test suite\n[/INVOKE]"
 
 
 @pytest.fixture
@@ -80,51 +61,6 @@ async def store_section(request: pytest.FixtureRequest) -> AsyncIterator[str]:
     async with fresh_database() as dsn:
         await migrate(dsn)
         yield f'[store]\nbackend = "postgres"\ndatabase_url = "{dsn}"'
-
-
-def write_office(folder: Path, store: str, apis: dict[str, ScriptedMessagesAPI]) -> None:
-    write_claude_office(folder, "claude-jobs", store, apis, max_sessions=6)
-
-
-async def semo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return await run_semo(*args, cwd=folder)
-
-
-def engine_process(
-    folder: Path, apis: dict[str, ScriptedMessagesAPI]
-) -> AbstractAsyncContextManager[asyncio.subprocess.Process]:
-    return engine_in(folder, claude_env(folder / "elsewhere", folder / "home", apis["FE"]))
-
-
-async def team_ready(folder: Path) -> None:
-    async def ready() -> bool | None:
-        listed = await semo(folder, "sessions", "--json")
-        rows = json.loads(listed.stdout) if listed.returncode == 0 else []
-        return sorted(r["role"] for r in rows if r["status"] == "ready") == sorted(ROLES) or None
-
-    await eventually_value(ready, "FE, BE and QA ready", TIMEOUT)
-
-
-async def start_job(folder: Path) -> asyncio.subprocess.Process:
-    return await start_semo(
-        "job", "create", "--role", "FE", "--task", "Build the login page", "--wait", cwd=folder
-    )
-
-
-async def answer_the_question(folder: Path) -> str:
-    async def pending() -> dict[str, Any] | None:
-        listed = await semo(folder, "questions", "--json")
-        rows = json.loads(listed.stdout) if listed.returncode == 0 else []
-        return rows[0] if rows else None
-
-    question = await eventually_value(pending, "FE's question", TIMEOUT)
-    assert (question["question"], question["options"]) == (
-        "Which database?",
-        ["postgres", "sqlite"],
-    )
-    answered = await semo(folder, "answer", question["id"], "--option", "1")
-    assert answered.returncode == 0, answered.stderr
-    return str(question["id"])
 
 
 @pytest.mark.timeout(300)
@@ -179,9 +115,6 @@ async def test_a_claude_team_job_with_the_cli_alone(store_section: str, folder: 
     finally:
         for api in apis.values():
             api.close()
-
-
-WAITING = "Understood; waiting for instructions."
 
 
 @pytest.mark.timeout(400)

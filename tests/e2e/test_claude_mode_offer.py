@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from semo.engine.terminal.session import TerminalSession
-from tests.e2e.test_claude_approvals import (
+from tests.support.claude_approvals import (
     TIMEOUT,
     bash,
     create_job,

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from semo.engine.terminal.screen import STYLED_SPLIT, TerminalScreen
 from semo.engine.terminal.stream import make_screen_and_stream
+from tests.support import tmux_fuzz as fuzz
 from tests.support.random_stream import random_stream
-from tests.terminal import test_fuzz_tmux as fuzz
 
 _TEXTS = [
     *"ab Z~é│●⏺中文ｱ한✅🚀",
@@ -41,7 +41,7 @@ _SEPARATORS += ["\x1b[G", "\x1b[0G", "\x1b[3G", "\x1b[99999G", "\x1b[C", "\x1b[0
                 "\x1b[B", "\x1b[2B", "\x1b[0B", "\x1b[77777B"]  # fmt: skip
 _text = st.lists(st.sampled_from(_TEXTS), max_size=4).map("".join)
 # a stream's text part: text, then separators (SGRs, CR LFs) each followed by text
-_styled = st.lists(st.tuples(st.sampled_from(_SEPARATORS), _text), max_size=10).flatmap(
+tmux_cells = st.lists(st.tuples(st.sampled_from(_SEPARATORS), _text), max_size=10).flatmap(
     lambda pairs: _text.map(lambda first: first + "".join(a + b for a, b in pairs))
 )
 _SETUPS = [
@@ -105,7 +105,7 @@ def _one_by_one(screen: TerminalScreen, text: str, bottom: int) -> int:
 @example(text="a\r\nb\x1b[1m\r\nc", columns=6, column=1, setup="x\r\n" * 8, read=False,
          bottom=3)  # fmt: skip
 @given(
-    text=_styled,
+    text=tmux_cells,
     columns=st.integers(min_value=1, max_value=12),
     column=st.integers(min_value=1, max_value=13),
     setup=st.sampled_from(_SETUPS),
@@ -244,11 +244,11 @@ def test_ink_frames_with_wide_text_render_as_in_tmux(seed: int, tmp_path: Path) 
     cuts = sorted(rng.randrange(len(text)) for _ in range(12))
     for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
         stream.feed(text[a:b])
-    tmux_rows, tmux_cursor = fuzz._tmux(path, escapes=False)
+    tmux_rows, tmux_cursor = fuzz.tmux_screen(path, escapes=False)
     assert screen.text_rows() == [row.rstrip(" ") for row in tmux_rows], f"seed {seed}: {text!r}"
     assert (min(screen.cursor.x, fuzz.COLUMNS - 1), screen.cursor.y) == tmux_cursor
-    escaped, _ = fuzz._tmux(path, escapes=True)
-    assert fuzz._cells(screen) == fuzz._styled(escaped)
+    escaped, _ = fuzz.tmux_screen(path, escapes=True)
+    assert fuzz.screen_cells(screen) == fuzz.tmux_cells(escaped)
 
 
 def test_steps_between_many_attribute_sets_stay_bounded():
