@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from semo.engine.agents import registry
 from semo.engine.control.paths import OfficePaths, private_dir
+from semo.engine.control.served import EngineParts
 from semo.engine.events import RoutingStep
 from semo.engine.fsutil import atomic_write
 from semo.engine.protocol.state import AgentState, StateChange
@@ -24,33 +25,15 @@ from semo.engine.store.base import StoreError
 from semo.engine.store.models import JobEntry, new_id, now
 
 if TYPE_CHECKING:
-    from semo.engine.bus import EventBus
     from semo.engine.sessions.agent_session import AgentSession, SessionEvent
-    from semo.engine.sessions.manager import SessionManager
-    from semo.engine.sessions.pool import SessionPoolManager
-    from semo.engine.store.base import Store
-    from semo.engine.store.models import Agent, Office
+    from semo.engine.store.models import Agent
 
 
-class ResumingEngine(Protocol):
+class ResumingEngine(EngineParts, Protocol):
     """What resuming reads and calls of the engine it runs in (engine.Engine has it)."""
 
     @property
-    def engine_id(self) -> str: ...
-    @property
-    def office(self) -> Office | None: ...
-    @property
     def office_id(self) -> str: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def bus(self) -> EventBus: ...
-    @property
-    def agents(self) -> Mapping[str, Agent]: ...
-    @property
-    def manager(self) -> SessionManager | None: ...
-    @property
-    def pool(self) -> SessionPoolManager | None: ...
     def sessions(self) -> list[AgentSession]: ...
     def agent_launch_env(self, agent: Agent) -> dict[str, str]: ...
 

@@ -28,8 +28,8 @@ class StopReason(Protocol):
     def stop_reason(self) -> str | None: ...
 
 
-class ServedEngine(Protocol):
-    """The engine behind a control socket: its state and the operations consoles ask for."""
+class EngineParts(Protocol):
+    """The parts of a running engine that its control server and its resuming both read."""
 
     @property
     def engine_id(self) -> str: ...
@@ -45,6 +45,11 @@ class ServedEngine(Protocol):
     def manager(self) -> SessionManager | None: ...
     @property
     def pool(self) -> SessionPoolManager | None: ...
+
+
+class ServedEngine(EngineParts, Protocol):
+    """The engine behind a control socket: its state and the operations consoles ask for."""
+
     @property
     def control(self) -> StopReason | None: ...
 
