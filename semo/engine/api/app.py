@@ -559,7 +559,11 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
             command = None
         if command is None or command.office_id != office.id:
             raise ApiError(404, f"no command {command_id!r} in office {office.name!r}")
-        return CommandState(command=command, result=await store.get_result(command_id))
+        result = await store.get_result(command_id)
+        if result is not None and command.status not in ("completed", "failed"):
+            # it ended between the two reads (status and result are written together)
+            command = await store.get_command(command_id)
+        return CommandState(command=command, result=result)
 
     @app.get(
         f"{PREFIX}/questions",
