@@ -116,7 +116,10 @@ def _request(context: list[str]) -> PermissionRequest | None:
         after = context[running[-1] + 1 :] if running else []
         if not running or any(row.strip() and not _RULE.match(row) for row in after):
             return None  # none, or a wrapped one: only a whole command is matched
-        command = _RUNNING.match(context[running[-1]]).group(1)  # type: ignore[union-attr]
+        found = _RUNNING.match(context[running[-1]])
+        if found is None:  # matched above: never, but the type cannot say so
+            return None
+        command = found.group(1)
     if not command or "…" in command:
         return None  # cut short on the screen: nothing to match
     return PermissionRequest(tool="Bash", subject=command, summary=f"Bash: {bounded(command)}")
