@@ -42,6 +42,7 @@ from semo.engine.office.operations import LOST, answer_question, check_input_rea
 from semo.engine.store.base import NotFound, Store
 from semo.engine.store.literals import CommandType
 from semo.engine.store.models import (
+    COMMAND_ENDED,
     AgentCommandResult,
     AgentSession,
     Office,
@@ -560,7 +561,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         if command is None or command.office_id != office.id:
             raise ApiError(404, f"no command {command_id!r} in office {office.name!r}")
         result = await store.get_result(command_id)
-        if result is not None and command.status not in ("completed", "failed"):
+        if result is not None and command.status not in COMMAND_ENDED:
             # it ended between the two reads (status and result are written together)
             command = await store.get_command(command_id)
         return CommandState(command=command, result=result)

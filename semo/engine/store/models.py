@@ -16,6 +16,8 @@ from semo.engine.store.literals import COMMAND_TYPES, CommandType
 
 SessionStatus = Literal["creating", "ready", "executing", "waiting_input", "error", "terminated"]
 CommandStatus = Literal["pending", "processing", "completed", "failed"]
+#: a command with its outcome (its result row is written in the same transaction)
+COMMAND_ENDED: tuple[CommandStatus, ...] = ("completed", "failed")
 #: permission: an agent's tool use waiting for a person (semo/engine/approval_policy.py)
 QuestionType = Literal["text", "choice", "confirm", "permission"]
 QuestionStatus = Literal["pending", "answered", "cancelled"]

@@ -59,6 +59,7 @@ from semo.engine.store.base import (
     upsert_columns,
 )
 from semo.engine.store.models import (
+    COMMAND_ENDED,
     SAFE_TO_REPEAT,
     AgentCommand,
     AgentCommandResult,
@@ -1159,7 +1160,7 @@ class SqliteStore(Store):
             ).fetchone()
             if row is None:
                 raise NotFound(f"command {command_id} not found")
-            if row["status"] in ("completed", "failed"):
+            if row["status"] in COMMAND_ENDED:
                 raise StoreConflict(f"command {command_id} is already {row['status']}")
             if row["status"] != "processing" or row["claimed_by"] != engine_id:
                 raise StoreConflict(
