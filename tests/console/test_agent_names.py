@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from semo.console.panel_text import asked_line, with_agent_name
 from semo.console.screens.main import MainScreen
 from semo.console.widgets.session_list import SessionList
 from tests.console.console_snapshot_app import FOUR, console_engine
@@ -52,3 +53,16 @@ async def test_agent_names_and_what_an_asking_session_asks(
             "FE's row saying its question",
         )
         assert "{" not in last_lines(main)["FE"]  # not a fragment of the JSON block
+
+
+def test_an_agents_question_and_a_configured_name_arrive_inert_on_one_line() -> None:
+    hostile = "Drop [bold red]it[/]?\x1b]0;pwned\x07\x1b[2J\nsecond line\r\n\u202eevil"
+    line = asked_line(hostile)
+    assert line.startswith("asks: Drop [bold red]it[/]?")  # markup stays text (Rich Text)
+    assert "\x1b" not in line and "\x07" not in line and "\n" not in line and "\r" not in line
+    assert "\u202e" not in line  # no bidi override reaches the terminal
+    assert "second line" in line
+    named = with_agent_name("#1", "FE", "Ada\x1b[31m\nBob")
+    assert named == "#1 Ada\\x1b[31m\\nBob"  # escapes made visible, one line
+    assert with_agent_name("#2", "FE", "FE") == "#2"  # a name that is the role adds nothing
+    assert with_agent_name("#1", "FE", "") == "#1"
